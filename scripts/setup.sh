@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# llmperf setup: installs only what is missing. Idempotent; a second run
+# does nothing and finishes in seconds. Run by `make run` and `make test`.
+#
+#   - libclang-dev            (bindgen for the `nvtx` crate)
+#   - Nsight Systems / Compute (Debian non-free, only on hosts without an
+#                               NVIDIA kernel driver; see docs/internals.md)
+#   - .venv with torch==2.13.0 (libtorch for `tch`), unless LIBTORCH is set
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TORCH_VERSION="2.13.0"
+VENV="$ROOT/.venv"
+NSYS_LIB_EXPECTED=/usr/lib/x86_64-linux-gnu/nsight-systems
+NSYS_LIB_ACTUAL=/usr/lib/nsight-systems
+
+say()  { printf 'setup: %s\n' "$*" >&2; }
+die()  { printf 'setup: error: %s\n' "$1" >&2; [ $# -lt 2 ] || printf 'hint: %s\n' "$2" >&2; exit 1; }
+have() { command -v "$1" >/dev/null 2>&1; }
+is_root() { [ "$(id -u)" -eq 0 ]; }
+gpu_driver_loaded() { [ -d /proc/driver/nvidia ]; }
+
+APT_UPDATED=0
+apt_install() {
+    is_root || die "missing Debian packages: $*" "run as root: apt-get install -y $*"
+    if [ "$APT_UPDATED" -eq 0 ]; then
+        say "apt-get update"
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq
+        APT_UPDATED=1
+    fi
+    say "apt-get install $*"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+ensure_libclang() {
+    # clang-sys (bindgen) loads libclang.so itself; libclang-cpp does not count.
+    local f
+    for f in /usr/lib/llvm-*/lib/libclang.so /usr/lib/x86_64-linux-gnu/libclang.so; do
+        [ -e "$f" ] && return
+    done
+    apt_install libclang-dev
+}
+
+# Debian's bookworm lists `main` only; the Nsight packages live in `non-free`
+# and their driver dependencies (nvidia-support) in `contrib`.
+ensure_nonfree_source() {
+    local list=/etc/apt/sources.list.d/llmperf-nonfree.sources
+    [ -f "$list" ] && return
+    grep -rqsE '^(Components:|deb ).*contrib.*non-free|^(Components:|deb ).*non-free.*contrib' \
+        /etc/apt/sources.list /etc/apt/sources.list.d/ && return
+    is_root || die "Debian contrib/non-free are not in the apt sources" \
+        "as root, add 'contrib non-free' to Components in /etc/apt/sources.list.d/debian.sources, then rerun"
+    local uri
+    uri=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
+    say "adding Debian non-free to apt sources ($list)"
+    cat >"$list" <<SRC
+Types: deb
+URIs: ${uri:-http://deb.debian.org/debian}
+Suites: bookworm
+Components: contrib non-free
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+    APT_UPDATED=0
+}
+
+# Debian's nsys looks for its importer under the multiarch path but the
+# package installs it elsewhere; without this link `nsys profile` leaves only
+# a .qdstrm ("The importer binary and its dependencies were not found").
+ensure_nsys_importer_link() {
+    [ -d "$NSYS_LIB_ACTUAL/host-linux-x64" ] || return 0
+    [ -e "$NSYS_LIB_EXPECTED/host-linux-x64" ] && return 0
+    is_root || die "nsys importer link missing" \
+        "as root: mkdir -p $NSYS_LIB_EXPECTED && ln -s $NSYS_LIB_ACTUAL/host-linux-x64 $NSYS_LIB_EXPECTED/host-linux-x64"
+    say "linking the nsys importer ($NSYS_LIB_EXPECTED/host-linux-x64)"
+    mkdir -p "$NSYS_LIB_EXPECTED"
+    ln -s "$NSYS_LIB_ACTUAL/host-linux-x64" "$NSYS_LIB_EXPECTED/host-linux-x64"
+}
+
+ensure_nsight() {
+    local missing=()
+    have nsys || missing+=(nsight-systems)
+    have ncu || missing+=(nsight-compute)
+    if [ ${#missing[@]} -gt 0 ]; then
+        if gpu_driver_loaded; then
+            # Debian's packages pull NVIDIA user-space driver libraries that
+            # could replace the real driver's: never install them on a GPU host.
+            die "not on PATH: ${missing[*]} (an NVIDIA driver is loaded, so Debian's packages are not installed)" \
+                "install Nsight Systems/Compute from NVIDIA (CUDA toolkit or developer.nvidia.com) and put /usr/local/cuda/bin or /opt/nvidia/nsight-*/ on PATH"
+        fi
+        ensure_nonfree_source
+        apt_install "${missing[@]}"
+    fi
+    ensure_nsys_importer_link
+}
+
+ensure_venv() {
+    if [ -n "${LIBTORCH:-}" ]; then
+        say "using LIBTORCH=$LIBTORCH (no venv needed)"
+        return
+    fi
+    local want="$TORCH_VERSION"
+    if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" - "$want" <<'PY' 2>/dev/null
+import sys, importlib.metadata as m
+sys.exit(0 if m.version("torch").split("+")[0] == sys.argv[1] else 1)
+PY
+    then
+        return
+    fi
+    have python3 || die "python3 not found" "apt-get install -y python3 python3-venv"
+    say "creating $VENV with torch==$want (about 4.7 GB, a few minutes)"
+    [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check "torch==$want"
+}
+
+main() {
+    ensure_libclang
+    ensure_nsight
+    ensure_venv
+    say "ok"
+}
+
+main "$@"

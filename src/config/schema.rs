@@ -1,0 +1,333 @@
+//! The typed configuration. Every struct denies unknown keys so that a typo in
+//! a YAML file or an environment variable is an error, not a silent no-op.
+//! Defaults live in conf/ (embedded), not here.
+use serde::{Deserialize, Deserializer, Serialize};
+use std::fmt;
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub device: Device,
+    pub model: ModelConfig,
+    pub infer: InferConfig,
+    pub pipeline: Pipeline,
+    pub runner: Runner,
+    pub hardware: Hardware,
+    pub report: ReportConfig,
+}
+
+/// `auto` | `cpu` | `cuda` | `cuda:N`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum Device {
+    Auto,
+    Cpu,
+    Cuda(u32),
+}
+
+impl TryFrom<String> for Device {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        match s.as_str() {
+            "auto" => Ok(Device::Auto),
+            "cpu" => Ok(Device::Cpu),
+            "cuda" => Ok(Device::Cuda(0)),
+            other => other
+                .strip_prefix("cuda:")
+                .and_then(|n| n.parse().ok())
+                .map(Device::Cuda)
+                .ok_or_else(|| format!("`{other}` is not a device: use auto, cpu, cuda or cuda:N")),
+        }
+    }
+}
+
+impl From<Device> for String {
+    fn from(d: Device) -> String {
+        d.to_string()
+    }
+}
+
+impl fmt::Display for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Device::Auto => f.write_str("auto"),
+            Device::Cpu => f.write_str("cpu"),
+            Device::Cuda(n) => write!(f, "cuda:{n}"),
+        }
+    }
+}
+
+/// The model, selected by `name` (conf/model/<name>/arch/*.yaml).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "name", rename_all = "snake_case")]
+pub enum ModelConfig {
+    DummyShallowResnet(ResnetConfig),
+}
+
+impl ModelConfig {
+    pub fn name(&self) -> &'static str {
+        match self {
+            ModelConfig::DummyShallowResnet(_) => "dummy_shallow_resnet",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResnetConfig {
+    pub in_channels: u32,
+    pub channels: u32,
+    pub blocks: u32,
+    pub num_classes: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dtype {
+    F32,
+    F16,
+    Bf16,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InferConfig {
+    pub batch_size: u32,
+    pub warmup_iters: u32,
+    pub iters: u32,
+    pub dtype: Dtype,
+    pub seed: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_size: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_len: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_new_tokens: Option<u32>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pipeline {
+    pub nsys: NsysConfig,
+    pub ncu: NcuConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NsysConfig {
+    pub enable: bool,
+    pub executable: String,
+    pub timeout_s: u64,
+    pub trace: String,
+    pub sample: NsysSample,
+    pub capture_range: CaptureRange,
+    pub capture_range_end: Option<String>,
+    pub nvtx_capture: Option<String>,
+    pub cuda_graph_trace: Option<CudaGraphTrace>,
+    pub force_overwrite: bool,
+    #[serde(deserialize_with = "null_as_empty")]
+    pub extra_args: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NsysSample {
+    None,
+    ProcessTree,
+    SystemWide,
+    Cpu,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CaptureRange {
+    #[serde(rename = "none")]
+    None,
+    #[serde(rename = "nvtx")]
+    Nvtx,
+    #[serde(rename = "cudaProfilerApi")]
+    CudaProfilerApi,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CudaGraphTrace {
+    Graph,
+    Node,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NcuConfig {
+    #[serde(default)]
+    pub description: Option<String>,
+    pub enable: bool,
+    pub executable: String,
+    pub timeout_s: u64,
+    pub ncu_cli: NcuCli,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NcuCli {
+    pub target_processes: TargetProcesses,
+    pub replay_mode: ReplayMode,
+    pub app_replay_match: Option<AppReplayMatch>,
+    pub nvtx: NvtxFilter,
+    pub set: Option<String>,
+    #[serde(deserialize_with = "null_as_empty")]
+    pub sections: Vec<String>,
+    #[serde(deserialize_with = "null_as_empty")]
+    pub metrics: Vec<String>,
+    pub kernel_name: Option<String>,
+    pub kernel_name_base: KernelNameBase,
+    pub kernel_id: Option<String>,
+    #[serde(deserialize_with = "null_as_empty")]
+    pub kernel_exclude: Vec<String>,
+    pub launch_skip: Option<u64>,
+    pub launch_count: Option<u64>,
+    pub clock_control: Option<ClockControl>,
+    pub cache_control: Option<CacheControl>,
+    pub graph_profiling: Option<GraphProfiling>,
+    pub force_overwrite: bool,
+    #[serde(deserialize_with = "null_as_empty")]
+    pub extra_args: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NvtxFilter {
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub include: Vec<String>,
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub exclude: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TargetProcesses {
+    All,
+    ApplicationOnly,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReplayMode {
+    Kernel,
+    Application,
+    Range,
+    AppRange,
+}
+
+impl ReplayMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReplayMode::Kernel => "kernel",
+            ReplayMode::Application => "application",
+            ReplayMode::Range => "range",
+            ReplayMode::AppRange => "app-range",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AppReplayMatch {
+    Name,
+    Grid,
+    All,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KernelNameBase {
+    Function,
+    Demangled,
+    Mangled,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClockControl {
+    Base,
+    None,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheControl {
+    All,
+    None,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GraphProfiling {
+    Node,
+    Graph,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Runner {
+    pub run: RunSettings,
+    pub artifacts: Artifacts,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSettings {
+    pub mode: RunMode,
+    pub top_n_kernels: u32,
+    pub baseline: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunMode {
+    Deep,
+    Light,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Artifacts {
+    pub root: PathBuf,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Hardware {
+    pub peak_tflops: Option<f64>,
+    pub peak_gbps: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReportConfig {
+    pub aggregate: bool,
+}
+
+/// YAML `key: null` (or `key:`) for a list means the empty list.
+fn null_as_empty<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    Ok(Option::<Vec<String>>::deserialize(d)?.unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn devices_parse_and_print() {
+        for s in ["auto", "cpu", "cuda:0", "cuda:3"] {
+            assert_eq!(Device::try_from(s.to_string()).unwrap().to_string(), s);
+        }
+        assert_eq!(
+            Device::try_from("cuda".to_string()).unwrap(),
+            Device::Cuda(0)
+        );
+        assert!(Device::try_from("gpu0".to_string())
+            .unwrap_err()
+            .contains("gpu0"));
+    }
+}
