@@ -37,7 +37,7 @@ impl ErrorKind {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub struct Error {
     pub kind: ErrorKind,
     pub message: String,

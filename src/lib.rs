@@ -1,4 +1,16 @@
 //! llmperf: profile deep-learning and LLM inference with Nsight Systems and
 //! Nsight Compute, per NVTX region. See docs/internals.md for the data flow.
+pub mod app;
+pub mod cli;
 pub mod config;
+pub mod doctor;
 pub mod error;
+pub mod host;
+pub mod libtorch;
+pub mod manifest;
+pub mod orchestrate;
+pub mod process;
+pub mod profile;
+pub mod provenance;
+pub mod run_dir;
+pub mod tools;

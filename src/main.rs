@@ -1,1 +1,54 @@
-fn main() {}
+//! The llmperf binary: parse arguments, set up logging, run, map errors to exit codes.
+use clap::Parser;
+use std::process::ExitCode;
+
+use llmperf::cli::Cli;
+use llmperf::error::{self, ErrorKind};
+
+fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().collect();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() {
+                ErrorKind::Usage.exit_code() as u8
+            } else {
+                0
+            });
+        }
+    };
+    init_tracing(cli.verbose, cli.quiet);
+    match llmperf::app::run(cli, argv) {
+        Ok(code) => ExitCode::from(code as u8),
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            let known = error::find(&err);
+            if let Some(hint) = known.and_then(|e| e.hint.as_deref()) {
+                eprintln!("hint: {hint}");
+            }
+            let kind = known.map_or(ErrorKind::Internal, |e| e.kind);
+            ExitCode::from(kind.exit_code() as u8)
+        }
+    }
+}
+
+/// Logs go to stderr; stdout carries results. `LLMPERF_LOG` (an env-filter
+/// directive such as `llmperf=debug`) overrides -v/-q.
+fn init_tracing(verbose: u8, quiet: bool) {
+    let level = match (quiet, verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "info",
+        (false, 2) => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("LLMPERF_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("llmperf={level}")));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .without_time()
+        .init();
+}

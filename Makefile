@@ -1,0 +1,28 @@
+# llmperf: the two commands of the README's quick start.
+#   make run   set up what is missing, build, profile the built-in default
+#   make test  set up what is missing, run every test
+SHELL := /bin/bash
+VENV := $(CURDIR)/.venv
+export PATH := $(VENV)/bin:$(PATH)
+# tch finds libtorch in the venv's torch wheel unless the user has their own LIBTORCH.
+ifeq ($(LIBTORCH),)
+export LIBTORCH_USE_PYTORCH := 1
+endif
+CARGO_FLAGS := --release --locked
+BIN := target/release/llmperf
+
+.PHONY: setup build run test clean
+setup:
+	@bash scripts/setup.sh
+
+build: setup
+	cargo build $(CARGO_FLAGS)
+
+run: build
+	$(BIN) profile -v -- $(VENV)/bin/python scripts/demo_workload.py
+
+test: setup
+	cargo test $(CARGO_FLAGS) --all-targets
+
+clean:
+	cargo clean

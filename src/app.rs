@@ -1,0 +1,119 @@
+//! Subcommands: turn parsed arguments into library calls.
+use std::io::Write;
+
+use crate::cli::{Cli, Command, ConfigCommand, ProfileArgs};
+use crate::config::{self, LoadOptions, Resolved};
+use crate::error::{Error, ErrorKind};
+use crate::{doctor, orchestrate};
+
+/// Run a parsed command line. `Ok` carries the exit code of a command that
+/// completed but wants a non-zero status (e.g. doctor not ready).
+pub fn run(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
+    match cli.command {
+        Command::Profile(args) => profile(cli.config_dir, args, argv),
+        Command::Config(ConfigCommand::Show(args)) => {
+            let resolved = load(cli.config_dir, args.overrides)?;
+            let text = if args.origin {
+                origins(&resolved)
+            } else {
+                resolved.to_yaml()
+            };
+            print(&text)?;
+            Ok(0)
+        }
+        Command::Doctor(args) => {
+            let resolved = load(cli.config_dir, args.overrides)?;
+            let checks = doctor::run(&resolved.config);
+            print(&doctor::render(&checks))?;
+            Ok(if doctor::ready(&checks) {
+                0
+            } else {
+                ErrorKind::ProfilerUnavailable.exit_code()
+            })
+        }
+    }
+}
+
+fn load(config_dir: Option<std::path::PathBuf>, overrides: Vec<String>) -> Result<Resolved, Error> {
+    config::load(&LoadOptions::from_process_env(config_dir, overrides))
+}
+
+fn profile(
+    config_dir: Option<std::path::PathBuf>,
+    args: ProfileArgs,
+    argv: Vec<String>,
+) -> anyhow::Result<i32> {
+    let mut overrides = args.overrides.clone();
+    overrides.extend(flag_overrides(&args));
+    let resolved = load(config_dir, overrides)?;
+    let outcome = orchestrate::profile(orchestrate::Request {
+        resolved,
+        command: args.command,
+        llmperf_argv: argv,
+    })?;
+    // The run directory is the result, even for a failed or interrupted run.
+    print(&format!("{}\n", outcome.run_dir.display()))?;
+    match outcome.error {
+        Some(e) => Err(e.into()),
+        None => Ok(0),
+    }
+}
+
+/// Convenience flags as configuration overrides (applied after the user's).
+fn flag_overrides(args: &ProfileArgs) -> Vec<String> {
+    let json = |s: &str| serde_json::to_string(s).expect("a string serializes");
+    let mut o = Vec::new();
+    if let Some(mode) = args.replay_mode {
+        o.push("pipeline.ncu.enable=true".into());
+        o.push(format!(
+            "pipeline.ncu.ncu_cli.replay_mode={}",
+            mode.as_str()
+        ));
+    }
+    if let Some(device) = &args.device {
+        o.push(format!("device={}", json(device)));
+    }
+    if let Some(model) = &args.model {
+        o.push(format!("model={model}"));
+    }
+    if !args.nvtx_include.is_empty() {
+        let list = serde_json::to_string(&args.nvtx_include).expect("strings serialize");
+        o.push(format!("pipeline.ncu.ncu_cli.nvtx.include={list}"));
+    }
+    if args.no_nsys {
+        o.push("pipeline.nsys.enable=false".into());
+    }
+    if args.no_ncu {
+        o.push("pipeline.ncu.enable=false".into());
+    }
+    if let Some(root) = &args.output_root {
+        o.push(format!(
+            "runner.artifacts.root={}",
+            json(&root.display().to_string())
+        ));
+    }
+    o
+}
+
+fn origins(resolved: &Resolved) -> String {
+    let rows = resolved.origins();
+    // Align the comments, but let a long value (a description) push its own comment out.
+    let width = rows
+        .iter()
+        .map(|(k, v, _)| k.len() + v.len() + 2)
+        .max()
+        .unwrap_or(0)
+        .min(64);
+    rows.iter()
+        .map(|(k, v, o)| format!("{:<width$}  # {o}\n", format!("{k}: {v}")))
+        .collect()
+}
+
+fn print(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    // A closed pipe (`llmperf config show | head`) is not an error.
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => Ok(r?),
+    }
+}

@@ -1,0 +1,131 @@
+//! Command-line types (clap derive). No logic here: see app.rs.
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+const EXAMPLES: &str = "\
+Examples:
+  llmperf doctor                                   check tools, GPU, permissions
+  llmperf profile -- python infer.py               nsys timeline of any command
+  llmperf profile --replay-mode range -- ./app     add Nsight Compute range replay
+  llmperf config show --origin runner=light        resolved config and where each value came from
+
+Run directories are written under tmp/profile-output/<run_id>/; the path is printed on stdout.
+Docs: docs/cli.md, docs/configuration.md, docs/artifacts.md.";
+
+#[derive(Debug, Parser)]
+#[command(name = "llmperf", version, about = "Profile deep-learning and LLM inference with Nsight Systems and Nsight Compute, per NVTX region", after_help = EXAMPLES)]
+pub struct Cli {
+    /// More log output on stderr (-v info, -vv debug, -vvv trace).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// Only errors on stderr.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// A configuration tree layered over the built-in conf/ (same layout).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub config_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a command under nsys (and ncu) and write a run directory.
+    #[command(after_help = PROFILE_EXAMPLES)]
+    Profile(ProfileArgs),
+    /// Show the resolved configuration.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Check that profilers, GPU, permissions and libtorch are usable here.
+    #[command(
+        after_help = "Example:\n  llmperf doctor\n\nExit status 0 when the default profile can run (WARN lines are features unavailable here)."
+    )]
+    Doctor(DoctorArgs),
+}
+
+const PROFILE_EXAMPLES: &str = "\
+Examples:
+  llmperf profile -- python infer.py --batch 8
+  llmperf profile --no-nsys --replay-mode kernel -- ./my_app
+  llmperf profile pipeline.nsys.trace=nvtx,osrt runner.artifacts.root=/data/runs -- ./my_app
+  llmperf profile profiling/ncu@pipeline.ncu=ncu.high --replay-mode range -- ./my_app
+
+OVERRIDES use the grammar of docs/configuration.md (key=value, +key=value, ~key, group@package=option).
+Convenience flags are applied after OVERRIDES, so they win.";
+
+#[derive(Debug, Args)]
+pub struct ProfileArgs {
+    /// Enable Nsight Compute with this replay mode (pipeline.ncu.ncu_cli.replay_mode).
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub replay_mode: Option<ReplayModeArg>,
+    /// Device for built-in workloads: auto, cpu, cuda, cuda:N (device).
+    #[arg(long, value_name = "DEVICE")]
+    pub device: Option<String>,
+    /// Built-in model: conf/model/<NAME>/ (model=NAME).
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+    /// NVTX region for ncu to include, repeatable (pipeline.ncu.ncu_cli.nvtx.include).
+    #[arg(long = "nvtx-include", value_name = "REGION")]
+    pub nvtx_include: Vec<String>,
+    /// Skip Nsight Systems (pipeline.nsys.enable=false).
+    #[arg(long)]
+    pub no_nsys: bool,
+    /// Skip Nsight Compute (pipeline.ncu.enable=false).
+    #[arg(long, conflicts_with = "replay_mode")]
+    pub no_ncu: bool,
+    /// Where run directories are created (runner.artifacts.root).
+    #[arg(short = 'o', long = "output-root", value_name = "DIR")]
+    pub output_root: Option<PathBuf>,
+    /// Configuration overrides.
+    #[arg(value_name = "OVERRIDES")]
+    pub overrides: Vec<String>,
+    /// The command to profile, after `--`.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ReplayModeArg {
+    Kernel,
+    Application,
+    Range,
+    AppRange,
+}
+
+impl ReplayModeArg {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReplayModeArg::Kernel => "kernel",
+            ReplayModeArg::Application => "application",
+            ReplayModeArg::Range => "range",
+            ReplayModeArg::AppRange => "app-range",
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print the resolved configuration as YAML.
+    #[command(
+        after_help = "Examples:\n  llmperf config show\n  llmperf config show --origin pipeline.ncu.ncu_cli.replay_mode=range\n  llmperf --config-dir ./myconf config show profiling/ncu@pipeline.ncu=ncu.mygpu"
+    )]
+    Show(ShowArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// Print every key with the layer it came from instead.
+    #[arg(long)]
+    pub origin: bool,
+    /// Configuration overrides.
+    #[arg(value_name = "OVERRIDES")]
+    pub overrides: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Configuration overrides (e.g. pipeline.nsys.executable=/opt/nsys/bin/nsys).
+    #[arg(value_name = "OVERRIDES")]
+    pub overrides: Vec<String>,
+}

@@ -1,0 +1,177 @@
+//! `manifest.json`: what each stage of a run did. Written at the start and
+//! rewritten (atomically) after every change, so an interrupted or crashed run
+//! still says how far it got. Schema: specs/manifest.md.
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+use crate::process::{Exit, Finished};
+use crate::run_dir::{utc_now, RunDir, MANIFEST_JSON};
+
+pub const SCHEMA: &str = "llmperf.manifest/v1";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Pending,
+    Running,
+    Ok,
+    Failed,
+    Skipped,
+    Interrupted,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Diagnosis {
+    pub code: String,
+    pub message: String,
+    pub hint: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ExitInfo {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub interrupted: bool,
+    pub elapsed_s: f64,
+}
+
+impl From<&Finished> for ExitInfo {
+    fn from(f: &Finished) -> Self {
+        let mut info = ExitInfo {
+            elapsed_s: f.elapsed.as_secs_f64(),
+            ..Default::default()
+        };
+        match f.exit {
+            Exit::Code(c) => info.code = Some(c),
+            Exit::Signal(s) => info.signal = Some(s),
+            Exit::TimedOut => info.timed_out = true,
+            Exit::Interrupted => info.interrupted = true,
+        }
+        info
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Stage {
+    pub name: String,
+    pub status: Status,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+    pub argv: Vec<String>,
+    pub started_at: Option<String>,
+    pub ended_at: Option<String>,
+    pub exit: Option<ExitInfo>,
+    /// Paths relative to the run directory.
+    pub artifacts: Vec<String>,
+    pub diagnoses: Vec<Diagnosis>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Manifest {
+    pub schema: String,
+    pub run_id: String,
+    pub status: Status,
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    pub llmperf_version: String,
+    /// llmperf's own command line.
+    pub argv: Vec<String>,
+    pub stages: Vec<Stage>,
+}
+
+/// The manifest of a live run: every change is written through.
+pub struct ManifestWriter<'a> {
+    run: &'a RunDir,
+    pub manifest: Manifest,
+}
+
+impl<'a> ManifestWriter<'a> {
+    pub fn start(run: &'a RunDir, argv: Vec<String>) -> Result<Self, Error> {
+        let manifest = Manifest {
+            schema: SCHEMA.into(),
+            run_id: run.run_id().into(),
+            status: Status::Running,
+            started_at: utc_now(),
+            ended_at: None,
+            llmperf_version: env!("CARGO_PKG_VERSION").into(),
+            argv,
+            stages: Vec::new(),
+        };
+        let w = ManifestWriter { run, manifest };
+        w.save()?;
+        Ok(w)
+    }
+
+    pub fn save(&self) -> Result<(), Error> {
+        self.run
+            .write_json(MANIFEST_JSON, &self.manifest)
+            .map(|_| ())
+    }
+
+    /// Add a stage in `running` state and return its index.
+    pub fn begin(&mut self, name: &str, argv: Vec<String>) -> Result<usize, Error> {
+        self.manifest.stages.push(Stage {
+            name: name.into(),
+            status: Status::Running,
+            reason: None,
+            hint: None,
+            argv,
+            started_at: Some(utc_now()),
+            ended_at: None,
+            exit: None,
+            artifacts: Vec::new(),
+            diagnoses: Vec::new(),
+        });
+        self.save()?;
+        Ok(self.manifest.stages.len() - 1)
+    }
+
+    /// Record a stage that did not run, with why and how to make it run.
+    pub fn skip(&mut self, name: &str, reason: &str, hint: &str) -> Result<(), Error> {
+        let i = self.begin(name, Vec::new())?;
+        self.finish(i, Status::Skipped, |s| {
+            s.started_at = None;
+            s.reason = Some(reason.into());
+            s.hint = Some(hint.into());
+        })
+    }
+
+    pub fn finish(
+        &mut self,
+        i: usize,
+        status: Status,
+        edit: impl FnOnce(&mut Stage),
+    ) -> Result<(), Error> {
+        let stage = &mut self.manifest.stages[i];
+        stage.status = status;
+        stage.ended_at = Some(utc_now());
+        edit(stage);
+        self.save()
+    }
+
+    pub fn close(&mut self, status: Status) -> Result<(), Error> {
+        self.manifest.status = status;
+        self.manifest.ended_at = Some(utc_now());
+        self.save()
+    }
+}
+
+pub fn read(run: &RunDir) -> Result<Manifest, Error> {
+    let path = run.join(MANIFEST_JSON);
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        Error::new(
+            crate::error::ErrorKind::Unparseable,
+            format!("cannot read {}: {e}", path.display()),
+        )
+    })?;
+    serde_json::from_str(&text).map_err(|e| {
+        Error::new(
+            crate::error::ErrorKind::Unparseable,
+            format!("{}:{}: {e}", path.display(), e.line()),
+        )
+        .with_hint("the manifest was edited or written by an incompatible llmperf version")
+    })
+}

@@ -1,0 +1,242 @@
+//! `llmperf profile`: plan → run directory → provenance → profiler stages.
+//!
+//! Raw outputs land in the run directory before anything parses them, and the
+//! manifest is rewritten after every stage change, so a crash, a parser bug or
+//! Ctrl-C never costs the capture.
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::config::Resolved;
+use crate::error::{Error, ErrorKind};
+use crate::manifest::{ExitInfo, ManifestWriter, Status};
+use crate::process::{self, Exit, Finished, Sink, Spawn};
+use crate::profile::nsys;
+use crate::provenance::{self, Probed};
+use crate::run_dir::{self, RunDir};
+use crate::tools::Tool;
+
+/// What to profile and how llmperf itself was invoked.
+pub struct Request {
+    pub resolved: Resolved,
+    /// The application's argv (after `--`).
+    pub command: Vec<OsString>,
+    /// llmperf's own argv, for the manifest.
+    pub llmperf_argv: Vec<String>,
+}
+
+/// A finished (or failed, or interrupted) run: the directory always exists.
+pub struct Outcome {
+    pub run_dir: PathBuf,
+    pub status: Status,
+    /// Why the run did not succeed, for the exit code and message.
+    pub error: Option<Error>,
+}
+
+pub fn profile(req: Request) -> Result<Outcome, Error> {
+    let cfg = &req.resolved.config;
+    nsys::validate(&cfg.pipeline.nsys)?;
+    check_command(&req.command)?;
+    process::install_interrupt_handler();
+    let run = RunDir::create(&cfg.runner.artifacts.root)?;
+    tracing::info!("run directory: {}", run.path().display());
+    run.write(run_dir::CONFIG_YAML, req.resolved.to_yaml().as_bytes())?;
+    run.write_yaml(
+        run_dir::INPUTS_YAML,
+        &provenance::inputs(cfg, &req.command, false),
+    )?;
+    let tools = Probed::probe(cfg);
+    run.write_json(run_dir::ENV_JSON, &provenance::collect_env(&tools))?;
+    let mut manifest = ManifestWriter::start(&run, req.llmperf_argv.clone())?;
+
+    let mut error = nsys_stage(&run, &mut manifest, &req, &tools.nsys)?;
+    if error
+        .as_ref()
+        .is_none_or(|e| e.kind != ErrorKind::Interrupted)
+    {
+        let ncu_error = ncu_stage(&mut manifest, &req, &tools.ncu)?;
+        error = error.or(ncu_error);
+    }
+    let status = match &error {
+        None => Status::Ok,
+        Some(e) if e.kind == ErrorKind::Interrupted => Status::Interrupted,
+        Some(_) => Status::Failed,
+    };
+    // Provenance again at the end, with the time the run finished.
+    run.write_json(run_dir::ENV_JSON, &provenance::collect_env(&tools))?;
+    manifest.close(status)?;
+    Ok(Outcome {
+        run_dir: run.path().to_path_buf(),
+        status,
+        error,
+    })
+}
+
+fn check_command(command: &[OsString]) -> Result<(), Error> {
+    let Some(first) = command.first() else {
+        return Err(Error::usage("no command to profile")
+            .with_hint("give one after `--`: llmperf profile -- python infer.py --batch 8"));
+    };
+    if first.to_string_lossy().starts_with('-') {
+        return Err(Error::usage(format!(
+            "the command to profile starts with `{}`",
+            first.to_string_lossy()
+        ))
+        .with_hint("put llmperf's own options before `--` and the program to run right after it"));
+    }
+    Ok(())
+}
+
+/// Run the application under nsys. A missing nsys skips the stage (with a
+/// hint) rather than failing the run before provenance is written.
+fn nsys_stage(
+    run: &RunDir,
+    manifest: &mut ManifestWriter,
+    req: &Request,
+    probe: &Result<Tool, Error>,
+) -> Result<Option<Error>, Error> {
+    let cfg = &req.resolved.config.pipeline.nsys;
+    if !cfg.enable {
+        manifest.skip(
+            "nsys",
+            "disabled (pipeline.nsys.enable=false)",
+            "enable with pipeline.nsys.enable=true",
+        )?;
+        return Ok(None);
+    }
+    let tool = match probe {
+        Ok(t) => t,
+        Err(e) => {
+            manifest.skip("nsys", &e.message, e.hint.as_deref().unwrap_or_default())?;
+            return Ok(Some(e.clone()));
+        }
+    };
+    run.subdir(run_dir::NSYS_DIR)?;
+    let base = absolute(&run.join(run_dir::NSYS_REPORT_BASE));
+    let spec = Spawn::new(nsys::profile_argv(&tool.path, cfg, &base, &req.command))
+        .stdout(Sink::File(run.join("nsys/stdout.log")))
+        .stderr(Sink::File(run.join("nsys/stderr.log")))
+        .timeout((cfg.timeout_s > 0).then(|| Duration::from_secs(cfg.timeout_s)))
+        .companions(nsys::agents_of);
+    run.write(
+        run_dir::NSYS_CMD,
+        format!("{}\n", spec.display()).as_bytes(),
+    )?;
+    let i = manifest.begin("nsys", spec.argv_strings())?;
+    let done = with_progress("nsys", || process::run(&spec))?;
+    let report = find_report(&base);
+    let mut artifacts = vec![
+        run_dir::NSYS_CMD.to_string(),
+        "nsys/stdout.log".into(),
+        "nsys/stderr.log".into(),
+    ];
+    artifacts.extend(report.as_ref().map(|r| relative(run.path(), r)));
+    let (status, failure) = judge_nsys(&done, report.is_some());
+    manifest.finish(i, status, |s| {
+        s.exit = Some(ExitInfo::from(&done));
+        s.artifacts = artifacts;
+        s.reason = failure.as_ref().map(|e| e.message.clone());
+        s.hint = failure.as_ref().and_then(|e| e.hint.clone());
+    })?;
+    Ok(failure)
+}
+
+/// nsys exits with the application's status (128+N when a signal killed it)
+/// and still writes the report, so a failing workload keeps its capture.
+fn judge_nsys(done: &Finished, have_report: bool) -> (Status, Option<Error>) {
+    let failed =
+        |msg: String, hint: &str| Some(Error::new(ErrorKind::StageFailed, msg).with_hint(hint));
+    let see_log = "see nsys/stderr.log and nsys/stdout.log in the run directory";
+    match done.exit {
+        Exit::Interrupted => (
+            Status::Interrupted,
+            Some(Error::new(ErrorKind::Interrupted, "interrupted; nsys and the workload were stopped")
+                .with_hint("everything written so far is kept in the run directory")),
+        ),
+        Exit::TimedOut => (
+            Status::Failed,
+            failed(format!("nsys {}", done.describe()), "raise pipeline.nsys.timeout_s, or shorten the workload"),
+        ),
+        Exit::Code(0) if have_report => (Status::Ok, None),
+        Exit::Code(0) => (
+            Status::Failed,
+            failed("nsys exited 0 but wrote no report".into(), "nsys needs its importer (see scripts/setup.sh and REFERENCE §1); see nsys/stderr.log"),
+        ),
+        Exit::Code(c) if c > 128 && c - 128 < 32 => (
+            Status::Failed,
+            failed(format!("the profiled command was killed by signal {} ({}) under nsys", c - 128, process::signal_name(c - 128)), see_log),
+        ),
+        Exit::Code(c) => (Status::Failed, failed(format!("the profiled command exited with code {c} under nsys"), see_log)),
+        Exit::Signal(s) => (
+            Status::Failed,
+            failed(format!("nsys was killed by signal {s} ({})", process::signal_name(s)), see_log),
+        ),
+    }
+}
+
+/// The Nsight Compute stage. Its passes, parsing and region reports are not
+/// built yet; until they are, an enabled ncu stage is recorded as skipped with
+/// that reason instead of pretending to run.
+fn ncu_stage(
+    manifest: &mut ManifestWriter,
+    req: &Request,
+    probe: &Result<Tool, Error>,
+) -> Result<Option<Error>, Error> {
+    let cfg = &req.resolved.config.pipeline.ncu;
+    if !cfg.enable {
+        manifest.skip(
+            "ncu",
+            "disabled (pipeline.ncu.enable=false)",
+            "enable with --replay-mode MODE or pipeline.ncu.enable=true",
+        )?;
+        return Ok(None);
+    }
+    match probe {
+        Err(e) => {
+            manifest.skip("ncu", &e.message, e.hint.as_deref().unwrap_or_default())?;
+            Ok(Some(e.clone()))
+        }
+        Ok(t) => {
+            manifest.skip(
+                "ncu",
+                &format!("ncu {} found, but this llmperf version does not run Nsight Compute passes yet", t.version),
+                "profile with ncu directly for now; the ncu stage is tracked in the project's issues",
+            )?;
+            Ok(None)
+        }
+    }
+}
+
+/// `<base>.nsys-rep` (nsys 2021.3+) or `<base>.qdrep` (older).
+fn find_report(base: &Path) -> Option<PathBuf> {
+    ["nsys-rep", "qdrep"]
+        .iter()
+        .map(|ext| base.with_extension(ext))
+        .find(|p| p.is_file())
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+fn relative(root: &Path, p: &Path) -> String {
+    let root = absolute(root);
+    p.strip_prefix(&root).unwrap_or(p).display().to_string()
+}
+
+/// A spinner with the stage and elapsed time on a terminal; nothing otherwise
+/// (the stage's start and end are logged either way).
+fn with_progress<T>(stage: &str, f: impl FnOnce() -> T) -> T {
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} {msg} {elapsed}") {
+        bar.set_style(style);
+    }
+    bar.set_message(format!("{stage}: running"));
+    bar.enable_steady_tick(Duration::from_millis(200));
+    let start = std::time::Instant::now();
+    let out = f();
+    bar.finish_and_clear();
+    tracing::info!("{stage} finished in {:.1} s", start.elapsed().as_secs_f64());
+    out
+}

@@ -1,0 +1,435 @@
+//! The only place that spawns a child process.
+//!
+//! Children get an argv vector (never a shell string), their own process
+//! group, an optional timeout, and are killed with all their descendants when
+//! the timeout passes or the user interrupts llmperf (Ctrl-C / SIGTERM). A
+//! timed-out nsys must die with its agent, which may have left the group, so
+//! descendants are found through /proc as well.
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, ErrorKind};
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+const POLL: Duration = Duration::from_millis(20);
+const GRACE: Duration = Duration::from_secs(3);
+
+/// Route SIGINT and SIGTERM to a flag that running children and stages check.
+pub fn install_interrupt_handler() {
+    static FLAG: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
+    let flag = FLAG
+        .get_or_init(|| Arc::new(AtomicBool::new(false)))
+        .clone();
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let _ = signal_hook::flag::register(sig, flag.clone());
+    }
+    std::thread::spawn(move || loop {
+        if flag.load(Ordering::Relaxed) {
+            INTERRUPTED.store(true, Ordering::Relaxed);
+        }
+        std::thread::sleep(POLL);
+    });
+}
+
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::Relaxed)
+}
+
+/// Where a child's output goes.
+#[derive(Debug, Clone)]
+pub enum Sink {
+    Inherit,
+    Null,
+    /// Write to this file (created or truncated).
+    File(PathBuf),
+    /// Keep it in memory, for short outputs such as `--version`.
+    Capture,
+}
+
+#[derive(Debug, Clone)]
+pub struct Spawn {
+    pub argv: Vec<OsString>,
+    pub env: Vec<(String, String)>,
+    pub stdout: Sink,
+    pub stderr: Sink,
+    pub timeout: Option<Duration>,
+    /// Processes that belong to the child but are not its descendants (the
+    /// nsys agent is reparented to init): found from the child's pid, killed with it.
+    pub companions: Option<fn(i32) -> Vec<i32>>,
+}
+
+impl Spawn {
+    pub fn new<I, S>(argv: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        Spawn {
+            argv: argv.into_iter().map(Into::into).collect(),
+            env: Vec::new(),
+            stdout: Sink::Inherit,
+            stderr: Sink::Inherit,
+            timeout: None,
+            companions: None,
+        }
+    }
+
+    pub fn companions(mut self, find: fn(i32) -> Vec<i32>) -> Self {
+        self.companions = Some(find);
+        self
+    }
+
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    pub fn stdout(mut self, sink: Sink) -> Self {
+        self.stdout = sink;
+        self
+    }
+
+    pub fn stderr(mut self, sink: Sink) -> Self {
+        self.stderr = sink;
+        self
+    }
+
+    pub fn timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The command line, quoted so it can be pasted into a shell.
+    pub fn display(&self) -> String {
+        let env = self
+            .env
+            .iter()
+            .map(|(k, v)| format!("{k}={}", shell_quote(v)));
+        let argv = self.argv.iter().map(|a| shell_quote(&a.to_string_lossy()));
+        env.chain(argv).collect::<Vec<_>>().join(" ")
+    }
+
+    pub fn argv_strings(&self) -> Vec<String> {
+        self.argv
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+}
+
+/// How a child ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Code(i32),
+    Signal(i32),
+    TimedOut,
+    Interrupted,
+}
+
+#[derive(Debug)]
+pub struct Finished {
+    pub exit: Exit,
+    pub elapsed: Duration,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+impl Finished {
+    pub fn success(&self) -> bool {
+        self.exit == Exit::Code(0)
+    }
+
+    /// "exit code 3", "killed by signal 9 (SIGKILL)", ...
+    pub fn describe(&self) -> String {
+        match self.exit {
+            Exit::Code(c) => format!("exit code {c}"),
+            Exit::Signal(s) => format!("killed by signal {s} ({})", signal_name(s)),
+            Exit::TimedOut => format!(
+                "timed out after {:.0} s and was killed",
+                self.elapsed.as_secs_f64()
+            ),
+            Exit::Interrupted => "interrupted".into(),
+        }
+    }
+}
+
+/// Run a child to completion (or timeout / interrupt).
+pub fn run(spec: &Spawn) -> Result<Finished, Error> {
+    let (program, args) = spec
+        .argv
+        .split_first()
+        .ok_or_else(|| Error::new(ErrorKind::Internal, "empty command line"))?;
+    tracing::info!("running: {}", spec.display());
+    let (stdout, mut out_cap) = open_sink(&spec.stdout)?;
+    let (stderr, mut err_cap) = open_sink(&spec.stderr)?;
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(stderr)
+        .process_group(0);
+    for (k, v) in &spec.env {
+        cmd.env(k, v);
+    }
+    let start = Instant::now();
+    let child = cmd.spawn().map_err(|e| spawn_error(program, &e))?;
+    let exit = wait(child, spec, start)?;
+    Ok(Finished {
+        exit,
+        elapsed: start.elapsed(),
+        stdout: read_capture(out_cap.as_mut()),
+        stderr: read_capture(err_cap.as_mut()),
+    })
+}
+
+fn open_sink(sink: &Sink) -> Result<(Stdio, Option<File>), Error> {
+    let io =
+        |e: std::io::Error, what: &str| Error::new(ErrorKind::Internal, format!("{what}: {e}"));
+    Ok(match sink {
+        Sink::Inherit => (Stdio::inherit(), None),
+        Sink::Null => (Stdio::null(), None),
+        Sink::File(path) => {
+            let f = File::create(path)
+                .map_err(|e| io(e, &format!("cannot create {}", path.display())))?;
+            (Stdio::from(f), None)
+        }
+        Sink::Capture => {
+            let f = tempfile::tempfile().map_err(|e| io(e, "cannot create a temporary file"))?;
+            let reader = f
+                .try_clone()
+                .map_err(|e| io(e, "cannot clone a file handle"))?;
+            (Stdio::from(f), Some(reader))
+        }
+    })
+}
+
+fn read_capture(file: Option<&mut File>) -> Vec<u8> {
+    use std::io::Seek;
+    let mut buf = Vec::new();
+    if let Some(f) = file {
+        let _ = f.rewind();
+        let _ = f.read_to_end(&mut buf);
+    }
+    buf
+}
+
+fn spawn_error(program: &OsString, e: &std::io::Error) -> Error {
+    let name = program.to_string_lossy();
+    match e.kind() {
+        std::io::ErrorKind::NotFound => Error::new(
+            ErrorKind::StageFailed,
+            format!("cannot run `{name}`: not found"),
+        )
+        .with_hint(format!("install `{name}` or give its full path")),
+        std::io::ErrorKind::PermissionDenied => Error::new(
+            ErrorKind::StageFailed,
+            format!("cannot run `{name}`: permission denied"),
+        )
+        .with_hint(format!("make it executable: chmod +x {name}")),
+        _ => Error::new(ErrorKind::StageFailed, format!("cannot run `{name}`: {e}")),
+    }
+}
+
+fn wait(mut child: Child, spec: &Spawn, start: Instant) -> Result<Exit, Error> {
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Ok(exit_of(status)),
+            Ok(None) => {}
+            Err(e) => {
+                return Err(Error::new(
+                    ErrorKind::Internal,
+                    format!("waiting for a child: {e}"),
+                ))
+            }
+        }
+        let timed_out = spec.timeout.is_some_and(|t| start.elapsed() >= t);
+        if timed_out || interrupted() {
+            kill_tree(&mut child, spec.companions);
+            return Ok(if timed_out {
+                Exit::TimedOut
+            } else {
+                Exit::Interrupted
+            });
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+fn exit_of(status: ExitStatus) -> Exit {
+    match (status.code(), status.signal()) {
+        (Some(c), _) => Exit::Code(c),
+        (None, Some(s)) => Exit::Signal(s),
+        (None, None) => Exit::Code(-1),
+    }
+}
+
+/// SIGTERM the child's group and descendants, give them a moment, then SIGKILL.
+fn kill_tree(child: &mut Child, companions: Option<fn(i32) -> Vec<i32>>) {
+    let pid = child.id() as i32;
+    let mut family = descendants(pid);
+    if let Some(find) = companions {
+        family.extend(find(pid));
+    }
+    signal_all(pid, &family, libc::SIGTERM);
+    let deadline = Instant::now() + GRACE;
+    while Instant::now() < deadline {
+        if matches!(child.try_wait(), Ok(Some(_))) && family.iter().all(|p| !alive(*p)) {
+            return;
+        }
+        std::thread::sleep(POLL);
+    }
+    signal_all(pid, &family, libc::SIGKILL);
+    let _ = child.wait();
+}
+
+fn signal_all(pgid: i32, pids: &[i32], sig: i32) {
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    unsafe {
+        libc::kill(-pgid, sig);
+        for p in pids {
+            libc::kill(*p, sig);
+        }
+    }
+}
+
+fn alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    unsafe { libc::kill(pid, 0) == 0 }
+}
+
+/// All processes below `root`, from /proc/<pid>/stat parent links.
+fn descendants(root: i32) -> Vec<i32> {
+    let parents: Vec<(i32, i32)> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| Some((pid, parent_of(pid)?)))
+        .collect();
+    let mut found = vec![root];
+    let mut i = 0;
+    while i < found.len() {
+        let p = found[i];
+        found.extend(parents.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
+/// Pids whose command line (arguments joined by spaces) satisfies `pred`.
+pub fn find_processes(pred: impl Fn(&str) -> bool) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+            let raw = std::fs::read(e.path().join("cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
+            pred(cmdline.trim_end()).then_some(pid)
+        })
+        .collect()
+}
+
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(1)?.parse().ok()
+}
+
+pub fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGTERM => "SIGTERM",
+        _ => "signal",
+    }
+}
+
+/// POSIX shell quoting: bare when safe, single quotes otherwise.
+pub fn shell_quote(arg: &str) -> String {
+    let safe = !arg.is_empty()
+        && arg
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c));
+    if safe {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_and_signals_are_reported() {
+        let ok = run(&Spawn::new(["true"])).unwrap();
+        assert!(ok.success());
+        let failed = run(&Spawn::new(["sh", "-c", "exit 3"])).unwrap();
+        assert_eq!(failed.exit, Exit::Code(3));
+        let killed = run(&Spawn::new(["sh", "-c", "kill -SEGV $$"])).unwrap();
+        assert_eq!(killed.exit, Exit::Signal(libc::SIGSEGV));
+        assert_eq!(killed.describe(), "killed by signal 11 (SIGSEGV)");
+    }
+
+    #[test]
+    fn timeout_kills_the_child_and_its_descendants() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("grandchild.pid");
+        // The grandchild leaves the process group (setsid) as the nsys agent can.
+        let script = format!("setsid sleep 30 & echo $! > {}; wait", pidfile.display());
+        let spec = Spawn::new(["sh", "-c", &script]).timeout(Some(Duration::from_millis(500)));
+        let done = run(&spec).unwrap();
+        assert_eq!(done.exit, Exit::TimedOut);
+        let grandchild: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let state = std::fs::read_to_string(format!("/proc/{grandchild}/stat")).unwrap_or_default();
+        assert!(
+            state.is_empty() || state.contains(") Z"),
+            "grandchild still running: {state}"
+        );
+    }
+
+    #[test]
+    fn captures_output_and_quotes_command_lines() {
+        let done = run(&Spawn::new(["echo", "hi there"]).stdout(Sink::Capture)).unwrap();
+        assert_eq!(done.stdout, b"hi there\n");
+        let spec = Spawn::new(["nsys", "profile", "--trace=cuda,nvtx", "it's"]).env("A", "b c");
+        assert_eq!(
+            spec.display(),
+            r"A='b c' nsys profile --trace=cuda,nvtx 'it'\''s'"
+        );
+    }
+
+    #[test]
+    fn missing_program_is_a_clear_error() {
+        let err = run(&Spawn::new(["llmperf-no-such-program"])).unwrap_err();
+        assert_eq!(
+            err.message,
+            "cannot run `llmperf-no-such-program`: not found"
+        );
+        assert!(err.hint.is_some());
+    }
+}

@@ -1,0 +1,2 @@
+//! Profiler command lines and the stages that run them.
+pub mod nsys;

@@ -1,0 +1,265 @@
+//! Nsight Systems: the `nsys profile` command line built from `pipeline.nsys`.
+//!
+//! nsys 2022.4 takes the application right after its options and refuses a
+//! `--` separator ("option is ambiguous"), so the application must not start
+//! with `-`.
+use std::ffi::OsString;
+use std::path::Path;
+
+use crate::config::schema::{CaptureRange, CudaGraphTrace, NsysConfig, NsysSample};
+use crate::error::Error;
+
+/// Makes nsys match NVTX ranges by any string, not only registered ones.
+pub const REGISTER_ONLY_ENV: &str = "--env-var=NSYS_NVTX_PROFILER_REGISTER_ONLY=0";
+
+/// Reject combinations nsys would refuse (or silently ignore).
+pub fn validate(cfg: &NsysConfig) -> Result<(), Error> {
+    let key = |k: &str| format!("pipeline.nsys.{k}");
+    if cfg.nvtx_capture.is_some() && cfg.capture_range != CaptureRange::Nvtx {
+        return Err(Error::config(format!(
+            "{} is set but {} is not nvtx",
+            key("nvtx_capture"),
+            key("capture_range")
+        ))
+        .with_hint("add pipeline.nsys.capture_range=nvtx, or drop nvtx_capture"));
+    }
+    if cfg.capture_range == CaptureRange::Nvtx && cfg.nvtx_capture.is_none() {
+        return Err(Error::config(format!(
+            "{}=nvtx needs {}",
+            key("capture_range"),
+            key("nvtx_capture")
+        ))
+        .with_hint(
+            "name the range, nsys order RANGE@DOMAIN: pipeline.nsys.nvtx_capture=prefill@LLM",
+        ));
+    }
+    if cfg.capture_range_end.is_some() && cfg.capture_range == CaptureRange::None {
+        return Err(Error::config(format!(
+            "{} is set without a capture range",
+            key("capture_range_end")
+        ))
+        .with_hint(
+            "set pipeline.nsys.capture_range=nvtx or cudaProfilerApi, or drop capture_range_end",
+        ));
+    }
+    if cfg.trace.split(',').any(|t| t.trim().is_empty()) {
+        return Err(Error::config(format!(
+            "{} `{}` has an empty entry",
+            key("trace"),
+            cfg.trace
+        ))
+        .with_hint("a comma-separated list such as cuda,nvtx,osrt"));
+    }
+    Ok(())
+}
+
+/// `nsys profile ... <app...>`, writing `<output_base>.nsys-rep`.
+pub fn profile_argv(
+    nsys: &Path,
+    cfg: &NsysConfig,
+    output_base: &Path,
+    app: &[OsString],
+) -> Vec<OsString> {
+    let mut argv: Vec<OsString> = vec![nsys.into(), "profile".into()];
+    let mut opt = |s: String| argv.push(s.into());
+    opt(format!("--trace={}", cfg.trace));
+    opt(format!("--sample={}", sample_name(cfg.sample)));
+    match cfg.capture_range {
+        CaptureRange::None => {}
+        CaptureRange::Nvtx => opt("--capture-range=nvtx".into()),
+        CaptureRange::CudaProfilerApi => opt("--capture-range=cudaProfilerApi".into()),
+    }
+    if let Some(end) = &cfg.capture_range_end {
+        opt(format!("--capture-range-end={end}"));
+    }
+    if let Some(range) = &cfg.nvtx_capture {
+        opt(format!("--nvtx-capture={range}"));
+        opt(REGISTER_ONLY_ENV.into());
+    }
+    if let Some(graph) = cfg.cuda_graph_trace {
+        opt(format!(
+            "--cuda-graph-trace={}",
+            if graph == CudaGraphTrace::Graph {
+                "graph"
+            } else {
+                "node"
+            }
+        ));
+    }
+    opt(format!("--output={}", output_base.display()));
+    opt(format!("--force-overwrite={}", cfg.force_overwrite));
+    for extra in &cfg.extra_args {
+        opt(extra.clone());
+    }
+    argv.extend(app.iter().cloned());
+    argv
+}
+
+/// The agent of the `nsys profile` process `nsys_pid`. It is reparented to
+/// init, so it is no descendant; its session is named `profile-<app>-<nsys pid>`:
+/// `nsys --start-agent --session-name=profile-sleep-14580 --shm-name=...`
+pub fn agents_of(nsys_pid: i32) -> Vec<i32> {
+    let suffix = format!("-{nsys_pid}");
+    crate::process::find_processes(|cmd| {
+        cmd.contains("--start-agent")
+            && cmd.split_whitespace().any(|a| {
+                a.strip_prefix("--session-name=")
+                    .is_some_and(|n| n.ends_with(&suffix))
+            })
+    })
+}
+
+fn sample_name(s: NsysSample) -> &'static str {
+    match s {
+        NsysSample::None => "none",
+        NsysSample::ProcessTree => "process-tree",
+        NsysSample::SystemWide => "system-wide",
+        NsysSample::Cpu => "cpu",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{load, LoadOptions};
+
+    fn cfg(overrides: &[&str]) -> NsysConfig {
+        let opts = LoadOptions {
+            overrides: overrides.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        };
+        load(&opts).unwrap().config.pipeline.nsys
+    }
+
+    fn argv(c: &NsysConfig) -> Vec<String> {
+        profile_argv(
+            Path::new("nsys"),
+            c,
+            Path::new("run/nsys/report"),
+            &["app".into(), "--flag".into()],
+        )
+        .into_iter()
+        .map(|s| s.into_string().unwrap())
+        .collect()
+    }
+
+    #[test]
+    fn default_command_line() {
+        assert_eq!(
+            argv(&cfg(&[])),
+            [
+                "nsys",
+                "profile",
+                "--trace=cuda,nvtx,osrt",
+                "--sample=none",
+                "--output=run/nsys/report",
+                "--force-overwrite=true",
+                "app",
+                "--flag"
+            ]
+        );
+    }
+
+    #[test]
+    fn each_option_maps_to_its_flag() {
+        let cases: &[(&[&str], &str)] = &[
+            (&["pipeline.nsys.trace=nvtx,osrt"], "--trace=nvtx,osrt"),
+            (
+                &["pipeline.nsys.sample=process-tree"],
+                "--sample=process-tree",
+            ),
+            (
+                &["pipeline.nsys.capture_range=cudaProfilerApi"],
+                "--capture-range=cudaProfilerApi",
+            ),
+            (
+                &[
+                    "pipeline.nsys.capture_range=cudaProfilerApi",
+                    "pipeline.nsys.capture_range_end=stop",
+                ],
+                "--capture-range-end=stop",
+            ),
+            (
+                &[
+                    "pipeline.nsys.capture_range=nvtx",
+                    "pipeline.nsys.nvtx_capture=prefill@LLM",
+                ],
+                "--nvtx-capture=prefill@LLM",
+            ),
+            (
+                &[
+                    "pipeline.nsys.capture_range=nvtx",
+                    "pipeline.nsys.nvtx_capture=prefill@LLM",
+                ],
+                "--capture-range=nvtx",
+            ),
+            (
+                &[
+                    "pipeline.nsys.capture_range=nvtx",
+                    "pipeline.nsys.nvtx_capture=prefill@*",
+                ],
+                REGISTER_ONLY_ENV,
+            ),
+            (
+                &["pipeline.nsys.cuda_graph_trace=node"],
+                "--cuda-graph-trace=node",
+            ),
+            (
+                &["pipeline.nsys.force_overwrite=false"],
+                "--force-overwrite=false",
+            ),
+            (
+                &["pipeline.nsys.extra_args=[--stats=false]"],
+                "--stats=false",
+            ),
+        ];
+        for (overrides, flag) in cases {
+            let c = cfg(overrides);
+            validate(&c).unwrap();
+            let a = argv(&c);
+            assert!(a.contains(&flag.to_string()), "{overrides:?} -> {a:?}");
+            // Options come before the application.
+            assert_eq!(&a[a.len() - 2..], ["app", "--flag"]);
+        }
+    }
+
+    #[test]
+    fn finds_the_agent_by_its_session_name() {
+        // A stand-in whose command line has the agent's shape, for nsys pid 4242.
+        let mut agent = std::process::Command::new("sh")
+            .args([
+                "-c",
+                "sleep 5",
+                "nsys",
+                "--start-agent",
+                "--session-name=profile-python-4242",
+                "--shm-name=x",
+            ])
+            .spawn()
+            .unwrap();
+        let found = agents_of(4242);
+        let other = agents_of(424);
+        agent.kill().unwrap();
+        agent.wait().unwrap();
+        assert_eq!(found, [agent.id() as i32]);
+        assert!(other.is_empty(), "{other:?}");
+    }
+
+    #[test]
+    fn register_only_env_only_with_nvtx_capture() {
+        assert!(!argv(&cfg(&[])).contains(&REGISTER_ONLY_ENV.to_string()));
+    }
+
+    #[test]
+    fn inconsistent_capture_options_are_refused() {
+        for overrides in [
+            &["pipeline.nsys.nvtx_capture=prefill"][..],
+            &["pipeline.nsys.capture_range=nvtx"][..],
+            &["pipeline.nsys.capture_range_end=stop"][..],
+            &["pipeline.nsys.trace=cuda,,nvtx"][..],
+        ] {
+            let err = validate(&cfg(overrides)).unwrap_err();
+            assert!(err.hint.is_some(), "{overrides:?}");
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! Provenance of a run: `env.json` (machine, tools, libraries) and
+//! `inputs.yaml` (what was profiled). Written at the start of a run and again
+//! at the end, so even a run that dies early says where it ran.
+use serde::Serialize;
+use std::ffi::OsString;
+
+use crate::config::Config;
+use crate::error::Error;
+use crate::host::{self, CounterAccess, Cpu, Gpus, Os};
+use crate::libtorch::{self, Libtorch};
+use crate::run_dir::utc_now;
+use crate::tools::{Kind, Tool};
+
+pub const ENV_SCHEMA: &str = "llmperf.env/v1";
+
+#[derive(Debug, Serialize)]
+pub struct Env {
+    pub schema: &'static str,
+    pub collected_at: String,
+    pub os: Os,
+    pub cpu: Cpu,
+    pub gpus: Gpus,
+    pub gpu_counter_access: CounterAccess,
+    pub tools: Tools,
+    pub libtorch: Libtorch,
+    pub llmperf: Llmperf,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Tools {
+    pub nsys: ToolFact,
+    pub ncu: ToolFact,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ToolFact {
+    pub path: Option<String>,
+    pub version: Option<String>,
+    pub version_text: Option<String>,
+    pub error: Option<String>,
+}
+
+impl ToolFact {
+    fn of(probe: &Result<Tool, Error>) -> Self {
+        match probe {
+            Ok(t) => ToolFact {
+                path: Some(t.path.display().to_string()),
+                version: Some(t.version.to_string()),
+                version_text: Some(t.version_text.clone()),
+                error: None,
+            },
+            Err(e) => ToolFact {
+                path: None,
+                version: None,
+                version_text: None,
+                error: Some(e.message.clone()),
+            },
+        }
+    }
+}
+
+/// The profilers of a run, probed once and shared by the stages and env.json.
+pub struct Probed {
+    pub nsys: Result<Tool, Error>,
+    pub ncu: Result<Tool, Error>,
+}
+
+impl Probed {
+    pub fn probe(cfg: &Config) -> Self {
+        Probed {
+            nsys: Tool::probe(Kind::Nsys, &cfg.pipeline.nsys.executable),
+            ncu: Tool::probe(Kind::Ncu, &cfg.pipeline.ncu.executable),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct Llmperf {
+    pub version: &'static str,
+    pub git_revision: &'static str,
+}
+
+pub fn llmperf() -> Llmperf {
+    Llmperf {
+        version: env!("CARGO_PKG_VERSION"),
+        git_revision: env!("LLMPERF_GIT_REV"),
+    }
+}
+
+pub fn collect_env(tools: &Probed) -> Env {
+    Env {
+        schema: ENV_SCHEMA,
+        collected_at: utc_now(),
+        os: host::os(),
+        cpu: host::cpu(),
+        gpus: host::gpus(),
+        gpu_counter_access: host::counter_access(),
+        tools: Tools {
+            nsys: ToolFact::of(&tools.nsys),
+            ncu: ToolFact::of(&tools.ncu),
+        },
+        libtorch: libtorch::info(),
+        llmperf: llmperf(),
+    }
+}
+
+/// `inputs.yaml`: the profiled command and, for built-in workloads, the model.
+#[derive(Debug, Serialize)]
+pub struct Inputs {
+    pub schema: &'static str,
+    pub workload: Workload,
+    pub device: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Workload {
+    /// `command` (a user's command after `--`) or `builtin`.
+    pub kind: &'static str,
+    pub argv: Vec<String>,
+    /// The model configuration, for built-in workloads.
+    pub model: Option<serde_yaml::Value>,
+}
+
+pub fn inputs(cfg: &Config, argv: &[OsString], builtin: bool) -> Inputs {
+    let model =
+        builtin.then(|| serde_yaml::to_value(&cfg.model).unwrap_or(serde_yaml::Value::Null));
+    Inputs {
+        schema: "llmperf.inputs/v1",
+        workload: Workload {
+            kind: if builtin { "builtin" } else { "command" },
+            argv: argv
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+            model,
+        },
+        device: cfg.device.to_string(),
+    }
+}

@@ -1,0 +1,227 @@
+//! The only module that names files inside a run directory
+//! (`tmp/profile-output/<run_id>/`), and the only one that writes them: every
+//! write goes to a temporary file in the same directory and is renamed into
+//! place, so a reader never sees half a file and an interrupted run keeps
+//! everything already written.
+use serde::Serialize;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, ErrorKind};
+
+pub const ENV_JSON: &str = "env.json";
+pub const CONFIG_YAML: &str = "config.yaml";
+pub const INPUTS_YAML: &str = "inputs.yaml";
+pub const MANIFEST_JSON: &str = "manifest.json";
+pub const NSYS_DIR: &str = "nsys";
+pub const NSYS_CMD: &str = "nsys/cmd.txt";
+pub const NSYS_LOG: &str = "nsys/nsys.log";
+/// nsys appends `.nsys-rep` (2021.3+) or `.qdrep` (older) to this base.
+pub const NSYS_REPORT_BASE: &str = "nsys/report";
+pub const NCU_DIR: &str = "ncu";
+pub const WORKLOAD_DIR: &str = "workload";
+
+#[derive(Debug, Clone)]
+pub struct RunDir {
+    path: PathBuf,
+    run_id: String,
+}
+
+impl RunDir {
+    /// Create a new, uniquely named run directory under `root`.
+    /// Two runs started in the same second get different random suffixes;
+    /// `create_dir` fails on a clash and another suffix is drawn.
+    pub fn create(root: &Path) -> Result<Self, Error> {
+        std::fs::create_dir_all(root)
+            .map_err(|e| io_error(root, "create the artifacts root", &e))?;
+        let stamp = utc_compact(std::time::SystemTime::now());
+        for _ in 0..64 {
+            let run_id = format!("{stamp}-{}", random_suffix());
+            let path = root.join(&run_id);
+            match std::fs::create_dir(&path) {
+                Ok(()) => return Ok(RunDir { path, run_id }),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(io_error(&path, "create the run directory", &e)),
+            }
+        }
+        Err(Error::new(
+            ErrorKind::Internal,
+            format!("no free run id under {}", root.display()),
+        ))
+    }
+
+    /// An existing run directory (for `report` and `validate`).
+    pub fn open(path: &Path) -> Result<Self, Error> {
+        if !path.join(MANIFEST_JSON).is_file() {
+            return Err(Error::usage(format!(
+                "{} is not a run directory (no {MANIFEST_JSON})",
+                path.display()
+            ))
+            .with_hint(
+                "pass a directory created by `llmperf profile`, e.g. tmp/profile-output/<run_id>",
+            ));
+        }
+        let run_id = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Ok(RunDir {
+            path: path.to_path_buf(),
+            run_id,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    pub fn join(&self, rel: &str) -> PathBuf {
+        self.path.join(rel)
+    }
+
+    /// Create a sub-directory (`nsys`, `ncu`, ...) and return its path.
+    pub fn subdir(&self, rel: &str) -> Result<PathBuf, Error> {
+        let dir = self.join(rel);
+        std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, "create", &e))?;
+        Ok(dir)
+    }
+
+    pub fn write(&self, rel: &str, bytes: &[u8]) -> Result<PathBuf, Error> {
+        let path = self.join(rel);
+        write_atomic(&path, bytes)?;
+        Ok(path)
+    }
+
+    pub fn write_json<T: Serialize>(&self, rel: &str, value: &T) -> Result<PathBuf, Error> {
+        let mut text = serde_json::to_string_pretty(value)
+            .map_err(|e| Error::new(ErrorKind::Internal, format!("serializing {rel}: {e}")))?;
+        text.push('\n');
+        self.write(rel, text.as_bytes())
+    }
+
+    pub fn write_yaml<T: Serialize>(&self, rel: &str, value: &T) -> Result<PathBuf, Error> {
+        let text = serde_yaml::to_string(value)
+            .map_err(|e| Error::new(ErrorKind::Internal, format!("serializing {rel}: {e}")))?;
+        self.write(rel, text.as_bytes())
+    }
+}
+
+/// Write `bytes` to `path` through a temporary sibling and a rename.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| io_error(dir, "create", &e))?;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".llmperf-")
+        .suffix(".tmp")
+        // Artifacts are for sharing: not tempfile's private 0600.
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .tempfile_in(dir)
+        .map_err(|e| io_error(dir, "create a temporary file in", &e))?;
+    tmp.write_all(bytes)
+        .map_err(|e| io_error(path, "write", &e))?;
+    tmp.as_file()
+        .sync_all()
+        .map_err(|e| io_error(path, "sync", &e))?;
+    tmp.persist(path)
+        .map_err(|e| io_error(path, "rename into", &e.error))?;
+    Ok(())
+}
+
+fn io_error(path: &Path, what: &str, e: &std::io::Error) -> Error {
+    Error::new(ErrorKind::Internal, format!("cannot {what} {}: {e}", path.display()))
+        .with_hint("check that the directory is writable and the disk is not full (-o/--output-root picks another place)")
+}
+
+/// `20261122T130558Z`: sortable, no characters a shell or a file system dislikes.
+pub fn utc_compact(t: std::time::SystemTime) -> String {
+    humantime::format_rfc3339_seconds(t)
+        .to_string()
+        .replace(['-', ':'], "")
+}
+
+/// RFC 3339 UTC with milliseconds, for manifests.
+pub fn utc_now() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}
+
+fn random_suffix() -> String {
+    let mut bytes = [0u8; 3];
+    let ok = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
+        .is_ok();
+    if !ok {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or_default();
+        bytes = (nanos ^ std::process::id()).to_le_bytes()[..3]
+            .try_into()
+            .expect("3 bytes");
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_ids_are_unique_under_concurrent_creation() {
+        let root = tempfile::tempdir().unwrap();
+        let root_path = root.path().to_path_buf();
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                let root = root_path.clone();
+                std::thread::spawn(move || {
+                    (0..25)
+                        .map(|_| RunDir::create(&root).unwrap().run_id)
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let mut ids: Vec<String> = handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect();
+        let n = ids.len();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), n);
+        assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), n);
+        let id = &ids[0];
+        assert!(
+            regex::Regex::new(r"^\d{8}T\d{6}Z-[0-9a-f]{6}$")
+                .unwrap()
+                .is_match(id),
+            "{id}"
+        );
+    }
+
+    #[test]
+    fn atomic_write_replaces_whole_file_and_leaves_no_temporaries() {
+        let root = tempfile::tempdir().unwrap();
+        let run = RunDir::create(root.path()).unwrap();
+        run.write("a/b.txt", b"first version, longer").unwrap();
+        run.write("a/b.txt", b"second").unwrap();
+        assert_eq!(std::fs::read(run.join("a/b.txt")).unwrap(), b"second");
+        let names: Vec<_> = std::fs::read_dir(run.join("a"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["b.txt"]);
+    }
+
+    #[test]
+    fn open_refuses_a_directory_without_manifest() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = RunDir::open(dir.path()).unwrap_err();
+        assert!(err.message.contains("not a run directory"));
+    }
+}

@@ -1,0 +1,277 @@
+//! The binary's command line, configuration output and errors (no profiler runs).
+mod common;
+use common::*;
+use predicates::prelude::*;
+
+#[test]
+fn help_shows_examples_for_every_command() {
+    llmperf()
+        .arg("--help")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("Examples:"));
+    for sub in [&["profile"][..], &["doctor"][..], &["config", "show"][..]] {
+        llmperf()
+            .args(sub)
+            .arg("--help")
+            .assert()
+            .success()
+            .stdout(predicate::str::contains("Example"));
+    }
+}
+
+#[test]
+fn config_show_prints_resolved_yaml_with_overrides() {
+    let out = llmperf()
+        .args([
+            "config",
+            "show",
+            "pipeline.ncu.ncu_cli.replay_mode=range",
+            "device=cuda:1",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let yaml: serde_yaml::Value = serde_yaml::from_slice(&out).unwrap();
+    assert_eq!(yaml["pipeline"]["ncu"]["ncu_cli"]["replay_mode"], "range");
+    assert_eq!(yaml["device"], "cuda:1");
+    assert_eq!(yaml["model"]["name"], "dummy_shallow_resnet");
+    assert!(
+        yaml.get("defaults").is_none(),
+        "the defaults list is not configuration"
+    );
+}
+
+#[test]
+fn config_show_origin_names_each_layer() {
+    llmperf()
+        .args([
+            "config",
+            "show",
+            "--origin",
+            "runner=light",
+            "runner.run.top_n_kernels=3",
+        ])
+        .env("LLMPERF_PIPELINE__NSYS__TIMEOUT_S", "60")
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::is_match(
+                r#"runner\.run\.mode: "light"\s+# conf/runner/light\.yaml \(embedded\)"#,
+            )
+            .unwrap(),
+        )
+        .stdout(
+            predicate::str::is_match(
+                r"runner\.run\.top_n_kernels: 3\s+# command line `runner\.run\.top_n_kernels=3`",
+            )
+            .unwrap(),
+        )
+        .stdout(
+            predicate::str::is_match(
+                r"pipeline\.nsys\.timeout_s: 60\s+# environment LLMPERF_PIPELINE__NSYS__TIMEOUT_S",
+            )
+            .unwrap(),
+        );
+}
+
+#[test]
+fn unknown_key_exits_with_config_code_and_hint() {
+    llmperf()
+        .args(["config", "show", "pipeline.ncu.ncu_cli.replay_mod=range"])
+        .assert()
+        .code(3)
+        .stdout("")
+        .stderr(predicate::str::contains(
+            "error: unknown key pipeline.ncu.ncu_cli.replay_mod",
+        ))
+        .stderr(predicate::str::contains("hint: did you mean replay_mode?"));
+}
+
+#[test]
+fn unknown_group_option_lists_the_available_ones() {
+    llmperf()
+        .args(["config", "show", "profiling/ncu@pipeline.ncu=ncu.ultra"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("unknown option `ncu.ultra`"))
+        .stderr(predicate::str::contains("ncu.default, ncu.high, ncu.light"));
+}
+
+#[test]
+fn malformed_override_and_wrong_flag_are_usage_errors() {
+    llmperf()
+        .args(["config", "show", "pipeline.ncu"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("bad override `pipeline.ncu`"))
+        .stderr(predicate::str::contains("hint:"));
+    llmperf()
+        .args(["profile", "--replay-mod", "range"])
+        .assert()
+        .code(2);
+    llmperf()
+        .args(["profile", "--replay-mode", "sideways", "--", "true"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "kernel, application, range, app-range",
+        ));
+}
+
+#[test]
+fn malformed_yaml_in_config_dir_names_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("runner")).unwrap();
+    std::fs::write(
+        dir.path().join("runner/default.yaml"),
+        "run:\n  mode: deep\n   top_n_kernels: 3\n",
+    )
+    .unwrap();
+    llmperf()
+        .arg("--config-dir")
+        .arg(dir.path())
+        .args(["config", "show"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::is_match(r"runner/default\.yaml:3:\d+: malformed YAML").unwrap());
+}
+
+#[test]
+fn convenience_flags_map_to_keys() {
+    let root = tempfile::tempdir().unwrap();
+    // --no-nsys and no ncu: nothing runs, but the run directory is complete.
+    let out = llmperf()
+        .current_dir(root.path())
+        .args([
+            "profile",
+            "--no-nsys",
+            "--device",
+            "cpu",
+            "-o",
+            "runs",
+            "--nvtx-include",
+            "A::A1",
+            "--",
+            "true",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let dir = root.path().join(run_dir(&out));
+    assert!(
+        dir.starts_with(root.path().join("runs")),
+        "{}",
+        dir.display()
+    );
+    let config: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(dir.join("config.yaml")).unwrap()).unwrap();
+    assert_eq!(config["device"], "cpu");
+    assert_eq!(config["pipeline"]["nsys"]["enable"], false);
+    assert_eq!(
+        config["pipeline"]["ncu"]["ncu_cli"]["nvtx"]["include"][0],
+        "A::A1"
+    );
+    let manifest = json(&dir.join("manifest.json"));
+    assert_eq!(manifest["status"], "ok");
+    assert_eq!(stage(&manifest, "nsys")["status"], "skipped");
+    assert_eq!(
+        stage(&manifest, "nsys")["reason"],
+        "disabled (pipeline.nsys.enable=false)"
+    );
+}
+
+#[test]
+fn missing_profiler_skips_the_stage_and_keeps_provenance() {
+    let root = tempfile::tempdir().unwrap();
+    let out = llmperf()
+        .args([
+            "profile",
+            "pipeline.nsys.executable=/nonexistent/nsys",
+            "-o",
+        ])
+        .arg(root.path())
+        .args(["--", "true"])
+        .assert()
+        .code(4)
+        .stderr(predicate::str::contains("error: nsys not found"))
+        .stderr(predicate::str::contains("hint: install Nsight Systems"))
+        .get_output()
+        .stdout
+        .clone();
+    let dir = run_dir(&out);
+    let manifest = json(&dir.join("manifest.json"));
+    assert_eq!(manifest["status"], "failed");
+    let nsys = stage(&manifest, "nsys");
+    assert_eq!(nsys["status"], "skipped");
+    assert!(
+        nsys["reason"]
+            .as_str()
+            .unwrap()
+            .contains("/nonexistent/nsys"),
+        "{nsys}"
+    );
+    assert!(nsys["hint"].as_str().unwrap().contains("--no-nsys"));
+    let env = json(&dir.join("env.json"));
+    assert_eq!(env["schema"], "llmperf.env/v1");
+    assert!(env["tools"]["nsys"]["error"]
+        .as_str()
+        .unwrap()
+        .contains("not found"));
+    assert!(env["cpu"]["logical_cores"].as_u64().unwrap() >= 1);
+    let inputs: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(dir.join("inputs.yaml")).unwrap()).unwrap();
+    assert_eq!(inputs["workload"]["argv"][0], "true");
+}
+
+#[test]
+fn profile_without_a_command_says_how() {
+    llmperf()
+        .args(["profile", "--no-nsys"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("no command to profile"))
+        .stderr(predicate::str::contains("hint: give one after `--`"));
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "torch"),
+    ignore = "doctor FAILs libtorch in a build without the torch feature"
+)]
+fn doctor_on_this_machine_warns_without_failing() {
+    // Here: nsys and ncu installed by setup.sh, no GPU, libtorch from the venv.
+    let out = llmperf()
+        .arg("doctor")
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.contains("OK    nsys"), "{text}");
+    assert!(text.contains("OK    ncu"), "{text}");
+    let gpu = text.lines().find(|l| l.contains(" GPU ")).unwrap();
+    if !std::path::Path::new("/proc/driver/nvidia").exists() {
+        assert!(gpu.starts_with("WARN"), "{text}");
+        assert!(text.contains("hint: workloads run on CPU"), "{text}");
+    }
+    assert!(
+        text.contains("ready: llmperf can run its default profile"),
+        "{text}"
+    );
+}
+
+#[test]
+fn doctor_fails_when_the_enabled_profiler_is_missing() {
+    llmperf()
+        .args(["doctor", "pipeline.nsys.executable=/nonexistent/nsys"])
+        .assert()
+        .code(4)
+        .stdout(predicate::str::contains("FAIL  nsys"))
+        .stdout(predicate::str::contains("not ready"));
+}
