@@ -96,20 +96,9 @@ fn nsys_stage(
     probe: &Result<Tool, Error>,
 ) -> Result<Option<Error>, Error> {
     let cfg = &req.resolved.config.pipeline.nsys;
-    if !cfg.enable {
-        manifest.skip(
-            "nsys",
-            "disabled (pipeline.nsys.enable=false)",
-            "enable with pipeline.nsys.enable=true",
-        )?;
-        return Ok(None);
-    }
-    let tool = match probe {
-        Ok(t) => t,
-        Err(e) => {
-            manifest.skip("nsys", &e.message, e.hint.as_deref().unwrap_or_default())?;
-            return Ok(Some(e.clone()));
-        }
+    let tool = match gate(manifest, "nsys", cfg.enable, probe)? {
+        Gate::Run(t) => t,
+        Gate::Skipped(error) => return Ok(error),
     };
     run.subdir(run_dir::NSYS_DIR)?;
     let base = absolute(&run.join(run_dir::NSYS_REPORT_BASE));
@@ -183,26 +172,49 @@ fn ncu_stage(
     probe: &Result<Tool, Error>,
 ) -> Result<Option<Error>, Error> {
     let cfg = &req.resolved.config.pipeline.ncu;
-    if !cfg.enable {
-        manifest.skip(
-            "ncu",
-            "disabled (pipeline.ncu.enable=false)",
-            "enable with --replay-mode MODE or pipeline.ncu.enable=true",
-        )?;
-        return Ok(None);
+    let tool = match gate(manifest, "ncu", cfg.enable, probe)? {
+        Gate::Run(t) => t,
+        Gate::Skipped(error) => return Ok(error),
+    };
+    manifest.skip(
+        "ncu",
+        &format!(
+            "ncu {} found, but this llmperf version does not run Nsight Compute passes yet",
+            tool.version
+        ),
+        "profile with ncu directly for now; the ncu stage is tracked in the project's issues",
+    )?;
+    Ok(None)
+}
+
+enum Gate<'t> {
+    Run(&'t Tool),
+    /// Recorded as skipped; the error is set when the profiler was wanted but is missing.
+    Skipped(Option<Error>),
+}
+
+/// A profiler stage runs when it is enabled and its tool was found; otherwise
+/// it is recorded as skipped, with the reason and a hint.
+fn gate<'t>(
+    manifest: &mut ManifestWriter,
+    stage: &str,
+    enabled: bool,
+    probe: &'t Result<Tool, Error>,
+) -> Result<Gate<'t>, Error> {
+    if !enabled {
+        let reason = format!("disabled (pipeline.{stage}.enable=false)");
+        let hint = match stage {
+            "ncu" => "enable with --replay-mode MODE or pipeline.ncu.enable=true".to_string(),
+            _ => format!("enable with pipeline.{stage}.enable=true"),
+        };
+        manifest.skip(stage, &reason, &hint)?;
+        return Ok(Gate::Skipped(None));
     }
     match probe {
+        Ok(t) => Ok(Gate::Run(t)),
         Err(e) => {
-            manifest.skip("ncu", &e.message, e.hint.as_deref().unwrap_or_default())?;
-            Ok(Some(e.clone()))
-        }
-        Ok(t) => {
-            manifest.skip(
-                "ncu",
-                &format!("ncu {} found, but this llmperf version does not run Nsight Compute passes yet", t.version),
-                "profile with ncu directly for now; the ncu stage is tracked in the project's issues",
-            )?;
-            Ok(None)
+            manifest.skip(stage, &e.message, e.hint.as_deref().unwrap_or_default())?;
+            Ok(Gate::Skipped(Some(e.clone())))
         }
     }
 }

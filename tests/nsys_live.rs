@@ -72,15 +72,21 @@ fn profile_captures_a_report_that_nsys_stats_reads() {
     }
 }
 
+/// `llmperf profile -o ROOT -- sh -c SCRIPT` with a generous timeout.
+fn profile_sh(root: &Path, script: &str) -> assert_cmd::Command {
+    let mut cmd = llmperf();
+    cmd.args(["profile", "-o"])
+        .arg(root)
+        .args(["--", "sh", "-c", script])
+        .timeout(Duration::from_secs(300));
+    cmd
+}
+
 #[test]
 fn failing_command_marks_the_stage_failed_and_keeps_the_report() {
     let _nsys = nsys_lock();
     let root = tempfile::tempdir().unwrap();
-    let out = llmperf()
-        .args(["profile", "-o"])
-        .arg(root.path())
-        .args(["--", "sh", "-c", "exit 3"])
-        .timeout(Duration::from_secs(300))
+    let out = profile_sh(root.path(), "exit 3")
         .assert()
         .code(5)
         .stderr(predicate::str::contains(
@@ -104,11 +110,7 @@ fn failing_command_marks_the_stage_failed_and_keeps_the_report() {
 fn command_killed_by_a_signal_is_reported_as_such() {
     let _nsys = nsys_lock();
     let root = tempfile::tempdir().unwrap();
-    let out = llmperf()
-        .args(["profile", "-o"])
-        .arg(root.path())
-        .args(["--", "sh", "-c", "kill -KILL $$"])
-        .timeout(Duration::from_secs(300))
+    let out = profile_sh(root.path(), "kill -KILL $$")
         .assert()
         .code(5)
         .get_output()
