@@ -16,7 +16,7 @@ Docs: docs/cli.md, docs/configuration.md, docs/artifacts.md.";
 #[derive(Debug, Parser)]
 #[command(name = "llmperf", version, about = "Profile deep-learning and LLM inference with Nsight Systems and Nsight Compute, per NVTX region", after_help = EXAMPLES)]
 pub struct Cli {
-    /// More log output on stderr (-v info, -vv debug, -vvv trace).
+    /// More log output on stderr (-v debug: every spawned command; -vv trace).
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
     /// Only errors on stderr.

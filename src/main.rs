@@ -38,9 +38,8 @@ fn main() -> ExitCode {
 fn init_tracing(verbose: u8, quiet: bool) {
     let level = match (quiet, verbose) {
         (true, _) => "error",
-        (false, 0) => "warn",
-        (false, 1) => "info",
-        (false, 2) => "debug",
+        (false, 0) => "info",
+        (false, 1) => "debug",
         _ => "trace",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("LLMPERF_LOG")

@@ -111,6 +111,7 @@ fn nsys_stage(
         run_dir::NSYS_CMD,
         format!("{}\n", spec.display()).as_bytes(),
     )?;
+    tracing::info!("nsys: {}", spec.display());
     let i = manifest.begin("nsys", spec.argv_strings())?;
     let done = with_progress("nsys", || process::run(&spec))?;
     let report = find_report(&base);

@@ -166,7 +166,7 @@ pub fn run(spec: &Spawn) -> Result<Finished, Error> {
         .argv
         .split_first()
         .ok_or_else(|| Error::new(ErrorKind::Internal, "empty command line"))?;
-    tracing::info!("running: {}", spec.display());
+    tracing::debug!("running: {}", spec.display());
     let (stdout, mut out_cap) = open_sink(&spec.stdout)?;
     let (stderr, mut err_cap) = open_sink(&spec.stderr)?;
     let mut cmd = Command::new(program);
