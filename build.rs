@@ -27,10 +27,7 @@ fn main() {
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
     let cuda = lib.join("libtorch_cuda.so");
     if cuda.exists() {
-        println!(
-            "cargo:rustc-link-arg=-Wl,--no-as-needed,{},--as-needed",
-            cuda.display()
-        );
+        println!("cargo:rustc-link-arg=-Wl,--no-as-needed,{},--as-needed", cuda.display());
     }
 }
 
@@ -53,10 +50,7 @@ fn libtorch_lib_dir() -> Option<PathBuf> {
     env::var_os("LIBTORCH_USE_PYTORCH")?;
     let python = env::var("PYTHON_SYS_EXECUTABLE").unwrap_or_else(|_| "python".into());
     let out = Command::new(python)
-        .args([
-            "-c",
-            "import os, torch; print(os.path.join(os.path.dirname(torch.__file__), 'lib'))",
-        ])
+        .args(["-c", "import os, torch; print(os.path.join(os.path.dirname(torch.__file__), 'lib'))"])
         .output()
         .ok()?;
     let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());

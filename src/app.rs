@@ -1,7 +1,7 @@
 //! Subcommands: turn parsed arguments into library calls.
 use std::io::Write;
 
-use crate::cli::{Cli, Command, ConfigCommand, ProfileArgs};
+use crate::cli::{Cli, Command, ConfigCommand, ProfileArgs, WorkloadArgs};
 use crate::config::{self, LoadOptions, Resolved};
 use crate::error::{Error, ErrorKind};
 use crate::{doctor, orchestrate};
@@ -11,13 +11,10 @@ use crate::{doctor, orchestrate};
 pub fn run(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
     match cli.command {
         Command::Profile(args) => profile(cli.config_dir, args, argv),
+        Command::Workload(args) => workload(cli.config_dir, args, argv),
         Command::Config(ConfigCommand::Show(args)) => {
             let resolved = load(cli.config_dir, args.overrides)?;
-            let text = if args.origin {
-                origins(&resolved)
-            } else {
-                resolved.to_yaml()
-            };
+            let text = if args.origin { origins(&resolved) } else { resolved.to_yaml() };
             print(&text)?;
             Ok(0)
         }
@@ -25,11 +22,7 @@ pub fn run(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             let resolved = load(cli.config_dir, args.overrides)?;
             let checks = doctor::run(&resolved.config);
             print(&doctor::render(&checks))?;
-            Ok(if doctor::ready(&checks) {
-                0
-            } else {
-                ErrorKind::ProfilerUnavailable.exit_code()
-            })
+            Ok(if doctor::ready(&checks) { 0 } else { ErrorKind::ProfilerUnavailable.exit_code() })
         }
     }
 }
@@ -38,17 +31,14 @@ fn load(config_dir: Option<std::path::PathBuf>, overrides: Vec<String>) -> Resul
     config::load(&LoadOptions::from_process_env(config_dir, overrides))
 }
 
-fn profile(
-    config_dir: Option<std::path::PathBuf>,
-    args: ProfileArgs,
-    argv: Vec<String>,
-) -> anyhow::Result<i32> {
+fn profile(config_dir: Option<std::path::PathBuf>, args: ProfileArgs, argv: Vec<String>) -> anyhow::Result<i32> {
     let mut overrides = args.overrides.clone();
     overrides.extend(flag_overrides(&args));
     let resolved = load(config_dir, overrides)?;
     let outcome = orchestrate::profile(orchestrate::Request {
         resolved,
         command: args.command,
+        no_nvtx: args.no_nvtx,
         llmperf_argv: argv,
     })?;
     // The run directory is the result, even for a failed or interrupted run.
@@ -59,22 +49,46 @@ fn profile(
     }
 }
 
-/// Convenience flags as configuration overrides (applied after the user's).
-fn flag_overrides(args: &ProfileArgs) -> Vec<String> {
+fn workload(config_dir: Option<std::path::PathBuf>, args: WorkloadArgs, argv: Vec<String>) -> anyhow::Result<i32> {
+    let config = match &args.resolved_config {
+        Some(file) => config::load_resolved(file)?,
+        None => {
+            let mut overrides = args.overrides.clone();
+            overrides.extend(common_overrides(
+                args.device.as_deref(),
+                args.model.as_deref(),
+                args.output_root.as_deref(),
+            ));
+            load(config_dir, overrides)?.config
+        }
+    };
+    let run_dir = orchestrate::workload(&config, args.run_dir.as_deref(), !args.no_nvtx, argv)?;
+    print(&format!("{}\n", run_dir.display()))?;
+    Ok(0)
+}
+
+/// `--device`, `--model`, `-o` as overrides.
+fn common_overrides(device: Option<&str>, model: Option<&str>, root: Option<&std::path::Path>) -> Vec<String> {
     let json = |s: &str| serde_json::to_string(s).expect("a string serializes");
     let mut o = Vec::new();
-    if let Some(mode) = args.replay_mode {
-        o.push("pipeline.ncu.enable=true".into());
-        o.push(format!(
-            "pipeline.ncu.ncu_cli.replay_mode={}",
-            mode.as_str()
-        ));
-    }
-    if let Some(device) = &args.device {
+    if let Some(device) = device {
         o.push(format!("device={}", json(device)));
     }
-    if let Some(model) = &args.model {
+    if let Some(model) = model {
         o.push(format!("model={model}"));
+    }
+    if let Some(root) = root {
+        o.push(format!("runner.artifacts.root={}", json(&root.display().to_string())));
+    }
+    o
+}
+
+/// Convenience flags as configuration overrides (applied after the user's).
+fn flag_overrides(args: &ProfileArgs) -> Vec<String> {
+    let mut o = common_overrides(args.device.as_deref(), args.model.as_deref(), args.output_root.as_deref());
+    if let Some(mode) = args.replay_mode {
+        o.push("pipeline.ncu.enable=true".into());
+        o.push(format!("pipeline.ncu.ncu_cli.replay_mode={}", mode.as_str()));
     }
     if !args.nvtx_include.is_empty() {
         let list = serde_json::to_string(&args.nvtx_include).expect("strings serialize");
@@ -86,27 +100,14 @@ fn flag_overrides(args: &ProfileArgs) -> Vec<String> {
     if args.no_ncu {
         o.push("pipeline.ncu.enable=false".into());
     }
-    if let Some(root) = &args.output_root {
-        o.push(format!(
-            "runner.artifacts.root={}",
-            json(&root.display().to_string())
-        ));
-    }
     o
 }
 
 fn origins(resolved: &Resolved) -> String {
     let rows = resolved.origins();
     // Align the comments, but let a long value (a description) push its own comment out.
-    let width = rows
-        .iter()
-        .map(|(k, v, _)| k.len() + v.len() + 2)
-        .max()
-        .unwrap_or(0)
-        .min(64);
-    rows.iter()
-        .map(|(k, v, o)| format!("{:<width$}  # {o}\n", format!("{k}: {v}")))
-        .collect()
+    let width = rows.iter().map(|(k, v, _)| k.len() + v.len() + 2).max().unwrap_or(0).min(64);
+    rows.iter().map(|(k, v, o)| format!("{:<width$}  # {o}\n", format!("{k}: {v}"))).collect()
 }
 
 fn print(text: &str) -> anyhow::Result<()> {

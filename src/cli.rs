@@ -6,6 +6,8 @@ use std::path::PathBuf;
 const EXAMPLES: &str = "\
 Examples:
   llmperf doctor                                   check tools, GPU, permissions
+  llmperf profile                                  nsys timeline of the built-in workload
+  llmperf profile --model llm_tiny                 ... of a small decoder LLM (prefill, decode)
   llmperf profile -- python infer.py               nsys timeline of any command
   llmperf profile --replay-mode range -- ./app     add Nsight Compute range replay
   llmperf config show --origin runner=light        resolved config and where each value came from
@@ -34,6 +36,9 @@ pub enum Command {
     /// Run a command under nsys (and ncu) and write a run directory.
     #[command(after_help = PROFILE_EXAMPLES)]
     Profile(ProfileArgs),
+    /// Run the built-in workload alone (no profiler) and write its timings.
+    #[command(after_help = WORKLOAD_EXAMPLES)]
+    Workload(WorkloadArgs),
     /// Show the resolved configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -46,6 +51,8 @@ pub enum Command {
 
 const PROFILE_EXAMPLES: &str = "\
 Examples:
+  llmperf profile                                  the built-in default workload
+  llmperf profile --model llm_tiny --device cuda:0
   llmperf profile -- python infer.py --batch 8
   llmperf profile --no-nsys --replay-mode kernel -- ./my_app
   llmperf profile pipeline.nsys.trace=nvtx,osrt runner.artifacts.root=/data/runs -- ./my_app
@@ -53,6 +60,41 @@ Examples:
 
 OVERRIDES use the grammar of docs/configuration.md (key=value, +key=value, ~key, group@package=option).
 Convenience flags are applied after OVERRIDES, so they win.";
+
+const WORKLOAD_EXAMPLES: &str = "\
+Examples:
+  llmperf workload                                       the default model (shallow ResNet)
+  llmperf workload --model llm_tiny                      a tiny decoder LLM: prefill + decode with a KV cache
+  llmperf workload --model gpt2_small infer.max_new_tokens=64
+  llmperf workload --model nvtx_regions infer.iters=100 --no-nvtx
+  llmperf workload --model torchscript model.path=model.pt 'model.input_shapes=[[8,3,224,224]]'
+
+Prints a timing table and the run directory; workload/timings.json holds the numbers.";
+
+#[derive(Debug, Args)]
+pub struct WorkloadArgs {
+    /// Device: auto, cpu, cuda, cuda:N (device).
+    #[arg(long, value_name = "DEVICE")]
+    pub device: Option<String>,
+    /// Built-in model: conf/model/<NAME>/ (model=NAME).
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+    /// Emit no NVTX ranges (to measure their overhead).
+    #[arg(long)]
+    pub no_nvtx: bool,
+    /// Where run directories are created (runner.artifacts.root).
+    #[arg(short = 'o', long = "output-root", value_name = "DIR")]
+    pub output_root: Option<PathBuf>,
+    /// Write into this existing run directory (used by `profile`).
+    #[arg(long, hide = true, value_name = "DIR")]
+    pub run_dir: Option<PathBuf>,
+    /// Use this resolved configuration file as is (used by `profile`).
+    #[arg(long, hide = true, value_name = "FILE", conflicts_with = "overrides")]
+    pub resolved_config: Option<PathBuf>,
+    /// Configuration overrides.
+    #[arg(value_name = "OVERRIDES")]
+    pub overrides: Vec<String>,
+}
 
 #[derive(Debug, Args)]
 pub struct ProfileArgs {
@@ -80,7 +122,10 @@ pub struct ProfileArgs {
     /// Configuration overrides.
     #[arg(value_name = "OVERRIDES")]
     pub overrides: Vec<String>,
-    /// The command to profile, after `--`.
+    /// Emit no NVTX ranges from the built-in workload.
+    #[arg(long)]
+    pub no_nvtx: bool,
+    /// The command to profile, after `--` (default: the built-in workload).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<OsString>,
 }

@@ -23,18 +23,8 @@ pub struct Check {
     pub hint: Option<String>,
 }
 
-fn check(
-    name: &'static str,
-    level: Level,
-    detail: impl Into<String>,
-    hint: Option<String>,
-) -> Check {
-    Check {
-        name,
-        level,
-        detail: detail.into(),
-        hint,
-    }
+fn check(name: &'static str, level: Level, detail: impl Into<String>, hint: Option<String>) -> Check {
+    Check { name, level, detail: detail.into(), hint }
 }
 
 pub fn run(cfg: &Config) -> Vec<Check> {
@@ -60,31 +50,13 @@ pub fn run(cfg: &Config) -> Vec<Check> {
     checks
 }
 
-fn tool_check(
-    name: &'static str,
-    tool: &Result<Tool, crate::error::Error>,
-    enabled: bool,
-) -> Check {
+fn tool_check(name: &'static str, tool: &Result<Tool, crate::error::Error>, enabled: bool) -> Check {
     match tool {
-        Ok(t) => check(
-            name,
-            Level::Ok,
-            format!("{} ({})", t.version, t.path.display()),
-            None,
-        ),
+        Ok(t) => check(name, Level::Ok, format!("{} ({})", t.version, t.path.display()), None),
         Err(e) => {
             let level = if enabled { Level::Fail } else { Level::Warn };
-            let disabled = if enabled {
-                ""
-            } else {
-                " (disabled by default)"
-            };
-            check(
-                name,
-                level,
-                format!("{}{disabled}", e.message),
-                e.hint.clone(),
-            )
+            let disabled = if enabled { "" } else { " (disabled by default)" };
+            check(name, level, format!("{}{disabled}", e.message), e.hint.clone())
         }
     }
 }
@@ -94,12 +66,7 @@ fn ncu_capabilities(t: &Tool) -> Vec<Check> {
         if ok {
             check(name, Level::Ok, format!("available in {}", t.version), None)
         } else {
-            check(
-                name,
-                Level::Warn,
-                format!("not in ncu {} (needs {since})", t.version),
-                Some(fallback.to_string()),
-            )
+            check(name, Level::Warn, format!("not in ncu {} (needs {since})", t.version), Some(fallback.to_string()))
         }
     };
     vec![
@@ -132,25 +99,13 @@ fn gpu_check() -> Check {
             "GPU",
             Level::Warn,
             format!("no NVIDIA GPU: {note}"),
-            Some(
-                "workloads run on CPU; CUDA kernels and ncu counters need an NVIDIA GPU and driver"
-                    .into(),
-            ),
+            Some("workloads run on CPU; CUDA kernels and ncu counters need an NVIDIA GPU and driver".into()),
         );
     }
-    let names: Vec<String> = gpus
-        .devices
-        .iter()
-        .map(|g| format!("{}: {}", g.index, g.name))
-        .collect();
+    let names: Vec<String> = gpus.devices.iter().map(|g| format!("{}: {}", g.index, g.name)).collect();
     let driver = &gpus.devices[0].driver_version;
     let cuda = gpus.driver_cuda_version.as_deref().unwrap_or("?");
-    check(
-        "GPU",
-        Level::Ok,
-        format!("{} (driver {driver}, CUDA {cuda})", names.join(", ")),
-        None,
-    )
+    check("GPU", Level::Ok, format!("{} (driver {driver}, CUDA {cuda})", names.join(", ")), None)
 }
 
 fn counter_check() -> Check {
@@ -161,18 +116,10 @@ fn counter_check() -> Check {
             "no NVIDIA kernel driver loaded (/proc/driver/nvidia absent)",
             Some("only matters for ncu on a GPU host".into()),
         ),
-        CounterAccess::Everyone => check(
-            "GPU counter permission",
-            Level::Ok,
-            "all users may profile",
-            None,
-        ),
-        CounterAccess::AdminOnly { is_root: true } => check(
-            "GPU counter permission",
-            Level::Ok,
-            "restricted to admins; running as root",
-            None,
-        ),
+        CounterAccess::Everyone => check("GPU counter permission", Level::Ok, "all users may profile", None),
+        CounterAccess::AdminOnly { is_root: true } => {
+            check("GPU counter permission", Level::Ok, "restricted to admins; running as root", None)
+        }
         CounterAccess::AdminOnly { is_root: false } => check(
             "GPU counter permission",
             Level::Warn,
@@ -189,24 +136,16 @@ fn libtorch_checks() -> Vec<Check> {
             "libtorch",
             Level::Fail,
             "this llmperf was built without the `torch` feature: no built-in workloads",
-            Some("rebuild with default features (`make run` does), or profile your own command: llmperf profile -- CMD".into()),
+            Some(
+                "rebuild with default features (`make run` does), or profile your own command: llmperf profile -- CMD"
+                    .into(),
+            ),
         )];
     }
-    let version = lt
-        .version
-        .clone()
-        .unwrap_or_else(|| "unknown version".into());
-    let build = lt
-        .cuda_build
-        .as_deref()
-        .map_or("CPU-only build".to_string(), |c| format!("CUDA {c} build"));
+    let version = lt.version.clone().unwrap_or_else(|| "unknown version".into());
+    let build = lt.cuda_build.as_deref().map_or("CPU-only build".to_string(), |c| format!("CUDA {c} build"));
     let dir = lt.lib_dir.clone().unwrap_or_default();
-    let mut checks = vec![check(
-        "libtorch",
-        Level::Ok,
-        format!("{version}, {build} ({dir})"),
-        None,
-    )];
+    let mut checks = vec![check("libtorch", Level::Ok, format!("{version}, {build} ({dir})"), None)];
     checks.push(match lt.cuda_available {
         Some(true) => check("CUDA in libtorch", Level::Ok, format!("{} device(s)", lt.cuda_device_count.unwrap_or(0)), None),
         _ => check(

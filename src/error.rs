@@ -52,11 +52,7 @@ impl fmt::Display for Error {
 
 impl Error {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Error {
-            kind,
-            message: message.into(),
-            hint: None,
-        }
+        Error { kind, message: message.into(), hint: None }
     }
 
     pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
@@ -79,10 +75,7 @@ pub fn find(err: &anyhow::Error) -> Option<&Error> {
 }
 
 /// "did you mean X?" for a misspelt name, when one candidate is close enough.
-pub fn did_you_mean<'a>(
-    wrong: &str,
-    candidates: impl IntoIterator<Item = &'a str>,
-) -> Option<String> {
+pub fn did_you_mean<'a>(wrong: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
     candidates
         .into_iter()
         .map(|c| (strsim::jaro_winkler(wrong, c), c))
@@ -98,10 +91,7 @@ mod tests {
     #[test]
     fn suggests_close_names_only() {
         let keys = ["replay_mode", "target_processes", "set"];
-        assert_eq!(
-            did_you_mean("replay_mod", keys).as_deref(),
-            Some("did you mean replay_mode?")
-        );
+        assert_eq!(did_you_mean("replay_mod", keys).as_deref(), Some("did you mean replay_mode?"));
         assert_eq!(did_you_mean("zzzz", keys), None);
     }
 

@@ -5,6 +5,7 @@ pub mod cli;
 pub mod config;
 pub mod doctor;
 pub mod error;
+pub mod flops;
 pub mod host;
 pub mod libtorch;
 pub mod manifest;
@@ -12,5 +13,10 @@ pub mod orchestrate;
 pub mod process;
 pub mod profile;
 pub mod provenance;
+pub mod regions;
 pub mod run_dir;
+pub mod stats;
+pub mod timings;
 pub mod tools;
+#[cfg(feature = "torch")]
+pub mod workload;

@@ -19,10 +19,7 @@ pub struct Libtorch {
 
 pub fn info() -> Libtorch {
     let lib_dir = (!LIB_DIR.is_empty()).then(|| PathBuf::from(LIB_DIR));
-    let (version, cuda_build) = lib_dir
-        .as_ref()
-        .map(|d| read_version(d))
-        .unwrap_or((None, None));
+    let (version, cuda_build) = lib_dir.as_ref().map(|d| read_version(d)).unwrap_or((None, None));
     let (cuda_available, cuda_device_count) = runtime_cuda();
     Libtorch {
         linked: cfg!(feature = "torch"),
@@ -51,20 +48,12 @@ fn read_version(lib_dir: &std::path::Path) -> (Option<String>, Option<String>) {
     let root = lib_dir.parent().unwrap_or(lib_dir);
     if let Ok(py) = std::fs::read_to_string(root.join("version.py")) {
         let field = |name: &str| {
-            py.lines()
-                .find(|l| l.starts_with(name))
-                .and_then(|l| l.split('\'').nth(1))
-                .map(str::to_string)
+            py.lines().find(|l| l.starts_with(name)).and_then(|l| l.split('\'').nth(1)).map(str::to_string)
         };
         return (field("__version__ "), field("cuda:"));
     }
-    let version = std::fs::read_to_string(root.join("build-version"))
-        .ok()
-        .map(|s| s.trim().to_string());
-    let cuda = version
-        .as_deref()
-        .and_then(|v| v.split_once("+cu"))
-        .map(|(_, c)| c.to_string());
+    let version = std::fs::read_to_string(root.join("build-version")).ok().map(|s| s.trim().to_string());
+    let cuda = version.as_deref().and_then(|v| v.split_once("+cu")).map(|(_, c)| c.to_string());
     (version, cuda)
 }
 
@@ -82,9 +71,6 @@ mod tests {
         )
         .unwrap();
         let (v, c) = read_version(&dir.path().join("lib"));
-        assert_eq!(
-            (v.as_deref(), c.as_deref()),
-            (Some("2.13.0+cu130"), Some("13.0"))
-        );
+        assert_eq!((v.as_deref(), c.as_deref()), (Some("2.13.0+cu130"), Some("13.0")));
     }
 }

@@ -11,11 +11,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
-            return ExitCode::from(if e.use_stderr() {
-                ErrorKind::Usage.exit_code() as u8
-            } else {
-                0
-            });
+            return ExitCode::from(if e.use_stderr() { ErrorKind::Usage.exit_code() as u8 } else { 0 });
         }
     };
     init_tracing(cli.verbose, cli.quiet);

@@ -38,10 +38,7 @@ pub struct ExitInfo {
 
 impl From<&Finished> for ExitInfo {
     fn from(f: &Finished) -> Self {
-        let mut info = ExitInfo {
-            elapsed_s: f.elapsed.as_secs_f64(),
-            ..Default::default()
-        };
+        let mut info = ExitInfo { elapsed_s: f.elapsed.as_secs_f64(), ..Default::default() };
         match f.exit {
             Exit::Code(c) => info.code = Some(c),
             Exit::Signal(s) => info.signal = Some(s),
@@ -106,9 +103,7 @@ impl<'a> ManifestWriter<'a> {
     }
 
     pub fn save(&self) -> Result<(), Error> {
-        self.run
-            .write_json(MANIFEST_JSON, &self.manifest)
-            .map(|_| ())
+        self.run.write_json(MANIFEST_JSON, &self.manifest).map(|_| ())
     }
 
     /// Add a stage in `running` state and return its index.
@@ -139,12 +134,7 @@ impl<'a> ManifestWriter<'a> {
         })
     }
 
-    pub fn finish(
-        &mut self,
-        i: usize,
-        status: Status,
-        edit: impl FnOnce(&mut Stage),
-    ) -> Result<(), Error> {
+    pub fn finish(&mut self, i: usize, status: Status, edit: impl FnOnce(&mut Stage)) -> Result<(), Error> {
         let stage = &mut self.manifest.stages[i];
         stage.status = status;
         stage.ended_at = Some(utc_now());
@@ -162,16 +152,10 @@ impl<'a> ManifestWriter<'a> {
 pub fn read(run: &RunDir) -> Result<Manifest, Error> {
     let path = run.join(MANIFEST_JSON);
     let text = std::fs::read_to_string(&path).map_err(|e| {
-        Error::new(
-            crate::error::ErrorKind::Unparseable,
-            format!("cannot read {}: {e}", path.display()),
-        )
+        Error::new(crate::error::ErrorKind::Unparseable, format!("cannot read {}: {e}", path.display()))
     })?;
     serde_json::from_str(&text).map_err(|e| {
-        Error::new(
-            crate::error::ErrorKind::Unparseable,
-            format!("{}:{}: {e}", path.display(), e.line()),
-        )
-        .with_hint("the manifest was edited or written by an incompatible llmperf version")
+        Error::new(crate::error::ErrorKind::Unparseable, format!("{}:{}: {e}", path.display(), e.line()))
+            .with_hint("the manifest was edited or written by an incompatible llmperf version")
     })
 }

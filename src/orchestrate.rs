@@ -19,8 +19,10 @@ use crate::tools::Tool;
 /// What to profile and how llmperf itself was invoked.
 pub struct Request {
     pub resolved: Resolved,
-    /// The application's argv (after `--`).
+    /// The application's argv (after `--`); empty for the built-in workload.
     pub command: Vec<OsString>,
+    /// Built-in workload without NVTX ranges.
+    pub no_nvtx: bool,
     /// llmperf's own argv, for the manifest.
     pub llmperf_argv: Vec<String>,
 }
@@ -34,26 +36,25 @@ pub struct Outcome {
 }
 
 pub fn profile(req: Request) -> Result<Outcome, Error> {
-    let cfg = &req.resolved.config;
+    let cfg = &req.resolved.config.clone();
     nsys::validate(&cfg.pipeline.nsys)?;
-    check_command(&req.command)?;
+    let builtin = req.command.is_empty();
+    if !builtin {
+        check_command(&req.command)?;
+    }
     process::install_interrupt_handler();
     let run = RunDir::create(&cfg.runner.artifacts.root)?;
     tracing::info!("run directory: {}", run.path().display());
     run.write(run_dir::CONFIG_YAML, req.resolved.to_yaml().as_bytes())?;
-    run.write_yaml(
-        run_dir::INPUTS_YAML,
-        &provenance::inputs(cfg, &req.command, false),
-    )?;
+    let command = if builtin { self_command(&run, req.no_nvtx)? } else { req.command.clone() };
+    let req = Request { command, ..req };
+    run.write_yaml(run_dir::INPUTS_YAML, &provenance::inputs(cfg, &req.command, builtin))?;
     let tools = Probed::probe(cfg);
     run.write_json(run_dir::ENV_JSON, &provenance::collect_env(&tools))?;
     let mut manifest = ManifestWriter::start(&run, req.llmperf_argv.clone())?;
 
     let mut error = nsys_stage(&run, &mut manifest, &req, &tools.nsys)?;
-    if error
-        .as_ref()
-        .is_none_or(|e| e.kind != ErrorKind::Interrupted)
-    {
+    if error.as_ref().is_none_or(|e| e.kind != ErrorKind::Interrupted) {
         let ncu_error = ncu_stage(&mut manifest, &req, &tools.ncu)?;
         error = error.or(ncu_error);
     }
@@ -65,11 +66,90 @@ pub fn profile(req: Request) -> Result<Outcome, Error> {
     // Provenance again at the end, with the time the run finished.
     run.write_json(run_dir::ENV_JSON, &provenance::collect_env(&tools))?;
     manifest.close(status)?;
-    Ok(Outcome {
-        run_dir: run.path().to_path_buf(),
-        status,
-        error,
-    })
+    Ok(Outcome { run_dir: run.path().to_path_buf(), status, error })
+}
+
+/// The built-in workload: this binary re-executed with the run's resolved
+/// configuration, so the profiled process runs exactly what config.yaml says.
+fn self_command(run: &RunDir, no_nvtx: bool) -> Result<Vec<OsString>, Error> {
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::new(ErrorKind::Internal, format!("cannot locate the llmperf executable: {e}")))?;
+    let mut argv: Vec<OsString> = vec![
+        exe.into(),
+        "workload".into(),
+        "--run-dir".into(),
+        absolute(run.path()).into(),
+        "--resolved-config".into(),
+        absolute(&run.join(run_dir::CONFIG_YAML)).into(),
+    ];
+    if no_nvtx {
+        argv.push("--no-nvtx".into());
+    }
+    Ok(argv)
+}
+
+/// `llmperf workload`: run the built-in workload without a profiler, into
+/// `run_dir` (under `profile`) or a new run directory, and write its timings.
+pub fn workload(
+    cfg: &crate::config::Config,
+    run_dir: Option<&Path>,
+    nvtx: bool,
+    argv: Vec<String>,
+) -> Result<PathBuf, Error> {
+    let Some(dir) = run_dir else {
+        let run = RunDir::create(&cfg.runner.artifacts.root)?;
+        run.write_yaml(run_dir::CONFIG_YAML, cfg)?;
+        run.write_yaml(run_dir::INPUTS_YAML, &provenance::inputs(cfg, &[], true))?;
+        let mut manifest = ManifestWriter::start(&run, argv.clone())?;
+        let i = manifest.begin("workload", argv)?;
+        let result = run_workload(cfg, &run, nvtx);
+        let status = if result.is_ok() { Status::Ok } else { Status::Failed };
+        manifest.finish(i, status, |s| {
+            s.artifacts = result.iter().map(|_| run_dir::TIMINGS_JSON.to_string()).collect();
+            s.reason = result.as_ref().err().map(|e| e.message.clone());
+            s.hint = result.as_ref().err().and_then(|e| e.hint.clone());
+        })?;
+        manifest.close(status)?;
+        return result.map(|_| run.path().to_path_buf());
+    };
+    let run = RunDir::open(dir)?;
+    run_workload(cfg, &run, nvtx)?;
+    Ok(run.path().to_path_buf())
+}
+
+#[cfg(feature = "torch")]
+fn run_workload(cfg: &crate::config::Config, run: &RunDir, nvtx: bool) -> Result<(), Error> {
+    let timings = crate::workload::run(cfg, nvtx)?;
+    run.subdir(run_dir::WORKLOAD_DIR)?;
+    run.write_json(run_dir::TIMINGS_JSON, &timings)?;
+    print_timings(&timings);
+    Ok(())
+}
+
+#[cfg(not(feature = "torch"))]
+fn run_workload(_: &crate::config::Config, _: &RunDir, _: bool) -> Result<(), Error> {
+    Err(Error::new(
+        ErrorKind::ProfilerUnavailable,
+        "this llmperf was built without the `torch` feature: no built-in workloads",
+    )
+    .with_hint("rebuild with default features (make run), or profile your own command: llmperf profile -- CMD"))
+}
+
+/// A short table of stage timings on stderr (stdout carries the run directory).
+#[cfg(feature = "torch")]
+fn print_timings(t: &crate::timings::Timings) {
+    let variant = t.model.variant.as_deref().map(|v| format!(" ({v})")).unwrap_or_default();
+    eprintln!(
+        "{}{variant}: {} parameters, {} on {}, batch {}, {} iterations",
+        t.model.name, t.model.parameters, t.dtype, t.device, t.batch_size, t.iters
+    );
+    eprintln!("{:<28} {:>6} {:>11} {:>11} {:>11}", "stage", "calls", "mean ms", "median ms", "p90 ms");
+    for (name, s) in &t.stages {
+        eprintln!("{name:<28} {:>6} {:>11.3} {:>11.3} {:>11.3}", s.count, s.mean_ms, s.median_ms, s.p90_ms);
+    }
+    if let Some(tps) = t.throughput.decode_tokens_per_s {
+        eprintln!("decode: {tps:.1} tokens/s");
+    }
 }
 
 fn check_command(command: &[OsString]) -> Result<(), Error> {
@@ -78,11 +158,8 @@ fn check_command(command: &[OsString]) -> Result<(), Error> {
             .with_hint("give one after `--`: llmperf profile -- python infer.py --batch 8"));
     };
     if first.to_string_lossy().starts_with('-') {
-        return Err(Error::usage(format!(
-            "the command to profile starts with `{}`",
-            first.to_string_lossy()
-        ))
-        .with_hint("put llmperf's own options before `--` and the program to run right after it"));
+        return Err(Error::usage(format!("the command to profile starts with `{}`", first.to_string_lossy()))
+            .with_hint("put llmperf's own options before `--` and the program to run right after it"));
     }
     Ok(())
 }
@@ -107,19 +184,12 @@ fn nsys_stage(
         .stderr(Sink::File(run.join("nsys/stderr.log")))
         .timeout((cfg.timeout_s > 0).then(|| Duration::from_secs(cfg.timeout_s)))
         .companions(nsys::agents_of);
-    run.write(
-        run_dir::NSYS_CMD,
-        format!("{}\n", spec.display()).as_bytes(),
-    )?;
+    run.write(run_dir::NSYS_CMD, format!("{}\n", spec.display()).as_bytes())?;
     tracing::info!("nsys: {}", spec.display());
     let i = manifest.begin("nsys", spec.argv_strings())?;
     let done = with_progress("nsys", || process::run(&spec))?;
     let report = find_report(&base);
-    let mut artifacts = vec![
-        run_dir::NSYS_CMD.to_string(),
-        "nsys/stdout.log".into(),
-        "nsys/stderr.log".into(),
-    ];
+    let mut artifacts = vec![run_dir::NSYS_CMD.to_string(), "nsys/stdout.log".into(), "nsys/stderr.log".into()];
     artifacts.extend(report.as_ref().map(|r| relative(run.path(), r)));
     let (status, failure) = judge_nsys(&done, report.is_some());
     manifest.finish(i, status, |s| {
@@ -134,14 +204,15 @@ fn nsys_stage(
 /// nsys exits with the application's status (128+N when a signal killed it)
 /// and still writes the report, so a failing workload keeps its capture.
 fn judge_nsys(done: &Finished, have_report: bool) -> (Status, Option<Error>) {
-    let failed =
-        |msg: String, hint: &str| Some(Error::new(ErrorKind::StageFailed, msg).with_hint(hint));
+    let failed = |msg: String, hint: &str| Some(Error::new(ErrorKind::StageFailed, msg).with_hint(hint));
     let see_log = "see nsys/stderr.log and nsys/stdout.log in the run directory";
     match done.exit {
         Exit::Interrupted => (
             Status::Interrupted,
-            Some(Error::new(ErrorKind::Interrupted, "interrupted; nsys and the workload were stopped")
-                .with_hint("everything written so far is kept in the run directory")),
+            Some(
+                Error::new(ErrorKind::Interrupted, "interrupted; nsys and the workload were stopped")
+                    .with_hint("everything written so far is kept in the run directory"),
+            ),
         ),
         Exit::TimedOut => (
             Status::Failed,
@@ -150,17 +221,28 @@ fn judge_nsys(done: &Finished, have_report: bool) -> (Status, Option<Error>) {
         Exit::Code(0) if have_report => (Status::Ok, None),
         Exit::Code(0) => (
             Status::Failed,
-            failed("nsys exited 0 but wrote no report".into(), "nsys needs its importer (see scripts/setup.sh and REFERENCE §1); see nsys/stderr.log"),
+            failed(
+                "nsys exited 0 but wrote no report".into(),
+                "nsys needs its importer (see scripts/setup.sh and REFERENCE §1); see nsys/stderr.log",
+            ),
         ),
         Exit::Code(c) if c > 128 && c - 128 < 32 => (
             Status::Failed,
-            failed(format!("the profiled command was killed by signal {} ({}) under nsys", c - 128, process::signal_name(c - 128)), see_log),
+            failed(
+                format!(
+                    "the profiled command was killed by signal {} ({}) under nsys",
+                    c - 128,
+                    process::signal_name(c - 128)
+                ),
+                see_log,
+            ),
         ),
-        Exit::Code(c) => (Status::Failed, failed(format!("the profiled command exited with code {c} under nsys"), see_log)),
-        Exit::Signal(s) => (
-            Status::Failed,
-            failed(format!("nsys was killed by signal {s} ({})", process::signal_name(s)), see_log),
-        ),
+        Exit::Code(c) => {
+            (Status::Failed, failed(format!("the profiled command exited with code {c} under nsys"), see_log))
+        }
+        Exit::Signal(s) => {
+            (Status::Failed, failed(format!("nsys was killed by signal {s} ({})", process::signal_name(s)), see_log))
+        }
     }
 }
 
@@ -179,10 +261,7 @@ fn ncu_stage(
     };
     manifest.skip(
         "ncu",
-        &format!(
-            "ncu {} found, but this llmperf version does not run Nsight Compute passes yet",
-            tool.version
-        ),
+        &format!("ncu {} found, but this llmperf version does not run Nsight Compute passes yet", tool.version),
         "profile with ncu directly for now; the ncu stage is tracked in the project's issues",
     )?;
     Ok(None)
@@ -222,10 +301,7 @@ fn gate<'t>(
 
 /// `<base>.nsys-rep` (nsys 2021.3+) or `<base>.qdrep` (older).
 fn find_report(base: &Path) -> Option<PathBuf> {
-    ["nsys-rep", "qdrep"]
-        .iter()
-        .map(|ext| base.with_extension(ext))
-        .find(|p| p.is_file())
+    ["nsys-rep", "qdrep"].iter().map(|ext| base.with_extension(ext)).find(|p| p.is_file())
 }
 
 fn absolute(p: &Path) -> PathBuf {

@@ -24,9 +24,7 @@ const GRACE: Duration = Duration::from_secs(3);
 /// Route SIGINT and SIGTERM to a flag that running children and stages check.
 pub fn install_interrupt_handler() {
     static FLAG: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
-    let flag = FLAG
-        .get_or_init(|| Arc::new(AtomicBool::new(false)))
-        .clone();
+    let flag = FLAG.get_or_init(|| Arc::new(AtomicBool::new(false))).clone();
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         let _ = signal_hook::flag::register(sig, flag.clone());
     }
@@ -108,19 +106,13 @@ impl Spawn {
 
     /// The command line, quoted so it can be pasted into a shell.
     pub fn display(&self) -> String {
-        let env = self
-            .env
-            .iter()
-            .map(|(k, v)| format!("{k}={}", shell_quote(v)));
+        let env = self.env.iter().map(|(k, v)| format!("{k}={}", shell_quote(v)));
         let argv = self.argv.iter().map(|a| shell_quote(&a.to_string_lossy()));
         env.chain(argv).collect::<Vec<_>>().join(" ")
     }
 
     pub fn argv_strings(&self) -> Vec<String> {
-        self.argv
-            .iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect()
+        self.argv.iter().map(|a| a.to_string_lossy().into_owned()).collect()
     }
 }
 
@@ -151,10 +143,7 @@ impl Finished {
         match self.exit {
             Exit::Code(c) => format!("exit code {c}"),
             Exit::Signal(s) => format!("killed by signal {s} ({})", signal_name(s)),
-            Exit::TimedOut => format!(
-                "timed out after {:.0} s and was killed",
-                self.elapsed.as_secs_f64()
-            ),
+            Exit::TimedOut => format!("timed out after {:.0} s and was killed", self.elapsed.as_secs_f64()),
             Exit::Interrupted => "interrupted".into(),
         }
     }
@@ -162,19 +151,13 @@ impl Finished {
 
 /// Run a child to completion (or timeout / interrupt).
 pub fn run(spec: &Spawn) -> Result<Finished, Error> {
-    let (program, args) = spec
-        .argv
-        .split_first()
-        .ok_or_else(|| Error::new(ErrorKind::Internal, "empty command line"))?;
+    let (program, args) =
+        spec.argv.split_first().ok_or_else(|| Error::new(ErrorKind::Internal, "empty command line"))?;
     tracing::debug!("running: {}", spec.display());
     let (stdout, mut out_cap) = open_sink(&spec.stdout)?;
     let (stderr, mut err_cap) = open_sink(&spec.stderr)?;
     let mut cmd = Command::new(program);
-    cmd.args(args)
-        .stdin(Stdio::null())
-        .stdout(stdout)
-        .stderr(stderr)
-        .process_group(0);
+    cmd.args(args).stdin(Stdio::null()).stdout(stdout).stderr(stderr).process_group(0);
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }
@@ -190,21 +173,17 @@ pub fn run(spec: &Spawn) -> Result<Finished, Error> {
 }
 
 fn open_sink(sink: &Sink) -> Result<(Stdio, Option<File>), Error> {
-    let io =
-        |e: std::io::Error, what: &str| Error::new(ErrorKind::Internal, format!("{what}: {e}"));
+    let io = |e: std::io::Error, what: &str| Error::new(ErrorKind::Internal, format!("{what}: {e}"));
     Ok(match sink {
         Sink::Inherit => (Stdio::inherit(), None),
         Sink::Null => (Stdio::null(), None),
         Sink::File(path) => {
-            let f = File::create(path)
-                .map_err(|e| io(e, &format!("cannot create {}", path.display())))?;
+            let f = File::create(path).map_err(|e| io(e, &format!("cannot create {}", path.display())))?;
             (Stdio::from(f), None)
         }
         Sink::Capture => {
             let f = tempfile::tempfile().map_err(|e| io(e, "cannot create a temporary file"))?;
-            let reader = f
-                .try_clone()
-                .map_err(|e| io(e, "cannot clone a file handle"))?;
+            let reader = f.try_clone().map_err(|e| io(e, "cannot clone a file handle"))?;
             (Stdio::from(f), Some(reader))
         }
     })
@@ -223,16 +202,12 @@ fn read_capture(file: Option<&mut File>) -> Vec<u8> {
 fn spawn_error(program: &OsString, e: &std::io::Error) -> Error {
     let name = program.to_string_lossy();
     match e.kind() {
-        std::io::ErrorKind::NotFound => Error::new(
-            ErrorKind::StageFailed,
-            format!("cannot run `{name}`: not found"),
-        )
-        .with_hint(format!("install `{name}` or give its full path")),
-        std::io::ErrorKind::PermissionDenied => Error::new(
-            ErrorKind::StageFailed,
-            format!("cannot run `{name}`: permission denied"),
-        )
-        .with_hint(format!("make it executable: chmod +x {name}")),
+        std::io::ErrorKind::NotFound => Error::new(ErrorKind::StageFailed, format!("cannot run `{name}`: not found"))
+            .with_hint(format!("install `{name}` or give its full path")),
+        std::io::ErrorKind::PermissionDenied => {
+            Error::new(ErrorKind::StageFailed, format!("cannot run `{name}`: permission denied"))
+                .with_hint(format!("make it executable: chmod +x {name}"))
+        }
         _ => Error::new(ErrorKind::StageFailed, format!("cannot run `{name}`: {e}")),
     }
 }
@@ -242,21 +217,12 @@ fn wait(mut child: Child, spec: &Spawn, start: Instant) -> Result<Exit, Error> {
         match child.try_wait() {
             Ok(Some(status)) => return Ok(exit_of(status)),
             Ok(None) => {}
-            Err(e) => {
-                return Err(Error::new(
-                    ErrorKind::Internal,
-                    format!("waiting for a child: {e}"),
-                ))
-            }
+            Err(e) => return Err(Error::new(ErrorKind::Internal, format!("waiting for a child: {e}"))),
         }
         let timed_out = spec.timeout.is_some_and(|t| start.elapsed() >= t);
         if timed_out || interrupted() {
             kill_tree(&mut child, spec.companions);
-            return Ok(if timed_out {
-                Exit::TimedOut
-            } else {
-                Exit::Interrupted
-            });
+            return Ok(if timed_out { Exit::TimedOut } else { Exit::Interrupted });
         }
         std::thread::sleep(POLL);
     }
@@ -364,10 +330,7 @@ pub fn signal_name(sig: i32) -> &'static str {
 
 /// POSIX shell quoting: bare when safe, single quotes otherwise.
 pub fn shell_quote(arg: &str) -> String {
-    let safe = !arg.is_empty()
-        && arg
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c));
+    let safe = !arg.is_empty() && arg.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c));
     if safe {
         arg.to_string()
     } else {
@@ -399,17 +362,10 @@ mod tests {
         let spec = Spawn::new(["sh", "-c", &script]).timeout(Some(Duration::from_millis(500)));
         let done = run(&spec).unwrap();
         assert_eq!(done.exit, Exit::TimedOut);
-        let grandchild: i32 = std::fs::read_to_string(&pidfile)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
+        let grandchild: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
         std::thread::sleep(Duration::from_millis(100));
         let state = std::fs::read_to_string(format!("/proc/{grandchild}/stat")).unwrap_or_default();
-        assert!(
-            state.is_empty() || state.contains(") Z"),
-            "grandchild still running: {state}"
-        );
+        assert!(state.is_empty() || state.contains(") Z"), "grandchild still running: {state}");
     }
 
     #[test]
@@ -417,19 +373,13 @@ mod tests {
         let done = run(&Spawn::new(["echo", "hi there"]).stdout(Sink::Capture)).unwrap();
         assert_eq!(done.stdout, b"hi there\n");
         let spec = Spawn::new(["nsys", "profile", "--trace=cuda,nvtx", "it's"]).env("A", "b c");
-        assert_eq!(
-            spec.display(),
-            r"A='b c' nsys profile --trace=cuda,nvtx 'it'\''s'"
-        );
+        assert_eq!(spec.display(), r"A='b c' nsys profile --trace=cuda,nvtx 'it'\''s'");
     }
 
     #[test]
     fn missing_program_is_a_clear_error() {
         let err = run(&Spawn::new(["llmperf-no-such-program"])).unwrap_err();
-        assert_eq!(
-            err.message,
-            "cannot run `llmperf-no-such-program`: not found"
-        );
+        assert_eq!(err.message, "cannot run `llmperf-no-such-program`: not found");
         assert!(err.hint.is_some());
     }
 }

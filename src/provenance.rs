@@ -49,12 +49,7 @@ impl ToolFact {
                 version_text: Some(t.version_text.clone()),
                 error: None,
             },
-            Err(e) => ToolFact {
-                path: None,
-                version: None,
-                version_text: None,
-                error: Some(e.message.clone()),
-            },
+            Err(e) => ToolFact { path: None, version: None, version_text: None, error: Some(e.message.clone()) },
         }
     }
 }
@@ -81,10 +76,7 @@ pub struct Llmperf {
 }
 
 pub fn llmperf() -> Llmperf {
-    Llmperf {
-        version: env!("CARGO_PKG_VERSION"),
-        git_revision: env!("LLMPERF_GIT_REV"),
-    }
+    Llmperf { version: env!("CARGO_PKG_VERSION"), git_revision: env!("LLMPERF_GIT_REV") }
 }
 
 pub fn collect_env(tools: &Probed) -> Env {
@@ -95,10 +87,7 @@ pub fn collect_env(tools: &Probed) -> Env {
         cpu: host::cpu(),
         gpus: host::gpus(),
         gpu_counter_access: host::counter_access(),
-        tools: Tools {
-            nsys: ToolFact::of(&tools.nsys),
-            ncu: ToolFact::of(&tools.ncu),
-        },
+        tools: Tools { nsys: ToolFact::of(&tools.nsys), ncu: ToolFact::of(&tools.ncu) },
         libtorch: libtorch::info(),
         llmperf: llmperf(),
     }
@@ -122,16 +111,12 @@ pub struct Workload {
 }
 
 pub fn inputs(cfg: &Config, argv: &[OsString], builtin: bool) -> Inputs {
-    let model =
-        builtin.then(|| serde_yaml::to_value(&cfg.model).unwrap_or(serde_yaml::Value::Null));
+    let model = builtin.then(|| serde_yaml::to_value(&cfg.model).unwrap_or(serde_yaml::Value::Null));
     Inputs {
         schema: "llmperf.inputs/v1",
         workload: Workload {
             kind: if builtin { "builtin" } else { "command" },
-            argv: argv
-                .iter()
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect(),
+            argv: argv.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
             model,
         },
         device: cfg.device.to_string(),

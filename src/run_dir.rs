@@ -20,6 +20,7 @@ pub const NSYS_LOG: &str = "nsys/nsys.log";
 pub const NSYS_REPORT_BASE: &str = "nsys/report";
 pub const NCU_DIR: &str = "ncu";
 pub const WORKLOAD_DIR: &str = "workload";
+pub const TIMINGS_JSON: &str = "workload/timings.json";
 
 #[derive(Debug, Clone)]
 pub struct RunDir {
@@ -32,8 +33,7 @@ impl RunDir {
     /// Two runs started in the same second get different random suffixes;
     /// `create_dir` fails on a clash and another suffix is drawn.
     pub fn create(root: &Path) -> Result<Self, Error> {
-        std::fs::create_dir_all(root)
-            .map_err(|e| io_error(root, "create the artifacts root", &e))?;
+        std::fs::create_dir_all(root).map_err(|e| io_error(root, "create the artifacts root", &e))?;
         let stamp = utc_compact(std::time::SystemTime::now());
         for _ in 0..64 {
             let run_id = format!("{stamp}-{}", random_suffix());
@@ -44,31 +44,17 @@ impl RunDir {
                 Err(e) => return Err(io_error(&path, "create the run directory", &e)),
             }
         }
-        Err(Error::new(
-            ErrorKind::Internal,
-            format!("no free run id under {}", root.display()),
-        ))
+        Err(Error::new(ErrorKind::Internal, format!("no free run id under {}", root.display())))
     }
 
     /// An existing run directory (for `report` and `validate`).
     pub fn open(path: &Path) -> Result<Self, Error> {
         if !path.join(MANIFEST_JSON).is_file() {
-            return Err(Error::usage(format!(
-                "{} is not a run directory (no {MANIFEST_JSON})",
-                path.display()
-            ))
-            .with_hint(
-                "pass a directory created by `llmperf profile`, e.g. tmp/profile-output/<run_id>",
-            ));
+            return Err(Error::usage(format!("{} is not a run directory (no {MANIFEST_JSON})", path.display()))
+                .with_hint("pass a directory created by `llmperf profile`, e.g. tmp/profile-output/<run_id>"));
         }
-        let run_id = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        Ok(RunDir {
-            path: path.to_path_buf(),
-            run_id,
-        })
+        let run_id = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        Ok(RunDir { path: path.to_path_buf(), run_id })
     }
 
     pub fn path(&self) -> &Path {
@@ -112,10 +98,7 @@ impl RunDir {
 
 /// Write `bytes` to `path` through a temporary sibling and a rename.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| io_error(dir, "create", &e))?;
     let mut tmp = tempfile::Builder::new()
         .prefix(".llmperf-")
@@ -124,26 +107,21 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
         .tempfile_in(dir)
         .map_err(|e| io_error(dir, "create a temporary file in", &e))?;
-    tmp.write_all(bytes)
-        .map_err(|e| io_error(path, "write", &e))?;
-    tmp.as_file()
-        .sync_all()
-        .map_err(|e| io_error(path, "sync", &e))?;
-    tmp.persist(path)
-        .map_err(|e| io_error(path, "rename into", &e.error))?;
+    tmp.write_all(bytes).map_err(|e| io_error(path, "write", &e))?;
+    tmp.as_file().sync_all().map_err(|e| io_error(path, "sync", &e))?;
+    tmp.persist(path).map_err(|e| io_error(path, "rename into", &e.error))?;
     Ok(())
 }
 
 fn io_error(path: &Path, what: &str, e: &std::io::Error) -> Error {
-    Error::new(ErrorKind::Internal, format!("cannot {what} {}: {e}", path.display()))
-        .with_hint("check that the directory is writable and the disk is not full (-o/--output-root picks another place)")
+    Error::new(ErrorKind::Internal, format!("cannot {what} {}: {e}", path.display())).with_hint(
+        "check that the directory is writable and the disk is not full (-o/--output-root picks another place)",
+    )
 }
 
 /// `20261122T130558Z`: sortable, no characters a shell or a file system dislikes.
 pub fn utc_compact(t: std::time::SystemTime) -> String {
-    humantime::format_rfc3339_seconds(t)
-        .to_string()
-        .replace(['-', ':'], "")
+    humantime::format_rfc3339_seconds(t).to_string().replace(['-', ':'], "")
 }
 
 /// RFC 3339 UTC with milliseconds, for manifests.
@@ -153,17 +131,14 @@ pub fn utc_now() -> String {
 
 fn random_suffix() -> String {
     let mut bytes = [0u8; 3];
-    let ok = std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
-        .is_ok();
+    let ok =
+        std::fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes)).is_ok();
     if !ok {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())
             .unwrap_or_default();
-        bytes = (nanos ^ std::process::id()).to_le_bytes()[..3]
-            .try_into()
-            .expect("3 bytes");
+        bytes = (nanos ^ std::process::id()).to_le_bytes()[..3].try_into().expect("3 bytes");
     }
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -179,29 +154,17 @@ mod tests {
         let handles: Vec<_> = (0..8)
             .map(|_| {
                 let root = root_path.clone();
-                std::thread::spawn(move || {
-                    (0..25)
-                        .map(|_| RunDir::create(&root).unwrap().run_id)
-                        .collect::<Vec<_>>()
-                })
+                std::thread::spawn(move || (0..25).map(|_| RunDir::create(&root).unwrap().run_id).collect::<Vec<_>>())
             })
             .collect();
-        let mut ids: Vec<String> = handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap())
-            .collect();
+        let mut ids: Vec<String> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
         let n = ids.len();
         ids.sort();
         ids.dedup();
         assert_eq!(ids.len(), n);
         assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), n);
         let id = &ids[0];
-        assert!(
-            regex::Regex::new(r"^\d{8}T\d{6}Z-[0-9a-f]{6}$")
-                .unwrap()
-                .is_match(id),
-            "{id}"
-        );
+        assert!(regex::Regex::new(r"^\d{8}T\d{6}Z-[0-9a-f]{6}$").unwrap().is_match(id), "{id}");
     }
 
     #[test]
@@ -211,10 +174,7 @@ mod tests {
         run.write("a/b.txt", b"first version, longer").unwrap();
         run.write("a/b.txt", b"second").unwrap();
         assert_eq!(std::fs::read(run.join("a/b.txt")).unwrap(), b"second");
-        let names: Vec<_> = std::fs::read_dir(run.join("a"))
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
+        let names: Vec<_> = std::fs::read_dir(run.join("a")).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names, ["b.txt"]);
     }
 

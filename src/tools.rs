@@ -29,11 +29,7 @@ impl Version {
         let re = regex::Regex::new(r"\b(20\d\d)\.(\d+)(?:\.(\d+))?").expect("valid regex");
         let c = re.captures(text)?;
         let num = |i: usize| c.get(i).map_or(Some(0), |m| m.as_str().parse().ok());
-        Some(Version {
-            year: num(1)?,
-            minor: num(2)?,
-            patch: num(3)?,
-        })
+        Some(Version { year: num(1)?, minor: num(2)?, patch: num(3)? })
     }
 }
 
@@ -91,29 +87,14 @@ impl Tool {
             .timeout(Some(PROBE_TIMEOUT));
         let done = process::run(&spec)?;
         let text = String::from_utf8_lossy(&done.stdout).trim().to_string();
-        let version = Version::find_in(&text)
-            .filter(|_| done.success())
-            .ok_or_else(|| {
-                Error::new(
-                    ErrorKind::ProfilerUnavailable,
-                    format!(
-                        "`{} --version` ({}) printed no version: {text:?}",
-                        path.display(),
-                        done.describe()
-                    ),
-                )
-                .with_hint(format!(
-                    "check that {} is a working {} installation",
-                    path.display(),
-                    kind.name()
-                ))
-            })?;
-        Ok(Tool {
-            kind,
-            path,
-            version,
-            version_text: text,
-        })
+        let version = Version::find_in(&text).filter(|_| done.success()).ok_or_else(|| {
+            Error::new(
+                ErrorKind::ProfilerUnavailable,
+                format!("`{} --version` ({}) printed no version: {text:?}", path.display(), done.describe()),
+            )
+            .with_hint(format!("check that {} is a working {} installation", path.display(), kind.name()))
+        })?;
+        Ok(Tool { kind, path, version, version_text: text })
     }
 
     /// ncu `--replay-mode range` (2022.1+).
@@ -141,16 +122,13 @@ impl Tool {
 pub fn find_executable(name: &str) -> Option<PathBuf> {
     let is_exec = |p: &Path| {
         use std::os::unix::fs::PermissionsExt;
-        p.metadata()
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     };
     if name.contains('/') {
         let p = PathBuf::from(name);
         return is_exec(&p).then_some(p);
     }
-    std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|dir| dir.join(name))
-        .find(|p| is_exec(p))
+    std::env::split_paths(&std::env::var_os("PATH")?).map(|dir| dir.join(name)).find(|p| is_exec(p))
 }
 
 #[cfg(test)]
@@ -169,12 +147,7 @@ mod tests {
 
     #[test]
     fn capabilities_follow_versions() {
-        let tool = |v| Tool {
-            kind: Kind::Ncu,
-            path: "ncu".into(),
-            version: v,
-            version_text: String::new(),
-        };
+        let tool = |v| Tool { kind: Kind::Ncu, path: "ncu".into(), version: v, version_text: String::new() };
         let old = tool(Version::new(2021, 3, 0));
         let here = tool(Version::new(2022, 3, 0));
         let new = tool(Version::new(2023, 1, 1));

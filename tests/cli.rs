@@ -5,30 +5,16 @@ use predicates::prelude::*;
 
 #[test]
 fn help_shows_examples_for_every_command() {
-    llmperf()
-        .arg("--help")
-        .assert()
-        .success()
-        .stdout(predicate::str::contains("Examples:"));
+    llmperf().arg("--help").assert().success().stdout(predicate::str::contains("Examples:"));
     for sub in [&["profile"][..], &["doctor"][..], &["config", "show"][..]] {
-        llmperf()
-            .args(sub)
-            .arg("--help")
-            .assert()
-            .success()
-            .stdout(predicate::str::contains("Example"));
+        llmperf().args(sub).arg("--help").assert().success().stdout(predicate::str::contains("Example"));
     }
 }
 
 #[test]
 fn config_show_prints_resolved_yaml_with_overrides() {
     let out = llmperf()
-        .args([
-            "config",
-            "show",
-            "pipeline.ncu.ncu_cli.replay_mode=range",
-            "device=cuda:1",
-        ])
+        .args(["config", "show", "pipeline.ncu.ncu_cli.replay_mode=range", "device=cuda:1"])
         .assert()
         .success()
         .get_output()
@@ -38,36 +24,22 @@ fn config_show_prints_resolved_yaml_with_overrides() {
     assert_eq!(yaml["pipeline"]["ncu"]["ncu_cli"]["replay_mode"], "range");
     assert_eq!(yaml["device"], "cuda:1");
     assert_eq!(yaml["model"]["name"], "dummy_shallow_resnet");
-    assert!(
-        yaml.get("defaults").is_none(),
-        "the defaults list is not configuration"
-    );
+    assert!(yaml.get("defaults").is_none(), "the defaults list is not configuration");
 }
 
 #[test]
 fn config_show_origin_names_each_layer() {
     llmperf()
-        .args([
-            "config",
-            "show",
-            "--origin",
-            "runner=light",
-            "runner.run.top_n_kernels=3",
-        ])
+        .args(["config", "show", "--origin", "runner=light", "runner.run.top_n_kernels=3"])
         .env("LLMPERF_PIPELINE__NSYS__TIMEOUT_S", "60")
         .assert()
         .success()
         .stdout(
-            predicate::str::is_match(
-                r#"runner\.run\.mode: "light"\s+# conf/runner/light\.yaml \(embedded\)"#,
-            )
-            .unwrap(),
+            predicate::str::is_match(r#"runner\.run\.mode: "light"\s+# conf/runner/light\.yaml \(embedded\)"#).unwrap(),
         )
         .stdout(
-            predicate::str::is_match(
-                r"runner\.run\.top_n_kernels: 3\s+# command line `runner\.run\.top_n_kernels=3`",
-            )
-            .unwrap(),
+            predicate::str::is_match(r"runner\.run\.top_n_kernels: 3\s+# command line `runner\.run\.top_n_kernels=3`")
+                .unwrap(),
         )
         .stdout(
             predicate::str::is_match(
@@ -84,9 +56,7 @@ fn unknown_key_exits_with_config_code_and_hint() {
         .assert()
         .code(3)
         .stdout("")
-        .stderr(predicate::str::contains(
-            "error: unknown key pipeline.ncu.ncu_cli.replay_mod",
-        ))
+        .stderr(predicate::str::contains("error: unknown key pipeline.ncu.ncu_cli.replay_mod"))
         .stderr(predicate::str::contains("hint: did you mean replay_mode?"));
 }
 
@@ -108,28 +78,19 @@ fn malformed_override_and_wrong_flag_are_usage_errors() {
         .code(2)
         .stderr(predicate::str::contains("bad override `pipeline.ncu`"))
         .stderr(predicate::str::contains("hint:"));
-    llmperf()
-        .args(["profile", "--replay-mod", "range"])
-        .assert()
-        .code(2);
+    llmperf().args(["profile", "--replay-mod", "range"]).assert().code(2);
     llmperf()
         .args(["profile", "--replay-mode", "sideways", "--", "true"])
         .assert()
         .code(2)
-        .stderr(predicate::str::contains(
-            "kernel, application, range, app-range",
-        ));
+        .stderr(predicate::str::contains("kernel, application, range, app-range"));
 }
 
 #[test]
 fn malformed_yaml_in_config_dir_names_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("runner")).unwrap();
-    std::fs::write(
-        dir.path().join("runner/default.yaml"),
-        "run:\n  mode: deep\n   top_n_kernels: 3\n",
-    )
-    .unwrap();
+    std::fs::write(dir.path().join("runner/default.yaml"), "run:\n  mode: deep\n   top_n_kernels: 3\n").unwrap();
     llmperf()
         .arg("--config-dir")
         .arg(dir.path())
@@ -145,55 +106,30 @@ fn convenience_flags_map_to_keys() {
     // --no-nsys and no ncu: nothing runs, but the run directory is complete.
     let out = llmperf()
         .current_dir(root.path())
-        .args([
-            "profile",
-            "--no-nsys",
-            "--device",
-            "cpu",
-            "-o",
-            "runs",
-            "--nvtx-include",
-            "A::A1",
-            "--",
-            "true",
-        ])
+        .args(["profile", "--no-nsys", "--device", "cpu", "-o", "runs", "--nvtx-include", "A::A1", "--", "true"])
         .assert()
         .success()
         .get_output()
         .stdout
         .clone();
     let dir = root.path().join(run_dir(&out));
-    assert!(
-        dir.starts_with(root.path().join("runs")),
-        "{}",
-        dir.display()
-    );
+    assert!(dir.starts_with(root.path().join("runs")), "{}", dir.display());
     let config: serde_yaml::Value =
         serde_yaml::from_str(&std::fs::read_to_string(dir.join("config.yaml")).unwrap()).unwrap();
     assert_eq!(config["device"], "cpu");
     assert_eq!(config["pipeline"]["nsys"]["enable"], false);
-    assert_eq!(
-        config["pipeline"]["ncu"]["ncu_cli"]["nvtx"]["include"][0],
-        "A::A1"
-    );
+    assert_eq!(config["pipeline"]["ncu"]["ncu_cli"]["nvtx"]["include"][0], "A::A1");
     let manifest = json(&dir.join("manifest.json"));
     assert_eq!(manifest["status"], "ok");
     assert_eq!(stage(&manifest, "nsys")["status"], "skipped");
-    assert_eq!(
-        stage(&manifest, "nsys")["reason"],
-        "disabled (pipeline.nsys.enable=false)"
-    );
+    assert_eq!(stage(&manifest, "nsys")["reason"], "disabled (pipeline.nsys.enable=false)");
 }
 
 #[test]
 fn missing_profiler_skips_the_stage_and_keeps_provenance() {
     let root = tempfile::tempdir().unwrap();
     let out = llmperf()
-        .args([
-            "profile",
-            "pipeline.nsys.executable=/nonexistent/nsys",
-            "-o",
-        ])
+        .args(["profile", "pipeline.nsys.executable=/nonexistent/nsys", "-o"])
         .arg(root.path())
         .args(["--", "true"])
         .assert()
@@ -208,20 +144,11 @@ fn missing_profiler_skips_the_stage_and_keeps_provenance() {
     assert_eq!(manifest["status"], "failed");
     let nsys = stage(&manifest, "nsys");
     assert_eq!(nsys["status"], "skipped");
-    assert!(
-        nsys["reason"]
-            .as_str()
-            .unwrap()
-            .contains("/nonexistent/nsys"),
-        "{nsys}"
-    );
+    assert!(nsys["reason"].as_str().unwrap().contains("/nonexistent/nsys"), "{nsys}");
     assert!(nsys["hint"].as_str().unwrap().contains("--no-nsys"));
     let env = json(&dir.join("env.json"));
     assert_eq!(env["schema"], "llmperf.env/v1");
-    assert!(env["tools"]["nsys"]["error"]
-        .as_str()
-        .unwrap()
-        .contains("not found"));
+    assert!(env["tools"]["nsys"]["error"].as_str().unwrap().contains("not found"));
     assert!(env["cpu"]["logical_cores"].as_u64().unwrap() >= 1);
     let inputs: serde_yaml::Value =
         serde_yaml::from_str(&std::fs::read_to_string(dir.join("inputs.yaml")).unwrap()).unwrap();
@@ -239,19 +166,10 @@ fn profile_without_a_command_says_how() {
 }
 
 #[test]
-#[cfg_attr(
-    not(feature = "torch"),
-    ignore = "doctor FAILs libtorch in a build without the torch feature"
-)]
+#[cfg_attr(not(feature = "torch"), ignore = "doctor FAILs libtorch in a build without the torch feature")]
 fn doctor_on_this_machine_warns_without_failing() {
     // Here: nsys and ncu installed by setup.sh, no GPU, libtorch from the venv.
-    let out = llmperf()
-        .arg("doctor")
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
+    let out = llmperf().arg("doctor").assert().success().get_output().stdout.clone();
     let text = String::from_utf8(out).unwrap();
     assert!(text.contains("OK    nsys"), "{text}");
     assert!(text.contains("OK    ncu"), "{text}");
@@ -260,10 +178,7 @@ fn doctor_on_this_machine_warns_without_failing() {
         assert!(gpu.starts_with("WARN"), "{text}");
         assert!(text.contains("hint: workloads run on CPU"), "{text}");
     }
-    assert!(
-        text.contains("ready: llmperf can run its default profile"),
-        "{text}"
-    );
+    assert!(text.contains("ready: llmperf can run its default profile"), "{text}");
 }
 
 #[test]

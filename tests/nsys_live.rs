@@ -13,10 +13,7 @@ fn python() -> String {
 }
 
 fn demo() -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("scripts/demo_workload.py")
-        .display()
-        .to_string()
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/demo_workload.py").display().to_string()
 }
 
 #[test]
@@ -39,35 +36,22 @@ fn profile_captures_a_report_that_nsys_stats_reads() {
     let nsys = stage(&manifest, "nsys");
     assert_eq!(nsys["status"], "ok");
     assert_eq!(nsys["exit"]["code"], 0);
-    assert!(
-        nsys["artifacts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|a| a == "nsys/report.nsys-rep"),
-        "{nsys}"
-    );
+    assert!(nsys["artifacts"].as_array().unwrap().iter().any(|a| a == "nsys/report.nsys-rep"), "{nsys}");
     let cmd = std::fs::read_to_string(dir.join("nsys/cmd.txt")).unwrap();
     assert!(
-        cmd.starts_with("/usr/bin/nsys profile --trace=nvtx,osrt")
-            || cmd.contains("nsys profile --trace=nvtx,osrt"),
+        cmd.starts_with("/usr/bin/nsys profile --trace=nvtx,osrt") || cmd.contains("nsys profile --trace=nvtx,osrt"),
         "{cmd}"
     );
 
     // nsys's own summary of our report: the demo's ranges, 3 iterations each.
     let stats = Command::new("timeout")
-        .args([
-            "120", "nsys", "stats", "--report", "nvtxsum", "--format", "csv",
-        ])
+        .args(["120", "nsys", "stats", "--report", "nvtxsum", "--format", "csv"])
         .arg(dir.join("nsys/report.nsys-rep"))
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&stats.stdout);
     for range in ["A", "A1", "B"] {
-        let row = text
-            .lines()
-            .find(|l| l.ends_with(&format!(",PushPop,{range}")))
-            .unwrap_or_else(|| panic!("{text}"));
+        let row = text.lines().find(|l| l.ends_with(&format!(",PushPop,{range}"))).unwrap_or_else(|| panic!("{text}"));
         assert_eq!(row.split(',').nth(2), Some("3"), "{row}");
     }
 }
@@ -75,10 +59,7 @@ fn profile_captures_a_report_that_nsys_stats_reads() {
 /// `llmperf profile -o ROOT -- sh -c SCRIPT` with a generous timeout.
 fn profile_sh(root: &Path, script: &str) -> assert_cmd::Command {
     let mut cmd = llmperf();
-    cmd.args(["profile", "-o"])
-        .arg(root)
-        .args(["--", "sh", "-c", script])
-        .timeout(Duration::from_secs(300));
+    cmd.args(["profile", "-o"]).arg(root).args(["--", "sh", "-c", script]).timeout(Duration::from_secs(300));
     cmd
 }
 
@@ -89,9 +70,7 @@ fn failing_command_marks_the_stage_failed_and_keeps_the_report() {
     let out = profile_sh(root.path(), "exit 3")
         .assert()
         .code(5)
-        .stderr(predicate::str::contains(
-            "the profiled command exited with code 3 under nsys",
-        ))
+        .stderr(predicate::str::contains("the profiled command exited with code 3 under nsys"))
         .get_output()
         .stdout
         .clone();
@@ -100,31 +79,17 @@ fn failing_command_marks_the_stage_failed_and_keeps_the_report() {
     let nsys = stage(&manifest, "nsys");
     assert_eq!(nsys["status"], "failed");
     assert_eq!(nsys["exit"]["code"], 3);
-    assert!(
-        run_dir(&out).join("nsys/report.nsys-rep").is_file(),
-        "the capture is kept"
-    );
+    assert!(run_dir(&out).join("nsys/report.nsys-rep").is_file(), "the capture is kept");
 }
 
 #[test]
 fn command_killed_by_a_signal_is_reported_as_such() {
     let _nsys = nsys_lock();
     let root = tempfile::tempdir().unwrap();
-    let out = profile_sh(root.path(), "kill -KILL $$")
-        .assert()
-        .code(5)
-        .get_output()
-        .stdout
-        .clone();
+    let out = profile_sh(root.path(), "kill -KILL $$").assert().code(5).get_output().stdout.clone();
     let manifest = json(&run_dir(&out).join("manifest.json"));
-    let reason = stage(&manifest, "nsys")["reason"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    assert_eq!(
-        reason,
-        "the profiled command was killed by signal 9 (SIGKILL) under nsys"
-    );
+    let reason = stage(&manifest, "nsys")["reason"].as_str().unwrap().to_string();
+    assert_eq!(reason, "the profiled command was killed by signal 9 (SIGKILL) under nsys");
 }
 
 /// Ctrl-C: children die (nsys, its agent, the workload), the manifest says
@@ -144,10 +109,7 @@ fn interrupt_kills_children_and_marks_the_manifest() {
         .unwrap();
     let started = Instant::now();
     while !sleeping(marker) {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the workload never started"
-        );
+        assert!(started.elapsed() < Duration::from_secs(60), "the workload never started");
         std::thread::sleep(Duration::from_millis(100));
     }
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
@@ -160,10 +122,7 @@ fn interrupt_kills_children_and_marks_the_manifest() {
     assert!(run_dir(out.as_bytes()).join("env.json").is_file());
     std::thread::sleep(Duration::from_millis(500));
     assert!(!sleeping(marker), "the workload survived the interrupt");
-    assert!(
-        !agent_running("sleep"),
-        "an nsys agent survived the interrupt"
-    );
+    assert!(!agent_running("sleep"), "an nsys agent survived the interrupt");
 }
 
 fn wait_with_timeout(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
@@ -190,13 +149,9 @@ fn cmdlines() -> Vec<String> {
 
 /// nsys runs the application by its full path: `/usr/bin/sleep 31.4159`.
 fn sleeping(marker: &str) -> bool {
-    cmdlines()
-        .iter()
-        .any(|c| c.trim().ends_with(&format!("sleep {marker}")) && !c.contains("profile"))
+    cmdlines().iter().any(|c| c.trim().ends_with(&format!("sleep {marker}")) && !c.contains("profile"))
 }
 
 fn agent_running(session_hint: &str) -> bool {
-    cmdlines()
-        .iter()
-        .any(|c| c.contains("--start-agent") && c.contains(session_hint))
+    cmdlines().iter().any(|c| c.contains("--start-agent") && c.contains(session_hint))
 }

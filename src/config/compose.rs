@@ -51,10 +51,7 @@ pub fn compose(tree: &ConfTree, groups: &[GroupOverride]) -> Result<Composition,
         if let Some(list) = map.remove("defaults") {
             entries = Some(parse_defaults(&label, list)?);
         }
-        selves.push(Layer {
-            label,
-            value: Value::Mapping(map),
-        });
+        selves.push(Layer { label, value: Value::Mapping(map) });
     }
     let mut entries = entries.unwrap_or_default();
     if !entries.iter().any(|e| e.is_none()) {
@@ -83,36 +80,27 @@ fn parse_files(files: Vec<ConfFile>) -> Result<Vec<(String, Mapping)>, Error> {
     files
         .into_iter()
         .map(|f| {
-            let value: Value =
-                serde_yaml::from_str(&f.text).map_err(|e| yaml_error(&f.label, &e))?;
+            let value: Value = serde_yaml::from_str(&f.text).map_err(|e| yaml_error(&f.label, &e))?;
             match value {
                 Value::Mapping(m) => Ok((f.label, m)),
                 Value::Null => Ok((f.label, Mapping::new())),
-                _ => Err(Error::config(format!(
-                    "{}: expected a mapping of keys at the top",
-                    f.label
-                ))),
+                _ => Err(Error::config(format!("{}: expected a mapping of keys at the top", f.label))),
             }
         })
         .collect()
 }
 
 pub fn yaml_error(label: &str, e: &serde_yaml::Error) -> Error {
-    let at = e
-        .location()
-        .map(|l| format!(":{}:{}", l.line(), l.column()))
-        .unwrap_or_default();
-    Error::config(format!("{label}{at}: malformed YAML: {e}")).with_hint(
-        "fix the YAML at that line (indentation, a missing `:` or an unclosed quote or bracket)",
-    )
+    let at = e.location().map(|l| format!(":{}:{}", l.line(), l.column())).unwrap_or_default();
+    Error::config(format!("{label}{at}: malformed YAML: {e}"))
+        .with_hint("fix the YAML at that line (indentation, a missing `:` or an unclosed quote or bracket)")
 }
 
 /// `- group@package: option` entries; `None` stands for `_self_`.
 fn parse_defaults(label: &str, list: Value) -> Result<Vec<Option<Choice>>, Error> {
     let bad = |what: String| {
-        Error::config(format!("{label}: defaults list: {what}")).with_hint(
-            "entries look like `- profiling/ncu@pipeline.ncu: ncu.default` or `- _self_`",
-        )
+        Error::config(format!("{label}: defaults list: {what}"))
+            .with_hint("entries look like `- profiling/ncu@pipeline.ncu: ncu.default` or `- _self_`")
     };
     let Value::Sequence(items) = list else {
         return Err(bad("expected a list".into()));
@@ -130,22 +118,14 @@ fn parse_defaults(label: &str, list: Value) -> Result<Vec<Option<Choice>>, Error
                     Some((g, p)) => (g.to_string(), p.to_string()),
                     None => (k.clone(), k.replace('/', ".")),
                 };
-                Ok(Some(Choice {
-                    group,
-                    package,
-                    option,
-                }))
+                Ok(Some(Choice { group, package, option }))
             }
             other => Err(bad(format!("unexpected entry {other:?}"))),
         })
         .collect()
 }
 
-fn apply_group_override(
-    tree: &ConfTree,
-    choices: &mut [Choice],
-    o: &GroupOverride,
-) -> Result<(), Error> {
+fn apply_group_override(tree: &ConfTree, choices: &mut [Choice], o: &GroupOverride) -> Result<(), Error> {
     if o.group == "model" && o.package.is_none() {
         return choose_model(tree, choices, &o.option);
     }
@@ -154,15 +134,9 @@ fn apply_group_override(
         None => choices.iter_mut().find(|c| c.group == o.group),
     };
     let Some(choice) = found else {
-        let known: Vec<String> = choices
-            .iter()
-            .map(|c| format!("{}@{}", c.group, c.package))
-            .collect();
-        return Err(Error::config(format!(
-            "override `{}`: no such entry in the defaults list",
-            o.raw
-        ))
-        .with_hint(format!("the defaults list has: {}", known.join(", "))));
+        let known: Vec<String> = choices.iter().map(|c| format!("{}@{}", c.group, c.package)).collect();
+        return Err(Error::config(format!("override `{}`: no such entry in the defaults list", o.raw))
+            .with_hint(format!("the defaults list has: {}", known.join(", "))));
     };
     check_option(tree, &o.group, &o.option, &o.raw)?;
     choice.group = o.group.clone();
@@ -177,12 +151,8 @@ fn choose_model(tree: &ConfTree, choices: &mut [Choice], name: &str) -> Result<(
     for (package, sub) in [("model", "arch"), ("infer", "infer")] {
         let group = format!("model/{name}/{sub}");
         if !tree.is_group(&group) {
-            return Err(
-                Error::config(format!("unknown model `{name}`")).with_hint(format!(
-                    "available models: {}",
-                    tree.subgroups("model").join(", ")
-                )),
-            );
+            return Err(Error::config(format!("unknown model `{name}`"))
+                .with_hint(format!("available models: {}", tree.subgroups("model").join(", "))));
         }
         let option = format!("{name}.default");
         check_option(tree, &group, &option, &raw)?;
@@ -216,32 +186,22 @@ fn load_choice(tree: &ConfTree, choice: &Choice) -> Result<Vec<Layer>, Error> {
     let rel = format!("{}/{}.yaml", choice.group, choice.option);
     let files = parse_files(tree.read(&rel)?)?;
     if files.is_empty() {
-        return Err(
-            Error::config(format!("defaults list: no file conf/{rel}")).with_hint(format!(
-                "available options: {}",
-                tree.options(&choice.group).join(", ")
-            )),
-        );
+        return Err(Error::config(format!("defaults list: no file conf/{rel}"))
+            .with_hint(format!("available options: {}", tree.options(&choice.group).join(", "))));
     }
     Ok(files
         .into_iter()
-        .map(|(label, map)| Layer {
-            label,
-            value: nest(&choice.package, Value::Mapping(map)),
-        })
+        .map(|(label, map)| Layer { label, value: nest(&choice.package, Value::Mapping(map)) })
         .collect())
 }
 
 /// Place `value` at a dotted package path: `nest("a.b", v)` is `{a: {b: v}}`.
 pub fn nest(package: &str, value: Value) -> Value {
-    package
-        .rsplit('.')
-        .filter(|p| !p.is_empty())
-        .fold(value, |inner, key| {
-            let mut m = Mapping::new();
-            m.insert(Value::String(key.into()), inner);
-            Value::Mapping(m)
-        })
+    package.rsplit('.').filter(|p| !p.is_empty()).fold(value, |inner, key| {
+        let mut m = Mapping::new();
+        m.insert(Value::String(key.into()), inner);
+        Value::Mapping(m)
+    })
 }
 
 #[cfg(test)]
@@ -254,72 +214,32 @@ mod tests {
             Some((g, p)) => (g.to_string(), Some(p.to_string())),
             None => (lhs.to_string(), None),
         };
-        GroupOverride {
-            group,
-            package,
-            option: option.into(),
-            raw: raw.into(),
-        }
+        GroupOverride { group, package, option: option.into(), raw: raw.into() }
     }
 
     #[test]
     fn default_composition_has_every_group_then_self() {
         let c = compose(&ConfTree::default(), &[]).unwrap();
         let packages: Vec<_> = c.choices.iter().map(|c| c.package.as_str()).collect();
-        assert_eq!(
-            packages,
-            ["model", "infer", "pipeline.nsys", "pipeline.ncu", "runner"]
-        );
-        assert!(c
-            .layers
-            .last()
-            .unwrap()
-            .label
-            .starts_with("conf/config.yaml"));
+        assert_eq!(packages, ["model", "infer", "pipeline.nsys", "pipeline.ncu", "runner"]);
+        assert!(c.layers.last().unwrap().label.starts_with("conf/config.yaml"));
     }
 
     #[test]
     fn group_override_by_package_and_by_group() {
         let tree = ConfTree::default();
-        let c = compose(
-            &tree,
-            &[
-                go("profiling/ncu@pipeline.ncu=ncu.high"),
-                go("runner=light"),
-            ],
-        )
-        .unwrap();
-        assert!(c
-            .choices
-            .iter()
-            .any(|c| c.package == "pipeline.ncu" && c.option == "ncu.high"));
-        assert!(c
-            .choices
-            .iter()
-            .any(|c| c.package == "runner" && c.option == "light"));
-        assert!(c
-            .layers
-            .iter()
-            .any(|l| l.label == "conf/profiling/ncu/ncu.high.yaml (embedded)"));
+        let c = compose(&tree, &[go("profiling/ncu@pipeline.ncu=ncu.high"), go("runner=light")]).unwrap();
+        assert!(c.choices.iter().any(|c| c.package == "pipeline.ncu" && c.option == "ncu.high"));
+        assert!(c.choices.iter().any(|c| c.package == "runner" && c.option == "light"));
+        assert!(c.layers.iter().any(|l| l.label == "conf/profiling/ncu/ncu.high.yaml (embedded)"));
     }
 
     #[test]
     fn unknown_option_lists_available() {
-        let err = compose(
-            &ConfTree::default(),
-            &[go("profiling/ncu@pipeline.ncu=ncu.hgh")],
-        )
-        .unwrap_err();
-        assert!(
-            err.message.contains("unknown option `ncu.hgh`"),
-            "{}",
-            err.message
-        );
+        let err = compose(&ConfTree::default(), &[go("profiling/ncu@pipeline.ncu=ncu.hgh")]).unwrap_err();
+        assert!(err.message.contains("unknown option `ncu.hgh`"), "{}", err.message);
         let hint = err.hint.unwrap();
-        assert!(
-            hint.contains("ncu.default") && hint.contains("ncu.high") && hint.contains("ncu.light"),
-            "{hint}"
-        );
+        assert!(hint.contains("ncu.default") && hint.contains("ncu.high") && hint.contains("ncu.light"), "{hint}");
     }
 
     #[test]
@@ -333,18 +253,10 @@ mod tests {
     fn malformed_yaml_names_file_and_line() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("runner")).unwrap();
-        std::fs::write(
-            dir.path().join("runner/broken.yaml"),
-            "run:\n  mode: deep\n  top_n: [1,\n",
-        )
-        .unwrap();
+        std::fs::write(dir.path().join("runner/broken.yaml"), "run:\n  mode: deep\n  top_n: [1,\n").unwrap();
         let tree = ConfTree::new(Some(dir.path().to_path_buf())).unwrap();
         let err = compose(&tree, &[go("runner=broken")]).unwrap_err();
-        assert!(
-            err.message.contains("runner/broken.yaml:"),
-            "{}",
-            err.message
-        );
+        assert!(err.message.contains("runner/broken.yaml:"), "{}", err.message);
         assert!(err.message.contains("malformed YAML"), "{}", err.message);
     }
 

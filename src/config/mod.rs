@@ -35,14 +35,8 @@ pub struct LoadOptions {
 impl LoadOptions {
     /// Options with this process's `LLMPERF_*` environment.
     pub fn from_process_env(config_dir: Option<PathBuf>, overrides: Vec<String>) -> Self {
-        let env = std::env::vars()
-            .filter(|(k, _)| k.starts_with(ENV_PREFIX))
-            .collect();
-        LoadOptions {
-            config_dir,
-            env,
-            overrides,
-        }
+        let env = std::env::vars().filter(|(k, _)| k.starts_with(ENV_PREFIX)).collect();
+        LoadOptions { config_dir, env, overrides }
     }
 }
 
@@ -67,10 +61,8 @@ impl Resolved {
         leaves("", &merged, &mut out);
         out.into_iter()
             .map(|(key, value)| {
-                let origin = self
-                    .figment
-                    .find_metadata(&key)
-                    .map_or_else(|| "unknown".to_string(), |m| m.name.to_string());
+                let origin =
+                    self.figment.find_metadata(&key).map_or_else(|| "unknown".to_string(), |m| m.name.to_string());
                 let shown = serde_json::to_string(&value).unwrap_or_default();
                 (key, shown, origin)
             })
@@ -97,44 +89,33 @@ impl Provider for NamedLayer {
 
 pub fn load(opts: &LoadOptions) -> Result<Resolved, Error> {
     let tree = ConfTree::new(opts.config_dir.clone())?;
-    let parsed = opts
-        .overrides
-        .iter()
-        .map(|o| overrides::parse(o, |g| tree.is_group(g)))
-        .collect::<Result<Vec<_>, _>>()?;
+    let parsed =
+        opts.overrides.iter().map(|o| overrides::parse(o, |g| tree.is_group(g))).collect::<Result<Vec<_>, _>>()?;
     let groups: Vec<GroupOverride> = parsed.iter().filter_map(as_group).collect();
     let composition = compose::compose(&tree, &groups)?;
-    let mut layers = composition
-        .layers
-        .into_iter()
-        .map(to_named)
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut layers = composition.layers.into_iter().map(to_named).collect::<Result<Vec<_>, _>>()?;
     for (name, value) in &opts.env {
         apply_env(&mut layers, name, value)?;
     }
-    for o in parsed
-        .iter()
-        .filter(|o| !matches!(o, Override::Group { .. }))
-    {
+    for o in parsed.iter().filter(|o| !matches!(o, Override::Group { .. })) {
         apply(&mut layers, o, &format!("command line `{}`", o.raw()))?;
     }
     let figment = layers.into_iter().fold(Figment::new(), |f, l| f.merge(l));
     let config: Config = figment.extract().map_err(|e| figment_error(&e))?;
-    Ok(Resolved {
-        config,
-        choices: composition.choices,
-        figment,
-    })
+    Ok(Resolved { config, choices: composition.choices, figment })
+}
+
+/// A configuration already resolved and written by llmperf (a run's
+/// `config.yaml`), read as is: no composition, no layers.
+pub fn load_resolved(path: &std::path::Path) -> Result<Config, Error> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| Error::config(format!("cannot read {}: {e}", path.display())))?;
+    serde_yaml::from_str(&text).map_err(|e| compose::yaml_error(&path.display().to_string(), &e))
 }
 
 fn as_group(o: &Override) -> Option<GroupOverride> {
     match o {
-        Override::Group {
-            group,
-            package,
-            option,
-            raw,
-        } => Some(GroupOverride {
+        Override::Group { group, package, option, raw } => Some(GroupOverride {
             group: group.clone(),
             package: package.clone(),
             option: option.clone(),
@@ -145,10 +126,7 @@ fn as_group(o: &Override) -> Option<GroupOverride> {
 }
 
 fn to_named(layer: Layer) -> Result<NamedLayer, Error> {
-    Ok(NamedLayer {
-        dict: yaml_to_dict(&layer.value, &layer.label)?,
-        label: layer.label,
-    })
+    Ok(NamedLayer { dict: yaml_to_dict(&layer.value, &layer.label)?, label: layer.label })
 }
 
 fn yaml_to_dict(value: &serde_yaml::Value, label: &str) -> Result<Dict, Error> {
@@ -164,11 +142,7 @@ fn apply_env(layers: &mut Vec<NamedLayer>, name: &str, value: &str) -> Result<()
     let Some(rest) = name.strip_prefix(ENV_PREFIX) else {
         return Ok(());
     };
-    let key = rest
-        .to_lowercase()
-        .split("__")
-        .collect::<Vec<_>>()
-        .join(".");
+    let key = rest.to_lowercase().split("__").collect::<Vec<_>>().join(".");
     let top = key.split('.').next().unwrap_or_default().to_string();
     if merged(layers).find_ref(&top).is_none() {
         tracing::debug!("ignoring {name}: `{top}` is not a top-level configuration key");
@@ -176,48 +150,28 @@ fn apply_env(layers: &mut Vec<NamedLayer>, name: &str, value: &str) -> Result<()
     }
     let raw = format!("{name}={value}");
     let o = overrides::parse(&format!("{key}={value}"), |_| false).map_err(|e| {
-        Error::config(format!("environment variable {name}: {}", e.message)).with_hint(
-            "write LLMPERF_<KEY>__<SUBKEY>=<yaml value>, e.g. LLMPERF_PIPELINE__NCU__ENABLE=true",
-        )
+        Error::config(format!("environment variable {name}: {}", e.message))
+            .with_hint("write LLMPERF_<KEY>__<SUBKEY>=<yaml value>, e.g. LLMPERF_PIPELINE__NCU__ENABLE=true")
     })?;
-    let Override::Set { key, value, .. } = o else {
-        unreachable!("parsed as a key")
-    };
-    let o = Override::Set {
-        key,
-        value,
-        add: false,
-        raw: raw.clone(),
-    };
+    let Override::Set { key, value, .. } = o else { unreachable!("parsed as a key") };
+    let o = Override::Set { key, value, add: false, raw: raw.clone() };
     apply(layers, &o, &format!("environment {name}"))
 }
 
 fn apply(layers: &mut Vec<NamedLayer>, o: &Override, label: &str) -> Result<(), Error> {
     let current = merged(layers);
     match o {
-        Override::Set {
-            key,
-            value,
-            add,
-            raw,
-        } => {
+        Override::Set { key, value, add, raw } => {
             let exists = current.find_ref(key).is_some();
             if !add && !exists {
                 return Err(unknown_key(&current, key, raw));
             }
             if *add && exists {
-                return Err(
-                    Error::config(format!("`{raw}`: key {key} already exists")).with_hint(format!(
-                        "drop the `+` to change it: {}",
-                        raw.trim_start_matches('+')
-                    )),
-                );
+                return Err(Error::config(format!("`{raw}`: key {key} already exists"))
+                    .with_hint(format!("drop the `+` to change it: {}", raw.trim_start_matches('+'))));
             }
             let dict = yaml_to_dict(&compose::nest(key, value.clone()), label)?;
-            layers.push(NamedLayer {
-                label: label.to_string(),
-                dict,
-            });
+            layers.push(NamedLayer { label: label.to_string(), dict });
         }
         Override::Delete { key, raw } => {
             if current.find_ref(key).is_none() {
@@ -233,20 +187,13 @@ fn apply(layers: &mut Vec<NamedLayer>, o: &Override, label: &str) -> Result<(), 
 }
 
 fn merged(layers: &[NamedLayer]) -> Value {
-    let figment = layers
-        .iter()
-        .cloned()
-        .fold(Figment::new(), |f, l| f.merge(l));
+    let figment = layers.iter().cloned().fold(Figment::new(), |f, l| f.merge(l));
     figment.extract().unwrap_or(Value::from(Dict::new()))
 }
 
 fn unknown_key(current: &Value, key: &str, raw: &str) -> Error {
     let (parent, last) = key.rsplit_once('.').unwrap_or(("", key));
-    let siblings: Vec<String> = match if parent.is_empty() {
-        Some(current)
-    } else {
-        current.find_ref(parent)
-    } {
+    let siblings: Vec<String> = match if parent.is_empty() { Some(current) } else { current.find_ref(parent) } {
         Some(Value::Dict(_, d)) => d.keys().cloned().collect(),
         _ => Vec::new(),
     };
@@ -274,11 +221,7 @@ fn leaves(prefix: &str, value: &Value, out: &mut Vec<(String, Value)>) {
     match value {
         Value::Dict(_, d) if !d.is_empty() => {
             for (k, v) in d {
-                let key = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}.{k}")
-                };
+                let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
                 leaves(&key, v, out);
             }
         }
@@ -290,11 +233,7 @@ fn leaves(prefix: &str, value: &Value, out: &mut Vec<(String, Value)>) {
 fn figment_error(e: &figment::Error) -> Error {
     use figment::error::Kind;
     let path = e.path.join(".");
-    let from = e
-        .metadata
-        .as_ref()
-        .map(|m| format!(" (from {})", m.name))
-        .unwrap_or_default();
+    let from = e.metadata.as_ref().map(|m| format!(" (from {})", m.name)).unwrap_or_default();
     // figment's path sometimes already ends in the offending field.
     let join = |p: &str, f: &str| match p {
         "" => f.to_string(),
@@ -309,10 +248,8 @@ fn figment_error(e: &figment::Error) -> Error {
         }
         Kind::MissingField(field) => Error::config(format!("missing key {}", join(&path, field)))
             .with_hint("every configuration needs this key; was it deleted with `~`?"),
-        Kind::UnknownVariant(value, expected) => {
-            Error::config(format!("invalid value `{value}` for {path}{from}"))
-                .with_hint(format!("expected one of: {}", expected.join(", ")))
-        }
+        Kind::UnknownVariant(value, expected) => Error::config(format!("invalid value `{value}` for {path}{from}"))
+            .with_hint(format!("expected one of: {}", expected.join(", "))),
         other => Error::config(format!("invalid value for {path}{from}: {other}"))
             .with_hint("see docs/configuration.md for the keys and their types"),
     }

@@ -13,30 +13,15 @@ use crate::error::Error;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Override {
-    Set {
-        key: String,
-        value: Value,
-        add: bool,
-        raw: String,
-    },
-    Delete {
-        key: String,
-        raw: String,
-    },
-    Group {
-        group: String,
-        package: Option<String>,
-        option: String,
-        raw: String,
-    },
+    Set { key: String, value: Value, add: bool, raw: String },
+    Delete { key: String, raw: String },
+    Group { group: String, package: Option<String>, option: String, raw: String },
 }
 
 impl Override {
     pub fn raw(&self) -> &str {
         match self {
-            Override::Set { raw, .. }
-            | Override::Delete { raw, .. }
-            | Override::Group { raw, .. } => raw,
+            Override::Set { raw, .. } | Override::Delete { raw, .. } | Override::Group { raw, .. } => raw,
         }
     }
 }
@@ -45,16 +30,14 @@ impl Override {
 /// directory: `runner=light` picks an option, `device=cpu` sets a value.
 pub fn parse(raw: &str, is_group: impl Fn(&str) -> bool) -> Result<Override, Error> {
     let bad = |why: &str| {
-        Error::usage(format!("bad override `{raw}`: {why}"))
-            .with_hint("write key.path=value, +key.path=value, ~key.path or group@package=option (docs/configuration.md)")
+        Error::usage(format!("bad override `{raw}`: {why}")).with_hint(
+            "write key.path=value, +key.path=value, ~key.path or group@package=option (docs/configuration.md)",
+        )
     };
     if let Some(key) = raw.strip_prefix('~') {
         let key = key.split_once('=').map_or(key, |(k, _)| k);
         check_key(key).map_err(|why| bad(&why))?;
-        return Ok(Override::Delete {
-            key: key.into(),
-            raw: raw.into(),
-        });
+        return Ok(Override::Delete { key: key.into(), raw: raw.into() });
     }
     let (lhs, rhs) = raw.split_once('=').ok_or_else(|| bad("missing `=`"))?;
     let (add, lhs) = match lhs.strip_prefix('+') {
@@ -81,12 +64,7 @@ pub fn parse(raw: &str, is_group: impl Fn(&str) -> bool) -> Result<Override, Err
     }
     check_key(lhs).map_err(|why| bad(&why))?;
     let value = parse_value(rhs).map_err(|why| bad(&why))?;
-    Ok(Override::Set {
-        key: lhs.into(),
-        value,
-        add,
-        raw: raw.into(),
-    })
+    Ok(Override::Set { key: lhs.into(), value, add, raw: raw.into() })
 }
 
 /// A value is YAML: `3`, `true`, `null`, `[a,b]`, `"quoted"`. An empty value is
@@ -102,18 +80,13 @@ fn check_key(key: &str) -> Result<(), String> {
     if key.is_empty() {
         return Err("empty key".into());
     }
-    let ok = key.split('.').all(|part| {
-        !part.is_empty()
-            && part
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-    });
+    let ok = key
+        .split('.')
+        .all(|part| !part.is_empty() && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'));
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "`{key}` is not a dotted key (letters, digits, `_`, `-` separated by `.`)"
-        ))
+        Err(format!("`{key}` is not a dotted key (letters, digits, `_`, `-` separated by `.`)"))
     }
 }
 
@@ -126,12 +99,7 @@ mod tests {
     }
 
     fn set(key: &str, value: Value, add: bool, raw: &str) -> Override {
-        Override::Set {
-            key: key.into(),
-            value,
-            add,
-            raw: raw.into(),
-        }
+        Override::Set { key: key.into(), value, add, raw: raw.into() }
     }
 
     #[test]
@@ -146,36 +114,17 @@ mod tests {
             ("a.b=2.5", Value::from(2.5)),
         ];
         for (raw, value) in cases {
-            assert_eq!(
-                parse(raw, groups).unwrap(),
-                set("a.b", value, false, raw),
-                "{raw}"
-            );
+            assert_eq!(parse(raw, groups).unwrap(), set("a.b", value, false, raw), "{raw}");
         }
         let list = parse("a.b=[x,y]", groups).unwrap();
-        let Override::Set {
-            value: Value::Sequence(items),
-            ..
-        } = list
-        else {
-            panic!("{list:?}")
-        };
+        let Override::Set { value: Value::Sequence(items), .. } = list else { panic!("{list:?}") };
         assert_eq!(items, vec![Value::from("x"), Value::from("y")]);
     }
 
     #[test]
     fn add_and_delete() {
-        assert_eq!(
-            parse("+x.y=1", groups).unwrap(),
-            set("x.y", Value::from(1), true, "+x.y=1")
-        );
-        assert_eq!(
-            parse("~x.y", groups).unwrap(),
-            Override::Delete {
-                key: "x.y".into(),
-                raw: "~x.y".into()
-            }
-        );
+        assert_eq!(parse("+x.y=1", groups).unwrap(), set("x.y", Value::from(1), true, "+x.y=1"));
+        assert_eq!(parse("~x.y", groups).unwrap(), Override::Delete { key: "x.y".into(), raw: "~x.y".into() });
     }
 
     #[test]
@@ -189,28 +138,14 @@ mod tests {
                 raw: "profiling/ncu@pipeline.ncu=ncu.high".into(),
             }
         );
-        assert!(matches!(
-            parse("runner=light", groups).unwrap(),
-            Override::Group { package: None, .. }
-        ));
+        assert!(matches!(parse("runner=light", groups).unwrap(), Override::Group { package: None, .. }));
         // `device` is not a group directory: a plain value.
-        assert!(matches!(
-            parse("device=cuda:0", groups).unwrap(),
-            Override::Set { .. }
-        ));
+        assert!(matches!(parse("device=cuda:0", groups).unwrap(), Override::Set { .. }));
     }
 
     #[test]
     fn malformed_overrides_are_usage_errors() {
-        for raw in [
-            "novalue",
-            "=3",
-            "a..b=1",
-            "a.b=[unclosed",
-            "runner=",
-            "a b=1",
-            "~",
-        ] {
+        for raw in ["novalue", "=3", "a..b=1", "a.b=[unclosed", "runner=", "a b=1", "~"] {
             let err = parse(raw, groups).unwrap_err();
             assert_eq!(err.kind, crate::error::ErrorKind::Usage, "{raw}");
             assert!(err.message.contains(raw), "{}", err.message);

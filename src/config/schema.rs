@@ -63,14 +63,54 @@ impl fmt::Display for Device {
 #[serde(tag = "name", rename_all = "snake_case")]
 pub enum ModelConfig {
     DummyShallowResnet(ResnetConfig),
+    DecoderLlm(LlmConfig),
+    Torchscript(TorchscriptConfig),
+    NvtxRegions(RegionsConfig),
 }
 
 impl ModelConfig {
     pub fn name(&self) -> &'static str {
         match self {
             ModelConfig::DummyShallowResnet(_) => "dummy_shallow_resnet",
+            ModelConfig::DecoderLlm(_) => "decoder_llm",
+            ModelConfig::Torchscript(_) => "torchscript",
+            ModelConfig::NvtxRegions(_) => "nvtx_regions",
         }
     }
+}
+
+/// A decoder-only transformer (GPT-2 layout: learned positions, pre-norm
+/// blocks, tied LM head), random weights from `infer.seed`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LlmConfig {
+    /// Which configuration this is (e.g. `llm_tiny`, `gpt2_small`), for reports.
+    pub variant: String,
+    pub vocab_size: i64,
+    pub d_model: i64,
+    pub n_layers: i64,
+    pub n_heads: i64,
+    pub d_ff: i64,
+    pub max_seq_len: i64,
+}
+
+/// A user's exported TorchScript module.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TorchscriptConfig {
+    pub path: Option<PathBuf>,
+    /// One shape per positional input; the batch dimension comes first.
+    pub input_shapes: Vec<Vec<i64>>,
+}
+
+/// The regions demonstration: `A` (with `A1` nested) and `B`, each around matmuls.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegionsConfig {
+    /// Square matrix sizes multiplied inside A, A1 and B.
+    pub size_a: i64,
+    pub size_a1: i64,
+    pub size_b: i64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -322,12 +362,7 @@ mod tests {
         for s in ["auto", "cpu", "cuda:0", "cuda:3"] {
             assert_eq!(Device::try_from(s.to_string()).unwrap().to_string(), s);
         }
-        assert_eq!(
-            Device::try_from("cuda".to_string()).unwrap(),
-            Device::Cuda(0)
-        );
-        assert!(Device::try_from("gpu0".to_string())
-            .unwrap_err()
-            .contains("gpu0"));
+        assert_eq!(Device::try_from("cuda".to_string()).unwrap(), Device::Cuda(0));
+        assert!(Device::try_from("gpu0".to_string()).unwrap_err().contains("gpu0"));
     }
 }

@@ -3,45 +3,28 @@ use super::*;
 use crate::error::ErrorKind;
 
 fn load_with(overrides: &[&str]) -> Result<Resolved, Error> {
-    load(&LoadOptions {
-        overrides: overrides.iter().map(|s| s.to_string()).collect(),
-        ..Default::default()
-    })
+    load(&LoadOptions { overrides: overrides.iter().map(|s| s.to_string()).collect(), ..Default::default() })
 }
 
 fn origin_of(r: &Resolved, key: &str) -> String {
-    r.origins()
-        .into_iter()
-        .find(|(k, _, _)| k == key)
-        .map(|(_, _, o)| o)
-        .unwrap()
+    r.origins().into_iter().find(|(k, _, _)| k == key).map(|(_, _, o)| o).unwrap()
 }
 
 #[test]
 fn embedded_defaults_resolve() {
     let r = load_with(&[]).unwrap();
     assert_eq!(r.config.device, Device::Auto);
-    assert_eq!(
-        r.config.pipeline.ncu.ncu_cli.replay_mode,
-        ReplayMode::Kernel
-    );
+    assert_eq!(r.config.pipeline.ncu.ncu_cli.replay_mode, ReplayMode::Kernel);
     assert!(r.config.pipeline.nsys.enable);
     assert!(!r.config.pipeline.ncu.enable);
     assert_eq!(r.config.runner.run.mode, RunMode::Deep);
     assert_eq!(r.config.model.name(), "dummy_shallow_resnet");
-    assert_eq!(
-        origin_of(&r, "pipeline.ncu.ncu_cli.replay_mode"),
-        "conf/profiling/ncu/ncu.default.yaml (embedded)"
-    );
+    assert_eq!(origin_of(&r, "pipeline.ncu.ncu_cli.replay_mode"), "conf/profiling/ncu/ncu.default.yaml (embedded)");
 }
 
 #[test]
 fn set_override_changes_value_and_origin() {
-    let r = load_with(&[
-        "pipeline.ncu.ncu_cli.replay_mode=range",
-        "runner.run.top_n_kernels=7",
-    ])
-    .unwrap();
+    let r = load_with(&["pipeline.ncu.ncu_cli.replay_mode=range", "runner.run.top_n_kernels=7"]).unwrap();
     assert_eq!(r.config.pipeline.ncu.ncu_cli.replay_mode, ReplayMode::Range);
     assert_eq!(r.config.runner.run.top_n_kernels, 7);
     assert_eq!(
@@ -78,10 +61,7 @@ fn add_rejects_existing_and_accepts_new_keys() {
     assert!(err.message.contains("already exists"), "{}", err.message);
     // A new key under a struct that denies unknown keys is still refused, by the schema.
     let err = load_with(&["+runner.run.extra=1"]).unwrap_err();
-    assert_eq!(
-        err.message.split(" (from").next().unwrap(),
-        "unknown key runner.run.extra"
-    );
+    assert_eq!(err.message.split(" (from").next().unwrap(), "unknown key runner.run.extra");
     // A new key where the schema has an optional slot is accepted.
     let r = load_with(&["+infer.prompt_len=16"]).unwrap();
     assert_eq!(r.config.infer.prompt_len, Some(16));
@@ -95,20 +75,14 @@ fn delete_removes_optional_keys_and_refuses_unknown_ones() {
     assert_eq!(err.message, "unknown key pipeline.ncu.descriptio");
     // Deleting a required key is reported as missing, not silently defaulted.
     let err = load_with(&["~pipeline.ncu.ncu_cli.replay_mode"]).unwrap_err();
-    assert!(
-        err.message
-            .contains("missing key pipeline.ncu.ncu_cli.replay_mode"),
-        "{}",
-        err.message
-    );
+    assert!(err.message.contains("missing key pipeline.ncu.ncu_cli.replay_mode"), "{}", err.message);
 }
 
 #[test]
 fn group_overrides_select_presets() {
     let r = load_with(&["profiling/ncu@pipeline.ncu=ncu.light"]).unwrap();
     assert_eq!(r.config.pipeline.ncu.ncu_cli.launch_count, Some(200));
-    let r =
-        load_with(&["model/dummy_shallow_resnet/arch@model=dummy_shallow_resnet.default"]).unwrap();
+    let r = load_with(&["model/dummy_shallow_resnet/arch@model=dummy_shallow_resnet.default"]).unwrap();
     assert_eq!(r.config.model.name(), "dummy_shallow_resnet");
     let r = load_with(&["runner=light"]).unwrap();
     assert_eq!(r.config.runner.run.mode, RunMode::Light);
@@ -118,26 +92,15 @@ fn group_overrides_select_presets() {
 fn invalid_values_name_key_and_choices() {
     let err = load_with(&["pipeline.ncu.ncu_cli.replay_mode=rang"]).unwrap_err();
     assert!(err.message.contains("`rang`"), "{}", err.message);
-    assert!(
-        err.message.contains("pipeline.ncu.ncu_cli.replay_mode"),
-        "{}",
-        err.message
-    );
+    assert!(err.message.contains("pipeline.ncu.ncu_cli.replay_mode"), "{}", err.message);
     assert!(err.message.contains("command line"), "{}", err.message);
-    assert_eq!(
-        err.hint.as_deref(),
-        Some("expected one of: kernel, application, range, app-range")
-    );
+    assert_eq!(err.hint.as_deref(), Some("expected one of: kernel, application, range, app-range"));
 
     let err = load_with(&["device=gpu0"]).unwrap_err();
     assert!(err.message.contains("not a device"), "{}", err.message);
 
     let err = load_with(&["runner.run.top_n_kernels=many"]).unwrap_err();
-    assert!(
-        err.message.contains("runner.run.top_n_kernels"),
-        "{}",
-        err.message
-    );
+    assert!(err.message.contains("runner.run.top_n_kernels"), "{}", err.message);
 }
 
 fn write(dir: &std::path::Path, rel: &str, text: &str) {
@@ -150,18 +113,11 @@ fn write(dir: &std::path::Path, rel: &str, text: &str) {
 #[test]
 fn four_layers_take_precedence_in_order() {
     let dir = tempfile::tempdir().unwrap();
-    write(
-        dir.path(),
-        "runner/default.yaml",
-        "run:\n  top_n_kernels: 11\n  baseline: true\n",
-    );
+    write(dir.path(), "runner/default.yaml", "run:\n  top_n_kernels: 11\n  baseline: true\n");
     write(dir.path(), "config.yaml", "device: cpu\n");
     let opts = |env: Vec<(&str, &str)>, overrides: Vec<&str>| LoadOptions {
         config_dir: Some(dir.path().to_path_buf()),
-        env: env
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
+        env: env.into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         overrides: overrides.into_iter().map(str::to_string).collect(),
     };
 
@@ -169,22 +125,13 @@ fn four_layers_take_precedence_in_order() {
     assert_eq!(r.config.runner.run.top_n_kernels, 11);
     assert!(origin_of(&r, "runner.run.top_n_kernels").ends_with("runner/default.yaml"));
     // Keys the user file does not set still come from the embedded file.
-    assert_eq!(
-        origin_of(&r, "runner.run.mode"),
-        "conf/runner/default.yaml (embedded)"
-    );
+    assert_eq!(origin_of(&r, "runner.run.mode"), "conf/runner/default.yaml (embedded)");
     assert_eq!(r.config.device, Device::Cpu);
 
-    let env = vec![
-        ("LLMPERF_RUNNER__RUN__TOP_N_KERNELS", "12"),
-        ("LLMPERF_LOG", "debug"),
-    ];
+    let env = vec![("LLMPERF_RUNNER__RUN__TOP_N_KERNELS", "12"), ("LLMPERF_LOG", "debug")];
     let r = load(&opts(env.clone(), vec![])).unwrap();
     assert_eq!(r.config.runner.run.top_n_kernels, 12);
-    assert_eq!(
-        origin_of(&r, "runner.run.top_n_kernels"),
-        "environment LLMPERF_RUNNER__RUN__TOP_N_KERNELS"
-    );
+    assert_eq!(origin_of(&r, "runner.run.top_n_kernels"), "environment LLMPERF_RUNNER__RUN__TOP_N_KERNELS");
 
     let r = load(&opts(env, vec!["runner.run.top_n_kernels=13"])).unwrap();
     assert_eq!(r.config.runner.run.top_n_kernels, 13);
@@ -193,11 +140,8 @@ fn four_layers_take_precedence_in_order() {
 
 #[test]
 fn unknown_environment_key_is_an_error() {
-    let err = load(&LoadOptions {
-        env: vec![("LLMPERF_RUNNER__RUN__TOP_N".into(), "3".into())],
-        ..Default::default()
-    })
-    .unwrap_err();
+    let err = load(&LoadOptions { env: vec![("LLMPERF_RUNNER__RUN__TOP_N".into(), "3".into())], ..Default::default() })
+        .unwrap_err();
     assert_eq!(err.message, "unknown key runner.run.top_n");
     assert_eq!(err.hint.as_deref(), Some("did you mean top_n_kernels?"));
 }
@@ -205,27 +149,10 @@ fn unknown_environment_key_is_an_error() {
 #[test]
 fn typo_in_a_user_file_names_the_file() {
     let dir = tempfile::tempdir().unwrap();
-    write(
-        dir.path(),
-        "runner/default.yaml",
-        "run:\n  top_n_kernel: 3\n",
-    );
-    let err = load(&LoadOptions {
-        config_dir: Some(dir.path().to_path_buf()),
-        ..Default::default()
-    })
-    .unwrap_err();
-    assert!(
-        err.message
-            .starts_with("unknown key runner.run.top_n_kernel"),
-        "{}",
-        err.message
-    );
-    assert!(
-        err.message.contains("runner/default.yaml"),
-        "{}",
-        err.message
-    );
+    write(dir.path(), "runner/default.yaml", "run:\n  top_n_kernel: 3\n");
+    let err = load(&LoadOptions { config_dir: Some(dir.path().to_path_buf()), ..Default::default() }).unwrap_err();
+    assert!(err.message.starts_with("unknown key runner.run.top_n_kernel"), "{}", err.message);
+    assert!(err.message.contains("runner/default.yaml"), "{}", err.message);
     assert_eq!(err.hint.as_deref(), Some("did you mean top_n_kernels?"));
 }
 

@@ -28,13 +28,8 @@ impl ConfTree {
     pub fn new(user_dir: Option<PathBuf>) -> Result<Self, Error> {
         if let Some(dir) = &user_dir {
             if !dir.is_dir() {
-                return Err(Error::config(format!(
-                    "--config-dir {}: not a directory",
-                    dir.display()
-                ))
-                .with_hint(
-                    "pass a directory laid out like llmperf's conf/ (see docs/configuration.md)",
-                ));
+                return Err(Error::config(format!("--config-dir {}: not a directory", dir.display()))
+                    .with_hint("pass a directory laid out like llmperf's conf/ (see docs/configuration.md)"));
             }
         }
         Ok(ConfTree { user_dir })
@@ -45,18 +40,12 @@ impl ConfTree {
         let mut files = Vec::new();
         if let Some(file) = EMBEDDED.get_file(rel) {
             let text = file.contents_utf8().unwrap_or_default().to_string();
-            files.push(ConfFile {
-                label: format!("conf/{rel} (embedded)"),
-                text,
-            });
+            files.push(ConfFile { label: format!("conf/{rel} (embedded)"), text });
         }
         if let Some(path) = self.user_path(rel).filter(|p| p.is_file()) {
             let text = std::fs::read_to_string(&path)
                 .map_err(|e| Error::config(format!("cannot read {}: {e}", path.display())))?;
-            files.push(ConfFile {
-                label: path.display().to_string(),
-                text,
-            });
+            files.push(ConfFile { label: path.display().to_string(), text });
         }
         Ok(files)
     }
@@ -70,11 +59,7 @@ impl ConfTree {
     pub fn options(&self, group: &str) -> Vec<String> {
         let mut names: Vec<String> = EMBEDDED
             .get_dir(group)
-            .map(|d| {
-                d.files()
-                    .map(|f| f.path().to_path_buf())
-                    .collect::<Vec<PathBuf>>()
-            })
+            .map(|d| d.files().map(|f| f.path().to_path_buf()).collect::<Vec<PathBuf>>())
             .unwrap_or_default()
             .into_iter()
             .chain(self.user_files(group))
@@ -89,11 +74,7 @@ impl ConfTree {
     pub fn subgroups(&self, group: &str) -> Vec<String> {
         let mut names: Vec<String> = EMBEDDED
             .get_dir(group)
-            .map(|d| {
-                d.dirs()
-                    .map(|d| d.path().to_path_buf())
-                    .collect::<Vec<PathBuf>>()
-            })
+            .map(|d| d.dirs().map(|d| d.path().to_path_buf()).collect::<Vec<PathBuf>>())
             .unwrap_or_default()
             .into_iter()
             .chain(self.user_files(group).into_iter().filter(|p| p.is_dir()))
@@ -112,9 +93,7 @@ impl ConfTree {
         let Some(dir) = self.user_path(group) else {
             return Vec::new();
         };
-        std::fs::read_dir(dir)
-            .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
-            .unwrap_or_default()
+        std::fs::read_dir(dir).map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default()
     }
 }
 
@@ -142,11 +121,7 @@ mod tests {
     fn user_file_is_layered_after_embedded() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("runner")).unwrap();
-        std::fs::write(
-            dir.path().join("runner/default.yaml"),
-            "run: {top_n_kernels: 5}\n",
-        )
-        .unwrap();
+        std::fs::write(dir.path().join("runner/default.yaml"), "run: {top_n_kernels: 5}\n").unwrap();
         std::fs::write(dir.path().join("runner/mine.yaml"), "run: {}\n").unwrap();
         let tree = ConfTree::new(Some(dir.path().to_path_buf())).unwrap();
         let layers = tree.read("runner/default.yaml").unwrap();

@@ -16,50 +16,26 @@ pub const REGISTER_ONLY_ENV: &str = "--env-var=NSYS_NVTX_PROFILER_REGISTER_ONLY=
 pub fn validate(cfg: &NsysConfig) -> Result<(), Error> {
     let key = |k: &str| format!("pipeline.nsys.{k}");
     if cfg.nvtx_capture.is_some() && cfg.capture_range != CaptureRange::Nvtx {
-        return Err(Error::config(format!(
-            "{} is set but {} is not nvtx",
-            key("nvtx_capture"),
-            key("capture_range")
-        ))
-        .with_hint("add pipeline.nsys.capture_range=nvtx, or drop nvtx_capture"));
+        return Err(Error::config(format!("{} is set but {} is not nvtx", key("nvtx_capture"), key("capture_range")))
+            .with_hint("add pipeline.nsys.capture_range=nvtx, or drop nvtx_capture"));
     }
     if cfg.capture_range == CaptureRange::Nvtx && cfg.nvtx_capture.is_none() {
-        return Err(Error::config(format!(
-            "{}=nvtx needs {}",
-            key("capture_range"),
-            key("nvtx_capture")
-        ))
-        .with_hint(
-            "name the range, nsys order RANGE@DOMAIN: pipeline.nsys.nvtx_capture=prefill@LLM",
-        ));
+        return Err(Error::config(format!("{}=nvtx needs {}", key("capture_range"), key("nvtx_capture")))
+            .with_hint("name the range, nsys order RANGE@DOMAIN: pipeline.nsys.nvtx_capture=prefill@LLM"));
     }
     if cfg.capture_range_end.is_some() && cfg.capture_range == CaptureRange::None {
-        return Err(Error::config(format!(
-            "{} is set without a capture range",
-            key("capture_range_end")
-        ))
-        .with_hint(
-            "set pipeline.nsys.capture_range=nvtx or cudaProfilerApi, or drop capture_range_end",
-        ));
+        return Err(Error::config(format!("{} is set without a capture range", key("capture_range_end")))
+            .with_hint("set pipeline.nsys.capture_range=nvtx or cudaProfilerApi, or drop capture_range_end"));
     }
     if cfg.trace.split(',').any(|t| t.trim().is_empty()) {
-        return Err(Error::config(format!(
-            "{} `{}` has an empty entry",
-            key("trace"),
-            cfg.trace
-        ))
-        .with_hint("a comma-separated list such as cuda,nvtx,osrt"));
+        return Err(Error::config(format!("{} `{}` has an empty entry", key("trace"), cfg.trace))
+            .with_hint("a comma-separated list such as cuda,nvtx,osrt"));
     }
     Ok(())
 }
 
 /// `nsys profile ... <app...>`, writing `<output_base>.nsys-rep`.
-pub fn profile_argv(
-    nsys: &Path,
-    cfg: &NsysConfig,
-    output_base: &Path,
-    app: &[OsString],
-) -> Vec<OsString> {
+pub fn profile_argv(nsys: &Path, cfg: &NsysConfig, output_base: &Path, app: &[OsString]) -> Vec<OsString> {
     let mut argv: Vec<OsString> = vec![nsys.into(), "profile".into()];
     let mut opt = |s: String| argv.push(s.into());
     opt(format!("--trace={}", cfg.trace));
@@ -77,14 +53,7 @@ pub fn profile_argv(
         opt(REGISTER_ONLY_ENV.into());
     }
     if let Some(graph) = cfg.cuda_graph_trace {
-        opt(format!(
-            "--cuda-graph-trace={}",
-            if graph == CudaGraphTrace::Graph {
-                "graph"
-            } else {
-                "node"
-            }
-        ));
+        opt(format!("--cuda-graph-trace={}", if graph == CudaGraphTrace::Graph { "graph" } else { "node" }));
     }
     opt(format!("--output={}", output_base.display()));
     opt(format!("--force-overwrite={}", cfg.force_overwrite));
@@ -102,10 +71,7 @@ pub fn agents_of(nsys_pid: i32) -> Vec<i32> {
     let suffix = format!("-{nsys_pid}");
     crate::process::find_processes(|cmd| {
         cmd.contains("--start-agent")
-            && cmd.split_whitespace().any(|a| {
-                a.strip_prefix("--session-name=")
-                    .is_some_and(|n| n.ends_with(&suffix))
-            })
+            && cmd.split_whitespace().any(|a| a.strip_prefix("--session-name=").is_some_and(|n| n.ends_with(&suffix)))
     })
 }
 
@@ -124,23 +90,15 @@ mod tests {
     use crate::config::{load, LoadOptions};
 
     fn cfg(overrides: &[&str]) -> NsysConfig {
-        let opts = LoadOptions {
-            overrides: overrides.iter().map(|s| s.to_string()).collect(),
-            ..Default::default()
-        };
+        let opts = LoadOptions { overrides: overrides.iter().map(|s| s.to_string()).collect(), ..Default::default() };
         load(&opts).unwrap().config.pipeline.nsys
     }
 
     fn argv(c: &NsysConfig) -> Vec<String> {
-        profile_argv(
-            Path::new("nsys"),
-            c,
-            Path::new("run/nsys/report"),
-            &["app".into(), "--flag".into()],
-        )
-        .into_iter()
-        .map(|s| s.into_string().unwrap())
-        .collect()
+        profile_argv(Path::new("nsys"), c, Path::new("run/nsys/report"), &["app".into(), "--flag".into()])
+            .into_iter()
+            .map(|s| s.into_string().unwrap())
+            .collect()
     }
 
     #[test]
@@ -164,54 +122,21 @@ mod tests {
     fn each_option_maps_to_its_flag() {
         let cases: &[(&[&str], &str)] = &[
             (&["pipeline.nsys.trace=nvtx,osrt"], "--trace=nvtx,osrt"),
+            (&["pipeline.nsys.sample=process-tree"], "--sample=process-tree"),
+            (&["pipeline.nsys.capture_range=cudaProfilerApi"], "--capture-range=cudaProfilerApi"),
             (
-                &["pipeline.nsys.sample=process-tree"],
-                "--sample=process-tree",
-            ),
-            (
-                &["pipeline.nsys.capture_range=cudaProfilerApi"],
-                "--capture-range=cudaProfilerApi",
-            ),
-            (
-                &[
-                    "pipeline.nsys.capture_range=cudaProfilerApi",
-                    "pipeline.nsys.capture_range_end=stop",
-                ],
+                &["pipeline.nsys.capture_range=cudaProfilerApi", "pipeline.nsys.capture_range_end=stop"],
                 "--capture-range-end=stop",
             ),
             (
-                &[
-                    "pipeline.nsys.capture_range=nvtx",
-                    "pipeline.nsys.nvtx_capture=prefill@LLM",
-                ],
+                &["pipeline.nsys.capture_range=nvtx", "pipeline.nsys.nvtx_capture=prefill@LLM"],
                 "--nvtx-capture=prefill@LLM",
             ),
-            (
-                &[
-                    "pipeline.nsys.capture_range=nvtx",
-                    "pipeline.nsys.nvtx_capture=prefill@LLM",
-                ],
-                "--capture-range=nvtx",
-            ),
-            (
-                &[
-                    "pipeline.nsys.capture_range=nvtx",
-                    "pipeline.nsys.nvtx_capture=prefill@*",
-                ],
-                REGISTER_ONLY_ENV,
-            ),
-            (
-                &["pipeline.nsys.cuda_graph_trace=node"],
-                "--cuda-graph-trace=node",
-            ),
-            (
-                &["pipeline.nsys.force_overwrite=false"],
-                "--force-overwrite=false",
-            ),
-            (
-                &["pipeline.nsys.extra_args=[--stats=false]"],
-                "--stats=false",
-            ),
+            (&["pipeline.nsys.capture_range=nvtx", "pipeline.nsys.nvtx_capture=prefill@LLM"], "--capture-range=nvtx"),
+            (&["pipeline.nsys.capture_range=nvtx", "pipeline.nsys.nvtx_capture=prefill@*"], REGISTER_ONLY_ENV),
+            (&["pipeline.nsys.cuda_graph_trace=node"], "--cuda-graph-trace=node"),
+            (&["pipeline.nsys.force_overwrite=false"], "--force-overwrite=false"),
+            (&["pipeline.nsys.extra_args=[--stats=false]"], "--stats=false"),
         ];
         for (overrides, flag) in cases {
             let c = cfg(overrides);
@@ -227,16 +152,14 @@ mod tests {
     fn finds_the_agent_by_its_session_name() {
         // A stand-in whose command line has the agent's shape, for nsys pid 4242.
         let mut agent = std::process::Command::new("sh")
-            .args([
-                "-c",
-                "sleep 5",
-                "nsys",
-                "--start-agent",
-                "--session-name=profile-python-4242",
-                "--shm-name=x",
-            ])
+            .args(["-c", "sleep 5", "nsys", "--start-agent", "--session-name=profile-python-4242", "--shm-name=x"])
             .spawn()
             .unwrap();
+        // Right after spawn, /proc/<pid>/cmdline may still be the parent's (before exec).
+        let start = std::time::Instant::now();
+        while agents_of(4242).is_empty() && start.elapsed() < std::time::Duration::from_secs(5) {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         let found = agents_of(4242);
         let other = agents_of(424);
         agent.kill().unwrap();

@@ -21,12 +21,7 @@ pub fn llmperf() -> assert_cmd::Command {
 /// The run directory printed on stdout.
 pub fn run_dir(stdout: &[u8]) -> PathBuf {
     let text = String::from_utf8_lossy(stdout);
-    PathBuf::from(
-        text.lines()
-            .last()
-            .expect("a run directory on stdout")
-            .trim(),
-    )
+    PathBuf::from(text.lines().last().expect("a run directory on stdout").trim())
 }
 
 pub fn json(path: &Path) -> serde_json::Value {
@@ -35,10 +30,5 @@ pub fn json(path: &Path) -> serde_json::Value {
 }
 
 pub fn stage<'a>(manifest: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    manifest["stages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == name)
-        .unwrap()
+    manifest["stages"].as_array().unwrap().iter().find(|s| s["name"] == name).unwrap()
 }

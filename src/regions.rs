@@ -1,0 +1,55 @@
+//! NVTX region names: the one source of truth shared by the instrumented
+//! workloads and the code that reads profiles back.
+//!
+//! Regions nest: a range pushed inside another is reported as `outer::inner`
+//! (`A::A1`, `decode_all::decode_step::layer_3::attn`).
+
+/// Separator of nested region names in reports.
+pub const SEP: &str = "::";
+
+/// NVTX domain of the LLM workload's ranges (ncu writes `LLM@prefill/`, nsys `prefill@LLM`).
+pub const LLM_DOMAIN: &str = "LLM";
+pub const PREFILL: &str = "prefill";
+pub const DECODE_ALL: &str = "decode_all";
+pub const DECODE_STEP: &str = "decode_step";
+pub const ATTN: &str = "attn";
+pub const MLP: &str = "mlp";
+pub const LM_HEAD: &str = "lm_head";
+
+/// ResNet ranges (default domain).
+pub const STEM: &str = "stem";
+pub const HEAD: &str = "head";
+
+/// The regions demonstration (default domain): `A`, `A::A1`, `B`.
+pub const DEMO_A: &str = "A";
+pub const DEMO_A1: &str = "A1";
+pub const DEMO_B: &str = "B";
+
+/// TorchScript: one range per forward call.
+pub const FORWARD: &str = "forward";
+
+/// `layer_3`: the range around one transformer layer.
+pub fn layer(index: usize) -> String {
+    format!("layer_{index}")
+}
+
+/// `block_2`: the range around one residual block.
+pub fn block(index: usize) -> String {
+    format!("block_{index}")
+}
+
+/// Join nested names: `join(["A", "A1"]) == "A::A1"`.
+pub fn join<S: AsRef<str>>(names: impl IntoIterator<Item = S>) -> String {
+    names.into_iter().map(|s| s.as_ref().to_string()).collect::<Vec<_>>().join(SEP)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nested_names_join_with_double_colon() {
+        assert_eq!(join([DEMO_A, DEMO_A1]), "A::A1");
+        assert_eq!(join([layer(3).as_str(), ATTN]), "layer_3::attn");
+    }
+}

@@ -1,0 +1,59 @@
+//! Summary statistics of repeated measurements.
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Durations of repeated calls, in milliseconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Stats {
+    pub count: usize,
+    pub total_ms: f64,
+    pub mean_ms: f64,
+    pub median_ms: f64,
+    /// Nearest-rank 90th percentile: the ceil(0.9·n)-th smallest sample.
+    pub p90_ms: f64,
+    pub min_ms: f64,
+    pub max_ms: f64,
+}
+
+impl Stats {
+    /// None for no samples.
+    pub fn of(samples_ms: &[f64]) -> Option<Stats> {
+        if samples_ms.is_empty() {
+            return None;
+        }
+        let mut s = samples_ms.to_vec();
+        s.sort_by(f64::total_cmp);
+        let n = s.len();
+        let total: f64 = s.iter().sum();
+        let median = if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 };
+        let rank = ((0.9 * n as f64).ceil() as usize).clamp(1, n);
+        Some(Stats {
+            count: n,
+            total_ms: total,
+            mean_ms: total / n as f64,
+            median_ms: median,
+            p90_ms: s[rank - 1],
+            min_ms: s[0],
+            max_ms: s[n - 1],
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hand_computed_statistics() {
+        let s = Stats::of(&[5.0, 1.0, 3.0, 2.0, 4.0, 6.0, 7.0, 8.0, 9.0, 10.0]).unwrap();
+        assert_eq!(s.count, 10);
+        assert_eq!(s.total_ms, 55.0);
+        assert_eq!(s.mean_ms, 5.5);
+        assert_eq!(s.median_ms, 5.5);
+        assert_eq!(s.p90_ms, 9.0);
+        assert_eq!((s.min_ms, s.max_ms), (1.0, 10.0));
+        let odd = Stats::of(&[3.0, 1.0, 2.0]).unwrap();
+        assert_eq!((odd.median_ms, odd.p90_ms), (2.0, 3.0));
+        assert!(Stats::of(&[]).is_none());
+    }
+}

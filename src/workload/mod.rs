@@ -1,0 +1,366 @@
+//! Built-in NVTX-instrumented workloads on libtorch (feature `torch`):
+//! `dummy_shallow_resnet`, `decoder_llm` (prefill + decode with a KV cache),
+//! `torchscript` (a user's module) and `nvtx_regions` (A, A::A1, B).
+//! Selected by `model.name` only; see docs/workloads.md.
+mod instrument;
+pub mod llm;
+pub mod resnet;
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+use tch::{nn, Device, Kind, Tensor};
+
+use crate::config::schema::{
+    Device as DeviceCfg, Dtype, LlmConfig, ModelConfig, RegionsConfig, ResnetConfig, TorchscriptConfig,
+};
+use crate::config::Config;
+use crate::error::{Error, ErrorKind};
+use crate::stats::Stats;
+use crate::timings::{self, DecodeBytes, Flops, ModelMeta, Throughput, Timings};
+use crate::{flops, regions};
+pub use instrument::Instrument;
+
+/// Run the configured workload and return what it measured.
+pub fn run(cfg: &Config, nvtx: bool) -> Result<Timings, Error> {
+    let device = resolve_device(cfg.device)?;
+    let kind = kind_of(cfg.infer.dtype);
+    catch_libtorch(|| match &cfg.model {
+        ModelConfig::DummyShallowResnet(m) => run_resnet(cfg, m, device, kind, nvtx),
+        ModelConfig::DecoderLlm(m) => run_llm(cfg, m, device, kind, nvtx),
+        ModelConfig::Torchscript(m) => run_torchscript(cfg, m, device, kind, nvtx),
+        ModelConfig::NvtxRegions(m) => Ok(run_regions(cfg, m, device, kind, nvtx)),
+    })
+}
+
+pub fn resolve_device(d: DeviceCfg) -> Result<Device, Error> {
+    match d {
+        DeviceCfg::Cpu => Ok(Device::Cpu),
+        DeviceCfg::Auto => Ok(if tch::Cuda::is_available() { Device::Cuda(0) } else { Device::Cpu }),
+        DeviceCfg::Cuda(n) => {
+            let count = tch::Cuda::device_count();
+            if i64::from(n) < count {
+                Ok(Device::Cuda(n as usize))
+            } else {
+                Err(Error::config(format!("device cuda:{n} requested but libtorch sees {count} CUDA device(s)"))
+                    .with_hint("use device=cpu or device=auto, and see `llmperf doctor` for why CUDA is unavailable"))
+            }
+        }
+    }
+}
+
+fn kind_of(d: Dtype) -> Kind {
+    match d {
+        Dtype::F32 => Kind::Float,
+        Dtype::F16 => Kind::Half,
+        Dtype::Bf16 => Kind::BFloat16,
+    }
+}
+
+fn dtype_name(k: Kind) -> &'static str {
+    match k {
+        Kind::Half => "f16",
+        Kind::BFloat16 => "bf16",
+        _ => "f32",
+    }
+}
+
+fn device_name(d: Device) -> String {
+    match d {
+        Device::Cuda(i) => format!("cuda:{i}"),
+        _ => "cpu".into(),
+    }
+}
+
+/// tch reports libtorch errors by panicking; turn them into an error that says
+/// which dtype/device combination libtorch refused.
+fn catch_libtorch<T>(f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    std::panic::set_hook(hook);
+    out.unwrap_or_else(|payload| {
+        let msg = payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "unknown error".into());
+        let first = msg.lines().next().unwrap_or_default().to_string();
+        Err(Error::new(ErrorKind::StageFailed, format!("libtorch error in the workload: {first}"))
+            .with_hint("f16 and bf16 need a device and libtorch build that support them (try infer.dtype=f32); check model.* shapes"))
+    })
+}
+
+/// Set up parameters on `device` in `kind`, from the configured seed.
+fn var_store(cfg: &Config, device: Device, kind: Kind) -> nn::VarStore {
+    tch::manual_seed(cfg.infer.seed as i64);
+    let mut vs = nn::VarStore::new(device);
+    vs.set_kind(kind);
+    vs
+}
+
+fn parameters(vs: &nn::VarStore) -> i64 {
+    vs.trainable_variables().iter().map(|t| t.numel() as i64).sum()
+}
+
+/// Warm-up without ranges, then measured iterations with them.
+fn iterate(cfg: &Config, ins: &Instrument, mut body: impl FnMut()) -> f64 {
+    let _grad = tch::no_grad_guard();
+    ins.set_recording(false);
+    for _ in 0..cfg.infer.warmup_iters {
+        body();
+    }
+    ins.set_recording(true);
+    let start = Instant::now();
+    for _ in 0..cfg.infer.iters {
+        body();
+    }
+    start.elapsed().as_secs_f64() * 1e3
+}
+
+struct Measured {
+    measured_ms: f64,
+    samples: BTreeMap<String, Vec<f64>>,
+}
+
+/// Split recorded regions into stages (the listed paths) and operators (the rest).
+fn assemble(
+    cfg: &Config,
+    meta: ModelMeta,
+    kind: Kind,
+    device: Device,
+    nvtx: bool,
+    m: Measured,
+    stage_paths: &[String],
+) -> Timings {
+    let (stages, operators): (BTreeMap<_, _>, BTreeMap<_, _>) = m
+        .samples
+        .iter()
+        .filter_map(|(k, v)| Some((k.clone(), Stats::of(v)?)))
+        .partition(|(k, _)| stage_paths.contains(k));
+    let batch = i64::from(cfg.infer.batch_size);
+    let samples_per_s =
+        (m.measured_ms > 0.0).then(|| (batch * i64::from(cfg.infer.iters)) as f64 / (m.measured_ms / 1e3));
+    Timings {
+        schema: timings::SCHEMA.into(),
+        model: meta,
+        device: device_name(device),
+        dtype: dtype_name(kind).into(),
+        nvtx,
+        batch_size: batch,
+        warmup_iters: cfg.infer.warmup_iters,
+        iters: cfg.infer.iters,
+        measured_ms: m.measured_ms,
+        stages,
+        operators,
+        throughput: Throughput { samples_per_s, ..Default::default() },
+        flops: Flops { formula: String::new(), per_call: BTreeMap::new() },
+        decode_bytes: None,
+    }
+}
+
+fn run_resnet(cfg: &Config, m: &ResnetConfig, device: Device, kind: Kind, nvtx: bool) -> Result<Timings, Error> {
+    let size = i64::from(cfg.infer.image_size.ok_or_else(|| missing("infer.image_size", "dummy_shallow_resnet"))?);
+    let batch = i64::from(cfg.infer.batch_size);
+    let vs = var_store(cfg, device, kind);
+    let model = resnet::ResNet::new(&vs.root(), m);
+    let shape = vec![batch, i64::from(m.in_channels), size, size];
+    let input = Tensor::randn(shape.as_slice(), (kind, device));
+    let ins = Instrument::new(nvtx, None, device);
+    let measured_ms = iterate(cfg, &ins, || {
+        let _ = ins.region(regions::FORWARD, || model.forward(&input, &ins));
+    });
+    let meta = ModelMeta {
+        name: "dummy_shallow_resnet".into(),
+        variant: None,
+        parameters: parameters(&vs),
+        layers: Some(i64::from(m.blocks)),
+        hidden_size: Some(i64::from(m.channels)),
+        heads: None,
+        vocab_size: None,
+        dtype: dtype_name(kind).into(),
+        input_shapes: vec![shape],
+    };
+    let mut t = assemble(
+        cfg,
+        meta,
+        kind,
+        device,
+        nvtx,
+        Measured { measured_ms, samples: ins.into_samples() },
+        &[regions::FORWARD.into()],
+    );
+    t.flops.formula =
+        "2 x multiply-adds of the convolutions and the linear head; batch norm, ReLU, pooling ignored".into();
+    t.flops.per_call.insert(regions::FORWARD.into(), model.flops(batch, size));
+    Ok(t)
+}
+
+fn run_llm(cfg: &Config, m: &LlmConfig, device: Device, kind: Kind, nvtx: bool) -> Result<Timings, Error> {
+    let prompt_len = i64::from(cfg.infer.prompt_len.ok_or_else(|| missing("infer.prompt_len", "decoder_llm"))?);
+    let new_tokens = i64::from(cfg.infer.max_new_tokens.ok_or_else(|| missing("infer.max_new_tokens", "decoder_llm"))?);
+    check_llm_shapes(m, prompt_len, new_tokens)?;
+    let batch = i64::from(cfg.infer.batch_size);
+    let vs = var_store(cfg, device, kind);
+    let model = llm::Llm::new(&vs.root(), m);
+    let prompt = llm::prompt(m, batch, prompt_len, device);
+    let ins = Instrument::new(nvtx, Some(regions::LLM_DOMAIN), device);
+    let measured_ms = iterate(cfg, &ins, || {
+        let _ = model.generate(&prompt, new_tokens, &ins);
+    });
+    let params = parameters(&vs);
+    let meta = ModelMeta {
+        name: "decoder_llm".into(),
+        variant: Some(m.variant.clone()),
+        parameters: params,
+        layers: Some(m.n_layers),
+        hidden_size: Some(m.d_model),
+        heads: Some(m.n_heads),
+        vocab_size: Some(m.vocab_size),
+        dtype: dtype_name(kind).into(),
+        input_shapes: vec![vec![batch, prompt_len]],
+    };
+    let step = regions::join([regions::DECODE_ALL, regions::DECODE_STEP]);
+    let stage_paths = [regions::PREFILL.to_string(), regions::DECODE_ALL.to_string(), step.clone()];
+    let mut t =
+        assemble(cfg, meta, kind, device, nvtx, Measured { measured_ms, samples: ins.into_samples() }, &stage_paths);
+    let (l, d) = (m.n_layers, m.d_model);
+    let steps = new_tokens - 1;
+    // Decode step s (0-based) attends to the prompt, the prefill's token and s earlier steps' tokens.
+    let step_flops: Vec<f64> =
+        (0..steps).map(|s| flops::llm_decode_step(params, l, d, batch, prompt_len + s + 1)).collect();
+    t.flops.formula = "FLOPs per token at context c = 2*N + 4*L*c*d (N = parameters, L = layers, d = hidden size); prefill sums over prompt positions; decode_step is the mean over the steps".into();
+    t.flops.per_call.insert(regions::PREFILL.into(), flops::llm_prefill(params, l, d, batch, prompt_len));
+    t.flops.per_call.insert(regions::DECODE_ALL.into(), step_flops.iter().sum());
+    if steps > 0 {
+        t.flops.per_call.insert(step, step_flops.iter().sum::<f64>() / steps as f64);
+        let elem = kind.elt_size_in_bytes() as i64;
+        let kv: Vec<f64> =
+            (0..steps).map(|s| flops::llm_decode_step_bytes(params, l, d, batch, prompt_len + s, elem).1).collect();
+        let weights = flops::llm_decode_step_bytes(params, l, d, batch, 0, elem).0;
+        let kv_mean = kv.iter().sum::<f64>() / steps as f64;
+        t.decode_bytes = Some(DecodeBytes {
+            formula: "per decode step: every weight once (N x element size) + K and V of all past tokens (2*L*batch*past*d x element size)".into(),
+            weight_bytes: weights,
+            kv_cache_bytes_mean: kv_mean,
+            total_bytes_mean: weights + kv_mean,
+        });
+    }
+    let secs = |k: &str| t.stages.get(k).map(|s| s.total_ms / 1e3);
+    t.throughput.prefill_tokens_per_s =
+        secs(regions::PREFILL).map(|s| (batch * prompt_len * i64::from(cfg.infer.iters)) as f64 / s);
+    t.throughput.decode_tokens_per_s =
+        secs(regions::DECODE_ALL).map(|s| (batch * steps * i64::from(cfg.infer.iters)) as f64 / s);
+    Ok(t)
+}
+
+fn check_llm_shapes(m: &LlmConfig, prompt_len: i64, new_tokens: i64) -> Result<(), Error> {
+    if m.d_model % m.n_heads != 0 {
+        return Err(Error::config(format!(
+            "model.d_model {} is not a multiple of model.n_heads {}",
+            m.d_model, m.n_heads
+        ))
+        .with_hint("pick n_heads that divides d_model"));
+    }
+    if prompt_len < 1 || new_tokens < 1 || prompt_len + new_tokens > m.max_seq_len {
+        return Err(Error::config(format!(
+            "infer.prompt_len {prompt_len} + infer.max_new_tokens {new_tokens} must be between 2 and model.max_seq_len {}",
+            m.max_seq_len
+        ))
+        .with_hint("shorten the prompt or the generation"));
+    }
+    Ok(())
+}
+
+fn run_torchscript(
+    cfg: &Config,
+    m: &TorchscriptConfig,
+    device: Device,
+    kind: Kind,
+    nvtx: bool,
+) -> Result<Timings, Error> {
+    let path = m.path.as_ref().ok_or_else(|| {
+        Error::config("model.path is not set for the torchscript model")
+            .with_hint("export with torch.jit.trace(model, example).save('model.pt'), then pass model.path=model.pt")
+    })?;
+    let module = tch::CModule::load_on_device(path, device).map_err(|e| {
+        Error::new(ErrorKind::StageFailed, format!("cannot load TorchScript module {}: {e}", path.display()))
+            .with_hint("the file must come from torch.jit.save (torch.jit.trace or torch.jit.script), saved by a PyTorch compatible with libtorch 2.13")
+    })?;
+    let inputs: Vec<Tensor> = m.input_shapes.iter().map(|s| Tensor::randn(s.as_slice(), (kind, device))).collect();
+    let ins = Instrument::new(nvtx, None, device);
+    let mut failure = None;
+    let measured_ms = iterate(cfg, &ins, || {
+        if failure.is_none() {
+            if let Err(e) = ins.region(regions::FORWARD, || module.forward_ts(&inputs)) {
+                failure = Some(e);
+            }
+        }
+    });
+    if let Some(e) = failure {
+        return Err(Error::new(ErrorKind::StageFailed, format!("TorchScript forward failed: {e}"))
+            .with_hint("check model.input_shapes against what the module expects"));
+    }
+    let meta = ModelMeta {
+        name: "torchscript".into(),
+        variant: Some(path.display().to_string()),
+        parameters: module.named_parameters().map(|p| p.iter().map(|(_, t)| t.numel() as i64).sum()).unwrap_or(0),
+        layers: None,
+        hidden_size: None,
+        heads: None,
+        vocab_size: None,
+        dtype: dtype_name(kind).into(),
+        input_shapes: m.input_shapes.clone(),
+    };
+    let mut t = assemble(
+        cfg,
+        meta,
+        kind,
+        device,
+        nvtx,
+        Measured { measured_ms, samples: ins.into_samples() },
+        &[regions::FORWARD.into()],
+    );
+    t.flops.formula = "no analytic model for a TorchScript module".into();
+    Ok(t)
+}
+
+fn run_regions(cfg: &Config, m: &RegionsConfig, device: Device, kind: Kind, nvtx: bool) -> Timings {
+    tch::manual_seed(cfg.infer.seed as i64);
+    let mat = |n: i64| Tensor::randn([n, n], (kind, device));
+    let (a, a1, b) = (mat(m.size_a), mat(m.size_a1), mat(m.size_b));
+    let ins = Instrument::new(nvtx, None, device);
+    let measured_ms = iterate(cfg, &ins, || {
+        let _ = ins.region(regions::DEMO_A, || {
+            let _ = a.matmul(&a);
+            ins.region(regions::DEMO_A1, || a1.matmul(&a1))
+        });
+        let _ = ins.region(regions::DEMO_B, || b.matmul(&b));
+    });
+    let a1_path = regions::join([regions::DEMO_A, regions::DEMO_A1]);
+    let stage_paths = [regions::DEMO_A.to_string(), a1_path.clone(), regions::DEMO_B.to_string()];
+    let meta = ModelMeta {
+        name: "nvtx_regions".into(),
+        variant: None,
+        parameters: 0,
+        layers: None,
+        hidden_size: None,
+        heads: None,
+        vocab_size: None,
+        dtype: dtype_name(kind).into(),
+        input_shapes: vec![vec![m.size_a, m.size_a], vec![m.size_a1, m.size_a1], vec![m.size_b, m.size_b]],
+    };
+    let mut t =
+        assemble(cfg, meta, kind, device, nvtx, Measured { measured_ms, samples: ins.into_samples() }, &stage_paths);
+    t.flops.formula = "2*n^3 per n x n matmul; A includes A1".into();
+    let (fa, fa1, fb) =
+        (flops::square_matmul(m.size_a), flops::square_matmul(m.size_a1), flops::square_matmul(m.size_b));
+    t.flops.per_call.insert(regions::DEMO_A.into(), fa + fa1);
+    t.flops.per_call.insert(a1_path, fa1);
+    t.flops.per_call.insert(regions::DEMO_B.into(), fb);
+    t
+}
+
+fn missing(key: &str, model: &str) -> Error {
+    Error::config(format!("{key} is required by the {model} model"))
+        .with_hint(format!("add it to the infer preset or pass +{key}=VALUE"))
+}
