@@ -19,7 +19,7 @@ build: setup
 	cargo build $(CARGO_FLAGS)
 
 run: build
-	$(BIN) profile -- $(VENV)/bin/python scripts/demo_workload.py
+	$(BIN) profile
 
 test: setup
 	cargo test $(CARGO_FLAGS) --all-targets

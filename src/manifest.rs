@@ -42,7 +42,7 @@ impl From<&Finished> for ExitInfo {
         match f.exit {
             Exit::Code(c) => info.code = Some(c),
             Exit::Signal(s) => info.signal = Some(s),
-            Exit::TimedOut => info.timed_out = true,
+            Exit::TimedOut | Exit::Stalled => info.timed_out = true,
             Exit::Interrupted => info.interrupted = true,
         }
         info

@@ -180,23 +180,49 @@ fn nsys_stage(
     run.subdir(run_dir::NSYS_DIR)?;
     let base = absolute(&run.join(run_dir::NSYS_REPORT_BASE));
     let spec = Spawn::new(nsys::profile_argv(&tool.path, cfg, &base, &req.command))
-        .stdout(Sink::File(run.join("nsys/stdout.log")))
-        .stderr(Sink::File(run.join("nsys/stderr.log")))
+        .stdout(Sink::File(run.join(run_dir::NSYS_STDOUT)))
+        .stderr(Sink::File(run.join(run_dir::NSYS_STDERR)))
         .timeout((cfg.timeout_s > 0).then(|| Duration::from_secs(cfg.timeout_s)))
         .companions(nsys::agents_of);
+    let spec = spec.watch(process::Watch {
+        file: run.join(run_dir::NSYS_STDOUT),
+        marker: nsys::POSTPROCESS_MARKER.into(),
+        grace: Duration::from_secs(cfg.postprocess_timeout_s),
+    });
     run.write(run_dir::NSYS_CMD, format!("{}\n", spec.display()).as_bytes())?;
     tracing::info!("nsys: {}", spec.display());
     let i = manifest.begin("nsys", spec.argv_strings())?;
-    let done = with_progress("nsys", || process::run(&spec))?;
+    let mut diagnoses = Vec::new();
+    let mut kept_logs = Vec::new();
+    let attempts = 1 + cfg.hang_retries;
+    let mut attempt = 1;
+    let done = loop {
+        let done = with_progress("nsys", || process::run(&spec))?;
+        if done.exit != Exit::Stalled || attempt == attempts {
+            break done;
+        }
+        diagnoses.push(nsys::hang_diagnosis(attempt, cfg.postprocess_timeout_s));
+        kept_logs.extend(keep_attempt_logs(run, attempt)?);
+        tracing::warn!("nsys hung converting its capture (attempt {attempt} of {attempts}); capturing again");
+        attempt += 1;
+    };
+    if done.exit == Exit::Stalled {
+        diagnoses.push(nsys::hang_diagnosis(attempt, cfg.postprocess_timeout_s));
+    }
     let report = find_report(&base);
-    let mut artifacts = vec![run_dir::NSYS_CMD.to_string(), "nsys/stdout.log".into(), "nsys/stderr.log".into()];
+    let mut artifacts = vec![run_dir::NSYS_CMD.to_string(), run_dir::NSYS_STDOUT.into(), run_dir::NSYS_STDERR.into()];
+    artifacts.extend(kept_logs);
     artifacts.extend(report.as_ref().map(|r| relative(run.path(), r)));
+    if run.join(run_dir::TIMINGS_JSON).is_file() {
+        artifacts.push(run_dir::TIMINGS_JSON.into());
+    }
     let (status, failure) = judge_nsys(&done, report.is_some());
     manifest.finish(i, status, |s| {
         s.exit = Some(ExitInfo::from(&done));
         s.artifacts = artifacts;
         s.reason = failure.as_ref().map(|e| e.message.clone());
         s.hint = failure.as_ref().and_then(|e| e.hint.clone());
+        s.diagnoses = diagnoses;
     })?;
     Ok(failure)
 }
@@ -217,6 +243,13 @@ fn judge_nsys(done: &Finished, have_report: bool) -> (Status, Option<Error>) {
         Exit::TimedOut => (
             Status::Failed,
             failed(format!("nsys {}", done.describe()), "raise pipeline.nsys.timeout_s, or shorten the workload"),
+        ),
+        Exit::Stalled => (
+            Status::Failed,
+            failed(
+                "nsys hung converting its capture after the application finished".into(),
+                "a known Nsight Systems 2022.4 problem on some hosts: run again, or raise pipeline.nsys.hang_retries (pipeline.nsys.postprocess_timeout_s for very large captures)",
+            ),
         ),
         Exit::Code(0) if have_report => (Status::Ok, None),
         Exit::Code(0) => (
@@ -297,6 +330,18 @@ fn gate<'t>(
             Ok(Gate::Skipped(Some(e.clone())))
         }
     }
+}
+
+/// Keep a hung attempt's logs as `nsys/stdout.attemptN.log` before the next attempt overwrites them.
+fn keep_attempt_logs(run: &RunDir, attempt: u32) -> Result<Vec<String>, Error> {
+    let mut kept = Vec::new();
+    for log in [run_dir::NSYS_STDOUT, run_dir::NSYS_STDERR] {
+        let to = log.replace(".log", &format!(".attempt{attempt}.log"));
+        if std::fs::rename(run.join(log), run.join(&to)).is_ok() {
+            kept.push(to);
+        }
+    }
+    Ok(kept)
 }
 
 /// `<base>.nsys-rep` (nsys 2021.3+) or `<base>.qdrep` (older).

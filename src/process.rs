@@ -61,6 +61,18 @@ pub struct Spawn {
     /// Processes that belong to the child but are not its descendants (the
     /// nsys agent is reparented to init): found from the child's pid, killed with it.
     pub companions: Option<fn(i32) -> Vec<i32>>,
+    /// Kill the child if it has not exited `grace` after `marker` appears in `file`.
+    pub watch: Option<Watch>,
+}
+
+/// A phase deadline: once `marker` shows up in `file` (e.g. nsys printing
+/// `Generating '...qdstrm'` when the application has exited), the child has
+/// `grace` to finish, independently of the overall timeout.
+#[derive(Debug, Clone)]
+pub struct Watch {
+    pub file: PathBuf,
+    pub marker: String,
+    pub grace: Duration,
 }
 
 impl Spawn {
@@ -76,7 +88,13 @@ impl Spawn {
             stderr: Sink::Inherit,
             timeout: None,
             companions: None,
+            watch: None,
         }
+    }
+
+    pub fn watch(mut self, watch: Watch) -> Self {
+        self.watch = Some(watch);
+        self
     }
 
     pub fn companions(mut self, find: fn(i32) -> Vec<i32>) -> Self {
@@ -122,6 +140,8 @@ pub enum Exit {
     Code(i32),
     Signal(i32),
     TimedOut,
+    /// Still running `grace` after the watched marker appeared.
+    Stalled,
     Interrupted,
 }
 
@@ -144,6 +164,9 @@ impl Finished {
             Exit::Code(c) => format!("exit code {c}"),
             Exit::Signal(s) => format!("killed by signal {s} ({})", signal_name(s)),
             Exit::TimedOut => format!("timed out after {:.0} s and was killed", self.elapsed.as_secs_f64()),
+            Exit::Stalled => {
+                format!("stalled after its last phase began and was killed at {:.0} s", self.elapsed.as_secs_f64())
+            }
             Exit::Interrupted => "interrupted".into(),
         }
     }
@@ -213,18 +236,73 @@ fn spawn_error(program: &OsString, e: &std::io::Error) -> Error {
 }
 
 fn wait(mut child: Child, spec: &Spawn, start: Instant) -> Result<Exit, Error> {
+    let mut watcher = spec.watch.as_ref().map(Watcher::new);
     loop {
         match child.try_wait() {
             Ok(Some(status)) => return Ok(exit_of(status)),
             Ok(None) => {}
             Err(e) => return Err(Error::new(ErrorKind::Internal, format!("waiting for a child: {e}"))),
         }
-        let timed_out = spec.timeout.is_some_and(|t| start.elapsed() >= t);
-        if timed_out || interrupted() {
+        let verdict = if interrupted() {
+            Some(Exit::Interrupted)
+        } else if spec.timeout.is_some_and(|t| start.elapsed() >= t) {
+            Some(Exit::TimedOut)
+        } else if watcher.as_mut().is_some_and(Watcher::overdue) {
+            Some(Exit::Stalled)
+        } else {
+            None
+        };
+        if let Some(exit) = verdict {
             kill_tree(&mut child, spec.companions);
-            return Ok(if timed_out { Exit::TimedOut } else { Exit::Interrupted });
+            return Ok(exit);
         }
         std::thread::sleep(POLL);
+    }
+}
+
+/// Reads a growing file incrementally for a marker, then times the grace period.
+struct Watcher<'a> {
+    watch: &'a Watch,
+    offset: u64,
+    carry: Vec<u8>,
+    seen: Option<Instant>,
+    next_read: Instant,
+}
+
+impl<'a> Watcher<'a> {
+    fn new(watch: &'a Watch) -> Self {
+        Watcher { watch, offset: 0, carry: Vec::new(), seen: None, next_read: Instant::now() }
+    }
+
+    fn overdue(&mut self) -> bool {
+        if let Some(seen) = self.seen {
+            return seen.elapsed() >= self.watch.grace;
+        }
+        if Instant::now() >= self.next_read {
+            self.next_read = Instant::now() + Duration::from_millis(250);
+            if self.read_new().is_some_and(|found| found) {
+                tracing::debug!("`{}` appeared in {}", self.watch.marker, self.watch.file.display());
+                self.seen = Some(Instant::now());
+            }
+        }
+        false
+    }
+
+    /// Scan bytes appended since the last read (keeping a marker-length tail
+    /// so a marker split across reads is still found).
+    fn read_new(&mut self) -> Option<bool> {
+        use std::io::{Seek, SeekFrom};
+        let mut f = File::open(&self.watch.file).ok()?;
+        f.seek(SeekFrom::Start(self.offset)).ok()?;
+        let mut buf = std::mem::take(&mut self.carry);
+        let before = buf.len();
+        f.read_to_end(&mut buf).ok()?;
+        self.offset += (buf.len() - before) as u64;
+        let marker = self.watch.marker.as_bytes();
+        let found = buf.windows(marker.len()).any(|w| w == marker);
+        let keep = buf.len().saturating_sub(marker.len());
+        self.carry = buf.split_off(keep);
+        Some(found)
     }
 }
 
@@ -366,6 +444,29 @@ mod tests {
         std::thread::sleep(Duration::from_millis(100));
         let state = std::fs::read_to_string(format!("/proc/{grandchild}/stat")).unwrap_or_default();
         assert!(state.is_empty() || state.contains(") Z"), "grandchild still running: {state}");
+    }
+
+    #[test]
+    fn watch_kills_a_child_that_stalls_after_its_marker() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("out.log");
+        let watch = |grace_ms| Watch {
+            file: log.clone(),
+            marker: "Generating '".into(),
+            grace: Duration::from_millis(grace_ms),
+        };
+        // Prints the marker, then hangs: killed after the grace period, long before the timeout.
+        let spec = Spawn::new(["sh", "-c", "echo \"Generating '/tmp/x.qdstrm'\"; sleep 30"])
+            .stdout(Sink::File(log.clone()))
+            .timeout(Some(Duration::from_secs(60)))
+            .watch(watch(700));
+        let done = run(&spec).unwrap();
+        assert_eq!(done.exit, Exit::Stalled);
+        assert!(done.elapsed < Duration::from_secs(10), "{:?}", done.elapsed);
+        // Without the marker, the same child runs on (here: to its own end).
+        let spec =
+            Spawn::new(["sh", "-c", "echo working; sleep 1.5"]).stdout(Sink::File(log.clone())).watch(watch(300));
+        assert_eq!(run(&spec).unwrap().exit, Exit::Code(0));
     }
 
     #[test]

@@ -15,7 +15,8 @@ pub const INPUTS_YAML: &str = "inputs.yaml";
 pub const MANIFEST_JSON: &str = "manifest.json";
 pub const NSYS_DIR: &str = "nsys";
 pub const NSYS_CMD: &str = "nsys/cmd.txt";
-pub const NSYS_LOG: &str = "nsys/nsys.log";
+pub const NSYS_STDOUT: &str = "nsys/stdout.log";
+pub const NSYS_STDERR: &str = "nsys/stderr.log";
 /// nsys appends `.nsys-rep` (2021.3+) or `.qdrep` (older) to this base.
 pub const NSYS_REPORT_BASE: &str = "nsys/report";
 pub const NCU_DIR: &str = "ncu";

@@ -190,3 +190,75 @@ fn doctor_fails_when_the_enabled_profiler_is_missing() {
         .stdout(predicate::str::contains("FAIL  nsys"))
         .stdout(predicate::str::contains("not ready"));
 }
+
+/// A stand-in for nsys 2022.4's intermittent hang (seen on these machines): it
+/// prints `Generating '...qdstrm'` as nsys does when the application exits,
+/// then hangs on its first capture; the second capture writes a report.
+fn fake_nsys_hanging_once(dir: &std::path::Path) -> std::path::PathBuf {
+    let script = dir.join("nsys");
+    let state = dir.join("hung-once");
+    std::fs::write(
+        &script,
+        format!(
+            r#"#!/bin/sh
+if [ "$1" = "--version" ]; then echo "NVIDIA Nsight Systems version 2022.4.2.1-df9881f"; exit 0; fi
+for a in "$@"; do case "$a" in --output=*) out="${{a#--output=}}";; esac; done
+echo "Generating '/tmp/nsys-report-fake.qdstrm'"
+if [ ! -e {state} ]; then touch {state}; sleep 60; fi
+touch "$out.nsys-rep"
+echo "Generated:"
+"#,
+            state = state.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    script
+}
+
+#[test]
+fn nsys_hang_after_the_application_is_retried_and_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let nsys = fake_nsys_hanging_once(dir.path());
+    let out = llmperf()
+        .args(["profile", "pipeline.nsys.postprocess_timeout_s=1", "-o"])
+        .arg(dir.path().join("runs"))
+        .arg(format!("pipeline.nsys.executable={}", nsys.display()))
+        .args(["--", "true"])
+        .timeout(std::time::Duration::from_secs(50))
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("nsys hung converting its capture (attempt 1 of 2); capturing again"))
+        .get_output()
+        .stdout
+        .clone();
+    let manifest = json(&run_dir(&out).join("manifest.json"));
+    let nsys = stage(&manifest, "nsys");
+    assert_eq!(nsys["status"], "ok");
+    assert_eq!(nsys["diagnoses"][0]["code"], "nsys_postprocess_hang");
+    assert!(nsys["artifacts"].as_array().unwrap().iter().any(|a| a == "nsys/stdout.attempt1.log"), "{nsys}");
+    assert!(run_dir(&out).join("nsys/stdout.attempt1.log").is_file());
+}
+
+#[test]
+fn nsys_hang_without_retries_fails_with_a_hint() {
+    let dir = tempfile::tempdir().unwrap();
+    let nsys = fake_nsys_hanging_once(dir.path());
+    let out = llmperf()
+        .args(["profile", "pipeline.nsys.postprocess_timeout_s=1", "pipeline.nsys.hang_retries=0", "-o"])
+        .arg(dir.path().join("runs"))
+        .arg(format!("pipeline.nsys.executable={}", nsys.display()))
+        .args(["--", "true"])
+        .timeout(std::time::Duration::from_secs(50))
+        .assert()
+        .code(5)
+        .stderr(predicate::str::contains("error: nsys hung converting its capture after the application finished"))
+        .stderr(predicate::str::contains("hint: a known Nsight Systems 2022.4 problem"))
+        .get_output()
+        .stdout
+        .clone();
+    let manifest = json(&run_dir(&out).join("manifest.json"));
+    assert_eq!(stage(&manifest, "nsys")["status"], "failed");
+    assert_eq!(stage(&manifest, "nsys")["exit"]["timed_out"], true);
+}

@@ -159,6 +159,10 @@ pub struct NsysConfig {
     pub enable: bool,
     pub executable: String,
     pub timeout_s: u64,
+    /// Once the application has exited, nsys must finish converting its capture within this.
+    pub postprocess_timeout_s: u64,
+    /// Captures to try again when nsys hangs in that conversion.
+    pub hang_retries: u32,
     pub trace: String,
     pub sample: NsysSample,
     pub capture_range: CaptureRange,

@@ -1,0 +1,275 @@
+//! The built-in workloads on CPU: shapes, determinism, the KV cache, FLOPs,
+//! timings.json against its schema, TorchScript models exported by the venv's torch.
+#![cfg(feature = "torch")]
+mod common;
+use common::*;
+use llmperf::config::schema::{LlmConfig, ModelConfig};
+use llmperf::config::{load, LoadOptions};
+use llmperf::workload::llm::{KvCache, Llm};
+use llmperf::workload::Instrument;
+use predicates::prelude::*;
+use std::path::Path;
+use tch::{nn, Device, Kind, Tensor};
+
+fn llm_config(model: &str) -> LlmConfig {
+    let opts = LoadOptions { overrides: vec![format!("model={model}")], ..Default::default() };
+    match load(&opts).unwrap().config.model {
+        ModelConfig::DecoderLlm(c) => c,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// libtorch's default random generator is process-wide and tests run in
+/// parallel threads: every test that seeds it holds this lock.
+static TORCH_RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn rng_lock() -> std::sync::MutexGuard<'static, ()> {
+    TORCH_RNG.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn tiny(seed: i64) -> (nn::VarStore, Llm) {
+    tch::manual_seed(seed);
+    let vs = nn::VarStore::new(Device::Cpu);
+    let model = Llm::new(&vs.root(), &llm_config("llm_tiny"));
+    (vs, model)
+}
+
+fn quiet() -> Instrument {
+    Instrument::new(false, None, Device::Cpu)
+}
+
+fn max_abs_diff(a: &Tensor, b: &Tensor) -> f64 {
+    (a - b).abs().max().double_value(&[])
+}
+
+/// Proof that the LLM is real: decoding one token at a time with the KV cache
+/// gives the same next-token logits as recomputing the whole sequence.
+#[test]
+fn kv_cache_decode_matches_full_recompute() {
+    let _rng = rng_lock();
+    let _g = tch::no_grad_guard();
+    let (_vs, model) = tiny(0);
+    let ins = quiet();
+    tch::manual_seed(1);
+    let mut seq = Tensor::randint(256, [2, 10], (Kind::Int64, Device::Cpu));
+    let mut cache = KvCache::default();
+    let mut logits = model.forward(&seq, &mut cache, &ins);
+    assert_eq!(logits.size(), [2, 10, 256]);
+    for step in 0..6 {
+        let next = logits.select(1, -1).argmax(-1, true);
+        seq = Tensor::cat(&[&seq, &next], 1);
+        logits = model.forward(&next, &mut cache, &ins);
+        assert_eq!(logits.size(), [2, 1, 256]);
+        assert_eq!(cache.len(), 11 + step);
+        let full = model.forward(&seq, &mut KvCache::default(), &ins);
+        let diff = max_abs_diff(&logits.select(1, 0), &full.select(1, -1));
+        assert!(diff < 1e-4, "step {step}: cached and full logits differ by {diff}");
+    }
+}
+
+/// Sensitivity check: without the cache, a single token does not reproduce the logits.
+#[test]
+fn dropping_the_cache_changes_the_logits() {
+    let _rng = rng_lock();
+    let _g = tch::no_grad_guard();
+    let (_vs, model) = tiny(0);
+    let ins = quiet();
+    let seq = Tensor::randint(256, [1, 8], (Kind::Int64, Device::Cpu));
+    let full = model.forward(&seq, &mut KvCache::default(), &ins).select(1, -1);
+    let last = seq.narrow(1, 7, 1);
+    let alone = model.forward(&last, &mut KvCache::default(), &ins).select(1, -1);
+    assert!(max_abs_diff(&full, &alone) > 1e-3);
+}
+
+#[test]
+fn same_seed_same_generation_other_seed_differs() {
+    let _rng = rng_lock();
+    let _g = tch::no_grad_guard();
+    let generate = |seed| {
+        let (_vs, model) = tiny(seed);
+        tch::manual_seed(7);
+        let prompt = Tensor::randint(256, [2, 6], (Kind::Int64, Device::Cpu));
+        let out = model.generate(&prompt, 5, &quiet());
+        assert_eq!(out.size(), [2, 5]);
+        Vec::<i64>::try_from(out.flatten(0, -1)).unwrap()
+    };
+    assert_eq!(generate(0), generate(0));
+    let (_vs0, m0) = tiny(0);
+    let (_vs1, m1) = tiny(1);
+    let x = Tensor::randint(256, [1, 4], (Kind::Int64, Device::Cpu));
+    let ins = quiet();
+    let (a, b) = (m0.forward(&x, &mut KvCache::default(), &ins), m1.forward(&x, &mut KvCache::default(), &ins));
+    assert!(max_abs_diff(&a, &b) > 1e-3, "different seeds gave the same weights");
+}
+
+/// The parameter count libtorch reports equals the architecture's, and the
+/// FLOPs in timings.json are computed from it (2N + 4Lcd per token).
+#[test]
+fn parameter_count_and_flops_follow_the_architecture() {
+    let _rng = rng_lock();
+    for model in ["llm_tiny", "gpt2_small"] {
+        let c = llm_config(model);
+        let (v, d, l, f, s) = (c.vocab_size, c.d_model, c.n_layers, c.d_ff, c.max_seq_len);
+        let per_layer = 2 * d + (d * 3 * d + 3 * d) + (d * d + d) + 2 * d + (d * f + f) + (f * d + d);
+        let expected = v * d + s * d + l * per_layer + 2 * d;
+        tch::manual_seed(0);
+        let vs = nn::VarStore::new(Device::Cpu);
+        let _m = Llm::new(&vs.root(), &c);
+        let counted: i64 = vs.trainable_variables().iter().map(|t| t.numel() as i64).sum();
+        assert_eq!(counted, expected, "{model}");
+        if model == "gpt2_small" {
+            assert_eq!(counted, 124_439_808, "GPT-2 small with a tied LM head");
+        }
+    }
+}
+
+fn run_workload(dir: &Path, args: &[&str]) -> std::path::PathBuf {
+    let out = llmperf().args(["workload", "-o"]).arg(dir).args(args).assert().success().get_output().stdout.clone();
+    run_dir(&out)
+}
+
+#[test]
+fn timings_json_follows_its_schema_and_flops_formula() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = run_workload(root.path(), &["--model", "llm_tiny", "infer.iters=2", "infer.max_new_tokens=4"]);
+    let timings = json(&dir.join("workload/timings.json"));
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("specs/timings.schema.json")).unwrap(),
+    )
+    .unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> =
+        validator.iter_errors(&timings).map(|e| format!("{} at {}", e, e.instance_path)).collect();
+    assert!(errors.is_empty(), "{errors:?}");
+
+    assert_eq!(timings["stages"]["prefill"]["count"], 2);
+    assert_eq!(timings["stages"]["decode_all::decode_step"]["count"], 2 * 3);
+    assert!(timings["operators"]["prefill::layer_1::attn"]["count"] == 2);
+    let n = timings["model"]["parameters"].as_f64().unwrap();
+    // prompt 16, batch 2, L 2, d 64: 2·(2N·16 + 4·2·64·16·17/2)
+    let prefill = 2.0 * (2.0 * n * 16.0 + 4.0 * 2.0 * 64.0 * 16.0 * 17.0 / 2.0);
+    assert_eq!(timings["flops"]["per_call"]["prefill"].as_f64().unwrap(), prefill);
+    let bytes = &timings["decode_bytes"];
+    assert_eq!(bytes["weight_bytes"].as_f64().unwrap(), n * 4.0);
+    // Steps see 16, 17, 18 past tokens: K and V, 2 layers, batch 2, d 64, 4 bytes.
+    let kv_mean = (16.0 + 17.0 + 18.0) / 3.0 * 2.0 * 2.0 * 2.0 * 64.0 * 4.0;
+    assert_eq!(bytes["kv_cache_bytes_mean"].as_f64().unwrap(), kv_mean);
+    assert!(timings["throughput"]["decode_tokens_per_s"].as_f64().unwrap() > 0.0);
+}
+
+/// The published schema is generated from the types: LLMPERF_UPDATE_SPECS=1 rewrites it.
+#[test]
+fn published_schema_is_the_generated_one() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("specs/timings.schema.json");
+    let generated = llmperf::timings::json_schema();
+    if std::env::var_os("LLMPERF_UPDATE_SPECS").is_some() {
+        std::fs::write(&path, serde_json::to_string_pretty(&generated).unwrap() + "\n").unwrap();
+    }
+    let published: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(published, generated, "run LLMPERF_UPDATE_SPECS=1 cargo test --test workload to regenerate");
+}
+
+#[test]
+fn resnet_and_regions_record_their_stages() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = run_workload(root.path(), &["infer.iters=3", "infer.batch_size=2", "infer.image_size=16"]);
+    let t = json(&dir.join("workload/timings.json"));
+    assert_eq!(t["model"]["name"], "dummy_shallow_resnet");
+    assert_eq!(t["model"]["input_shapes"][0], serde_json::json!([2, 3, 16, 16]));
+    assert_eq!(t["stages"]["forward"]["count"], 3);
+    for op in ["forward::stem", "forward::block_0", "forward::block_2", "forward::head"] {
+        assert_eq!(t["operators"][op]["count"], 3, "{op}");
+    }
+    // stem 2·2·3·16·9·256 + 3 blocks × 2 convs 2·2·16·16·9·256 + head 2·2·16·10
+    let expected =
+        2.0 * 2.0 * 3.0 * 16.0 * 9.0 * 256.0 + 6.0 * 2.0 * 2.0 * 16.0 * 16.0 * 9.0 * 256.0 + 2.0 * 2.0 * 16.0 * 10.0;
+    assert_eq!(t["flops"]["per_call"]["forward"].as_f64().unwrap(), expected);
+
+    let dir = run_workload(root.path(), &["--model", "nvtx_regions", "infer.iters=4", "--no-nvtx"]);
+    let t = json(&dir.join("workload/timings.json"));
+    assert_eq!(t["nvtx"], false);
+    for stage in ["A", "A::A1", "B"] {
+        assert_eq!(t["stages"][stage]["count"], 4, "{stage}");
+    }
+    let manifest = json(&dir.join("manifest.json"));
+    assert_eq!(stage(&manifest, "workload")["status"], "ok");
+}
+
+fn export_torchscript(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("mlp.pt");
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    let script = format!(
+        "import torch\nm = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3)).eval()\n\
+         torch.jit.trace(m, torch.randn(2, 4)).save({:?})\n",
+        path.display().to_string()
+    );
+    let status = std::process::Command::new(python).args(["-c", &script]).status().unwrap();
+    assert!(status.success());
+    path
+}
+
+#[test]
+fn torchscript_module_exported_by_torch_loads_and_runs() {
+    let root = tempfile::tempdir().unwrap();
+    let model = export_torchscript(root.path());
+    let dir = run_workload(
+        root.path(),
+        &[
+            "--model",
+            "torchscript",
+            &format!("model.path={}", model.display()),
+            "model.input_shapes=[[2,4]]",
+            "infer.iters=5",
+        ],
+    );
+    let t = json(&dir.join("workload/timings.json"));
+    assert_eq!(t["stages"]["forward"]["count"], 5);
+    assert_eq!(t["model"]["parameters"], 4 * 8 + 8 + 8 * 3 + 3);
+}
+
+#[test]
+fn torchscript_errors_are_clear() {
+    llmperf()
+        .args(["workload", "--model", "torchscript", "-o", "/tmp/llmperf-test-unused"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("model.path is not set"))
+        .stderr(predicate::str::contains("hint: export with torch.jit.trace"));
+    let root = tempfile::tempdir().unwrap();
+    let garbage = root.path().join("garbage.pt");
+    std::fs::write(&garbage, b"not a torchscript archive").unwrap();
+    llmperf()
+        .args(["workload", "--model", "torchscript", "-o"])
+        .arg(root.path())
+        .arg(format!("model.path={}", garbage.display()))
+        .assert()
+        .code(5)
+        .stderr(predicate::str::contains("cannot load TorchScript module"))
+        .stderr(predicate::str::contains("garbage.pt"));
+    // A module fed the wrong input shape fails with a hint, not a panic.
+    let model = export_torchscript(root.path());
+    llmperf()
+        .args(["workload", "--model", "torchscript", "-o"])
+        .arg(root.path())
+        .args([&format!("model.path={}", model.display()), "model.input_shapes=[[2,5]]"])
+        .assert()
+        .code(5)
+        .stderr(predicate::str::contains("hint:"));
+}
+
+#[test]
+fn impossible_llm_shapes_are_config_errors() {
+    llmperf()
+        .args([
+            "workload",
+            "--model",
+            "llm_tiny",
+            "infer.prompt_len=120",
+            "infer.max_new_tokens=20",
+            "-o",
+            "/tmp/llmperf-test-unused",
+        ])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("max_seq_len 128"));
+}
