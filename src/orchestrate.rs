@@ -184,11 +184,7 @@ fn nsys_stage(
         .stderr(Sink::File(run.join(run_dir::NSYS_STDERR)))
         .timeout((cfg.timeout_s > 0).then(|| Duration::from_secs(cfg.timeout_s)))
         .companions(nsys::agents_of);
-    let spec = spec.watch(process::Watch {
-        file: run.join(run_dir::NSYS_STDOUT),
-        marker: nsys::POSTPROCESS_MARKER.into(),
-        grace: Duration::from_secs(cfg.postprocess_timeout_s),
-    });
+    let spec = spec.linger_limit(Duration::from_secs(cfg.postprocess_timeout_s));
     run.write(run_dir::NSYS_CMD, format!("{}\n", spec.display()).as_bytes())?;
     tracing::info!("nsys: {}", spec.display());
     let i = manifest.begin("nsys", spec.argv_strings())?;

@@ -61,18 +61,9 @@ pub struct Spawn {
     /// Processes that belong to the child but are not its descendants (the
     /// nsys agent is reparented to init): found from the child's pid, killed with it.
     pub companions: Option<fn(i32) -> Vec<i32>>,
-    /// Kill the child if it has not exited `grace` after `marker` appears in `file`.
-    pub watch: Option<Watch>,
-}
-
-/// A phase deadline: once `marker` shows up in `file` (e.g. nsys printing
-/// `Generating '...qdstrm'` when the application has exited), the child has
-/// `grace` to finish, independently of the overall timeout.
-#[derive(Debug, Clone)]
-pub struct Watch {
-    pub file: PathBuf,
-    pub marker: String,
-    pub grace: Duration,
+    /// Kill the child if it is still running this long after all of its
+    /// descendants have exited (see [`Spawn::linger_limit`]).
+    pub linger: Option<Duration>,
 }
 
 impl Spawn {
@@ -88,12 +79,16 @@ impl Spawn {
             stderr: Sink::Inherit,
             timeout: None,
             companions: None,
-            watch: None,
+            linger: None,
         }
     }
 
-    pub fn watch(mut self, watch: Watch) -> Self {
-        self.watch = Some(watch);
+    /// A profiler that runs the application as a descendant is done with it
+    /// once every descendant has exited; it then only converts its capture.
+    /// Allow it `limit` for that, independently of the overall timeout (nsys
+    /// 2022.4 sometimes hangs there forever).
+    pub fn linger_limit(mut self, limit: Duration) -> Self {
+        self.linger = Some(limit);
         self
     }
 
@@ -140,7 +135,7 @@ pub enum Exit {
     Code(i32),
     Signal(i32),
     TimedOut,
-    /// Still running `grace` after the watched marker appeared.
+    /// Still running longer than allowed after its descendants exited.
     Stalled,
     Interrupted,
 }
@@ -236,7 +231,7 @@ fn spawn_error(program: &OsString, e: &std::io::Error) -> Error {
 }
 
 fn wait(mut child: Child, spec: &Spawn, start: Instant) -> Result<Exit, Error> {
-    let mut watcher = spec.watch.as_ref().map(Watcher::new);
+    let mut linger = spec.linger.map(Linger::new);
     loop {
         match child.try_wait() {
             Ok(Some(status)) => return Ok(exit_of(status)),
@@ -247,7 +242,7 @@ fn wait(mut child: Child, spec: &Spawn, start: Instant) -> Result<Exit, Error> {
             Some(Exit::Interrupted)
         } else if spec.timeout.is_some_and(|t| start.elapsed() >= t) {
             Some(Exit::TimedOut)
-        } else if watcher.as_mut().is_some_and(Watcher::overdue) {
+        } else if linger.as_mut().is_some_and(|l| l.overdue(child.id() as i32)) {
             Some(Exit::Stalled)
         } else {
             None
@@ -260,50 +255,39 @@ fn wait(mut child: Child, spec: &Spawn, start: Instant) -> Result<Exit, Error> {
     }
 }
 
-/// Reads a growing file incrementally for a marker, then times the grace period.
-struct Watcher<'a> {
-    watch: &'a Watch,
-    offset: u64,
-    carry: Vec<u8>,
-    seen: Option<Instant>,
-    next_read: Instant,
+/// Times how long a child runs on after all its descendants have exited.
+struct Linger {
+    limit: Duration,
+    had_descendants: bool,
+    alone_since: Option<Instant>,
+    next_check: Instant,
 }
 
-impl<'a> Watcher<'a> {
-    fn new(watch: &'a Watch) -> Self {
-        Watcher { watch, offset: 0, carry: Vec::new(), seen: None, next_read: Instant::now() }
+impl Linger {
+    fn new(limit: Duration) -> Self {
+        Linger { limit, had_descendants: false, alone_since: None, next_check: Instant::now() }
     }
 
-    fn overdue(&mut self) -> bool {
-        if let Some(seen) = self.seen {
-            return seen.elapsed() >= self.watch.grace;
+    fn overdue(&mut self, pid: i32) -> bool {
+        if Instant::now() >= self.next_check {
+            self.next_check = Instant::now() + Duration::from_millis(250);
+            let alive = descendants(pid).into_iter().any(|p| !is_zombie(p));
+            self.had_descendants |= alive;
+            self.alone_since = match (alive, self.alone_since) {
+                (true, _) => None,
+                (false, since) if self.had_descendants => since.or_else(|| Some(Instant::now())),
+                (false, _) => None,
+            };
         }
-        if Instant::now() >= self.next_read {
-            self.next_read = Instant::now() + Duration::from_millis(250);
-            if self.read_new().is_some_and(|found| found) {
-                tracing::debug!("`{}` appeared in {}", self.watch.marker, self.watch.file.display());
-                self.seen = Some(Instant::now());
-            }
-        }
-        false
+        self.alone_since.is_some_and(|t| t.elapsed() >= self.limit)
     }
+}
 
-    /// Scan bytes appended since the last read (keeping a marker-length tail
-    /// so a marker split across reads is still found).
-    fn read_new(&mut self) -> Option<bool> {
-        use std::io::{Seek, SeekFrom};
-        let mut f = File::open(&self.watch.file).ok()?;
-        f.seek(SeekFrom::Start(self.offset)).ok()?;
-        let mut buf = std::mem::take(&mut self.carry);
-        let before = buf.len();
-        f.read_to_end(&mut buf).ok()?;
-        self.offset += (buf.len() - before) as u64;
-        let marker = self.watch.marker.as_bytes();
-        let found = buf.windows(marker.len()).any(|w| w == marker);
-        let keep = buf.len().saturating_sub(marker.len());
-        self.carry = buf.split_off(keep);
-        Some(found)
-    }
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s[s.rfind(')')? + 1..].split_whitespace().next().map(|st| st == "Z"))
+        .unwrap_or(true)
 }
 
 fn exit_of(status: ExitStatus) -> Exit {
@@ -447,25 +431,19 @@ mod tests {
     }
 
     #[test]
-    fn watch_kills_a_child_that_stalls_after_its_marker() {
-        let dir = tempfile::tempdir().unwrap();
-        let log = dir.path().join("out.log");
-        let watch = |grace_ms| Watch {
-            file: log.clone(),
-            marker: "Generating '".into(),
-            grace: Duration::from_millis(grace_ms),
-        };
-        // Prints the marker, then hangs: killed after the grace period, long before the timeout.
-        let spec = Spawn::new(["sh", "-c", "echo \"Generating '/tmp/x.qdstrm'\"; sleep 30"])
-            .stdout(Sink::File(log.clone()))
+    fn a_child_lingering_after_its_descendants_exit_is_killed() {
+        // Runs an "application" (a child), then hangs on alone: killed after the limit.
+        let spec = Spawn::new(["sh", "-c", "sleep 0.3; exec sleep 30"])
             .timeout(Some(Duration::from_secs(60)))
-            .watch(watch(700));
+            .linger_limit(Duration::from_millis(700));
         let done = run(&spec).unwrap();
         assert_eq!(done.exit, Exit::Stalled);
         assert!(done.elapsed < Duration::from_secs(10), "{:?}", done.elapsed);
-        // Without the marker, the same child runs on (here: to its own end).
-        let spec =
-            Spawn::new(["sh", "-c", "echo working; sleep 1.5"]).stdout(Sink::File(log.clone())).watch(watch(300));
+        // While a descendant is alive, there is no lingering.
+        let spec = Spawn::new(["sh", "-c", "sleep 1.5; true"]).linger_limit(Duration::from_millis(300));
+        assert_eq!(run(&spec).unwrap().exit, Exit::Code(0));
+        // A child that never had descendants is not judged by this rule.
+        let spec = Spawn::new(["sleep", "1"]).linger_limit(Duration::from_millis(100));
         assert_eq!(run(&spec).unwrap().exit, Exit::Code(0));
     }
 

@@ -192,8 +192,8 @@ fn doctor_fails_when_the_enabled_profiler_is_missing() {
 }
 
 /// A stand-in for nsys 2022.4's intermittent hang (seen on these machines): it
-/// prints `Generating '...qdstrm'` as nsys does when the application exits,
-/// then hangs on its first capture; the second capture writes a report.
+/// runs the application (here a short child), then on its first capture hangs
+/// on alone as nsys does; the second capture writes a report.
 fn fake_nsys_hanging_once(dir: &std::path::Path) -> std::path::PathBuf {
     let script = dir.join("nsys");
     let state = dir.join("hung-once");
@@ -203,8 +203,9 @@ fn fake_nsys_hanging_once(dir: &std::path::Path) -> std::path::PathBuf {
             r#"#!/bin/sh
 if [ "$1" = "--version" ]; then echo "NVIDIA Nsight Systems version 2022.4.2.1-df9881f"; exit 0; fi
 for a in "$@"; do case "$a" in --output=*) out="${{a#--output=}}";; esac; done
+sleep 0.5
 echo "Generating '/tmp/nsys-report-fake.qdstrm'"
-if [ ! -e {state} ]; then touch {state}; sleep 60; fi
+if [ ! -e {state} ]; then touch {state}; exec sleep 60; fi
 touch "$out.nsys-rep"
 echo "Generated:"
 "#,

@@ -9,15 +9,11 @@ use std::path::Path;
 use crate::config::schema::{CaptureRange, CudaGraphTrace, NsysConfig, NsysSample};
 use crate::error::Error;
 
-/// What nsys prints when the application has exited and it starts converting
-/// the capture: `Generating '/tmp/nsys-report-22ef.qdstrm'`.
-pub const POSTPROCESS_MARKER: &str = "Generating '";
-
 pub fn hang_diagnosis(attempt: u32, grace_s: u64) -> crate::manifest::Diagnosis {
     crate::manifest::Diagnosis {
         code: "nsys_postprocess_hang".into(),
         message: format!(
-            "attempt {attempt}: the application finished but nsys did not finish converting its capture within {grace_s} s; nsys and its agent were killed"
+            "attempt {attempt}: the application exited but nsys did not finish within {grace_s} s; nsys and its agent were killed"
         ),
         hint: "a known Nsight Systems 2022.4 problem on some hosts (REFERENCE §1); the capture is retried up to pipeline.nsys.hang_retries times".into(),
     }
