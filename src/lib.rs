@@ -1,5 +1,6 @@
 //! llmperf: profile deep-learning and LLM inference with Nsight Systems and
 //! Nsight Compute, per NVTX region. See docs/internals.md for the data flow.
+pub mod aggregate;
 pub mod app;
 pub mod cli;
 pub mod config;
@@ -10,6 +11,7 @@ pub mod host;
 pub mod libtorch;
 pub mod manifest;
 pub mod orchestrate;
+pub mod parse;
 pub mod process;
 pub mod profile;
 pub mod provenance;

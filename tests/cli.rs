@@ -156,13 +156,14 @@ fn missing_profiler_skips_the_stage_and_keeps_provenance() {
 }
 
 #[test]
-fn profile_without_a_command_says_how() {
+fn profile_command_starting_with_a_dash_is_a_usage_error() {
+    // nsys takes the application right after its own options: `-x` would be read as one.
     llmperf()
-        .args(["profile", "--no-nsys"])
+        .args(["profile", "--no-nsys", "--", "-x"])
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("no command to profile"))
-        .stderr(predicate::str::contains("hint: give one after `--`"));
+        .stderr(predicate::str::contains("the command to profile starts with `-x`"))
+        .stderr(predicate::str::contains("hint:"));
 }
 
 #[test]

@@ -1,0 +1,2 @@
+//! Readers of profiler outputs, one per tool and format.
+pub mod nsys_sqlite;

@@ -1,0 +1,232 @@
+//! The SQLite export of an Nsight Systems report (`nsys export --type sqlite`).
+//!
+//! Tables and columns differ between nsys versions and are absent when nothing
+//! of their kind was traced, so every query first checks what exists:
+//! - `NVTX_EVENTS` (start, end, eventType, text, textId → StringIds, domainId,
+//!   globalTid): eventType 59 push/pop range, 60 start/end range, 75 domain
+//!   create (its text names the domain); read from ENUM_NSYS_EVENT_TYPE when present.
+//! - `CUPTI_ACTIVITY_KIND_KERNEL` (start, end, deviceId, streamId,
+//!   correlationId, globalPid, demangledName → StringIds)
+//! - `CUPTI_ACTIVITY_KIND_RUNTIME` (correlationId, globalTid, start): the launch call.
+//! - metadata: `EXPORT_META_DATA` or, from 2025.3, `META_DATA_EXPORT`; columns checked (name or key, value).
+use rusqlite::{Connection, OpenFlags};
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, ErrorKind};
+
+const PUSH_POP: i64 = 59;
+const START_END: i64 = 60;
+const DOMAIN_CREATE: i64 = 75;
+
+pub struct NsysDb {
+    conn: Connection,
+    path: PathBuf,
+    tables: HashSet<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Style {
+    PushPop,
+    StartEnd,
+}
+
+/// One NVTX range instance.
+#[derive(Debug, Clone)]
+pub struct NvtxRange {
+    pub start: i64,
+    pub end: i64,
+    pub name: String,
+    /// Empty for the default domain.
+    pub domain: String,
+    pub style: Style,
+    pub global_tid: i64,
+}
+
+/// One kernel execution on the GPU.
+#[derive(Debug, Clone)]
+pub struct Kernel {
+    pub start: i64,
+    pub end: i64,
+    pub device: i64,
+    pub stream: i64,
+    pub correlation_id: i64,
+    pub global_pid: i64,
+    pub name: String,
+}
+
+/// The host thread and time of a kernel's launch call, by correlation id.
+#[derive(Debug, Clone, Copy)]
+pub struct Launch {
+    pub global_tid: i64,
+    pub start: i64,
+}
+
+/// nsys packs the process id into globalTid/globalPid: pid = (gid >> 24) & 0xFFFFFF.
+pub fn pid_of(global_id: i64) -> i64 {
+    (global_id >> 24) & 0xFF_FFFF
+}
+
+/// The thread id is the low 24 bits of globalTid.
+pub fn tid_of(global_tid: i64) -> i64 {
+    global_tid & 0xFF_FFFF
+}
+
+impl NsysDb {
+    pub fn open(path: &Path) -> Result<NsysDb, Error> {
+        let bad = |what: String| {
+            Error::new(ErrorKind::Unparseable, format!("{}: {what}", path.display()))
+                .with_hint("pass the SQLite file of `nsys export --type sqlite` (or the .nsys-rep/.qdrep it came from)")
+        };
+        if !path.is_file() {
+            return Err(Error::new(ErrorKind::Unparseable, format!("{}: no such file", path.display()))
+                .with_hint("nsys wrote no report: see nsys/stderr.log in the run directory"));
+        }
+        let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(|e| bad(format!("cannot open as SQLite: {e}")))?;
+        let tables: HashSet<String> = conn
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
+            .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+            .map_err(|e| bad(format!("not a readable SQLite database ({e})")))?;
+        let is_nsys = tables.contains("StringIds")
+            && ["EXPORT_META_DATA", "META_DATA_EXPORT", "TARGET_INFO_GPU", "ENUM_NSYS_EVENT_TYPE"]
+                .iter()
+                .any(|t| tables.contains(*t));
+        if !is_nsys {
+            return Err(bad(
+                "a SQLite database, but not an Nsight Systems export (no StringIds/metadata tables)".into()
+            ));
+        }
+        Ok(NsysDb { conn, path: path.to_path_buf(), tables })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn has_table(&self, t: &str) -> bool {
+        self.tables.contains(t)
+    }
+
+    fn columns(&self, table: &str) -> HashSet<String> {
+        self.conn
+            .prepare(&format!("PRAGMA table_info({table})"))
+            .and_then(|mut s| s.query_map([], |r| r.get::<_, String>(1))?.collect())
+            .unwrap_or_default()
+    }
+
+    fn sql_error(&self, what: &str, e: rusqlite::Error) -> Error {
+        Error::new(ErrorKind::Unparseable, format!("{}: reading {what}: {e}", self.path.display())).with_hint(
+            "the file may be truncated (nsys killed during export) or from an nsys version with a different schema",
+        )
+    }
+
+    /// The exporter's version, from the metadata table of either name.
+    pub fn export_version(&self) -> Option<String> {
+        let table = ["EXPORT_META_DATA", "META_DATA_EXPORT"].into_iter().find(|t| self.has_table(t))?;
+        // The 2025.3.2 file here has (name, value); other exports are said to use (key, value).
+        let cols = self.columns(table);
+        let key = ["name", "key"].into_iter().find(|c| cols.contains(*c))?;
+        let sql = format!("SELECT value FROM {table} WHERE {key} = 'EXPORT_PRODUCT_VERSION'");
+        self.conn.query_row(&sql, [], |r| r.get::<_, String>(0)).ok()
+    }
+
+    /// Event type numbers from the export's own enum table, falling back to the 2022.4 values.
+    fn event_type(&self, name: &str, fallback: i64) -> i64 {
+        if !self.has_table("ENUM_NSYS_EVENT_TYPE") {
+            return fallback;
+        }
+        self.conn
+            .query_row("SELECT id FROM ENUM_NSYS_EVENT_TYPE WHERE name = ?1", [name], |r| r.get(0))
+            .unwrap_or(fallback)
+    }
+
+    /// NVTX push/pop and start/end ranges that have ended, in start order.
+    pub fn nvtx_ranges(&self) -> Result<Vec<NvtxRange>, Error> {
+        if !self.has_table("NVTX_EVENTS") {
+            return Ok(Vec::new());
+        }
+        let push_pop = self.event_type("NvtxPushPopRange", PUSH_POP);
+        let start_end = self.event_type("NvtxStartEndRange", START_END);
+        let domains = self.domains()?;
+        let cols = self.columns("NVTX_EVENTS");
+        let text = if cols.contains("textId") { "COALESCE(e.text, s.value)" } else { "e.text" };
+        let join = if cols.contains("textId") { "LEFT JOIN StringIds s ON s.id = e.textId" } else { "" };
+        let domain = if cols.contains("domainId") { "COALESCE(e.domainId, 0)" } else { "0" };
+        let sql = format!(
+            "SELECT e.start, e.end, e.eventType, {text}, {domain}, e.globalTid FROM NVTX_EVENTS e {join} \
+             WHERE e.eventType IN (?1, ?2) AND e.end IS NOT NULL ORDER BY e.start"
+        );
+        let mut stmt = self.conn.prepare(&sql).map_err(|e| self.sql_error("NVTX_EVENTS", e))?;
+        let rows = stmt
+            .query_map([push_pop, start_end], |r| {
+                let domain_id: i64 = r.get(4)?;
+                Ok(NvtxRange {
+                    start: r.get(0)?,
+                    end: r.get(1)?,
+                    style: if r.get::<_, i64>(2)? == push_pop { Style::PushPop } else { Style::StartEnd },
+                    name: r.get::<_, Option<String>>(3)?.unwrap_or_default(),
+                    domain: domains.get(&domain_id).cloned().unwrap_or_default(),
+                    global_tid: r.get::<_, Option<i64>>(5)?.unwrap_or(0),
+                })
+            })
+            .map_err(|e| self.sql_error("NVTX_EVENTS", e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.sql_error("NVTX_EVENTS", e))
+    }
+
+    fn domains(&self) -> Result<HashMap<i64, String>, Error> {
+        let create = self.event_type("NvtxDomainCreate", DOMAIN_CREATE);
+        let mut stmt = self
+            .conn
+            .prepare("SELECT domainId, text FROM NVTX_EVENTS WHERE eventType = ?1")
+            .map_err(|e| self.sql_error("NVTX domains", e))?;
+        let rows = stmt
+            .query_map([create], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Option<String>>(1)?.unwrap_or_default())))
+            .map_err(|e| self.sql_error("NVTX domains", e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.sql_error("NVTX domains", e))
+    }
+
+    /// CUDA kernels, in start order. Absent table (no CUDA traced, nothing ran
+    /// on a GPU) means none.
+    pub fn kernels(&self) -> Result<Vec<Kernel>, Error> {
+        if !self.has_table("CUPTI_ACTIVITY_KIND_KERNEL") {
+            return Ok(Vec::new());
+        }
+        let cols = self.columns("CUPTI_ACTIVITY_KIND_KERNEL");
+        let name_col = ["demangledName", "shortName"].into_iter().find(|c| cols.contains(*c)).unwrap_or("shortName");
+        let sql = format!(
+            "SELECT k.start, k.end, k.deviceId, k.streamId, k.correlationId, k.globalPid, COALESCE(s.value, '') \
+             FROM CUPTI_ACTIVITY_KIND_KERNEL k LEFT JOIN StringIds s ON s.id = k.{name_col} ORDER BY k.start"
+        );
+        let mut stmt = self.conn.prepare(&sql).map_err(|e| self.sql_error("CUPTI_ACTIVITY_KIND_KERNEL", e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(Kernel {
+                    start: r.get(0)?,
+                    end: r.get(1)?,
+                    device: r.get(2)?,
+                    stream: r.get(3)?,
+                    correlation_id: r.get(4)?,
+                    global_pid: r.get::<_, Option<i64>>(5)?.unwrap_or(0),
+                    name: r.get(6)?,
+                })
+            })
+            .map_err(|e| self.sql_error("CUPTI_ACTIVITY_KIND_KERNEL", e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.sql_error("CUPTI_ACTIVITY_KIND_KERNEL", e))
+    }
+
+    /// Launch calls (runtime API rows) by correlation id.
+    pub fn launches(&self) -> Result<HashMap<i64, Launch>, Error> {
+        if !self.has_table("CUPTI_ACTIVITY_KIND_RUNTIME") {
+            return Ok(HashMap::new());
+        }
+        let mut stmt = self
+            .conn
+            .prepare("SELECT correlationId, globalTid, start FROM CUPTI_ACTIVITY_KIND_RUNTIME")
+            .map_err(|e| self.sql_error("CUPTI_ACTIVITY_KIND_RUNTIME", e))?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, i64>(0)?, Launch { global_tid: r.get(1)?, start: r.get(2)? })))
+            .map_err(|e| self.sql_error("CUPTI_ACTIVITY_KIND_RUNTIME", e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.sql_error("CUPTI_ACTIVITY_KIND_RUNTIME", e))
+    }
+}
