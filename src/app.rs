@@ -1,7 +1,7 @@
 //! Subcommands: turn parsed arguments into library calls.
 use std::io::Write;
 
-use crate::cli::{Cli, Command, ConfigCommand, ProfileArgs, WorkloadArgs};
+use crate::cli::{Cli, Command, ConfigCommand, ImportArgs, ImportCommand, ProfileArgs, WorkloadArgs};
 use crate::config::{self, LoadOptions, Resolved};
 use crate::error::{Error, ErrorKind};
 use crate::{doctor, orchestrate};
@@ -12,6 +12,7 @@ pub fn run(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
     match cli.command {
         Command::Profile(args) => profile(cli.config_dir, args, argv),
         Command::Workload(args) => workload(cli.config_dir, args, argv),
+        Command::Import(ImportCommand::Nsys(args)) => import_nsys(cli.config_dir, args, argv),
         Command::Config(ConfigCommand::Show(args)) => {
             let resolved = load(cli.config_dir, args.overrides)?;
             let text = if args.origin { origins(&resolved) } else { resolved.to_yaml() };
@@ -65,6 +66,16 @@ fn workload(config_dir: Option<std::path::PathBuf>, args: WorkloadArgs, argv: Ve
     let run_dir = orchestrate::workload(&config, args.run_dir.as_deref(), !args.no_nvtx, argv)?;
     print(&format!("{}\n", run_dir.display()))?;
     Ok(0)
+}
+
+fn import_nsys(config_dir: Option<std::path::PathBuf>, args: ImportArgs, argv: Vec<String>) -> anyhow::Result<i32> {
+    let config = load(config_dir, args.overrides)?.config;
+    let outcome = orchestrate::import_nsys(&config, &args.file, args.output.as_deref(), argv)?;
+    print(&format!("{}\n", outcome.run_dir.display()))?;
+    match outcome.error {
+        Some(e) => Err(e.into()),
+        None => Ok(0),
+    }
 }
 
 /// `--device`, `--model`, `-o` as overrides.

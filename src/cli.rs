@@ -39,6 +39,9 @@ pub enum Command {
     /// Run the built-in workload alone (no profiler) and write its timings.
     #[command(after_help = WORKLOAD_EXAMPLES)]
     Workload(WorkloadArgs),
+    /// Build llmperf's reports from a profile you already have.
+    #[command(subcommand)]
+    Import(ImportCommand),
     /// Show the resolved configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -147,6 +150,27 @@ impl ReplayModeArg {
             ReplayModeArg::AppRange => "app-range",
         }
     }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ImportCommand {
+    /// An Nsight Systems report (.nsys-rep, .qdrep) or its SQLite export.
+    #[command(
+        after_help = "Examples:\n  llmperf import nsys report1.nsys-rep -o runs/imported\n  llmperf import nsys report1.sqlite\n\nWrites nsys/regions.json (NVTX region tree with kernel attribution), nsys/top_kernels.json,\nthe SQLite export and nsys stats CSVs into DIR/nsys/; prints DIR."
+    )]
+    Nsys(ImportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The report to read.
+    pub file: PathBuf,
+    /// Output directory (default: a new run directory under runner.artifacts.root).
+    #[arg(short = 'o', long = "output", value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    /// Configuration overrides (e.g. runner.run.top_n_kernels=50).
+    #[arg(value_name = "OVERRIDES")]
+    pub overrides: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]

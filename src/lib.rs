@@ -10,6 +10,7 @@ pub mod flops;
 pub mod host;
 pub mod libtorch;
 pub mod manifest;
+pub mod nsys_analysis;
 pub mod orchestrate;
 pub mod parse;
 pub mod process;

@@ -69,6 +69,36 @@ pub fn profile(req: Request) -> Result<Outcome, Error> {
     Ok(Outcome { run_dir: run.path().to_path_buf(), status, error })
 }
 
+/// `llmperf import nsys FILE`: the nsys analysis of an existing report.
+pub fn import_nsys(
+    cfg: &crate::config::Config,
+    file: &Path,
+    out: Option<&Path>,
+    argv: Vec<String>,
+) -> Result<Outcome, Error> {
+    if !file.is_file() {
+        return Err(Error::usage(format!("{}: no such file", file.display()))
+            .with_hint("pass a .nsys-rep, .qdrep or the .sqlite of `nsys export --type sqlite`"));
+    }
+    let run = match out {
+        Some(dir) => RunDir::create_at(dir)?,
+        None => RunDir::create(&cfg.runner.artifacts.root)?,
+    };
+    let tool = Tool::probe(crate::tools::Kind::Nsys, &cfg.pipeline.nsys.executable).ok();
+    let mut manifest = ManifestWriter::start(&run, argv)?;
+    let file = absolute(file);
+    let error = crate::nsys_analysis::analyze(
+        &run,
+        &mut manifest,
+        tool.as_ref(),
+        &file,
+        cfg.runner.run.top_n_kernels as usize,
+    )?;
+    let status = if error.is_some() { Status::Failed } else { Status::Ok };
+    manifest.close(status)?;
+    Ok(Outcome { run_dir: run.path().to_path_buf(), status, error })
+}
+
 /// The built-in workload: this binary re-executed with the run's resolved
 /// configuration, so the profiled process runs exactly what config.yaml says.
 fn self_command(run: &RunDir, no_nvtx: bool) -> Result<Vec<OsString>, Error> {
@@ -220,6 +250,12 @@ fn nsys_stage(
         s.hint = failure.as_ref().and_then(|e| e.hint.clone());
         s.diagnoses = diagnoses;
     })?;
+    // A failed workload's capture is still worth reading.
+    if let (Some(report), false) = (report, done.exit == Exit::Interrupted) {
+        let top_n = req.resolved.config.runner.run.top_n_kernels as usize;
+        let analysis = crate::nsys_analysis::analyze(run, manifest, Some(tool), &report, top_n)?;
+        return Ok(failure.or(analysis));
+    }
     Ok(failure)
 }
 

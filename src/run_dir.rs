@@ -17,6 +17,11 @@ pub const NSYS_DIR: &str = "nsys";
 pub const NSYS_CMD: &str = "nsys/cmd.txt";
 pub const NSYS_STDOUT: &str = "nsys/stdout.log";
 pub const NSYS_STDERR: &str = "nsys/stderr.log";
+pub const NSYS_SQLITE: &str = "nsys/report.sqlite";
+/// `nsys stats -o` base: files are `nsys/stats_<report>.csv`.
+pub const NSYS_STATS_BASE: &str = "nsys/stats";
+pub const NSYS_REGIONS: &str = "nsys/regions.json";
+pub const NSYS_TOP_KERNELS: &str = "nsys/top_kernels.json";
 /// nsys appends `.nsys-rep` (2021.3+) or `.qdrep` (older) to this base.
 pub const NSYS_REPORT_BASE: &str = "nsys/report";
 pub const NCU_DIR: &str = "ncu";
@@ -46,6 +51,13 @@ impl RunDir {
             }
         }
         Err(Error::new(ErrorKind::Internal, format!("no free run id under {}", root.display())))
+    }
+
+    /// A run directory at a path the user chose (`import -o DIR`), created if needed.
+    pub fn create_at(path: &Path) -> Result<Self, Error> {
+        std::fs::create_dir_all(path).map_err(|e| io_error(path, "create", &e))?;
+        let run_id = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        Ok(RunDir { path: path.to_path_buf(), run_id })
     }
 
     /// An existing run directory (for `report` and `validate`).

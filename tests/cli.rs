@@ -264,3 +264,33 @@ fn nsys_hang_without_retries_fails_with_a_hint() {
     assert_eq!(stage(&manifest, "nsys")["status"], "failed");
     assert_eq!(stage(&manifest, "nsys")["exit"]["timed_out"], true);
 }
+
+#[test]
+fn import_of_a_sqlite_needs_no_nsys_and_bad_files_are_unparseable() {
+    let root = tempfile::tempdir().unwrap();
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nsys/memfusion/report1.sqlite");
+    let out = root.path().join("m");
+    llmperf()
+        .args(["import", "nsys"])
+        .arg(&fixture)
+        .args(["pipeline.nsys.executable=/nonexistent/nsys", "-o"])
+        .arg(&out)
+        .assert()
+        .success();
+    let regions = json(&out.join("nsys/regions.json"));
+    assert_eq!(regions["regions"].as_array().unwrap().len(), 59);
+    assert_eq!(regions["schema"], "llmperf.nsys-regions/v1");
+    let garbage = root.path().join("garbage.sqlite");
+    std::fs::write(&garbage, b"\x00\x01not sqlite at all").unwrap();
+    let out = root.path().join("g");
+    llmperf()
+        .args(["import", "nsys"])
+        .arg(&garbage)
+        .args(["pipeline.nsys.executable=/nonexistent/nsys", "-o"])
+        .arg(&out)
+        .assert()
+        .code(6)
+        .stderr(predicate::str::contains("garbage.sqlite"))
+        .stderr(predicate::str::contains("hint:"));
+    assert_eq!(stage(&json(&out.join("manifest.json")), "nsys_regions")["status"], "failed");
+}

@@ -323,3 +323,99 @@ fn torchscript_workload_capture_has_forward_ranges() {
         profile_builtin(root.path(), &["--model", "torchscript", &path, "model.input_shapes=[[1,4]]", "infer.iters=4"]);
     assert_eq!(count(&nvtx_ranges(&dir.join("nsys/report.nsys-rep")), "forward"), 4);
 }
+
+fn nsys_fixture(rel: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nsys").join(rel)
+}
+
+/// Rows of an `nsys stats --format csv` file, keyed by header.
+fn stats_rows(path: &Path) -> Vec<std::collections::HashMap<String, String>> {
+    let mut r = csv::Reader::from_path(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let header: Vec<String> = r.headers().unwrap().iter().map(str::to_string).collect();
+    r.records().map(|rec| header.iter().cloned().zip(rec.unwrap().iter().map(str::to_string)).collect()).collect()
+}
+
+/// On a capture made here, llmperf's region totals equal what the real nsys
+/// wrote in the same run (nvtxsum, by `Domain:name`).
+#[test]
+#[cfg(feature = "torch")]
+fn live_capture_regions_equal_nsys_nvtxsum_of_the_same_run() {
+    let _nsys = nsys_lock();
+    let root = tempfile::tempdir().unwrap();
+    let dir = profile_builtin(root.path(), &["--model", "llm_tiny", "infer.iters=2", "infer.max_new_tokens=3"]);
+    let manifest = json(&dir.join("manifest.json"));
+    for s in ["nsys_export", "nsys_stats", "nsys_regions"] {
+        assert_eq!(stage(&manifest, s)["status"], "ok", "{s}");
+    }
+    let regions = json(&dir.join("nsys/regions.json"));
+    let mut ours: std::collections::HashMap<String, (i64, i64)> = Default::default();
+    for r in regions["regions"].as_array().unwrap() {
+        let e = ours.entry(format!("{}:{}", r["domain"].as_str().unwrap(), r["name"].as_str().unwrap())).or_default();
+        e.0 += r["instances"].as_i64().unwrap();
+        e.1 += r["inclusive_ns"].as_i64().unwrap();
+    }
+    let rows = stats_rows(&dir.join("nsys/stats_nvtxsum.csv"));
+    assert!(rows.len() >= 8, "{rows:?}");
+    for row in rows {
+        let key = &row["Range"];
+        assert_eq!(ours[key], (row["Instances"].parse().unwrap(), row["Total Time (ns)"].parse().unwrap()), "{key}");
+    }
+    let step = regions["regions"].as_array().unwrap().iter().find(|r| r["path"] == "decode_all::decode_step").unwrap();
+    assert_eq!(
+        (step["instances"].as_i64(), step["parent"].as_str(), step["domain"].as_str()),
+        (Some(4), Some("decode_all"), Some("LLM"))
+    );
+    // No GPU here: no kernels, said in a note rather than an error.
+    assert_eq!(regions["unattributed"]["kernel_count"], 0);
+    assert!(regions["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().contains("no CUDA kernels")));
+}
+
+#[test]
+fn import_of_a_real_qdrep_exports_and_matches_gpukernsum() {
+    let _nsys = nsys_lock();
+    let root = tempfile::tempdir().unwrap();
+    let out = root.path().join("imported");
+    llmperf()
+        .args(["import", "nsys"])
+        .arg(nsys_fixture("abacus/report1.qdrep"))
+        .arg("-o")
+        .arg(&out)
+        .timeout(Duration::from_secs(600))
+        .assert()
+        .success();
+    let top = json(&out.join("nsys/top_kernels.json"));
+    let top = top.as_array().unwrap();
+    assert_eq!(top.len(), 30, "runner.run.top_n_kernels");
+    let mut theirs: std::collections::HashMap<String, (i64, i64)> = Default::default();
+    for row in stats_rows(&out.join("nsys/stats_gpukernsum.csv")) {
+        let e = theirs.entry(row["Name"].clone()).or_default();
+        e.0 += row["Instances"].parse::<i64>().unwrap();
+        e.1 += row["Total Time (ns)"].parse::<i64>().unwrap();
+    }
+    for k in top {
+        let name = k["name"].as_str().unwrap();
+        assert_eq!((k["calls"].as_i64().unwrap(), k["total_ns"].as_i64().unwrap()), theirs[name], "{name}");
+    }
+    assert_eq!(json(&out.join("nsys/regions.json"))["unattributed"]["kernel_count"], 23805);
+}
+
+#[test]
+fn import_of_a_report_too_new_for_this_nsys_fails_with_a_hint() {
+    let _nsys = nsys_lock();
+    let root = tempfile::tempdir().unwrap();
+    let out = root.path().join("imported");
+    llmperf()
+        .args(["import", "nsys"])
+        .arg(nsys_fixture("dd2360/report1.nsys-rep"))
+        .arg("-o")
+        .arg(&out)
+        .timeout(Duration::from_secs(600))
+        .assert()
+        .code(5)
+        .stderr(predicate::str::contains("nsys export of"))
+        .stderr(predicate::str::contains("cannot read reports from newer nsys versions"));
+    let manifest = json(&out.join("manifest.json"));
+    assert_eq!(manifest["status"], "failed");
+    assert_eq!(stage(&manifest, "nsys_export")["status"], "failed");
+    assert!(out.join("nsys/export.stderr.log").is_file(), "raw output kept");
+}

@@ -85,6 +85,34 @@ pub fn agents_of(nsys_pid: i32) -> Vec<i32> {
     })
 }
 
+/// `nsys export --type sqlite` of `report` into `sqlite`.
+pub fn export_argv(nsys: &Path, report: &Path, sqlite: &Path) -> Vec<OsString> {
+    let mut argv: Vec<OsString> = vec![nsys.into()];
+    argv.extend(["export", "--type", "sqlite", "--force-overwrite", "true", "--output"].map(OsString::from));
+    argv.push(sqlite.into());
+    argv.push(report.into());
+    argv
+}
+
+/// The `nsys stats` reports llmperf saves: (name since 2023.1, name before).
+pub const STATS_REPORTS: [(&str, &str); 3] =
+    [("nvtx_sum", "nvtxsum"), ("cuda_gpu_kern_sum", "gpukernsum"), ("cuda_api_sum", "cudaapisum")];
+
+/// `nsys stats --format csv -o <base>` writes `<base>_<report>.csv` per report.
+pub fn stats_argv(nsys: &Path, sqlite: &Path, out_base: &Path, new_names: bool) -> Vec<OsString> {
+    let names: Vec<&str> = STATS_REPORTS.iter().map(|(new, old)| if new_names { *new } else { *old }).collect();
+    let mut argv: Vec<OsString> = vec![nsys.into(), "stats".into(), "--report".into(), names.join(",").into()];
+    argv.extend(["--format", "csv", "--force-overwrite", "true", "--output"].map(OsString::from));
+    argv.push(out_base.into());
+    argv.push(sqlite.into());
+    argv
+}
+
+/// nsys's answer to a report name it does not know (2022.4 for the 2023.1 names).
+pub fn unknown_report(stderr: &str) -> bool {
+    stderr.contains("could not be found")
+}
+
 fn sample_name(s: NsysSample) -> &'static str {
     match s {
         NsysSample::None => "none",
@@ -176,6 +204,22 @@ mod tests {
         agent.wait().unwrap();
         assert_eq!(found, [agent.id() as i32]);
         assert!(other.is_empty(), "{other:?}");
+    }
+
+    #[test]
+    fn export_and_stats_command_lines() {
+        let strs = |v: Vec<OsString>| v.into_iter().map(|s| s.into_string().unwrap()).collect::<Vec<_>>();
+        assert_eq!(
+            strs(export_argv(Path::new("nsys"), Path::new("r.nsys-rep"), Path::new("r.sqlite"))),
+            ["nsys", "export", "--type", "sqlite", "--force-overwrite", "true", "--output", "r.sqlite", "r.nsys-rep"]
+        );
+        let old = strs(stats_argv(Path::new("nsys"), Path::new("r.sqlite"), Path::new("stats"), false));
+        assert_eq!(old[3], "nvtxsum,gpukernsum,cudaapisum");
+        let new = strs(stats_argv(Path::new("nsys"), Path::new("r.sqlite"), Path::new("stats"), true));
+        assert_eq!(new[3], "nvtx_sum,cuda_gpu_kern_sum,cuda_api_sum");
+        assert_eq!(&new[new.len() - 3..], ["--output", "stats", "r.sqlite"]);
+        // Verbatim from nsys 2022.4 given a 2023 name.
+        assert!(unknown_report("ERROR: Report 'cuda_gpu_kern_sum' could not be found."));
     }
 
     #[test]

@@ -1,0 +1,165 @@
+//! After an nsys capture (or for `llmperf import nsys`): export the report to
+//! SQLite, save `nsys stats` CSVs next to it, and ingest the SQLite natively
+//! into `nsys/regions.json` and `nsys/top_kernels.json` (specs/nsys-outputs.md).
+//! Each step is a manifest stage; raw files stay whatever fails.
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::aggregate;
+use crate::error::{Error, ErrorKind};
+use crate::manifest::{ExitInfo, ManifestWriter, Status};
+use crate::parse::nsys_sqlite::NsysDb;
+use crate::process::{self, Sink, Spawn};
+use crate::profile::nsys;
+use crate::run_dir::{self, RunDir};
+use crate::tools::Tool;
+
+const EXPORT_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// Export (unless `report` is already SQLite), stats, then native ingestion.
+/// Returns the first error that should decide the exit code.
+pub fn analyze(
+    run: &RunDir,
+    manifest: &mut ManifestWriter,
+    tool: Option<&Tool>,
+    report: &Path,
+    top_n: usize,
+) -> Result<Option<Error>, Error> {
+    run.subdir(run_dir::NSYS_DIR)?;
+    let sqlite = if report.extension().is_some_and(|e| e == "sqlite") {
+        report.to_path_buf()
+    } else {
+        let Some(tool) = tool else {
+            let e = Error::new(ErrorKind::ProfilerUnavailable, "nsys is needed to export a .nsys-rep/.qdrep to SQLite")
+                .with_hint("install Nsight Systems, or pass the .sqlite of `nsys export --type sqlite`");
+            manifest.skip("nsys_export", &e.message, e.hint.as_deref().unwrap_or_default())?;
+            return Ok(Some(e));
+        };
+        match export(run, manifest, tool, report)? {
+            Ok(path) => path,
+            Err(e) => return Ok(Some(e)),
+        }
+    };
+    if let Some(tool) = tool {
+        stats(run, manifest, tool, &sqlite)?;
+    }
+    ingest(run, manifest, &sqlite, top_n)
+}
+
+fn export(
+    run: &RunDir,
+    manifest: &mut ManifestWriter,
+    tool: &Tool,
+    report: &Path,
+) -> Result<Result<PathBuf, Error>, Error> {
+    let sqlite = absolute(&run.join(run_dir::NSYS_SQLITE));
+    let spec = Spawn::new(nsys::export_argv(&tool.path, report, &sqlite))
+        .stdout(Sink::File(run.join("nsys/export.log")))
+        .stderr(Sink::File(run.join("nsys/export.stderr.log")))
+        .timeout(Some(EXPORT_TIMEOUT))
+        .companions(nsys::agents_of);
+    let i = manifest.begin("nsys_export", spec.argv_strings())?;
+    let done = process::run(&spec)?;
+    let ok = done.success() && sqlite.is_file() && NsysDb::open(&sqlite).is_ok();
+    let error = (!ok).then(|| {
+        let log = std::fs::read_to_string(run.join("nsys/export.stderr.log")).unwrap_or_default();
+        let why = log.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no SQLite file written").trim().to_string();
+        Error::new(ErrorKind::StageFailed, format!("nsys export of {} failed ({}): {why}", report.display(), done.describe()))
+            .with_hint(format!(
+                "nsys {} cannot read reports from newer nsys versions; export with the nsys that captured it (nsys export --type sqlite) and run `llmperf import nsys FILE.sqlite`",
+                tool.version
+            ))
+    });
+    let status = if ok { Status::Ok } else { Status::Failed };
+    manifest.finish(i, status, |s| {
+        s.exit = Some(ExitInfo::from(&done));
+        s.artifacts = ["nsys/export.log", "nsys/export.stderr.log"].map(String::from).to_vec();
+        if ok {
+            s.artifacts.push(run_dir::NSYS_SQLITE.into());
+        }
+        s.reason = error.as_ref().map(|e| e.message.clone());
+        s.hint = error.as_ref().and_then(|e| e.hint.clone());
+    })?;
+    Ok(error.map_or(Ok(sqlite), Err))
+}
+
+/// `nsys stats` CSVs for people and scripts (the numbers in regions.json come
+/// from native ingestion). New report names first, old ones when nsys refuses.
+fn stats(run: &RunDir, manifest: &mut ManifestWriter, tool: &Tool, sqlite: &Path) -> Result<(), Error> {
+    let base = absolute(&run.join(run_dir::NSYS_STATS_BASE));
+    let mut new_names = tool.has_new_report_names();
+    let (spec, done) = loop {
+        let spec = Spawn::new(nsys::stats_argv(&tool.path, sqlite, &base, new_names))
+            .stdout(Sink::File(run.join("nsys/stats.log")))
+            .stderr(Sink::Capture)
+            .timeout(Some(EXPORT_TIMEOUT));
+        let done = process::run(&spec)?;
+        if new_names && nsys::unknown_report(&String::from_utf8_lossy(&done.stderr)) {
+            new_names = false;
+            continue;
+        }
+        break (spec, done);
+    };
+    let i = manifest.begin("nsys_stats", spec.argv_strings())?;
+    let artifacts: Vec<String> = nsys::STATS_REPORTS
+        .iter()
+        .map(|(new, old)| format!("{}_{}.csv", run_dir::NSYS_STATS_BASE, if new_names { new } else { old }))
+        .filter(|rel| run.join(rel).is_file())
+        .collect();
+    let status = if done.success() { Status::Ok } else { Status::Failed };
+    let stderr = String::from_utf8_lossy(&done.stderr).trim().to_string();
+    manifest.finish(i, status, |s| {
+        s.exit = Some(ExitInfo::from(&done));
+        s.artifacts = artifacts;
+        if !done.success() {
+            s.reason = Some(format!("nsys stats {}: {}", done.describe(), stderr.lines().last().unwrap_or_default()));
+            s.hint =
+                Some("the CSVs are a convenience; regions.json and top_kernels.json come from native ingestion".into());
+        }
+    })?;
+    Ok(())
+}
+
+fn ingest(run: &RunDir, manifest: &mut ManifestWriter, sqlite: &Path, top_n: usize) -> Result<Option<Error>, Error> {
+    let i = manifest.begin("nsys_regions", Vec::new())?;
+    let result = (|| {
+        let db = NsysDb::open(sqlite)?;
+        let kernels = db.kernels()?;
+        let report = aggregate::build(&db.nvtx_ranges()?, &kernels, &db.launches()?);
+        run.write_json(run_dir::NSYS_REGIONS, &report)?;
+        run.write_json(run_dir::NSYS_TOP_KERNELS, &aggregate::top_kernels(&kernels, top_n))?;
+        tracing::info!(
+            "nsys: {} regions, {} kernels ({} unattributed)",
+            report.regions.len(),
+            kernels.len(),
+            report.unattributed.kernel_count
+        );
+        Ok::<_, Error>(report.notes)
+    })();
+    let status = if result.is_ok() { Status::Ok } else { Status::Failed };
+    let error = result.as_ref().err().cloned();
+    manifest.finish(i, status, |s| {
+        s.artifacts = if error.is_none() {
+            vec![run_dir::NSYS_REGIONS.into(), run_dir::NSYS_TOP_KERNELS.into()]
+        } else {
+            Vec::new()
+        };
+        s.reason = error.as_ref().map(|e| e.message.clone());
+        s.hint = error.as_ref().and_then(|e| e.hint.clone());
+        if let Ok(notes) = &result {
+            s.diagnoses = notes
+                .iter()
+                .map(|n| crate::manifest::Diagnosis {
+                    code: "nsys_empty".into(),
+                    message: n.clone(),
+                    hint: "trace cuda and nvtx (pipeline.nsys.trace) and run kernels inside NVTX ranges".into(),
+                })
+                .collect();
+        }
+    })?;
+    Ok(error)
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
