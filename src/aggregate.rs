@@ -276,6 +276,13 @@ fn finish(regions: Vec<Acc>) -> Vec<Region> {
     out
 }
 
+/// JSON Schemas of nsys/regions.json and nsys/top_kernels.json.
+pub fn json_schemas() -> (serde_json::Value, serde_json::Value) {
+    let regions = serde_json::to_value(schemars::schema_for!(RegionsReport)).expect("schema serializes");
+    let top = serde_json::to_value(schemars::schema_for!(Vec<TopKernel>)).expect("schema serializes");
+    (regions, top)
+}
+
 /// Kernels by total GPU time, most first (ties by name); `n` = 0 keeps all.
 pub fn top_kernels(kernels: &[Kernel], n: usize) -> Vec<TopKernel> {
     let mut by_name: HashMap<&str, (usize, i64, i64, i64)> = HashMap::new();

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Ingest an nsys SQLite export with llmperf vs nsys's own reports, side by side.
+#
+# Input: the shared generator's export with the real nsys schema (default 1,000,000
+# NVTX ranges and 1,000,000 kernels; kept in $WORK between runs). llmperf's result is
+# checked against the generator's ground truth before its time counts.
+#
+#   bench/nsys_ingest.sh [RANGES] [KERNELS]
+#   SHARED_BENCH=../shared/bench  WORK=${TMPDIR:-/tmp}/llmperf-bench  LLMPERF=target/release/llmperf
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RANGES=${1:-1000000}
+KERNELS=${2:-1000000}
+SHARED_BENCH=${SHARED_BENCH:-../shared/bench}
+WORK=${WORK:-${TMPDIR:-/tmp}/llmperf-bench}
+BIN=$(realpath "${LLMPERF:-target/release/llmperf}")
+DB="$WORK/nsys_${RANGES}_${KERNELS}.sqlite"
+mkdir -p "$WORK"
+if [ ! -f "$DB" ]; then
+    [ -f "$SHARED_BENCH/gen_nsys_sqlite.py" ] || { echo "need $SHARED_BENCH/gen_nsys_sqlite.py (set SHARED_BENCH)" >&2; exit 1; }
+    python3 "$SHARED_BENCH/gen_nsys_sqlite.py" --ranges "$RANGES" --kernels "$KERNELS" --out "$DB" --expect "${DB%.sqlite}.json"
+fi
+
+# Prints "seconds peak_rss_kib" of a command (GNU time), its output discarded.
+timed() {
+    /usr/bin/time -f '%e %M' -o "$WORK/time.txt" "$@" >/dev/null 2>&1
+    cat "$WORK/time.txt"
+}
+
+OUT="$WORK/llmperf-out"
+rm -rf "$OUT"
+read -r t_ll m_ll < <(timed "$BIN" -q import nsys "$DB" pipeline.nsys.executable=/nonexistent/nsys runner.run.top_n_kernels=0 -o "$OUT")
+python3 - "$OUT/nsys/regions.json" "$OUT/nsys/top_kernels.json" "${DB%.sqlite}.json" <<'PY'
+import json, sys, collections
+regions, top, expect = (json.load(open(p)) for p in sys.argv[1:4])
+by_name = collections.defaultdict(lambda: [0, 0, 0, 0])
+for r in regions["regions"]:
+    e = by_name[f'{r["domain"]}:{r["name"]}']
+    e[0] += r["instances"]; e[1] += r["inclusive_ns"]
+for key, want in expect["ranges"].items():
+    got = by_name[key]
+    assert (got[0], got[1]) == (want["instances"], want["total_ns"]), (key, got, want)
+kernels = {k["name"]: (k["calls"], k["total_ns"]) for k in top}
+for name, want in expect["kernels"].items():
+    assert kernels[name] == (want["calls"], want["total_ns"]), (name, kernels[name], want)
+out = expect["kernels_outside_ranges"]
+assert (regions["unattributed"]["kernel_count"], regions["unattributed"]["gpu_time_ns"]) == (out["calls"], out["total_ns"])
+print(f"llmperf output matches the ground truth: {len(expect['ranges'])} range names, {len(expect['kernels'])} kernel names, {out['calls']} unattributed kernels")
+PY
+read -r t_nv m_nv < <(timed nsys stats --report nvtxsum --format csv --output "$WORK/nsys_stats" --force-overwrite true "$DB")
+read -r t_gk m_gk < <(timed nsys stats --report gpukernsum --format csv --output "$WORK/nsys_stats" --force-overwrite true "$DB")
+python3 - "$RANGES" "$KERNELS" "$t_ll" "$m_ll" "$t_nv" "$m_nv" "$t_gk" "$m_gk" <<'PY'
+import sys
+r, k = sys.argv[1:3]
+t_ll, m_ll, t_nv, m_nv, t_gk, m_gk = map(float, sys.argv[3:])
+print(f"input: {int(r):,} NVTX ranges, {int(k):,} kernels")
+print(f"{'tool':44} {'seconds':>8} {'peak MiB':>9}")
+print(f"{'llmperf import nsys (regions + top kernels)':44} {t_ll:8.2f} {m_ll/1024:9.0f}")
+print(f"{'nsys stats --report nvtxsum':44} {t_nv:8.2f} {m_nv/1024:9.0f}")
+print(f"{'nsys stats --report gpukernsum':44} {t_gk:8.2f} {m_gk/1024:9.0f}")
+print(f"speed-up vs nvtxsum + gpukernsum: {(t_nv + t_gk) / t_ll:.1f}x (target: 5x)")
+PY
