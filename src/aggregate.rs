@@ -11,11 +11,11 @@
 //!   correlation id): exclusively to the innermost, inclusively to it and all
 //!   its ancestors. Kernels launched outside every range (or whose launch call
 //!   was not traced) are `unattributed`.
+use rustc_hash::FxHashMap as HashMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 
-use crate::parse::nsys_sqlite::{pid_of, tid_of, Kernel, Launch, NvtxRange, Style};
+use crate::parse::nsys_sqlite::{pid_of, tid_of, Capture, Kernel, Launch, Names, Style};
 use crate::regions;
 
 pub const REGIONS_SCHEMA: &str = "llmperf.nsys-regions/v1";
@@ -104,11 +104,12 @@ struct Instance {
     last_kernel: i64,
 }
 
-pub fn build(ranges: &[NvtxRange], kernels: &[Kernel], launches: &HashMap<i64, Launch>) -> RegionsReport {
+pub fn build(capture: &Capture) -> RegionsReport {
+    let (ranges, kernels, names) = (&capture.ranges, &capture.kernels, &capture.names);
     let mut regions: Vec<Acc> = Vec::new();
-    let mut ids: HashMap<(i64, Option<usize>, Style, String, String), usize> = HashMap::new();
-    let mut threads: HashMap<i64, Vec<Instance>> = HashMap::new();
-    let mut sorted: Vec<&NvtxRange> = ranges.iter().collect();
+    let mut ids: HashMap<(i64, Option<usize>, Style, u32, u32), usize> = HashMap::default();
+    let mut threads: HashMap<i64, Vec<Instance>> = HashMap::default();
+    let mut sorted: Vec<_> = ranges.iter().collect();
     // Outer ranges first when two start together.
     sorted.sort_by_key(|r| (r.global_tid, r.start, std::cmp::Reverse(r.end)));
     let mut stack: Vec<usize> = Vec::new();
@@ -128,16 +129,17 @@ pub fn build(ranges: &[NvtxRange], kernels: &[Kernel], launches: &HashMap<i64, L
             None
         };
         let parent_region = parent.map(|i| instances[i].region);
-        let key = (r.global_tid, parent_region, r.style, r.domain.clone(), r.name.clone());
+        let key = (r.global_tid, parent_region, r.style, r.domain, r.name);
         let region = *ids.entry(key).or_insert_with(|| {
+            let name = names.get(r.name);
             let (path, depth) = match parent_region {
-                Some(p) => (regions::join([regions[p].path.as_str(), r.name.as_str()]), regions[p].depth + 1),
-                None => (r.name.clone(), 0),
+                Some(p) => (regions::join([regions[p].path.as_str(), name]), regions[p].depth + 1),
+                None => (name.to_string(), 0),
             };
             regions.push(Acc {
                 parent: parent_region,
-                name: r.name.clone(),
-                domain: r.domain.clone(),
+                name: name.to_string(),
+                domain: names.get(r.domain).to_string(),
                 style: r.style,
                 global_tid: r.global_tid,
                 path,
@@ -169,7 +171,7 @@ pub fn build(ranges: &[NvtxRange], kernels: &[Kernel], launches: &HashMap<i64, L
             stack.push(instances.len() - 1);
         }
     }
-    let unattributed = attribute(kernels, launches, &mut threads, &mut regions);
+    let unattributed = attribute(kernels, &capture.launches, &mut threads, &mut regions);
     for instances in threads.values() {
         for inst in instances.iter().filter(|i| i.first_kernel <= i.last_kernel) {
             regions[inst.region].span_ns += inst.last_kernel - inst.first_kernel;
@@ -284,18 +286,22 @@ pub fn json_schemas() -> (serde_json::Value, serde_json::Value) {
 }
 
 /// Kernels by total GPU time, most first (ties by name); `n` = 0 keeps all.
-pub fn top_kernels(kernels: &[Kernel], n: usize) -> Vec<TopKernel> {
-    let mut by_name: HashMap<&str, (usize, i64, i64, i64)> = HashMap::new();
+pub fn top_kernels(capture: &Capture, n: usize) -> Vec<TopKernel> {
+    top_kernels_of(&capture.kernels, &capture.names, n)
+}
+
+fn top_kernels_of(kernels: &[Kernel], names: &Names, n: usize) -> Vec<TopKernel> {
+    let mut by_name: HashMap<u32, (usize, i64, i64, i64)> = HashMap::default();
     for k in kernels {
         let ns = k.end - k.start;
-        let e = by_name.entry(&k.name).or_insert((0, 0, i64::MAX, i64::MIN));
+        let e = by_name.entry(k.name).or_insert((0, 0, i64::MAX, i64::MIN));
         *e = (e.0 + 1, e.1 + ns, e.2.min(ns), e.3.max(ns));
     }
     let all: i64 = by_name.values().map(|v| v.1).sum();
     let mut rows: Vec<TopKernel> = by_name
         .into_iter()
         .map(|(name, (calls, total, min, max))| TopKernel {
-            name: name.to_string(),
+            name: names.get(name).to_string(),
             calls,
             total_ns: total,
             mean_ns: total as f64 / calls as f64,

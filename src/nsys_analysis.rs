@@ -123,15 +123,14 @@ fn stats(run: &RunDir, manifest: &mut ManifestWriter, tool: &Tool, sqlite: &Path
 fn ingest(run: &RunDir, manifest: &mut ManifestWriter, sqlite: &Path, top_n: usize) -> Result<Option<Error>, Error> {
     let i = manifest.begin("nsys_regions", Vec::new())?;
     let result = (|| {
-        let db = NsysDb::open(sqlite)?;
-        let kernels = db.kernels()?;
-        let report = aggregate::build(&db.nvtx_ranges()?, &kernels, &db.launches()?);
+        let capture = NsysDb::open(sqlite)?.load()?;
+        let report = aggregate::build(&capture);
         run.write_json(run_dir::NSYS_REGIONS, &report)?;
-        run.write_json(run_dir::NSYS_TOP_KERNELS, &aggregate::top_kernels(&kernels, top_n))?;
+        run.write_json(run_dir::NSYS_TOP_KERNELS, &aggregate::top_kernels(&capture, top_n))?;
         tracing::info!(
             "nsys: {} regions, {} kernels ({} unattributed)",
             report.regions.len(),
-            kernels.len(),
+            capture.kernels.len(),
             report.unattributed.kernel_count
         );
         Ok::<_, Error>(report.notes)

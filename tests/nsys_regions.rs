@@ -11,10 +11,9 @@ fn fixture(rel: &str) -> PathBuf {
 }
 
 fn ingest(rel: &str) -> (RegionsReport, Vec<aggregate::TopKernel>, usize) {
-    let db = NsysDb::open(&fixture(rel)).unwrap();
-    let kernels = db.kernels().unwrap();
-    let report = aggregate::build(&db.nvtx_ranges().unwrap(), &kernels, &db.launches().unwrap());
-    (report, aggregate::top_kernels(&kernels, 0), kernels.len())
+    let capture = NsysDb::open(&fixture(rel)).unwrap().load().unwrap();
+    let report = aggregate::build(&capture);
+    (report, aggregate::top_kernels(&capture, 0), capture.kernels.len())
 }
 
 /// Rows of an `nsys stats --format csv` file as header → value maps.
@@ -26,6 +25,20 @@ fn stats_csv(rel: &str) -> Vec<HashMap<String, String>> {
 
 fn int(row: &HashMap<String, String>, col: &str) -> i64 {
     row[col].parse().unwrap_or_else(|_| panic!("{col} = {:?}", row[col]))
+}
+
+/// Our top kernels equal nsys's gpukernsum, whose 2022.4 rows split by grid/block: added up by name.
+fn assert_kernels_equal_gpukernsum(top: &[aggregate::TopKernel], csv: &str) {
+    let mut theirs: HashMap<String, (usize, i64)> = HashMap::new();
+    for row in stats_csv(csv) {
+        let e = theirs.entry(row["Name"].clone()).or_default();
+        e.0 += int(&row, "Instances") as usize;
+        e.1 += int(&row, "Total Time (ns)");
+    }
+    assert_eq!(top.len(), theirs.len());
+    for k in top {
+        assert_eq!((k.calls, k.total_ns), theirs[&k.name], "{}", k.name);
+    }
 }
 
 #[test]
@@ -54,17 +67,7 @@ fn memfusion_regions_equal_nsys_nvtxsum() {
 #[test]
 fn memfusion_kernels_equal_nsys_gpukernsum_and_nvtxkernsum() {
     let (report, top, total_kernels) = ingest("memfusion/report1.sqlite");
-    // gpukernsum (2022.4) splits rows by grid/block: add them up by name.
-    let mut theirs: HashMap<String, (usize, i64)> = HashMap::new();
-    for row in stats_csv("memfusion/report1.nsys2022.4_gpukernsum.csv") {
-        let e = theirs.entry(row["Name"].clone()).or_default();
-        e.0 += int(&row, "Instances") as usize;
-        e.1 += int(&row, "Total Time (ns)");
-    }
-    assert_eq!(top.len(), theirs.len());
-    for k in &top {
-        assert_eq!((k.calls, k.total_ns), theirs[&k.name], "{}", k.name);
-    }
+    assert_kernels_equal_gpukernsum(&top, "memfusion/report1.nsys2022.4_gpukernsum.csv");
     assert_eq!(total_kernels, 36);
     // nvtxkernsum counts each kernel in every range on its launching thread's stack.
     let mut per_range: HashMap<String, (usize, i64)> = HashMap::new();
@@ -113,16 +116,7 @@ fn abacus_without_nvtx_puts_every_kernel_in_unattributed() {
     assert_eq!(total_kernels, 23805);
     assert_eq!(report.unattributed.kernel_count, 23805);
     assert!(report.notes.iter().any(|n| n.contains("no NVTX ranges")));
-    let mut theirs: HashMap<String, (usize, i64)> = HashMap::new();
-    for row in stats_csv("abacus/report1.nsys2022.4_gpukernsum.csv") {
-        let e = theirs.entry(row["Name"].clone()).or_default();
-        e.0 += int(&row, "Instances") as usize;
-        e.1 += int(&row, "Total Time (ns)");
-    }
-    assert_eq!(top.len(), theirs.len());
-    for k in &top {
-        assert_eq!((k.calls, k.total_ns), theirs[&k.name], "{}", k.name);
-    }
+    assert_kernels_equal_gpukernsum(&top, "abacus/report1.nsys2022.4_gpukernsum.csv");
     assert!(top.windows(2).all(|w| w[0].total_ns >= w[1].total_ns));
     let share: f64 = top.iter().map(|k| k.share_pct).sum();
     assert!((share - 100.0).abs() < 1e-6);
@@ -156,7 +150,7 @@ fn bad_inputs_name_the_file_and_hint() {
     std::fs::write(&truncated, &bytes[..bytes.len() / 3]).unwrap();
     let err = match NsysDb::open(&truncated) {
         Err(e) => e,
-        Ok(db) => db.kernels().and_then(|_| db.nvtx_ranges()).err().unwrap(),
+        Ok(db) => db.load().err().unwrap(),
     };
     assert!(err.message.contains("truncated.sqlite"), "{}", err.message);
     assert!(err.hint.is_some());

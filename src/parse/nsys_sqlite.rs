@@ -10,6 +10,7 @@
 //! - `CUPTI_ACTIVITY_KIND_RUNTIME` (correlationId, globalTid, start): the launch call.
 //! - metadata: `EXPORT_META_DATA` or, from 2025.3, `META_DATA_EXPORT`; columns checked (name or key, value).
 use rusqlite::{Connection, OpenFlags};
+use rustc_hash::FxHashMap;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
@@ -31,20 +32,52 @@ pub enum Style {
     StartEnd,
 }
 
-/// One NVTX range instance.
+/// Range, domain and kernel names, interned: a capture repeats a few names
+/// millions of times. Id 0 is the empty name (the default domain).
 #[derive(Debug, Clone)]
+pub struct Names {
+    names: Vec<String>,
+    ids: FxHashMap<String, u32>,
+}
+
+impl Default for Names {
+    fn default() -> Self {
+        let mut ids = FxHashMap::default();
+        ids.insert(String::new(), 0);
+        Names { names: vec![String::new()], ids }
+    }
+}
+
+impl Names {
+    pub fn intern(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.ids.get(name) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.names.push(name.to_string());
+        self.ids.insert(name.to_string(), id);
+        id
+    }
+
+    pub fn get(&self, id: u32) -> &str {
+        &self.names[id as usize]
+    }
+}
+
+/// One NVTX range instance.
+#[derive(Debug, Clone, Copy)]
 pub struct NvtxRange {
     pub start: i64,
     pub end: i64,
-    pub name: String,
-    /// Empty for the default domain.
-    pub domain: String,
+    pub name: u32,
+    /// 0 (empty) for the default domain.
+    pub domain: u32,
     pub style: Style,
     pub global_tid: i64,
 }
 
 /// One kernel execution on the GPU.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub struct Kernel {
     pub start: i64,
     pub end: i64,
@@ -52,7 +85,16 @@ pub struct Kernel {
     pub stream: i64,
     pub correlation_id: i64,
     pub global_pid: i64,
-    pub name: String,
+    pub name: u32,
+}
+
+/// Everything llmperf reads from one export.
+#[derive(Debug, Default)]
+pub struct Capture {
+    pub names: Names,
+    pub ranges: Vec<NvtxRange>,
+    pub kernels: Vec<Kernel>,
+    pub launches: FxHashMap<i64, Launch>,
 }
 
 /// The host thread and time of a kernel's launch call, by correlation id.
@@ -82,8 +124,9 @@ impl NsysDb {
             return Err(Error::new(ErrorKind::Unparseable, format!("{}: no such file", path.display()))
                 .with_hint("nsys wrote no report: see nsys/stderr.log in the run directory"));
         }
-        let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .map_err(|e| bad(format!("cannot open as SQLite: {e}")))?;
+        // One thread reads the connection: no need for SQLite's per-call mutexes.
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags).map_err(|e| bad(format!("cannot open as SQLite: {e}")))?;
         let tables: HashSet<String> = conn
             .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
             .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
@@ -141,37 +184,82 @@ impl NsysDb {
             .unwrap_or(fallback)
     }
 
-    /// NVTX push/pop and start/end ranges that have ended, in start order.
-    pub fn nvtx_ranges(&self) -> Result<Vec<NvtxRange>, Error> {
+    /// Ranges, kernels and launch calls, with names interned. Kernels and
+    /// launch calls are read on a second connection in parallel.
+    pub fn load(&self) -> Result<Capture, Error> {
+        let (mut kernels, launches, ranges, names, strings) = std::thread::scope(|s| {
+            let path = self.path.clone();
+            let side = s.spawn(move || {
+                let db = NsysDb::open(&path)?;
+                Ok::<_, Error>((db.kernels()?, db.launches()?))
+            });
+            let mut names = Names::default();
+            let main = self.string_ids(&mut names).and_then(|strings| {
+                let ranges = self.nvtx_ranges(&mut names, &strings)?;
+                Ok((ranges, strings))
+            });
+            let (kernels, launches) = side.join().expect("kernel reader does not panic")?;
+            let (ranges, strings) = main?;
+            Ok::<_, Error>((kernels, launches, ranges, names, strings))
+        })?;
+        // Kernel names were read as StringIds ids; map them to interned ids.
+        for k in &mut kernels {
+            k.name = strings.get(&i64::from(k.name)).copied().unwrap_or(0);
+        }
+        Ok(Capture { names, ranges, kernels, launches })
+    }
+
+    /// StringIds id → interned name id.
+    fn string_ids(&self, names: &mut Names) -> Result<FxHashMap<i64, u32>, Error> {
+        let mut stmt =
+            self.conn.prepare("SELECT id, value FROM StringIds").map_err(|e| self.sql_error("StringIds", e))?;
+        let mut rows = stmt.query([]).map_err(|e| self.sql_error("StringIds", e))?;
+        let mut map = FxHashMap::default();
+        while let Some(r) = rows.next().map_err(|e| self.sql_error("StringIds", e))? {
+            let id: i64 = r.get(0).map_err(|e| self.sql_error("StringIds", e))?;
+            let value: Option<String> = r.get(1).map_err(|e| self.sql_error("StringIds", e))?;
+            map.insert(id, names.intern(value.as_deref().unwrap_or_default()));
+        }
+        Ok(map)
+    }
+
+    /// NVTX push/pop and start/end ranges that have ended.
+    fn nvtx_ranges(&self, names: &mut Names, strings: &FxHashMap<i64, u32>) -> Result<Vec<NvtxRange>, Error> {
         if !self.has_table("NVTX_EVENTS") {
             return Ok(Vec::new());
         }
         let push_pop = self.event_type("NvtxPushPopRange", PUSH_POP);
         let start_end = self.event_type("NvtxStartEndRange", START_END);
-        let domains = self.domains()?;
+        let domains: HashMap<i64, u32> =
+            self.domains()?.into_iter().map(|(id, name)| (id, names.intern(&name))).collect();
         let cols = self.columns("NVTX_EVENTS");
-        let text = if cols.contains("textId") { "COALESCE(e.text, s.value)" } else { "e.text" };
-        let join = if cols.contains("textId") { "LEFT JOIN StringIds s ON s.id = e.textId" } else { "" };
+        let text_id = if cols.contains("textId") { "e.textId" } else { "NULL" };
         let domain = if cols.contains("domainId") { "COALESCE(e.domainId, 0)" } else { "0" };
         let sql = format!(
-            "SELECT e.start, e.end, e.eventType, {text}, {domain}, e.globalTid FROM NVTX_EVENTS e {join} \
-             WHERE e.eventType IN (?1, ?2) AND e.end IS NOT NULL ORDER BY e.start"
+            "SELECT e.start, e.end, e.eventType, e.text, {text_id}, {domain}, e.globalTid FROM NVTX_EVENTS e \
+             WHERE e.eventType IN (?1, ?2) AND e.end IS NOT NULL"
         );
-        let mut stmt = self.conn.prepare(&sql).map_err(|e| self.sql_error("NVTX_EVENTS", e))?;
-        let rows = stmt
-            .query_map([push_pop, start_end], |r| {
-                let domain_id: i64 = r.get(4)?;
-                Ok(NvtxRange {
-                    start: r.get(0)?,
-                    end: r.get(1)?,
-                    style: if r.get::<_, i64>(2)? == push_pop { Style::PushPop } else { Style::StartEnd },
-                    name: r.get::<_, Option<String>>(3)?.unwrap_or_default(),
-                    domain: domains.get(&domain_id).cloned().unwrap_or_default(),
-                    global_tid: r.get::<_, Option<i64>>(5)?.unwrap_or(0),
-                })
-            })
-            .map_err(|e| self.sql_error("NVTX_EVENTS", e))?;
-        rows.collect::<Result<_, _>>().map_err(|e| self.sql_error("NVTX_EVENTS", e))
+        let what = "NVTX_EVENTS";
+        let mut stmt = self.conn.prepare(&sql).map_err(|e| self.sql_error(what, e))?;
+        let mut rows = stmt.query([push_pop, start_end]).map_err(|e| self.sql_error(what, e))?;
+        let mut out = Vec::new();
+        while let Some(r) = rows.next().map_err(|e| self.sql_error(what, e))? {
+            let get = |e| self.sql_error(what, e);
+            // Unregistered strings are inline in `text`; registered ones are StringIds via textId.
+            let name = match r.get_ref(3).map_err(get)?.as_str_or_null().map_err(|e| get(e.into()))? {
+                Some(text) => names.intern(text),
+                None => r.get::<_, Option<i64>>(4).map_err(get)?.and_then(|id| strings.get(&id).copied()).unwrap_or(0),
+            };
+            out.push(NvtxRange {
+                start: r.get(0).map_err(get)?,
+                end: r.get(1).map_err(get)?,
+                style: if r.get::<_, i64>(2).map_err(get)? == push_pop { Style::PushPop } else { Style::StartEnd },
+                name,
+                domain: domains.get(&r.get::<_, i64>(5).map_err(get)?).copied().unwrap_or(0),
+                global_tid: r.get::<_, Option<i64>>(6).map_err(get)?.unwrap_or(0),
+            });
+        }
+        Ok(out)
     }
 
     fn domains(&self) -> Result<HashMap<i64, String>, Error> {
@@ -186,19 +274,19 @@ impl NsysDb {
         rows.collect::<Result<_, _>>().map_err(|e| self.sql_error("NVTX domains", e))
     }
 
-    /// CUDA kernels, in start order. Absent table (no CUDA traced, nothing ran
-    /// on a GPU) means none.
-    pub fn kernels(&self) -> Result<Vec<Kernel>, Error> {
+    /// CUDA kernels, `name` still a StringIds id. Absent table (no CUDA
+    /// traced, nothing ran on a GPU) means none.
+    fn kernels(&self) -> Result<Vec<Kernel>, Error> {
         if !self.has_table("CUPTI_ACTIVITY_KIND_KERNEL") {
             return Ok(Vec::new());
         }
         let cols = self.columns("CUPTI_ACTIVITY_KIND_KERNEL");
         let name_col = ["demangledName", "shortName"].into_iter().find(|c| cols.contains(*c)).unwrap_or("shortName");
         let sql = format!(
-            "SELECT k.start, k.end, k.deviceId, k.streamId, k.correlationId, k.globalPid, COALESCE(s.value, '') \
-             FROM CUPTI_ACTIVITY_KIND_KERNEL k LEFT JOIN StringIds s ON s.id = k.{name_col} ORDER BY k.start"
+            "SELECT start, end, deviceId, streamId, correlationId, globalPid, {name_col} FROM CUPTI_ACTIVITY_KIND_KERNEL"
         );
-        let mut stmt = self.conn.prepare(&sql).map_err(|e| self.sql_error("CUPTI_ACTIVITY_KIND_KERNEL", e))?;
+        let what = "CUPTI_ACTIVITY_KIND_KERNEL";
+        let mut stmt = self.conn.prepare(&sql).map_err(|e| self.sql_error(what, e))?;
         let rows = stmt
             .query_map([], |r| {
                 Ok(Kernel {
@@ -208,17 +296,17 @@ impl NsysDb {
                     stream: r.get(3)?,
                     correlation_id: r.get(4)?,
                     global_pid: r.get::<_, Option<i64>>(5)?.unwrap_or(0),
-                    name: r.get(6)?,
+                    name: r.get::<_, Option<i64>>(6)?.and_then(|id| u32::try_from(id).ok()).unwrap_or(u32::MAX),
                 })
             })
-            .map_err(|e| self.sql_error("CUPTI_ACTIVITY_KIND_KERNEL", e))?;
-        rows.collect::<Result<_, _>>().map_err(|e| self.sql_error("CUPTI_ACTIVITY_KIND_KERNEL", e))
+            .map_err(|e| self.sql_error(what, e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.sql_error(what, e))
     }
 
     /// Launch calls (runtime API rows) by correlation id.
-    pub fn launches(&self) -> Result<HashMap<i64, Launch>, Error> {
+    fn launches(&self) -> Result<FxHashMap<i64, Launch>, Error> {
         if !self.has_table("CUPTI_ACTIVITY_KIND_RUNTIME") {
-            return Ok(HashMap::new());
+            return Ok(FxHashMap::default());
         }
         let mut stmt = self
             .conn

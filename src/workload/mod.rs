@@ -117,21 +117,23 @@ fn iterate(cfg: &Config, ins: &Instrument, mut body: impl FnMut()) -> f64 {
     start.elapsed().as_secs_f64() * 1e3
 }
 
+/// Where and how a workload ran.
+#[derive(Clone, Copy)]
+struct Setup<'a> {
+    cfg: &'a Config,
+    device: Device,
+    kind: Kind,
+    nvtx: bool,
+}
+
 struct Measured {
     measured_ms: f64,
     samples: BTreeMap<String, Vec<f64>>,
 }
 
 /// Split recorded regions into stages (the listed paths) and operators (the rest).
-fn assemble(
-    cfg: &Config,
-    meta: ModelMeta,
-    kind: Kind,
-    device: Device,
-    nvtx: bool,
-    m: Measured,
-    stage_paths: &[String],
-) -> Timings {
+fn assemble(setup: Setup, meta: ModelMeta, m: Measured, stage_paths: &[String]) -> Timings {
+    let Setup { cfg, device, kind, nvtx } = setup;
     let (stages, operators): (BTreeMap<_, _>, BTreeMap<_, _>) = m
         .samples
         .iter()
@@ -181,11 +183,8 @@ fn run_resnet(cfg: &Config, m: &ResnetConfig, device: Device, kind: Kind, nvtx: 
         input_shapes: vec![shape],
     };
     let mut t = assemble(
-        cfg,
+        Setup { cfg, device, kind, nvtx },
         meta,
-        kind,
-        device,
-        nvtx,
         Measured { measured_ms, samples: ins.into_samples() },
         &[regions::FORWARD.into()],
     );
@@ -221,8 +220,12 @@ fn run_llm(cfg: &Config, m: &LlmConfig, device: Device, kind: Kind, nvtx: bool) 
     };
     let step = regions::join([regions::DECODE_ALL, regions::DECODE_STEP]);
     let stage_paths = [regions::PREFILL.to_string(), regions::DECODE_ALL.to_string(), step.clone()];
-    let mut t =
-        assemble(cfg, meta, kind, device, nvtx, Measured { measured_ms, samples: ins.into_samples() }, &stage_paths);
+    let mut t = assemble(
+        Setup { cfg, device, kind, nvtx },
+        meta,
+        Measured { measured_ms, samples: ins.into_samples() },
+        &stage_paths,
+    );
     let (l, d) = (m.n_layers, m.d_model);
     let steps = new_tokens - 1;
     // Decode step s (0-based) attends to the prompt, the prefill's token and s earlier steps' tokens.
@@ -312,11 +315,8 @@ fn run_torchscript(
         input_shapes: m.input_shapes.clone(),
     };
     let mut t = assemble(
-        cfg,
+        Setup { cfg, device, kind, nvtx },
         meta,
-        kind,
-        device,
-        nvtx,
         Measured { measured_ms, samples: ins.into_samples() },
         &[regions::FORWARD.into()],
     );
@@ -349,8 +349,12 @@ fn run_regions(cfg: &Config, m: &RegionsConfig, device: Device, kind: Kind, nvtx
         dtype: dtype_name(kind).into(),
         input_shapes: vec![vec![m.size_a, m.size_a], vec![m.size_a1, m.size_a1], vec![m.size_b, m.size_b]],
     };
-    let mut t =
-        assemble(cfg, meta, kind, device, nvtx, Measured { measured_ms, samples: ins.into_samples() }, &stage_paths);
+    let mut t = assemble(
+        Setup { cfg, device, kind, nvtx },
+        meta,
+        Measured { measured_ms, samples: ins.into_samples() },
+        &stage_paths,
+    );
     t.flops.formula = "2*n^3 per n x n matmul; A includes A1".into();
     let (fa, fa1, fb) =
         (flops::square_matmul(m.size_a), flops::square_matmul(m.size_a1), flops::square_matmul(m.size_b));
