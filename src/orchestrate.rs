@@ -63,6 +63,9 @@ pub fn profile(req: Request) -> Result<Outcome, Error> {
         Some(e) if e.kind == ErrorKind::Interrupted => Status::Interrupted,
         Some(_) => Status::Failed,
     };
+    if builtin {
+        provenance::add_model_metadata(&run, provenance::inputs(cfg, &req.command, true))?;
+    }
     // Provenance again at the end, with the time the run finished.
     run.write_json(run_dir::ENV_JSON, &provenance::collect_env(&tools))?;
     manifest.close(status)?;
@@ -133,6 +136,7 @@ pub fn workload(
         let mut manifest = ManifestWriter::start(&run, argv.clone())?;
         let i = manifest.begin("workload", argv)?;
         let result = run_workload(cfg, &run, nvtx);
+        provenance::add_model_metadata(&run, provenance::inputs(cfg, &[], true))?;
         let status = if result.is_ok() { Status::Ok } else { Status::Failed };
         manifest.finish(i, status, |s| {
             s.artifacts = result.iter().map(|_| run_dir::TIMINGS_JSON.to_string()).collect();

@@ -99,6 +99,10 @@ pub struct Inputs {
     pub schema: &'static str,
     pub workload: Workload,
     pub device: String,
+    /// What the built-in workload reported about its model (parameter count,
+    /// layers, hidden size, heads, vocab, dtype, input shapes), once it has run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_metadata: Option<crate::timings::ModelMeta>,
 }
 
 #[derive(Debug, Serialize)]
@@ -120,5 +124,16 @@ pub fn inputs(cfg: &Config, argv: &[OsString], builtin: bool) -> Inputs {
             model,
         },
         device: cfg.device.to_string(),
+        model_metadata: None,
     }
+}
+
+/// Complete `inputs.yaml` with the model metadata from `workload/timings.json`, if the workload wrote it.
+pub fn add_model_metadata(run: &crate::run_dir::RunDir, mut inputs: Inputs) -> Result<(), crate::error::Error> {
+    let Ok(text) = std::fs::read_to_string(run.join(crate::run_dir::TIMINGS_JSON)) else { return Ok(()) };
+    if let Ok(t) = serde_json::from_str::<crate::timings::Timings>(&text) {
+        inputs.model_metadata = Some(t.model);
+        run.write_yaml(crate::run_dir::INPUTS_YAML, &inputs)?;
+    }
+    Ok(())
 }

@@ -194,15 +194,22 @@ fn doctor_fails_when_the_enabled_profiler_is_missing() {
 
 /// A stand-in for nsys 2022.4's intermittent hang (seen on these machines): it
 /// runs the application (here a short child), then on its first capture hangs
-/// on alone as nsys does; the second capture writes a report.
+/// on alone as nsys does; the second capture writes a report. Its `export`
+/// replays a real export (the memfusion fixture) and `stats` writes nothing.
 fn fake_nsys_hanging_once(dir: &std::path::Path) -> std::path::PathBuf {
     let script = dir.join("nsys");
     let state = dir.join("hung-once");
+    let sqlite = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nsys/memfusion/report1.sqlite");
     std::fs::write(
         &script,
         format!(
             r#"#!/bin/sh
 if [ "$1" = "--version" ]; then echo "NVIDIA Nsight Systems version 2022.4.2.1-df9881f"; exit 0; fi
+if [ "$1" = "stats" ]; then exit 0; fi
+if [ "$1" = "export" ]; then
+  prev=; for a in "$@"; do [ "$prev" = "--output" ] && out="$a"; prev="$a"; done
+  cp {sqlite} "$out"; exit 0
+fi
 for a in "$@"; do case "$a" in --output=*) out="${{a#--output=}}";; esac; done
 sleep 0.5
 echo "Generating '/tmp/nsys-report-fake.qdstrm'"
@@ -210,7 +217,8 @@ if [ ! -e {state} ]; then touch {state}; exec sleep 60; fi
 touch "$out.nsys-rep"
 echo "Generated:"
 "#,
-            state = state.display()
+            state = state.display(),
+            sqlite = sqlite.display()
         ),
     )
     .unwrap();

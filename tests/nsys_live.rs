@@ -292,6 +292,8 @@ fn llm_workload_capture_has_prefill_and_decode_steps_in_domain_llm() {
     assert_eq!(count_inside(&ranges, "prefill", "layer_1"), 2);
     let timings = json(&dir.join("workload/timings.json"));
     assert_eq!(timings["stages"]["decode_all::decode_step"]["count"], 6);
+    let inputs = std::fs::read_to_string(dir.join("inputs.yaml")).unwrap();
+    assert!(inputs.contains("model_metadata:") && inputs.contains("parameters: 124672"), "{inputs}");
 }
 
 #[test]

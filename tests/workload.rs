@@ -155,6 +155,16 @@ fn timings_json_follows_its_schema_and_flops_formula() {
     let kv_mean = (16.0 + 17.0 + 18.0) / 3.0 * 2.0 * 2.0 * 2.0 * 64.0 * 4.0;
     assert_eq!(bytes["kv_cache_bytes_mean"].as_f64().unwrap(), kv_mean);
     assert!(timings["throughput"]["decode_tokens_per_s"].as_f64().unwrap() > 0.0);
+    // The model metadata is part of the run's provenance.
+    let inputs: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(dir.join("inputs.yaml")).unwrap()).unwrap();
+    let meta = &inputs["model_metadata"];
+    assert_eq!(meta["parameters"].as_f64().unwrap(), n);
+    assert_eq!(
+        (meta["layers"].as_i64(), meta["heads"].as_i64(), meta["vocab_size"].as_i64()),
+        (Some(2), Some(4), Some(256))
+    );
+    assert_eq!(meta["variant"], "llm_tiny");
 }
 
 /// The published schema is generated from the types: LLMPERF_UPDATE_SPECS=1 rewrites it.
