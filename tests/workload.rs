@@ -239,13 +239,14 @@ fn torchscript_module_exported_by_torch_loads_and_runs() {
 
 #[test]
 fn torchscript_errors_are_clear() {
+    let root = tempfile::tempdir().unwrap();
     llmperf()
-        .args(["workload", "--model", "torchscript", "-o", "/tmp/llmperf-test-unused"])
+        .args(["workload", "--model", "torchscript", "-o"])
+        .arg(root.path())
         .assert()
         .code(3)
         .stderr(predicate::str::contains("model.path is not set"))
         .stderr(predicate::str::contains("hint: export with torch.jit.trace"));
-    let root = tempfile::tempdir().unwrap();
     let garbage = root.path().join("garbage.pt");
     std::fs::write(&garbage, b"not a torchscript archive").unwrap();
     llmperf()
@@ -269,16 +270,10 @@ fn torchscript_errors_are_clear() {
 
 #[test]
 fn impossible_llm_shapes_are_config_errors() {
+    let root = tempfile::tempdir().unwrap();
     llmperf()
-        .args([
-            "workload",
-            "--model",
-            "llm_tiny",
-            "infer.prompt_len=120",
-            "infer.max_new_tokens=20",
-            "-o",
-            "/tmp/llmperf-test-unused",
-        ])
+        .args(["workload", "--model", "llm_tiny", "infer.prompt_len=120", "infer.max_new_tokens=20", "-o"])
+        .arg(root.path())
         .assert()
         .code(3)
         .stderr(predicate::str::contains("max_seq_len 128"));
