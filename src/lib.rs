@@ -21,5 +21,6 @@ pub mod run_dir;
 pub mod stats;
 pub mod timings;
 pub mod tools;
+pub mod units;
 #[cfg(feature = "torch")]
 pub mod workload;

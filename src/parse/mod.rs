@@ -1,2 +1,3 @@
 //! Readers of profiler outputs, one per tool and format.
+pub mod ncu_csv;
 pub mod nsys_sqlite;

@@ -1,0 +1,185 @@
+//! Values as Nsight Compute prints them, normalized to base units.
+//!
+//! Seen in real files (REFERENCE §5): `"1,275,068,416"` (grouping), `"7,914.56"`,
+//! `"27.595.520"` and `"65,77"` (a European locale), `"n/a"` with an empty unit,
+//! and units that change with version and options (`nsecond`/`usecond`/`us`,
+//! `byte`/`Kbyte`/`Mbyte`, `Gbyte/second`/`Gbyte/s`, `cycle/nsecond`/`Ghz`/`hz`, `%`).
+
+/// What a metric cell holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Number(f64),
+    /// `n/a`: not collected. Never treated as 0.
+    NotAvailable,
+    /// Anything else (a name, a "(128, 1, 1)" shape).
+    Text(String),
+}
+
+/// Number notation of a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Locale {
+    /// `1,234.5`: comma groups, dot is the decimal mark.
+    #[default]
+    C,
+    /// `1.234,5`: dot groups, comma is the decimal mark.
+    European,
+}
+
+pub fn parse_value(text: &str, locale: Locale) -> Value {
+    let t = text.trim();
+    if t.eq_ignore_ascii_case("n/a") {
+        return Value::NotAvailable;
+    }
+    parse_number(t, locale).map_or_else(|| Value::Text(t.to_string()), Value::Number)
+}
+
+/// `1,234,567` → 1234567; `7,914.56` → 7914.56; European: `27.595.520`, `65,77`.
+pub fn parse_number(t: &str, locale: Locale) -> Option<f64> {
+    let body = t.strip_prefix(['-', '+']).unwrap_or(t);
+    if body.is_empty()
+        || !body
+            .chars()
+            .all(|c| c.is_ascii_digit() || c == ',' || c == '.' || c == 'e' || c == 'E' || c == '-' || c == '+')
+    {
+        return None;
+    }
+    if body.contains(['e', 'E']) {
+        return t.parse().ok();
+    }
+    let (group, decimal) = match locale {
+        Locale::C => (',', '.'),
+        Locale::European => ('.', ','),
+    };
+    let normalized: String = t.chars().filter(|&c| c != group).map(|c| if c == decimal { '.' } else { c }).collect();
+    if normalized.matches('.').count() > 1 {
+        return None;
+    }
+    normalized.parse().ok()
+}
+
+/// Guess a file's locale from one value: European when a value uses dots as
+/// group separators (`27.595.520`) or a comma followed by other than 3 digits
+/// (`65,77`); `None` when the value does not tell (`12`, `1,234`, `3.5`).
+pub fn locale_hint(t: &str) -> Option<Locale> {
+    let t = t.trim();
+    if t.matches('.').count() > 1 {
+        return Some(Locale::European);
+    }
+    if t.matches(',').count() > 1 {
+        return Some(Locale::C);
+    }
+    match (t.find(','), t.find('.')) {
+        (Some(c), Some(d)) => Some(if c < d { Locale::C } else { Locale::European }),
+        (Some(c), None) => {
+            let after = &t[c + 1..];
+            (after.len() != 3 && after.chars().all(|ch| ch.is_ascii_digit())).then_some(Locale::European)
+        }
+        _ => None,
+    }
+}
+
+/// The base unit a value is normalized to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Base {
+    Nanoseconds,
+    Bytes,
+    BytesPerSecond,
+    Hertz,
+    Percent,
+    /// A count or ratio kept as printed (cycle, inst, warp, register/thread, ...).
+    Other,
+}
+
+/// (factor, base) so that `value × factor` is in `base`.
+pub fn to_base(unit: &str) -> (f64, Base) {
+    let u = unit.trim();
+    let lower = u.to_ascii_lowercase();
+    let time = |f| (f, Base::Nanoseconds);
+    match lower.as_str() {
+        "ns" | "nsecond" | "nsec" => return time(1.0),
+        "us" | "usecond" | "usec" => return time(1e3),
+        "ms" | "msecond" | "msec" => return time(1e6),
+        "s" | "second" | "sec" => return time(1e9),
+        "%" => return (1.0, Base::Percent),
+        "hz" => return (1.0, Base::Hertz),
+        "khz" => return (1e3, Base::Hertz),
+        "mhz" => return (1e6, Base::Hertz),
+        "ghz" => return (1e9, Base::Hertz),
+        "cycle/nsecond" | "cycle/ns" => return (1e9, Base::Hertz),
+        "cycle/usecond" | "cycle/us" => return (1e6, Base::Hertz),
+        "cycle/msecond" | "cycle/ms" => return (1e3, Base::Hertz),
+        "cycle/second" | "cycle/s" => return (1.0, Base::Hertz),
+        _ => {}
+    }
+    let (bytes, per) = match lower.split_once('/') {
+        Some((b, per)) => (b, Some(per)),
+        None => (lower.as_str(), None),
+    };
+    let scale = match bytes {
+        "byte" => Some(1.0),
+        "kbyte" => Some(1e3),
+        "mbyte" => Some(1e6),
+        "gbyte" => Some(1e9),
+        "tbyte" => Some(1e12),
+        "pbyte" => Some(1e15),
+        _ => None,
+    };
+    match (scale, per) {
+        (Some(s), None) => (s, Base::Bytes),
+        (Some(s), Some("second" | "s")) => (s, Base::BytesPerSecond),
+        (Some(s), Some("msecond" | "ms")) => (s * 1e3, Base::BytesPerSecond),
+        (Some(s), Some("usecond" | "us")) => (s * 1e6, Base::BytesPerSecond),
+        (Some(s), Some("nsecond" | "ns")) => (s * 1e9, Base::BytesPerSecond),
+        _ => (1.0, Base::Other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_as_ncu_prints_them() {
+        let c = Locale::C;
+        assert_eq!(parse_number("1,275,068,416", c), Some(1275068416.0));
+        assert_eq!(parse_number("7,914.56", c), Some(7914.56));
+        assert_eq!(parse_number("13.72", c), Some(13.72));
+        assert_eq!(parse_number("3995313115.40", c), Some(3995313115.40));
+        assert_eq!(parse_number("-2.5", c), Some(-2.5));
+        assert_eq!(parse_number("1e-3", c), Some(0.001));
+        let eu = Locale::European;
+        assert_eq!(parse_number("27.595.520", eu), Some(27595520.0));
+        assert_eq!(parse_number("65,77", eu), Some(65.77));
+        assert_eq!(parse_number("(128, 1, 1)", c), None);
+        assert_eq!(parse_value("n/a", c), Value::NotAvailable);
+        assert_eq!(parse_value("(128, 1, 1)", c), Value::Text("(128, 1, 1)".into()));
+    }
+
+    #[test]
+    fn locale_is_told_by_unambiguous_values_only() {
+        assert_eq!(locale_hint("27.595.520"), Some(Locale::European));
+        assert_eq!(locale_hint("65,77"), Some(Locale::European));
+        assert_eq!(locale_hint("1,275,068,416"), Some(Locale::C));
+        assert_eq!(locale_hint("7,914.56"), Some(Locale::C));
+        assert_eq!(locale_hint("1.234,5"), Some(Locale::European));
+        for ambiguous in ["12", "1,234", "3.5", "n/a"] {
+            assert_eq!(locale_hint(ambiguous), None, "{ambiguous}");
+        }
+    }
+
+    #[test]
+    fn units_normalize_to_base() {
+        assert_eq!(to_base("usecond"), (1e3, Base::Nanoseconds));
+        assert_eq!(to_base("us"), (1e3, Base::Nanoseconds));
+        assert_eq!(to_base("msecond"), (1e6, Base::Nanoseconds));
+        assert_eq!(to_base("Mbyte"), (1e6, Base::Bytes));
+        assert_eq!(to_base("Kbyte"), (1e3, Base::Bytes));
+        assert_eq!(to_base("Gbyte/second"), (1e9, Base::BytesPerSecond));
+        assert_eq!(to_base("Gbyte/s"), (1e9, Base::BytesPerSecond));
+        assert_eq!(to_base("Ghz"), (1e9, Base::Hertz));
+        assert_eq!(to_base("cycle/nsecond"), (1e9, Base::Hertz));
+        assert_eq!(to_base("%"), (1.0, Base::Percent));
+        assert_eq!(to_base("inst/cycle"), (1.0, Base::Other));
+        assert_eq!(to_base(""), (1.0, Base::Other));
+    }
+}
