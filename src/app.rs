@@ -63,7 +63,8 @@ fn workload(config_dir: Option<std::path::PathBuf>, args: WorkloadArgs, argv: Ve
             load(config_dir, overrides)?.config
         }
     };
-    let run_dir = orchestrate::workload(&config, args.run_dir.as_deref(), !args.no_nvtx, argv)?;
+    let timings = args.timings_file.as_deref().unwrap_or(crate::run_dir::TIMINGS_JSON);
+    let run_dir = orchestrate::workload(&config, args.run_dir.as_deref(), !args.no_nvtx, timings, argv)?;
     print(&format!("{}\n", run_dir.display()))?;
     Ok(0)
 }

@@ -91,6 +91,9 @@ pub struct WorkloadArgs {
     /// Write into this existing run directory (used by `profile`).
     #[arg(long, hide = true, value_name = "DIR")]
     pub run_dir: Option<PathBuf>,
+    /// Write timings to this path inside the run directory (used by `profile`).
+    #[arg(long, hide = true, value_name = "REL")]
+    pub timings_file: Option<String>,
     /// Use this resolved configuration file as is (used by `profile`).
     #[arg(long, hide = true, value_name = "FILE", conflicts_with = "overrides")]
     pub resolved_config: Option<PathBuf>,

@@ -11,7 +11,7 @@ use crate::config::Resolved;
 use crate::error::{Error, ErrorKind};
 use crate::manifest::{ExitInfo, ManifestWriter, Status};
 use crate::process::{self, Exit, Finished, Sink, Spawn};
-use crate::profile::nsys;
+use crate::profile::{ncu, nsys};
 use crate::provenance::{self, Probed};
 use crate::run_dir::{self, RunDir};
 use crate::tools::Tool;
@@ -55,7 +55,7 @@ pub fn profile(req: Request) -> Result<Outcome, Error> {
 
     let mut error = nsys_stage(&run, &mut manifest, &req, &tools.nsys)?;
     if error.as_ref().is_none_or(|e| e.kind != ErrorKind::Interrupted) {
-        let ncu_error = ncu_stage(&mut manifest, &req, &tools.ncu)?;
+        let ncu_error = ncu_stage(&run, &mut manifest, &req, &tools.ncu)?;
         error = error.or(ncu_error);
     }
     let status = match &error {
@@ -127,6 +127,7 @@ pub fn workload(
     cfg: &crate::config::Config,
     run_dir: Option<&Path>,
     nvtx: bool,
+    timings: &str,
     argv: Vec<String>,
 ) -> Result<PathBuf, Error> {
     let Some(dir) = run_dir else {
@@ -135,7 +136,7 @@ pub fn workload(
         run.write_yaml(run_dir::INPUTS_YAML, &provenance::inputs(cfg, &[], true))?;
         let mut manifest = ManifestWriter::start(&run, argv.clone())?;
         let i = manifest.begin("workload", argv)?;
-        let result = run_workload(cfg, &run, nvtx);
+        let result = run_workload(cfg, &run, nvtx, timings);
         provenance::add_model_metadata(&run, provenance::inputs(cfg, &[], true))?;
         let status = if result.is_ok() { Status::Ok } else { Status::Failed };
         manifest.finish(i, status, |s| {
@@ -147,21 +148,21 @@ pub fn workload(
         return result.map(|_| run.path().to_path_buf());
     };
     let run = RunDir::open(dir)?;
-    run_workload(cfg, &run, nvtx)?;
+    run_workload(cfg, &run, nvtx, timings)?;
     Ok(run.path().to_path_buf())
 }
 
 #[cfg(feature = "torch")]
-fn run_workload(cfg: &crate::config::Config, run: &RunDir, nvtx: bool) -> Result<(), Error> {
+fn run_workload(cfg: &crate::config::Config, run: &RunDir, nvtx: bool, file: &str) -> Result<(), Error> {
     let timings = crate::workload::run(cfg, nvtx)?;
     run.subdir(run_dir::WORKLOAD_DIR)?;
-    run.write_json(run_dir::TIMINGS_JSON, &timings)?;
+    run.write_json(file, &timings)?;
     print_timings(&timings);
     Ok(())
 }
 
 #[cfg(not(feature = "torch"))]
-fn run_workload(_: &crate::config::Config, _: &RunDir, _: bool) -> Result<(), Error> {
+fn run_workload(_: &crate::config::Config, _: &RunDir, _: bool, _: &str) -> Result<(), Error> {
     Err(Error::new(
         ErrorKind::ProfilerUnavailable,
         "this llmperf was built without the `torch` feature: no built-in workloads",
@@ -315,10 +316,12 @@ fn judge_nsys(done: &Finished, have_report: bool) -> (Status, Option<Error>) {
     }
 }
 
-/// The Nsight Compute stage. Its passes, parsing and region reports are not
-/// built yet; until they are, an enabled ncu stage is recorded as skipped with
-/// that reason instead of pretending to run.
+/// The Nsight Compute stage: one pass with the configured replay mode and
+/// filters, its log turned into diagnoses, and the report rendered to CSV.
+/// (Per-level passes for nested ranges and the per-region reports are not
+/// built yet.)
 fn ncu_stage(
+    run: &RunDir,
     manifest: &mut ManifestWriter,
     req: &Request,
     probe: &Result<Tool, Error>,
@@ -328,12 +331,100 @@ fn ncu_stage(
         Gate::Run(t) => t,
         Gate::Skipped(error) => return Ok(error),
     };
-    manifest.skip(
-        "ncu",
-        &format!("ncu {} found, but this llmperf version does not run Nsight Compute passes yet", tool.version),
-        "profile with ncu directly for now; the ncu stage is tracked in the project's issues",
-    )?;
-    Ok(None)
+    if let Err(e) = ncu::check_version(&cfg.ncu_cli, tool) {
+        manifest.skip("ncu", &e.message, e.hint.as_deref().unwrap_or_default())?;
+        return Ok(Some(e));
+    }
+    run.subdir(run_dir::NCU_DIR)?;
+    let pass = "p0";
+    let base = absolute(&run.join(&format!("ncu/{pass}")));
+    let log = run.join(&format!("ncu/{pass}.log"));
+    let app = ncu_app(&req.command);
+    let spec = Spawn::new(ncu::profile_argv(&tool.path, &cfg.ncu_cli, &base, &absolute(&log), &app))
+        .env("LC_ALL", "C")
+        .stdout(Sink::File(run.join(&format!("ncu/{pass}.stdout.log"))))
+        .stderr(Sink::File(run.join(&format!("ncu/{pass}.stderr.log"))))
+        .timeout((cfg.timeout_s > 0).then(|| Duration::from_secs(cfg.timeout_s)));
+    run.write("ncu/cmd.txt", format!("{}\n", spec.display()).as_bytes())?;
+    tracing::info!("ncu: {}", spec.display());
+    let i = manifest.begin("ncu", spec.argv_strings())?;
+    let done = with_progress("ncu", || process::run(&spec))?;
+    let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+    let diagnoses = ncu::diagnose(&log_text, &cfg.ncu_cli);
+    for d in &diagnoses {
+        tracing::warn!("ncu: {} (hint: {})", d.message, d.hint);
+    }
+    let report = base.with_extension("ncu-rep");
+    let mut artifacts = vec![
+        "ncu/cmd.txt".to_string(),
+        format!("ncu/{pass}.log"),
+        format!("ncu/{pass}.stdout.log"),
+        format!("ncu/{pass}.stderr.log"),
+    ];
+    if report.is_file() {
+        artifacts.push(format!("ncu/{pass}.ncu-rep"));
+        artifacts.extend(render_ncu_csv(run, tool, &report, pass)?);
+    }
+    let failure = match done.exit {
+        Exit::Code(0) => None,
+        Exit::Interrupted => Some(Error::new(ErrorKind::Interrupted, "interrupted; ncu and the workload were stopped")),
+        _ => Some(
+            Error::new(ErrorKind::StageFailed, format!("ncu {}", done.describe()))
+                .with_hint(format!("see ncu/{pass}.log and ncu/{pass}.stderr.log in the run directory")),
+        ),
+    };
+    let status = match &failure {
+        None => Status::Ok,
+        Some(e) if e.kind == ErrorKind::Interrupted => Status::Interrupted,
+        Some(_) => Status::Failed,
+    };
+    manifest.finish(i, status, |s| {
+        s.exit = Some(ExitInfo::from(&done));
+        s.artifacts = artifacts;
+        s.diagnoses = diagnoses;
+        s.reason = failure.as_ref().map(|e| e.message.clone());
+        s.hint = failure.as_ref().and_then(|e| e.hint.clone());
+    })?;
+    Ok(failure)
+}
+
+/// Under ncu the built-in workload writes its (replay-slowed) timings apart
+/// from the nsys run's.
+fn ncu_app(command: &[OsString]) -> Vec<OsString> {
+    let mut app = command.to_vec();
+    if app.get(1).is_some_and(|a| a == "workload") && app.iter().any(|a| a == "--resolved-config") {
+        app.extend(["--timings-file".into(), run_dir::NCU_TIMINGS_JSON.into()]);
+    }
+    app
+}
+
+/// `ncu --import` the report to the raw and details CSV layouts.
+fn render_ncu_csv(run: &RunDir, tool: &Tool, report: &Path, pass: &str) -> Result<Vec<String>, Error> {
+    let mut made = Vec::new();
+    for (page, extra) in [
+        ("raw", vec!["--print-units", "base"]),
+        ("details", if tool.has_print_metric_name() { vec!["--print-metric-name", "name"] } else { vec![] }),
+    ] {
+        let rel = format!("ncu/{pass}.{page}.csv");
+        let mut argv: Vec<OsString> = vec![
+            tool.path.clone().into(),
+            "--import".into(),
+            report.into(),
+            "--csv".into(),
+            "--page".into(),
+            page.into(),
+        ];
+        argv.extend(extra.into_iter().map(OsString::from));
+        let spec = Spawn::new(argv)
+            .env("LC_ALL", "C")
+            .stdout(Sink::File(run.join(&rel)))
+            .stderr(Sink::Null)
+            .timeout(Some(Duration::from_secs(1800)));
+        if process::run(&spec)?.success() {
+            made.push(rel);
+        }
+    }
+    Ok(made)
 }
 
 enum Gate<'t> {

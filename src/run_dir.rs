@@ -27,6 +27,8 @@ pub const NSYS_REPORT_BASE: &str = "nsys/report";
 pub const NCU_DIR: &str = "ncu";
 pub const WORKLOAD_DIR: &str = "workload";
 pub const TIMINGS_JSON: &str = "workload/timings.json";
+/// The built-in workload's timings when it ran under ncu (slowed by replay).
+pub const NCU_TIMINGS_JSON: &str = "workload/timings.ncu.json";
 
 #[derive(Debug, Clone)]
 pub struct RunDir {

@@ -1,0 +1,192 @@
+//! Nsight Compute: region selectors, the `ncu` command line built from
+//! `pipeline.ncu.ncu_cli`, and what its log says happened.
+//!
+//! ncu 2022.3 takes the application right after its options and refuses `--`.
+use std::ffi::OsString;
+use std::path::Path;
+
+use crate::config::schema::{
+    AppReplayMatch, CacheControl, ClockControl, GraphProfiling, KernelNameBase, NcuCli, ReplayMode, TargetProcesses,
+};
+use crate::error::Error;
+use crate::manifest::Diagnosis;
+use crate::regions;
+use crate::tools::{Tool, Version};
+
+/// Characters with a meaning in ncu's push/pop expressions (REFERENCE §3).
+const QUANTIFIERS: &[char] = &['/', '[', ']', '+', '*', '@', ',', '\\'];
+
+/// Compile a region the way reports name it into an ncu NVTX expression for
+/// push/pop ranges: `A` → `A/`, `A::A1` → `A/A1/`, `LLM@decode_all` →
+/// `LLM@decode_all/`. `expr:` passes a raw ncu expression through unchanged,
+/// and so does a `regex:` expression.
+pub fn compile_selector(selector: &str) -> String {
+    if let Some(raw) = selector.strip_prefix("expr:") {
+        return raw.to_string();
+    }
+    if selector.starts_with("regex:") {
+        return selector.to_string();
+    }
+    let (domain, path) = match selector.split_once('@') {
+        Some((d, p)) if !d.is_empty() => (Some(d), p),
+        _ => (None, selector),
+    };
+    let body: String = path.split(regions::SEP).map(|name| format!("{}/", escape(name))).collect();
+    match domain {
+        Some(d) => format!("{}@{body}", escape(d)),
+        None => body,
+    }
+}
+
+fn escape(name: &str) -> String {
+    name.chars().fold(String::new(), |mut s, c| {
+        if QUANTIFIERS.contains(&c) {
+            s.push('\\');
+        }
+        s.push(c);
+        s
+    })
+}
+
+/// Refuse what the installed ncu cannot do, before running it.
+pub fn check_version(cli: &NcuCli, tool: &Tool) -> Result<(), Error> {
+    let need = |what: &str, since: Version, fallback: &str| {
+        Error::config(format!("{what} needs Nsight Compute {since} or later; the installed ncu is {}", tool.version))
+            .with_hint(fallback.to_string())
+    };
+    match cli.replay_mode {
+        ReplayMode::Range if !tool.has_range_replay() => Err(need(
+            "--replay-mode range",
+            Version::new(2022, 1, 0),
+            "use --replay-mode kernel (NVTX filters still apply)",
+        )),
+        ReplayMode::AppRange if !tool.has_app_range_replay() => Err(need(
+            "--replay-mode app-range",
+            Version::new(2023, 1, 0),
+            "use --replay-mode range, or kernel replay with NVTX filters",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// `ncu ... -o <output_base> <app...>` for one pass.
+pub fn profile_argv(ncu: &Path, cli: &NcuCli, output_base: &Path, log: &Path, app: &[OsString]) -> Vec<OsString> {
+    let mut a: Vec<String> = Vec::new();
+    let target = match cli.target_processes {
+        TargetProcesses::All => "all",
+        TargetProcesses::ApplicationOnly => "application-only",
+    };
+    a.extend(["--target-processes".into(), target.into()]);
+    a.extend(["--replay-mode".into(), cli.replay_mode.as_str().into()]);
+    if let Some(m) = cli.app_replay_match {
+        let m = match m {
+            AppReplayMatch::Name => "name",
+            AppReplayMatch::Grid => "grid",
+            AppReplayMatch::All => "all",
+        };
+        a.extend(["--app-replay-match".into(), m.into()]);
+    }
+    if !cli.nvtx.include.is_empty() || !cli.nvtx.exclude.is_empty() {
+        a.push("--nvtx".into());
+        for s in &cli.nvtx.include {
+            a.extend(["--nvtx-include".into(), compile_selector(s)]);
+        }
+        for s in &cli.nvtx.exclude {
+            a.extend(["--nvtx-exclude".into(), compile_selector(s)]);
+        }
+    }
+    if let Some(set) = &cli.set {
+        a.extend(["--set".into(), set.clone()]);
+    }
+    for s in &cli.sections {
+        a.extend(["--section".into(), s.clone()]);
+    }
+    if !cli.metrics.is_empty() {
+        a.extend(["--metrics".into(), cli.metrics.join(",")]);
+    }
+    if let Some(k) = &cli.kernel_name {
+        a.extend(["--kernel-name".into(), k.clone()]);
+        let base = match cli.kernel_name_base {
+            KernelNameBase::Function => "function",
+            KernelNameBase::Demangled => "demangled",
+            KernelNameBase::Mangled => "mangled",
+        };
+        a.extend(["--kernel-name-base".into(), base.into()]);
+    }
+    let mut opt = |flag: &str, v: Option<String>| {
+        if let Some(v) = v {
+            a.extend([flag.to_string(), v]);
+        }
+    };
+    opt("--kernel-id", cli.kernel_id.clone());
+    opt("--launch-skip", cli.launch_skip.map(|n| n.to_string()));
+    opt("--launch-count", cli.launch_count.map(|n| n.to_string()));
+    opt("--clock-control", cli.clock_control.map(|c| if c == ClockControl::Base { "base" } else { "none" }.into()));
+    opt("--cache-control", cli.cache_control.map(|c| if c == CacheControl::All { "all" } else { "none" }.into()));
+    opt(
+        "--graph-profiling",
+        cli.graph_profiling.map(|g| if g == GraphProfiling::Node { "node" } else { "graph" }.into()),
+    );
+    if cli.force_overwrite {
+        a.push("--force-overwrite".into());
+    }
+    a.extend(["--log-file".into(), log.display().to_string()]);
+    a.extend(["--export".into(), output_base.display().to_string()]);
+    a.extend(cli.extra_args.iter().cloned());
+    let mut argv: Vec<OsString> = vec![ncu.into()];
+    argv.extend(a.into_iter().map(OsString::from));
+    argv.extend(app.iter().cloned());
+    argv
+}
+
+/// Known outcomes in an ncu log, each with what to do about it.
+pub fn diagnose(log: &str, cli: &NcuCli) -> Vec<Diagnosis> {
+    let mut out = Vec::new();
+    let mut add = |code: &str, message: String, hint: String| out.push(Diagnosis { code: code.into(), message, hint });
+    let empty_ranges = log.matches("Skipping invalid capture range (RecordStatusEmpty)").count();
+    if empty_ranges > 0 {
+        add(
+            "empty_ranges",
+            format!("{empty_ranges} matching range(s) held no CUDA work"),
+            "the region ran no kernels on this device (a CPU-only host or device=cpu?)".into(),
+        );
+    }
+    if log.contains("No ranges were profiled") {
+        add(
+            "no_ranges_profiled",
+            "ncu profiled no ranges".into(),
+            "in range replay a range must enclose CUDA work and only supported API calls: try --replay-mode app-range (ncu 2023.1+) or kernel replay with the same NVTX filter".into(),
+        );
+    }
+    if log.contains("No kernels were profiled") {
+        let bare: Vec<&String> =
+            cli.nvtx.include.iter().filter(|s| s.starts_with("expr:") && !s.ends_with('/')).collect();
+        let hint = if !bare.is_empty() {
+            format!(
+                "push/pop ranges need a trailing '/': {} (or write the region without expr:)",
+                bare.iter().map(|s| format!("{}/", &s[5..])).collect::<Vec<_>>().join(", ")
+            )
+        } else {
+            "no kernel matched: check the NVTX filter and kernel name filter, and that the application runs CUDA kernels on this host".into()
+        };
+        add("no_kernels_profiled", "ncu profiled no kernels".into(), hint);
+    }
+    if log.contains("ERR_NVGPUCTRPERM") {
+        add(
+            "counter_permission",
+            "no permission to read GPU performance counters (ERR_NVGPUCTRPERM)".into(),
+            crate::host::COUNTER_PERMISSION_HINT.into(),
+        );
+    }
+    if let Some(line) = log.lines().find(|l| l.contains("did not match any section")) {
+        add(
+            "unknown_section",
+            line.trim_start_matches("==ERROR== ").to_string(),
+            "list this ncu's sections with `ncu --list-sections` and fix pipeline.ncu.ncu_cli.sections".into(),
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

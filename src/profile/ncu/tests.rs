@@ -1,0 +1,140 @@
+use super::*;
+use crate::config::{load, LoadOptions};
+use crate::tools::Kind;
+
+fn cli(overrides: &[&str]) -> NcuCli {
+    let opts = LoadOptions { overrides: overrides.iter().map(|s| s.to_string()).collect(), ..Default::default() };
+    load(&opts).unwrap().config.pipeline.ncu.ncu_cli
+}
+
+fn argv(c: &NcuCli) -> Vec<String> {
+    profile_argv(
+        Path::new("ncu"),
+        c,
+        Path::new("run/ncu/p0"),
+        Path::new("run/ncu/p0.log"),
+        &["app".into(), "-x".into()],
+    )
+    .into_iter()
+    .map(|s| s.into_string().unwrap())
+    .collect()
+}
+
+fn has_pair(a: &[String], flag: &str, value: &str) -> bool {
+    a.windows(2).any(|w| w[0] == flag && w[1] == value)
+}
+
+#[test]
+fn selectors_compile_to_push_pop_expressions() {
+    assert_eq!(compile_selector("A"), "A/");
+    assert_eq!(compile_selector("A::A1"), "A/A1/");
+    assert_eq!(compile_selector("LLM@decode_all"), "LLM@decode_all/");
+    assert_eq!(compile_selector("LLM@decode_all::decode_step"), "LLM@decode_all/decode_step/");
+    // Quantifier characters inside names are escaped.
+    assert_eq!(compile_selector("conv[1]/relu"), r"conv\[1\]\/relu/");
+    assert_eq!(compile_selector("a+b*c,d"), r"a\+b\*c\,d/");
+}
+
+#[test]
+fn raw_expressions_pass_through() {
+    // The expression examples of REFERENCE §3, given raw.
+    for raw in ["A/", "[A", "B]", "A/+/C", "A/*/C", "Domain@A/", "A,B", "A"] {
+        assert_eq!(compile_selector(&format!("expr:{raw}")), raw);
+    }
+    assert_eq!(compile_selector("regex:Domain[A-Z]@Range[0-9]/"), "regex:Domain[A-Z]@Range[0-9]/");
+}
+
+#[test]
+fn default_command_line() {
+    let a = argv(&cli(&[]));
+    assert_eq!(&a[..5], ["ncu", "--target-processes", "all", "--replay-mode", "kernel"]);
+    assert!(has_pair(&a, "--set", "roofline"));
+    assert!(has_pair(&a, "--section", "SpeedOfLight") && has_pair(&a, "--section", "Occupancy"));
+    assert!(has_pair(&a, "--metrics", "gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed"));
+    assert!(has_pair(&a, "--export", "run/ncu/p0") && has_pair(&a, "--log-file", "run/ncu/p0.log"));
+    assert!(!a.contains(&"--nvtx".to_string()), "no --nvtx without filters");
+    assert_eq!(&a[a.len() - 2..], ["app", "-x"]);
+}
+
+#[test]
+fn each_option_maps_to_its_flag() {
+    let cases: &[(&[&str], &str, &str)] = &[
+        (&["pipeline.ncu.ncu_cli.replay_mode=range"], "--replay-mode", "range"),
+        (&["pipeline.ncu.ncu_cli.replay_mode=app-range"], "--replay-mode", "app-range"),
+        (
+            &["pipeline.ncu.ncu_cli.replay_mode=application", "pipeline.ncu.ncu_cli.app_replay_match=name"],
+            "--app-replay-match",
+            "name",
+        ),
+        (&["pipeline.ncu.ncu_cli.target_processes=application-only"], "--target-processes", "application-only"),
+        (&["pipeline.ncu.ncu_cli.nvtx.include=[A::A1]"], "--nvtx-include", "A/A1/"),
+        (&["pipeline.ncu.ncu_cli.nvtx.exclude=[B]"], "--nvtx-exclude", "B/"),
+        (&["pipeline.ncu.ncu_cli.set=full"], "--set", "full"),
+        (&["pipeline.ncu.ncu_cli.sections=[LaunchStats]"], "--section", "LaunchStats"),
+        (&["pipeline.ncu.ncu_cli.metrics=[a.sum,b.max]"], "--metrics", "a.sum,b.max"),
+        (&["pipeline.ncu.ncu_cli.kernel_name=\"regex:gemm\""], "--kernel-name", "regex:gemm"),
+        (
+            &["pipeline.ncu.ncu_cli.kernel_name=k", "pipeline.ncu.ncu_cli.kernel_name_base=function"],
+            "--kernel-name-base",
+            "function",
+        ),
+        (&["pipeline.ncu.ncu_cli.kernel_id=\"::regex:gemm:2\""], "--kernel-id", "::regex:gemm:2"),
+        (&["pipeline.ncu.ncu_cli.launch_skip=5"], "--launch-skip", "5"),
+        (&["pipeline.ncu.ncu_cli.launch_count=1"], "--launch-count", "1"),
+        (&["pipeline.ncu.ncu_cli.clock_control=none"], "--clock-control", "none"),
+        (&["pipeline.ncu.ncu_cli.cache_control=none"], "--cache-control", "none"),
+        (&["pipeline.ncu.ncu_cli.graph_profiling=graph"], "--graph-profiling", "graph"),
+    ];
+    for (overrides, flag, value) in cases {
+        let a = argv(&cli(overrides));
+        assert!(has_pair(&a, flag, value), "{overrides:?} -> {a:?}");
+    }
+    let a = argv(&cli(&[
+        "pipeline.ncu.ncu_cli.nvtx.include=[A, LLM@prefill]",
+        "pipeline.ncu.ncu_cli.set=null",
+        "pipeline.ncu.ncu_cli.sections=[]",
+        "pipeline.ncu.ncu_cli.force_overwrite=false",
+    ]));
+    assert_eq!(a.iter().filter(|x| *x == "--nvtx").count(), 1);
+    assert!(has_pair(&a, "--nvtx-include", "A/") && has_pair(&a, "--nvtx-include", "LLM@prefill/"));
+    assert!(
+        !a.contains(&"--set".to_string())
+            && !a.contains(&"--section".to_string())
+            && !a.contains(&"--force-overwrite".to_string())
+    );
+}
+
+#[test]
+fn versions_without_the_replay_mode_are_refused() {
+    let tool = |v| Tool { kind: Kind::Ncu, path: "ncu".into(), version: v, version_text: String::new() };
+    let here = tool(Version::new(2022, 3, 0));
+    assert!(check_version(&cli(&["pipeline.ncu.ncu_cli.replay_mode=range"]), &here).is_ok());
+    let err = check_version(&cli(&["pipeline.ncu.ncu_cli.replay_mode=app-range"]), &here).unwrap_err();
+    assert_eq!(
+        err.message,
+        "--replay-mode app-range needs Nsight Compute 2023.1.0 or later; the installed ncu is 2022.3.0"
+    );
+    assert!(err.hint.is_some());
+    let old = tool(Version::new(2021, 3, 0));
+    assert!(check_version(&cli(&["pipeline.ncu.ncu_cli.replay_mode=range"]), &old).is_err());
+}
+
+#[test]
+fn real_logs_become_diagnoses() {
+    // Captured here with ncu 2022.3 (tests/fixtures/ncu/PROVENANCE.md).
+    let range = include_str!("../../../tests/fixtures/ncu/range_replay_no_gpu.ncu2022.3.log");
+    let d = diagnose(range, &cli(&[]));
+    let codes: Vec<_> = d.iter().map(|d| d.code.as_str()).collect();
+    assert_eq!(codes, ["empty_ranges", "no_ranges_profiled"]);
+    assert_eq!(d[0].message, "5 matching range(s) held no CUDA work");
+    let kernel = include_str!("../../../tests/fixtures/ncu/kernel_replay_no_kernels.ncu2022.3.log");
+    assert_eq!(diagnose(kernel, &cli(&[]))[0].code, "no_kernels_profiled");
+    // A raw push/pop name without the trailing '/': the most common mistake.
+    let d = diagnose(kernel, &cli(&["pipeline.ncu.ncu_cli.nvtx.include=[\"expr:decode\"]"]));
+    assert!(d[0].hint.contains("decode/"), "{}", d[0].hint);
+    let error_only = include_str!("../../../tests/fixtures/ncu/llm-perf-opt_error_only.raw.csv");
+    assert_eq!(diagnose(error_only, &cli(&[]))[0].code, "unknown_section");
+    let perm =
+        "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters";
+    assert!(diagnose(perm, &cli(&[]))[0].hint.contains("NVreg_RestrictProfilingToAdminUsers"));
+}
