@@ -62,3 +62,61 @@ fn app_range_replay_is_refused_by_ncu_2022_3() {
     let manifest = json(&run_dir(&out).join("manifest.json"));
     assert_eq!(stage(&manifest, "ncu")["status"], "skipped");
 }
+
+/// A stand-in ncu for the profiling run (no GPU here) that writes a recorded
+/// real report where llmperf asked for one; `--version` and `--import` go to
+/// the real ncu, so the rendering of a real report is exercised for real.
+fn fake_ncu_replaying(dir: &std::path::Path, report: &std::path::Path) -> std::path::PathBuf {
+    let script = dir.join("ncu");
+    std::fs::write(
+        &script,
+        format!(
+            r#"#!/bin/sh
+case " $* " in *" --import "*|*" --version "*) exec ncu "$@";; esac
+prev=; for a in "$@"; do [ "$prev" = "--export" ] && out="$a"; [ "$prev" = "--log-file" ] && log="$a"; prev="$a"; done
+cp {report} "$out.ncu-rep"
+echo "==PROF== Report: $out.ncu-rep" > "$log"
+"#,
+            report = report.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    script
+}
+
+#[test]
+fn a_recorded_real_report_is_rendered_and_read_back() {
+    let root = tempfile::tempdir().unwrap();
+    let report = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ncu/manual_nvtx.ncu-rep");
+    let fake = fake_ncu_replaying(root.path(), &report);
+    let out = llmperf()
+        .args(["profile", "--no-nsys", "--replay-mode", "kernel", "-o"])
+        .arg(root.path().join("runs"))
+        .arg(format!("pipeline.ncu.executable={}", fake.display()))
+        .args(["--", "true"])
+        .timeout(std::time::Duration::from_secs(600))
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let dir = run_dir(&out);
+    let manifest = json(&dir.join("manifest.json"));
+    let ncu = stage(&manifest, "ncu");
+    let artifacts: Vec<_> = ncu["artifacts"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    for a in ["ncu/p0.ncu-rep", "ncu/p0.raw.csv", "ncu/p0.details.csv"] {
+        assert!(artifacts.contains(&a), "{a} missing from {artifacts:?}");
+    }
+    assert!(ncu["diagnoses"].as_array().unwrap().is_empty());
+    // The rendering by the real ncu 2022.3, read back by llmperf's reader.
+    let launches: Vec<_> =
+        llmperf::parse::ncu_csv::open(&dir.join("ncu/p0.details.csv")).unwrap().collect::<Result<_, _>>().unwrap();
+    assert_eq!(launches.len(), 3);
+    let stack: Vec<_> = launches[0].nvtx.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(stack, ["run_test", "init_data"]);
+    assert_eq!(launches[0].duration_ns(), Some(84_480.0));
+    let raw = std::fs::read_to_string(dir.join("ncu/p0.raw.csv")).unwrap();
+    assert!(raw.starts_with("\"ID\",") && raw.contains("gpu__time_duration.sum"), "{}", &raw[..200.min(raw.len())]);
+}
