@@ -148,14 +148,3 @@ impl<'a> ManifestWriter<'a> {
         self.save()
     }
 }
-
-pub fn read(run: &RunDir) -> Result<Manifest, Error> {
-    let path = run.join(MANIFEST_JSON);
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        Error::new(crate::error::ErrorKind::Unparseable, format!("cannot read {}: {e}", path.display()))
-    })?;
-    serde_json::from_str(&text).map_err(|e| {
-        Error::new(crate::error::ErrorKind::Unparseable, format!("{}:{}: {e}", path.display(), e.line()))
-            .with_hint("the manifest was edited or written by an incompatible llmperf version")
-    })
-}

@@ -11,7 +11,7 @@ use crate::manifest::{ExitInfo, ManifestWriter, Status};
 use crate::parse::nsys_sqlite::NsysDb;
 use crate::process::{self, Sink, Spawn};
 use crate::profile::nsys;
-use crate::run_dir::{self, RunDir};
+use crate::run_dir::{self, absolute, RunDir};
 use crate::tools::Tool;
 
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -157,8 +157,4 @@ fn ingest(run: &RunDir, manifest: &mut ManifestWriter, sqlite: &Path, top_n: usi
         }
     })?;
     Ok(error)
-}
-
-fn absolute(p: &Path) -> PathBuf {
-    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
 }

@@ -13,7 +13,7 @@ use crate::manifest::{ExitInfo, ManifestWriter, Status};
 use crate::process::{self, Exit, Finished, Sink, Spawn};
 use crate::profile::{ncu, nsys};
 use crate::provenance::{self, Probed};
-use crate::run_dir::{self, RunDir};
+use crate::run_dir::{self, absolute, RunDir};
 use crate::tools::Tool;
 
 /// What to profile and how llmperf itself was invoked.
@@ -46,16 +46,22 @@ pub fn profile(req: Request) -> Result<Outcome, Error> {
     let run = RunDir::create(&cfg.runner.artifacts.root)?;
     tracing::info!("run directory: {}", run.path().display());
     run.write(run_dir::CONFIG_YAML, req.resolved.to_yaml().as_bytes())?;
-    let command = if builtin { self_command(&run, req.no_nvtx)? } else { req.command.clone() };
-    let req = Request { command, ..req };
-    run.write_yaml(run_dir::INPUTS_YAML, &provenance::inputs(cfg, &req.command, builtin))?;
+    // The application of each stage: the user's command, or this binary
+    // re-executed as the built-in workload, writing its timings to a file of
+    // the stage's own (ncu replay slows it down: its timings are kept apart).
+    let app = |timings: &str| match builtin {
+        true => self_command(&run, req.no_nvtx, timings),
+        false => Ok(req.command.clone()),
+    };
+    let nsys_app = app(run_dir::TIMINGS_JSON)?;
+    run.write_yaml(run_dir::INPUTS_YAML, &provenance::inputs(cfg, &nsys_app, builtin))?;
     let tools = Probed::probe(cfg);
     run.write_json(run_dir::ENV_JSON, &provenance::collect_env(&tools))?;
     let mut manifest = ManifestWriter::start(&run, req.llmperf_argv.clone())?;
 
-    let mut error = nsys_stage(&run, &mut manifest, &req, &tools.nsys)?;
+    let mut error = nsys_stage(&run, &mut manifest, &req, &tools.nsys, &nsys_app)?;
     if error.as_ref().is_none_or(|e| e.kind != ErrorKind::Interrupted) {
-        let ncu_error = ncu_stage(&run, &mut manifest, &req, &tools.ncu)?;
+        let ncu_error = ncu_stage(&run, &mut manifest, &req, &tools.ncu, &app(run_dir::NCU_TIMINGS_JSON)?)?;
         error = error.or(ncu_error);
     }
     let status = match &error {
@@ -64,10 +70,8 @@ pub fn profile(req: Request) -> Result<Outcome, Error> {
         Some(_) => Status::Failed,
     };
     if builtin {
-        provenance::add_model_metadata(&run, provenance::inputs(cfg, &req.command, true))?;
+        provenance::add_model_metadata(&run, provenance::inputs(cfg, &nsys_app, true))?;
     }
-    // Provenance again at the end, with the time the run finished.
-    run.write_json(run_dir::ENV_JSON, &provenance::collect_env(&tools))?;
     manifest.close(status)?;
     Ok(Outcome { run_dir: run.path().to_path_buf(), status, error })
 }
@@ -104,7 +108,7 @@ pub fn import_nsys(
 
 /// The built-in workload: this binary re-executed with the run's resolved
 /// configuration, so the profiled process runs exactly what config.yaml says.
-fn self_command(run: &RunDir, no_nvtx: bool) -> Result<Vec<OsString>, Error> {
+fn self_command(run: &RunDir, no_nvtx: bool, timings: &str) -> Result<Vec<OsString>, Error> {
     let exe = std::env::current_exe()
         .map_err(|e| Error::new(ErrorKind::Internal, format!("cannot locate the llmperf executable: {e}")))?;
     let mut argv: Vec<OsString> = vec![
@@ -114,6 +118,8 @@ fn self_command(run: &RunDir, no_nvtx: bool) -> Result<Vec<OsString>, Error> {
         absolute(run.path()).into(),
         "--resolved-config".into(),
         absolute(&run.join(run_dir::CONFIG_YAML)).into(),
+        "--timings-file".into(),
+        timings.into(),
     ];
     if no_nvtx {
         argv.push("--no-nvtx".into());
@@ -206,6 +212,7 @@ fn nsys_stage(
     manifest: &mut ManifestWriter,
     req: &Request,
     probe: &Result<Tool, Error>,
+    app: &[OsString],
 ) -> Result<Option<Error>, Error> {
     let cfg = &req.resolved.config.pipeline.nsys;
     let tool = match gate(manifest, "nsys", cfg.enable, probe)? {
@@ -214,7 +221,7 @@ fn nsys_stage(
     };
     run.subdir(run_dir::NSYS_DIR)?;
     let base = absolute(&run.join(run_dir::NSYS_REPORT_BASE));
-    let spec = Spawn::new(nsys::profile_argv(&tool.path, cfg, &base, &req.command))
+    let spec = Spawn::new(nsys::profile_argv(&tool.path, cfg, &base, app))
         .stdout(Sink::File(run.join(run_dir::NSYS_STDOUT)))
         .stderr(Sink::File(run.join(run_dir::NSYS_STDERR)))
         .timeout((cfg.timeout_s > 0).then(|| Duration::from_secs(cfg.timeout_s)))
@@ -233,7 +240,7 @@ fn nsys_stage(
             break done;
         }
         diagnoses.push(nsys::hang_diagnosis(attempt, cfg.postprocess_timeout_s));
-        kept_logs.extend(keep_attempt_logs(run, attempt)?);
+        kept_logs.extend(keep_attempt_logs(run, attempt));
         tracing::warn!("nsys hung converting its capture (attempt {attempt} of {attempts}); capturing again");
         attempt += 1;
     };
@@ -243,7 +250,7 @@ fn nsys_stage(
     let report = find_report(&base);
     let mut artifacts = vec![run_dir::NSYS_CMD.to_string(), run_dir::NSYS_STDOUT.into(), run_dir::NSYS_STDERR.into()];
     artifacts.extend(kept_logs);
-    artifacts.extend(report.as_ref().map(|r| relative(run.path(), r)));
+    artifacts.extend(report.as_ref().map(|r| run.relative(r)));
     if run.join(run_dir::TIMINGS_JSON).is_file() {
         artifacts.push(run_dir::TIMINGS_JSON.into());
     }
@@ -325,6 +332,7 @@ fn ncu_stage(
     manifest: &mut ManifestWriter,
     req: &Request,
     probe: &Result<Tool, Error>,
+    app: &[OsString],
 ) -> Result<Option<Error>, Error> {
     let cfg = &req.resolved.config.pipeline.ncu;
     let tool = match gate(manifest, "ncu", cfg.enable, probe)? {
@@ -339,8 +347,7 @@ fn ncu_stage(
     let pass = "p0";
     let base = absolute(&run.join(&format!("ncu/{pass}")));
     let log = run.join(&format!("ncu/{pass}.log"));
-    let app = ncu_app(&req.command);
-    let spec = Spawn::new(ncu::profile_argv(&tool.path, &cfg.ncu_cli, &base, &absolute(&log), &app))
+    let spec = Spawn::new(ncu::profile_argv(&tool.path, &cfg.ncu_cli, &base, &absolute(&log), app))
         .env("LC_ALL", "C")
         .stdout(Sink::File(run.join(&format!("ncu/{pass}.stdout.log"))))
         .stderr(Sink::File(run.join(&format!("ncu/{pass}.stderr.log"))))
@@ -386,16 +393,6 @@ fn ncu_stage(
         s.hint = failure.as_ref().and_then(|e| e.hint.clone());
     })?;
     Ok(failure)
-}
-
-/// Under ncu the built-in workload writes its (replay-slowed) timings apart
-/// from the nsys run's.
-fn ncu_app(command: &[OsString]) -> Vec<OsString> {
-    let mut app = command.to_vec();
-    if app.get(1).is_some_and(|a| a == "workload") && app.iter().any(|a| a == "--resolved-config") {
-        app.extend(["--timings-file".into(), run_dir::NCU_TIMINGS_JSON.into()]);
-    }
-    app
 }
 
 /// `ncu --import` the report to the raw and details CSV layouts.
@@ -460,7 +457,7 @@ fn gate<'t>(
 }
 
 /// Keep a hung attempt's logs as `nsys/stdout.attemptN.log` before the next attempt overwrites them.
-fn keep_attempt_logs(run: &RunDir, attempt: u32) -> Result<Vec<String>, Error> {
+fn keep_attempt_logs(run: &RunDir, attempt: u32) -> Vec<String> {
     let mut kept = Vec::new();
     for log in [run_dir::NSYS_STDOUT, run_dir::NSYS_STDERR] {
         let to = log.replace(".log", &format!(".attempt{attempt}.log"));
@@ -468,21 +465,12 @@ fn keep_attempt_logs(run: &RunDir, attempt: u32) -> Result<Vec<String>, Error> {
             kept.push(to);
         }
     }
-    Ok(kept)
+    kept
 }
 
 /// `<base>.nsys-rep` (nsys 2021.3+) or `<base>.qdrep` (older).
 fn find_report(base: &Path) -> Option<PathBuf> {
     ["nsys-rep", "qdrep"].iter().map(|ext| base.with_extension(ext)).find(|p| p.is_file())
-}
-
-fn absolute(p: &Path) -> PathBuf {
-    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
-}
-
-fn relative(root: &Path, p: &Path) -> String {
-    let root = absolute(root);
-    p.strip_prefix(&root).unwrap_or(p).display().to_string()
 }
 
 /// A spinner with the stage and elapsed time on a terminal; nothing otherwise

@@ -1,6 +1,7 @@
 //! Provenance of a run: `env.json` (machine, tools, libraries) and
-//! `inputs.yaml` (what was profiled). Written at the start of a run and again
-//! at the end, so even a run that dies early says where it ran.
+//! `inputs.yaml` (what was profiled). Written at the start of a run, so even a
+//! run that dies early says where it ran; inputs.yaml gains the model metadata
+//! once a built-in workload has run.
 use serde::Serialize;
 use std::ffi::OsString;
 

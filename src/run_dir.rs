@@ -84,6 +84,11 @@ impl RunDir {
         self.path.join(rel)
     }
 
+    /// `p` relative to the run directory, as manifests record artifacts.
+    pub fn relative(&self, p: &Path) -> String {
+        p.strip_prefix(absolute(&self.path)).unwrap_or(p).display().to_string()
+    }
+
     /// Create a sub-directory (`nsys`, `ncu`, ...) and return its path.
     pub fn subdir(&self, rel: &str) -> Result<PathBuf, Error> {
         let dir = self.join(rel);
@@ -109,6 +114,11 @@ impl RunDir {
             .map_err(|e| Error::new(ErrorKind::Internal, format!("serializing {rel}: {e}")))?;
         self.write(rel, text.as_bytes())
     }
+}
+
+/// `p` made absolute (for paths handed to child processes), or `p` as is.
+pub fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
 }
 
 /// Write `bytes` to `path` through a temporary sibling and a rename.

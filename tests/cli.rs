@@ -200,9 +200,9 @@ fn fake_nsys_hanging_once(dir: &std::path::Path) -> std::path::PathBuf {
     let script = dir.join("nsys");
     let state = dir.join("hung-once");
     let sqlite = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nsys/memfusion/report1.sqlite");
-    std::fs::write(
+    write_executable(
         &script,
-        format!(
+        &format!(
             r#"#!/bin/sh
 if [ "$1" = "--version" ]; then echo "NVIDIA Nsight Systems version 2022.4.2.1-df9881f"; exit 0; fi
 if [ "$1" = "stats" ]; then exit 0; fi
@@ -220,10 +220,7 @@ echo "Generated:"
             state = state.display(),
             sqlite = sqlite.display()
         ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     script
 }
 

@@ -68,9 +68,9 @@ fn app_range_replay_is_refused_by_ncu_2022_3() {
 /// the real ncu, so the rendering of a real report is exercised for real.
 fn fake_ncu_replaying(dir: &std::path::Path, report: &std::path::Path) -> std::path::PathBuf {
     let script = dir.join("ncu");
-    std::fs::write(
+    write_executable(
         &script,
-        format!(
+        &format!(
             r#"#!/bin/sh
 case " $* " in *" --import "*|*" --version "*) exec ncu "$@";; esac
 prev=; for a in "$@"; do [ "$prev" = "--export" ] && out="$a"; [ "$prev" = "--log-file" ] && log="$a"; prev="$a"; done
@@ -79,10 +79,7 @@ echo "==PROF== Report: $out.ncu-rep" > "$log"
 "#,
             report = report.display()
         ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     script
 }
 

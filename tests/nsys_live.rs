@@ -1,5 +1,7 @@
 //! `llmperf profile` under the real Nsight Systems installed by setup.sh.
 //! Every test holds the nsys lock: two nsys sessions at once hang here.
+// The range helpers serve the workload captures, which need the torch feature.
+#![cfg_attr(not(feature = "torch"), allow(dead_code))]
 mod common;
 use assert_cmd::assert::OutputAssertExt;
 use common::*;

@@ -164,7 +164,7 @@ fn apply(layers: &mut Vec<NamedLayer>, o: &Override, label: &str) -> Result<(), 
         Override::Set { key, value, add, raw } => {
             let exists = current.find_ref(key).is_some();
             if !add && !exists {
-                return Err(unknown_key(&current, key, raw));
+                return Err(unknown_key(&current, key));
             }
             if *add && exists {
                 return Err(Error::config(format!("`{raw}`: key {key} already exists"))
@@ -173,9 +173,9 @@ fn apply(layers: &mut Vec<NamedLayer>, o: &Override, label: &str) -> Result<(), 
             let dict = yaml_to_dict(&compose::nest(key, value.clone()), label)?;
             layers.push(NamedLayer { label: label.to_string(), dict });
         }
-        Override::Delete { key, raw } => {
+        Override::Delete { key, .. } => {
             if current.find_ref(key).is_none() {
-                return Err(unknown_key(&current, key, raw));
+                return Err(unknown_key(&current, key));
             }
             for layer in layers.iter_mut() {
                 remove_path(&mut layer.dict, key);
@@ -191,7 +191,7 @@ fn merged(layers: &[NamedLayer]) -> Value {
     figment.extract().unwrap_or(Value::from(Dict::new()))
 }
 
-fn unknown_key(current: &Value, key: &str, raw: &str) -> Error {
+fn unknown_key(current: &Value, key: &str) -> Error {
     let (parent, last) = key.rsplit_once('.').unwrap_or(("", key));
     let siblings: Vec<String> = match if parent.is_empty() { Some(current) } else { current.find_ref(parent) } {
         Some(Value::Dict(_, d)) => d.keys().cloned().collect(),
@@ -200,7 +200,6 @@ fn unknown_key(current: &Value, key: &str, raw: &str) -> Error {
     let hint = did_you_mean(last, siblings.iter().map(String::as_str))
         .or_else(|| (!siblings.is_empty()).then(|| format!("keys here: {}", siblings.join(", "))))
         .unwrap_or_else(|| format!("use +{key}=VALUE to add a new key"));
-    let _ = raw;
     Error::config(format!("unknown key {key}")).with_hint(hint)
 }
 

@@ -32,3 +32,10 @@ pub fn json(path: &Path) -> serde_json::Value {
 pub fn stage<'a>(manifest: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
     manifest["stages"].as_array().unwrap().iter().find(|s| s["name"] == name).unwrap()
 }
+
+/// Write an executable script (a fake profiler for orchestration tests).
+pub fn write_executable(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
