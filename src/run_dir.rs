@@ -25,6 +25,21 @@ pub const NSYS_TOP_KERNELS: &str = "nsys/top_kernels.json";
 /// nsys appends `.nsys-rep` (2021.3+) or `.qdrep` (older) to this base.
 pub const NSYS_REPORT_BASE: &str = "nsys/report";
 pub const NCU_DIR: &str = "ncu";
+pub const NCU_CMD: &str = "ncu/cmd.txt";
+/// The pass plan: which passes ran, with what filters (specs/ncu-outputs.md).
+pub const NCU_PLAN: &str = "ncu/plan.json";
+pub const NCU_REGIONS_JSON: &str = "ncu/regions/report.json";
+pub const NCU_REGIONS_MD: &str = "ncu/regions/report.md";
+
+/// `ncu/<pass>.<suffix>`: `p0.ncu-rep`, `p0.log`, `p0.details.csv`, ...
+pub fn ncu_pass_file(pass: &str, suffix: &str) -> String {
+    format!("ncu/{pass}.{suffix}")
+}
+
+/// `ncu/regions/<dir>/<name>` for a sanitized region directory name.
+pub fn ncu_region_file(dir: &str, name: &str) -> String {
+    format!("ncu/regions/{dir}/{name}")
+}
 pub const WORKLOAD_DIR: &str = "workload";
 pub const TIMINGS_JSON: &str = "workload/timings.json";
 /// The built-in workload's timings when it ran under ncu (slowed by replay).
@@ -116,6 +131,43 @@ impl RunDir {
     }
 }
 
+/// Directory names for region names, in order: only `[A-Za-z0-9._-]` (`::`
+/// becomes `__`, anything else `_`), no leading dot (so never `.` or `..`), at
+/// most 80 bytes, and unique without regard to case (`-2`, `-3`, ... on a
+/// collision). The original names stay in the JSON.
+pub fn sanitize_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut taken = std::collections::HashSet::new();
+    names
+        .into_iter()
+        .map(|name| {
+            let base = sanitize_one(name);
+            let mut candidate = base.clone();
+            let mut n = 1;
+            while !taken.insert(candidate.to_ascii_lowercase()) {
+                n += 1;
+                candidate = format!("{base}-{n}");
+            }
+            candidate
+        })
+        .collect()
+}
+
+fn sanitize_one(name: &str) -> String {
+    let mut s: String = name
+        .replace("::", "__")
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' })
+        .collect();
+    while s.starts_with('.') {
+        s.replace_range(..1, "_");
+    }
+    s.truncate(80);
+    if s.is_empty() {
+        s.push_str("region");
+    }
+    s
+}
+
 /// `p` made absolute (for paths handed to child processes), or `p` as is.
 pub fn absolute(p: &Path) -> PathBuf {
     std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
@@ -201,6 +253,22 @@ mod tests {
         assert_eq!(std::fs::read(run.join("a/b.txt")).unwrap(), b"second");
         let names: Vec<_> = std::fs::read_dir(run.join("a")).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names, ["b.txt"]);
+    }
+
+    #[test]
+    fn region_names_become_safe_unique_directory_names() {
+        let long = "x".repeat(300);
+        let names =
+            ["A", "A::A1", "..", "../etc/passwd", "a", "a/b", "a_b", "", "(unattributed)", long.as_str(), "名前"];
+        let dirs = sanitize_names(names);
+        assert_eq!(dirs[..9], ["A", "A__A1", "_.", "_._etc_passwd", "a-2", "a_b", "a_b-2", "region", "_unattributed_"]);
+        assert_eq!(dirs[9].len(), 80);
+        assert_eq!(dirs[10], "__");
+        for d in &dirs {
+            assert!(!d.contains('/') && !d.starts_with('.') && !d.is_empty(), "{d}");
+        }
+        let unique: std::collections::HashSet<_> = dirs.iter().map(|d| d.to_lowercase()).collect();
+        assert_eq!(unique.len(), dirs.len());
     }
 
     #[test]

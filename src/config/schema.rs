@@ -226,8 +226,6 @@ pub struct NcuCli {
     pub kernel_name: Option<String>,
     pub kernel_name_base: KernelNameBase,
     pub kernel_id: Option<String>,
-    #[serde(deserialize_with = "null_as_empty")]
-    pub kernel_exclude: Vec<String>,
     pub launch_skip: Option<u64>,
     pub launch_count: Option<u64>,
     pub clock_control: Option<ClockControl>,
@@ -350,6 +348,17 @@ pub struct Hardware {
 #[serde(deny_unknown_fields)]
 pub struct ReportConfig {
     pub aggregate: bool,
+    pub kernels: KernelSelection,
+}
+
+/// Kernel names (exact, or `regex:<pattern>`) kept in the region reports.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KernelSelection {
+    #[serde(deserialize_with = "null_as_empty")]
+    pub include: Vec<String>,
+    #[serde(deserialize_with = "null_as_empty")]
+    pub exclude: Vec<String>,
 }
 
 /// YAML `key: null` (or `key:`) for a list means the empty list.

@@ -1,3 +1,4 @@
 //! Readers of profiler outputs, one per tool and format.
 pub mod ncu_csv;
+pub mod ncu_raw;
 pub mod nsys_sqlite;

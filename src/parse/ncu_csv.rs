@@ -143,45 +143,82 @@ pub struct DetailsReader<R: Read> {
 }
 
 pub fn open(path: &Path) -> Result<DetailsReader<std::fs::File>, Error> {
-    let file = std::fs::File::open(path).map_err(|e| {
-        Error::new(ErrorKind::Unparseable, format!("{}: {e}", path.display())).with_hint("check the path")
-    })?;
-    DetailsReader::new(file, path)
+    DetailsReader::new(open_file(path)?, path)
+}
+
+/// The input from its `"ID",...` header line on, as a CSV reader, and the
+/// `==PROF==`/`==WARNING==`/`==ERROR==` lines before it.
+pub(crate) type Rows<R> = csv::Reader<std::io::Chain<std::io::Cursor<Vec<u8>>, BufReader<R>>>;
+
+pub(crate) fn skip_to_header<R: Read>(input: R, path: &Path) -> Result<(Rows<R>, Vec<String>), Error> {
+    let mut reader = BufReader::with_capacity(1 << 20, input);
+    let mut log_lines = Vec::new();
+    let mut line = Vec::new();
+    let header = loop {
+        line.clear();
+        let n = reader.read_until(b'\n', &mut line).map_err(|e| io_error(path, &e))?;
+        if n == 0 {
+            return Err(no_header(path, &log_lines));
+        }
+        let text = String::from_utf8_lossy(&line);
+        if text.starts_with("\"ID\"") {
+            break line.clone();
+        }
+        if text.starts_with("==") {
+            log_lines.push(text.trim_end().to_string());
+        }
+    };
+    let rows = csv::ReaderBuilder::new()
+        .flexible(true)
+        .has_headers(true)
+        .from_reader(std::io::Cursor::new(header).chain(reader));
+    Ok((rows, log_lines))
+}
+
+/// Which page of `ncu --csv` a file holds, told by its header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// `--page details`: one row per metric.
+    Details,
+    /// `--page raw`: one row per result, one column per metric, units on row 2.
+    Raw,
+}
+
+/// Launches of a details or raw CSV, whichever the file holds.
+pub fn open_any(path: &Path) -> Result<(Layout, Box<dyn Iterator<Item = Result<Launch, Error>>>), Error> {
+    let file = open_file(path)?;
+    let (mut rows, log_lines) = skip_to_header(file, path)?;
+    let head = rows.headers().map_err(|e| csv_error(path, &e))?.clone();
+    if head.iter().any(|h| h == "Metric Name") {
+        let cols = Columns::from_header(&head, path)?;
+        Ok((Layout::Details, Box::new(DetailsReader::from_rows(rows, cols, log_lines, path))))
+    } else {
+        Ok((Layout::Raw, Box::new(super::ncu_raw::RawReader::new(rows, &head, log_lines, path)?)))
+    }
+}
+
+fn open_file(path: &Path) -> Result<std::fs::File, Error> {
+    std::fs::File::open(path)
+        .map_err(|e| Error::new(ErrorKind::Unparseable, format!("{}: {e}", path.display())).with_hint("check the path"))
 }
 
 impl<R: Read> DetailsReader<R> {
     pub fn new(input: R, path: &Path) -> Result<Self, Error> {
-        let mut reader = BufReader::new(input);
-        let mut log_lines = Vec::new();
-        let mut line = Vec::new();
-        let header = loop {
-            line.clear();
-            let n = reader.read_until(b'\n', &mut line).map_err(|e| io_error(path, &e))?;
-            if n == 0 {
-                return Err(no_header(path, &log_lines));
-            }
-            let text = String::from_utf8_lossy(&line);
-            if text.starts_with("\"ID\"") {
-                break line.clone();
-            }
-            if text.starts_with("==") {
-                log_lines.push(text.trim_end().to_string());
-            }
-        };
-        let mut rdr = csv::ReaderBuilder::new()
-            .flexible(true)
-            .has_headers(true)
-            .from_reader(std::io::Cursor::new(header).chain(reader));
+        let (mut rdr, log_lines) = skip_to_header(input, path)?;
         let head = rdr.headers().map_err(|e| csv_error(path, &e))?.clone();
         let cols = Columns::from_header(&head, path)?;
-        Ok(DetailsReader {
+        Ok(Self::from_rows(rdr, cols, log_lines, path))
+    }
+
+    fn from_rows(rdr: Rows<R>, cols: Columns, log_lines: Vec<String>, path: &Path) -> Self {
+        DetailsReader {
             path: path.to_path_buf(),
             rows: rdr.into_records(),
             cols,
             locale: None,
             pending: None,
             log_lines,
-        })
+        }
     }
 
     fn launch_of(&self, row: &csv::StringRecord, line: u64) -> Launch {
@@ -275,7 +312,7 @@ fn range_name(rest: &str) -> String {
     rest.split(':').next().unwrap_or_default().to_string()
 }
 
-fn no_header(path: &Path, log: &[String]) -> Error {
+pub(crate) fn no_header(path: &Path, log: &[String]) -> Error {
     let first = log.iter().find(|l| l.starts_with("==ERROR==")).or(log.first());
     let message = match first {
         Some(l) => format!("{}: no CSV header; ncu wrote only: {l}", path.display()),
@@ -290,13 +327,13 @@ fn no_header(path: &Path, log: &[String]) -> Error {
     Error::new(ErrorKind::Unparseable, message).with_hint(hint)
 }
 
-fn csv_error(path: &Path, e: &csv::Error) -> Error {
+pub(crate) fn csv_error(path: &Path, e: &csv::Error) -> Error {
     let line = e.position().map(|p| format!(":{}", p.line())).unwrap_or_default();
     Error::new(ErrorKind::Unparseable, format!("{}{line}: malformed CSV: {e}", path.display()))
         .with_hint("the file may be truncated or not an ncu CSV export; render it again with ncu --import R.ncu-rep --csv --page details")
 }
 
-fn io_error(path: &Path, e: &std::io::Error) -> Error {
+pub(crate) fn io_error(path: &Path, e: &std::io::Error) -> Error {
     Error::new(ErrorKind::Unparseable, format!("{}: {e}", path.display()))
 }
 

@@ -1,0 +1,152 @@
+//! After the ncu passes (or for `llmperf import ncu`): read each pass's CSV,
+//! attribute results to NVTX regions and write `ncu/regions/` (report.json,
+//! report.md, and per region `<dir>/region.json` + `<dir>/sections.txt`).
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use sha2::Digest;
+
+use crate::config::Config;
+use crate::error::Error;
+use crate::ncu_regions::{
+    self, Attribution, Builder, Options, RegionEntry, RegionReportFile, Selection, Source, Stamp,
+};
+use crate::parse::ncu_csv::{self, Layout};
+use crate::run_dir::{self, RunDir};
+
+/// One CSV to read and how its results find their regions.
+#[derive(Debug, Clone)]
+pub struct Input {
+    pub csv: PathBuf,
+    pub attribution: Attribution,
+}
+
+/// Report options from the configuration.
+pub fn options(cfg: &Config) -> Result<Options, Error> {
+    let cli = &cfg.pipeline.ncu.ncu_cli;
+    Ok(Options {
+        selection: Selection::new(&cfg.report.kernels.include, &cfg.report.kernels.exclude)?,
+        sections: cli.sections.clone(),
+        metrics: cli.metrics.clone(),
+        aggregate: cfg.report.aggregate,
+    })
+}
+
+/// sha256 of the resolved config.yaml, first 16 hex digits.
+pub fn fingerprint(config_yaml: &str) -> String {
+    let digest = sha2::Sha256::digest(config_yaml.as_bytes());
+    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+/// Read every input (streaming) into one report.
+pub fn build(inputs: &[Input], opts: Options, stamp: Stamp, run: &RunDir) -> Result<RegionReportFile, Error> {
+    let sections = opts.sections.clone();
+    let metrics = opts.metrics.clone();
+    let mut builder = Builder::new(opts);
+    let mut layouts = Vec::new();
+    let mut with_stack = false;
+    for input in inputs {
+        let (layout, launches) = ncu_csv::open_any(&input.csv)?;
+        layouts.push(layout);
+        for launch in launches {
+            let launch = launch?;
+            with_stack |= !launch.nvtx.is_empty();
+            builder.add(&launch, &input.attribution);
+        }
+    }
+    let attribution = match (builder.range_mode(), with_stack) {
+        (true, _) => "range",
+        (false, true) => "nvtx_stack",
+        (false, false) => "none",
+    };
+    let source = Source {
+        files: inputs.iter().map(|i| run.relative(&i.csv)).collect(),
+        layout: match layouts.first() {
+            Some(Layout::Raw) => "raw".into(),
+            _ => "details".into(),
+        },
+        attribution: attribution.into(),
+        results: builder.results(),
+    };
+    let scopes = builder.finish(&stamp);
+    Ok(RegionReportFile {
+        schema: ncu_regions::REPORT_SCHEMA.into(),
+        generated_at: stamp.generated_at,
+        config_fingerprint: stamp.config_fingerprint,
+        note: note(&source),
+        source,
+        sections,
+        metrics,
+        scopes,
+    })
+}
+
+fn note(source: &Source) -> Option<String> {
+    match (source.results, source.attribution.as_str()) {
+        (0, _) => Some(
+            "ncu profiled nothing: no region-specific profiling was performed (see the ncu stage's diagnoses in manifest.json)"
+                .into(),
+        ),
+        (n, "none") => Some(format!(
+            "the profile holds no NVTX data: no region-specific profiling was performed; all {n} results are in {}",
+            ncu_regions::UNATTRIBUTED
+        )),
+        _ => None,
+    }
+}
+
+/// A region's file: its entry in every scope it appears in.
+#[derive(Serialize)]
+struct RegionFile<'a> {
+    name: &'a str,
+    domain: &'a str,
+    dir: &'a str,
+    scopes: Vec<ScopedEntry<'a>>,
+}
+
+#[derive(Serialize)]
+struct ScopedEntry<'a> {
+    scope: &'a str,
+    region: &'a RegionEntry,
+}
+
+/// Write `ncu/regions/`: report.json, report.md, and one directory per region.
+pub fn write(run: &RunDir, report: &RegionReportFile) -> Result<Vec<String>, Error> {
+    let mut written = vec![
+        run.relative(&run.write_json(run_dir::NCU_REGIONS_JSON, report)?),
+        run.relative(&run.write(run_dir::NCU_REGIONS_MD, crate::report::ncu_regions::markdown(report).as_bytes())?),
+    ];
+    let mut by_dir: std::collections::BTreeMap<&str, Vec<(&str, &RegionEntry)>> = Default::default();
+    for scope in &report.scopes {
+        for region in &scope.regions {
+            by_dir.entry(region.dir.as_str()).or_default().push((scope.scope.as_str(), region));
+        }
+    }
+    for (dir, entries) in by_dir {
+        let (_, first) = entries[0];
+        let file = RegionFile {
+            name: &first.name,
+            domain: &first.domain,
+            dir,
+            scopes: entries.iter().map(|(scope, region)| ScopedEntry { scope, region }).collect(),
+        };
+        let text: Vec<String> =
+            entries.iter().map(|(scope, region)| crate::report::ncu_regions::sections_text(region, scope)).collect();
+        run.write_json(&run_dir::ncu_region_file(dir, "region.json"), &file)?;
+        run.write(&run_dir::ncu_region_file(dir, "sections.txt"), text.join("\n").as_bytes())?;
+        written.push(run_dir::ncu_region_file(dir, ""));
+    }
+    Ok(written)
+}
+
+/// `ncu/<pass>.details.csv` when rendered, else the raw page.
+pub fn csv_of(run: &RunDir, pass: &str) -> Option<PathBuf> {
+    ["details", "raw"]
+        .iter()
+        .map(|page| run.join(&run_dir::ncu_pass_file(pass, &format!("{page}.csv"))))
+        .find(|p| is_csv(p))
+}
+
+fn is_csv(p: &Path) -> bool {
+    p.metadata().is_ok_and(|m| m.len() > 0)
+}

@@ -1,0 +1,736 @@
+//! Nsight Compute results → per-NVTX-region reports. Pure: launches in, report model out.
+//!
+//! Attribution (docs/internals.md, "ncu regions"):
+//! - kernel replay with `--nvtx`: a kernel belongs to the push/pop ranges on its
+//!   row's NVTX stack, exclusively to the innermost and inclusively to every
+//!   enclosing one; an empty stack (or no NVTX column) puts it in `(unattributed)`;
+//! - range replay: a result *is* a range. Its region is the configured region
+//!   whose name ncu printed as the result's name, else the pass's only region,
+//!   else `(unattributed)`. A range's counters already cover everything inside
+//!   it, so nothing is summed up the tree and exclusive values are absent.
+//!
+//! Metric roll-up over a region's launches, by kind (`Rollup`): counts, bytes and
+//! times add; percentages, rates, ratios and launch configuration are weighted
+//! by each launch's GPU time; `.max`/`.min` keep the max/min; `n/a` stays n/a.
+use std::collections::{BTreeMap, BTreeSet};
+
+use regex::Regex;
+use rustc_hash::FxHashMap as HashMap;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+use crate::parse::ncu_csv::{Launch, Metric};
+use crate::regions;
+use crate::units::{Base, Value};
+
+pub const REPORT_SCHEMA: &str = "llmperf.ncu-regions/v1";
+/// The top-level region of kernels outside every NVTX range.
+pub const UNATTRIBUTED: &str = "(unattributed)";
+/// ncu's section for `--metrics`.
+pub const COMMAND_LINE_SECTION: &str = "Command line profiler metrics";
+const DEFAULT_DOMAIN: &str = "<default domain>";
+
+/// `ncu/regions/report.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RegionReportFile {
+    pub schema: String,
+    pub generated_at: String,
+    /// sha256 (first 16 hex digits) of the resolved configuration that produced the run.
+    pub config_fingerprint: String,
+    pub source: Source,
+    /// Why the report holds no regions, when it holds none.
+    pub note: Option<String>,
+    /// Sections and metrics the report was asked for (empty = everything present).
+    pub sections: Vec<String>,
+    pub metrics: Vec<String>,
+    pub scopes: Vec<ScopeReport>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Source {
+    /// The CSV files read, relative to the run directory when inside it.
+    pub files: Vec<String>,
+    /// `details` or `raw`.
+    pub layout: String,
+    /// `nvtx_stack` (kernel replay), `range` (range replay) or `none` (no NVTX data).
+    pub attribution: String,
+    /// Results read (kernel launches, or ranges in range replay).
+    pub results: u64,
+}
+
+/// One scope: `aggregate`, `process:<pid>` or `device:<id>`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScopeReport {
+    pub scope: String,
+    pub generated_at: String,
+    pub config_fingerprint: String,
+    pub regions: Vec<RegionEntry>,
+    /// Over the top-level regions (which include `(unattributed)`).
+    pub totals: Totals,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RegionEntry {
+    /// The full nested name (`A::A1`), verbatim.
+    pub name: String,
+    pub parent: Option<String>,
+    pub depth: usize,
+    /// NVTX domain; empty for the default domain.
+    pub domain: String,
+    /// Set when every result of the region came from one device / process.
+    pub device: Option<String>,
+    pub process_id: Option<String>,
+    /// Directory under `ncu/regions/` with region.json and sections.txt.
+    pub dir: String,
+    pub inclusive: Totals,
+    /// Results whose innermost region is this one; absent in range replay.
+    pub exclusive: Option<Totals>,
+    /// Inclusive roll-up of the configured sections' metrics, by section then name.
+    pub metrics: Vec<MetricValue>,
+    /// Configured sections that have data in this region.
+    pub sections: Vec<String>,
+    /// Inclusive, by total time, longest first.
+    pub kernels: Vec<KernelRecord>,
+    pub selection: SelectionRecord,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Totals {
+    pub calls: u64,
+    /// GPU time of the results that report one (`gpu__time_duration.sum` / Duration).
+    pub gpu_time_ms: f64,
+    /// Results without a duration metric: counted in calls, not in time.
+    pub untimed_calls: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KernelRecord {
+    pub kernel_name: String,
+    pub device: String,
+    pub total_ms: f64,
+    pub calls: u64,
+    pub mean_ms: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SelectionRecord {
+    pub include_patterns: Vec<String>,
+    pub exclude_patterns: Vec<String>,
+    pub kernels_selected: u64,
+    pub kernels_excluded: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Rollup {
+    Sum,
+    /// Weighted by each result's GPU time (1 when it has none).
+    WeightedMean,
+    Max,
+    Min,
+    /// A text value: kept when every result agrees, else "(varies)".
+    Text,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MetricValue {
+    pub section: String,
+    pub name: String,
+    /// The base unit of `value`: ns, byte, byte/second, hz, %, or the unit as printed.
+    pub unit: String,
+    pub rollup: Rollup,
+    /// null when every result said n/a (never 0), or for text.
+    pub value: Option<f64>,
+    pub text: Option<String>,
+    /// Results with a value / with n/a.
+    pub samples: u64,
+    pub not_available: u64,
+}
+
+/// Kernel name patterns: exact, or `regex:<pattern>`. Exclude wins; no include = all.
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    include: Vec<Pattern>,
+    exclude: Vec<Pattern>,
+    pub include_patterns: Vec<String>,
+    pub exclude_patterns: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+enum Pattern {
+    Exact(String),
+    Regex(Regex),
+}
+
+impl Pattern {
+    fn parse(text: &str) -> Result<Pattern, Error> {
+        match text.strip_prefix("regex:") {
+            Some(re) => Regex::new(re).map(Pattern::Regex).map_err(|e| {
+                Error::config(format!("bad kernel pattern `{text}`: {e}"))
+                    .with_hint("write regex:<a Rust regex>, or an exact kernel name without the regex: prefix")
+            }),
+            None => Ok(Pattern::Exact(text.to_string())),
+        }
+    }
+
+    fn matches(&self, name: &str) -> bool {
+        match self {
+            Pattern::Exact(s) => s == name,
+            Pattern::Regex(r) => r.is_match(name),
+        }
+    }
+}
+
+impl Selection {
+    pub fn new(include: &[String], exclude: &[String]) -> Result<Selection, Error> {
+        let parse = |v: &[String]| v.iter().map(|p| Pattern::parse(p)).collect::<Result<Vec<_>, _>>();
+        Ok(Selection {
+            include: parse(include)?,
+            exclude: parse(exclude)?,
+            include_patterns: include.to_vec(),
+            exclude_patterns: exclude.to_vec(),
+        })
+    }
+
+    pub fn keeps(&self, kernel: &str) -> bool {
+        let included = self.include.is_empty() || self.include.iter().any(|p| p.matches(kernel));
+        included && !self.exclude.iter().any(|p| p.matches(kernel))
+    }
+}
+
+/// How a result finds its region.
+#[derive(Debug, Clone)]
+pub enum Attribution {
+    /// Kernel replay: the row's push/pop stack.
+    NvtxStack,
+    /// Range replay: the regions this pass captured (full `::` paths).
+    Range(Vec<String>),
+}
+
+/// What to keep, and how to report it.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub selection: Selection,
+    /// Section identifiers (`SpeedOfLight`) or display names; empty = all.
+    pub sections: Vec<String>,
+    /// Metric names given with `--metrics`.
+    pub metrics: Vec<String>,
+    pub aggregate: bool,
+}
+
+/// Per (process, device, region): what the region's own results add up to.
+#[derive(Debug, Clone, Default)]
+struct Acc {
+    calls: u64,
+    untimed: u64,
+    time_ns: f64,
+    excluded: u64,
+    /// kernel name → (calls, total ns).
+    kernels: BTreeMap<String, (u64, f64)>,
+    metrics: BTreeMap<(String, String), MetricAcc>,
+}
+
+#[derive(Debug, Clone)]
+struct MetricAcc {
+    unit: String,
+    rollup: Rollup,
+    sum: f64,
+    weighted: f64,
+    weight: f64,
+    max: f64,
+    min: f64,
+    text: Option<String>,
+    samples: u64,
+    not_available: u64,
+}
+
+impl MetricAcc {
+    fn new(unit: String, rollup: Rollup) -> MetricAcc {
+        MetricAcc {
+            unit,
+            rollup,
+            sum: 0.0,
+            weighted: 0.0,
+            weight: 0.0,
+            max: f64::NEG_INFINITY,
+            min: f64::INFINITY,
+            text: None,
+            samples: 0,
+            not_available: 0,
+        }
+    }
+
+    fn add(&mut self, value: f64, weight: f64) {
+        self.sum += value;
+        self.weighted += value * weight;
+        self.weight += weight;
+        self.max = self.max.max(value);
+        self.min = self.min.min(value);
+        self.samples += 1;
+    }
+
+    fn add_text(&mut self, text: &str) {
+        self.text = match self.text.take() {
+            None if self.samples == 0 => Some(text.to_string()),
+            Some(t) if t == text => Some(t),
+            _ => Some("(varies)".to_string()),
+        };
+        self.samples += 1;
+    }
+
+    fn merge(&mut self, o: &MetricAcc) {
+        self.sum += o.sum;
+        self.weighted += o.weighted;
+        self.weight += o.weight;
+        self.max = self.max.max(o.max);
+        self.min = self.min.min(o.min);
+        if let Some(t) = &o.text {
+            let samples = self.samples;
+            self.add_text(t);
+            self.samples = samples + o.samples;
+        } else {
+            self.samples += o.samples;
+        }
+        self.not_available += o.not_available;
+    }
+
+    fn value(&self) -> Option<f64> {
+        if self.rollup == Rollup::Text || self.samples == 0 {
+            return None;
+        }
+        Some(match self.rollup {
+            Rollup::Sum => self.sum,
+            Rollup::WeightedMean => self.weighted / self.weight,
+            Rollup::Max => self.max,
+            Rollup::Min => self.min,
+            Rollup::Text => unreachable!(),
+        })
+    }
+}
+
+impl Acc {
+    fn merge(&mut self, o: &Acc) {
+        self.calls += o.calls;
+        self.untimed += o.untimed;
+        self.time_ns += o.time_ns;
+        self.excluded += o.excluded;
+        for (k, (c, t)) in &o.kernels {
+            let e = self.kernels.entry(k.clone()).or_default();
+            e.0 += c;
+            e.1 += t;
+        }
+        for (k, m) in &o.metrics {
+            match self.metrics.get_mut(k) {
+                Some(mine) => mine.merge(m),
+                None => {
+                    self.metrics.insert(k.clone(), m.clone());
+                }
+            }
+        }
+    }
+}
+
+/// How a metric adds up over launches: by name suffix first (metric names),
+/// then by unit and section (the labels older ncu versions print).
+pub fn rollup_of(metric: &Metric, base: Option<Base>) -> Rollup {
+    let name = metric.name.as_str();
+    let Some(base) = base else { return Rollup::Text };
+    if name.ends_with(".max") || name.starts_with("Max ") {
+        return Rollup::Max;
+    }
+    if name.ends_with(".min") || name.starts_with("Min ") {
+        return Rollup::Min;
+    }
+    let per_launch_setting = metric.section == "Launch Statistics"
+        || metric.section == "Occupancy"
+        || name.starts_with("launch__")
+        || name.starts_with("device__")
+        || name.contains(" Per ")
+        || name.contains("Size");
+    let average = [".avg", ".pct", ".ratio", ".per_"].iter().any(|s| name.contains(s));
+    if per_launch_setting || average {
+        return Rollup::WeightedMean;
+    }
+    let additive_unit = ["cycle", "inst", "sector", "request", "wavefront", "warp", "thread", "block"];
+    match base {
+        Base::Nanoseconds | Base::Bytes => Rollup::Sum,
+        Base::Percent | Base::BytesPerSecond | Base::Hertz => Rollup::WeightedMean,
+        Base::Other if additive_unit.contains(&metric.unit.trim()) || name.ends_with(".sum") => Rollup::Sum,
+        Base::Other => Rollup::WeightedMean,
+    }
+}
+
+fn base_unit_name(base: Base, unit: &str) -> String {
+    match base {
+        Base::Nanoseconds => "ns".into(),
+        Base::Bytes => "byte".into(),
+        Base::BytesPerSecond => "byte/second".into(),
+        Base::Hertz => "hz".into(),
+        Base::Percent => "%".into(),
+        Base::Other => unit.trim().to_string(),
+    }
+}
+
+/// Identity of a region: its path and domain.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct RegionKey {
+    path: String,
+    domain: String,
+}
+
+/// Streams launches into per-(process, device, region) accumulators.
+pub struct Builder {
+    opts: Options,
+    /// Display names of the configured sections (plus the `--metrics` section).
+    wanted_sections: Option<BTreeSet<String>>,
+    range_mode: bool,
+    results: u64,
+    accs: HashMap<(String, String, RegionKey), Acc>,
+}
+
+impl Builder {
+    pub fn new(opts: Options) -> Builder {
+        let wanted_sections = (!opts.sections.is_empty()).then(|| {
+            let mut s: BTreeSet<String> = opts.sections.iter().map(|id| section_display_name(id).to_string()).collect();
+            s.insert(COMMAND_LINE_SECTION.to_string());
+            s
+        });
+        Builder { opts, wanted_sections, range_mode: false, results: 0, accs: HashMap::default() }
+    }
+
+    pub fn add(&mut self, launch: &Launch, how: &Attribution) {
+        self.results += 1;
+        let region = match how {
+            Attribution::NvtxStack => stack_region(launch),
+            Attribution::Range(paths) => {
+                self.range_mode = true;
+                range_region(launch, paths)
+            }
+        };
+        let key = (launch.process_id.clone(), device_of(launch), region);
+        let Builder { opts, wanted_sections, accs, .. } = self;
+        let acc = accs.entry(key).or_default();
+        if !opts.selection.keeps(&launch.kernel_name) {
+            acc.excluded += 1;
+            return;
+        }
+        let duration = launch.duration_ns();
+        acc.calls += 1;
+        match duration {
+            Some(d) => acc.time_ns += d,
+            None => acc.untimed += 1,
+        }
+        let k = acc.kernels.entry(launch.kernel_name.clone()).or_default();
+        k.0 += 1;
+        k.1 += duration.unwrap_or(0.0);
+        let weight = duration.filter(|d| *d > 0.0).unwrap_or(1.0);
+        for m in &launch.metrics {
+            if !wants(opts, wanted_sections.as_ref(), m) {
+                continue;
+            }
+            let base = m.base();
+            let entry = acc.metrics.entry((m.section.clone(), m.name.clone())).or_insert_with(|| {
+                let b = base.map(|(_, b)| b);
+                let unit = b.map_or_else(|| m.unit.clone(), |b| base_unit_name(b, &m.unit));
+                MetricAcc::new(unit, rollup_of(m, b))
+            });
+            match (&m.value, base) {
+                (Value::NotAvailable, _) => entry.not_available += 1,
+                (_, Some((v, _))) if entry.rollup != Rollup::Text => entry.add(v, weight),
+                (Value::Text(t), _) => entry.add_text(t),
+                (Value::Number(v), _) => entry.add_text(&v.to_string()),
+            }
+        }
+    }
+
+    pub fn results(&self) -> u64 {
+        self.results
+    }
+
+    pub fn range_mode(&self) -> bool {
+        self.range_mode
+    }
+
+    /// The scopes: aggregate (unless turned off), then each process, then each device.
+    pub fn finish(&self, stamp: &Stamp) -> Vec<ScopeReport> {
+        let dirs = self.dirs();
+        let mut scopes = Vec::new();
+        if self.opts.aggregate {
+            scopes.push(self.scope("aggregate", |_, _| true, stamp, &dirs));
+        }
+        let pids: BTreeSet<&String> = self.accs.keys().map(|k| &k.0).collect();
+        for pid in pids {
+            scopes.push(self.scope(&format!("process:{pid}"), |p, _| p == pid, stamp, &dirs));
+        }
+        let devices: BTreeSet<&String> = self.accs.keys().map(|k| &k.1).collect();
+        for dev in devices {
+            scopes.push(self.scope(&format!("device:{dev}"), |_, d| d == dev, stamp, &dirs));
+        }
+        scopes
+    }
+
+    /// One directory name per region (and ancestor) over all scopes, so that a
+    /// region has the same directory in every scope.
+    fn dirs(&self) -> BTreeMap<RegionKey, String> {
+        let mut keys = BTreeSet::new();
+        for (_, _, key) in self.accs.keys() {
+            let names: Vec<&str> = key.path.split(regions::SEP).collect();
+            for depth in 0..names.len() {
+                keys.insert(RegionKey { path: regions::join(&names[..=depth]), domain: key.domain.clone() });
+            }
+        }
+        let dirs = crate::run_dir::sanitize_names(keys.iter().map(|k| k.path.as_str()));
+        keys.into_iter().zip(dirs).collect()
+    }
+
+    fn scope(
+        &self,
+        name: &str,
+        keep: impl Fn(&String, &String) -> bool,
+        stamp: &Stamp,
+        dirs: &BTreeMap<RegionKey, String>,
+    ) -> ScopeReport {
+        let mut own: BTreeMap<RegionKey, (Acc, BTreeSet<String>, BTreeSet<String>)> = BTreeMap::new();
+        for ((pid, dev, region), acc) in &self.accs {
+            if keep(pid, dev) {
+                let e = own.entry(region.clone()).or_default();
+                e.0.merge(acc);
+                e.1.insert(pid.clone());
+                e.2.insert(dev.clone());
+            }
+        }
+        let tree = self.inclusive(&own);
+        let regions: Vec<RegionEntry> = tree
+            .iter()
+            .map(|(key, (incl, pids, devs))| {
+                let excl = own.get(key).map(|o| &o.0);
+                self.entry(key, incl, excl, pids, devs, dirs.get(key).cloned().unwrap_or_default())
+            })
+            .collect();
+        let mut regions = regions;
+        regions.sort_by(|a, b| {
+            let key = |r: &RegionEntry| {
+                (r.name == UNATTRIBUTED, r.name.split(regions::SEP).map(str::to_string).collect::<Vec<_>>())
+            };
+            key(a).cmp(&key(b)).then_with(|| a.domain.cmp(&b.domain))
+        });
+        let mut totals = Totals::default();
+        for r in regions.iter().filter(|r| r.depth == 0) {
+            totals.calls += r.inclusive.calls;
+            totals.gpu_time_ms += r.inclusive.gpu_time_ms;
+            totals.untimed_calls += r.inclusive.untimed_calls;
+        }
+        ScopeReport {
+            scope: name.to_string(),
+            generated_at: stamp.generated_at.clone(),
+            config_fingerprint: stamp.config_fingerprint.clone(),
+            regions,
+            totals,
+        }
+    }
+
+    /// Every region and its ancestors, each with the merge of its own results
+    /// and (kernel replay) those of every region nested in it.
+    #[allow(clippy::type_complexity)]
+    fn inclusive(
+        &self,
+        own: &BTreeMap<RegionKey, (Acc, BTreeSet<String>, BTreeSet<String>)>,
+    ) -> BTreeMap<RegionKey, (Acc, BTreeSet<String>, BTreeSet<String>)> {
+        let mut tree: BTreeMap<RegionKey, (Acc, BTreeSet<String>, BTreeSet<String>)> = BTreeMap::new();
+        for (key, (acc, pids, devs)) in own {
+            let names: Vec<&str> = key.path.split(regions::SEP).collect();
+            for depth in 0..names.len() {
+                let is_self = depth + 1 == names.len();
+                let ancestor = RegionKey { path: regions::join(&names[..=depth]), domain: key.domain.clone() };
+                let e = tree.entry(ancestor).or_default();
+                if is_self || !self.range_mode {
+                    e.0.merge(acc);
+                    e.1.extend(pids.iter().cloned());
+                    e.2.extend(devs.iter().cloned());
+                }
+            }
+        }
+        tree
+    }
+
+    fn entry(
+        &self,
+        key: &RegionKey,
+        incl: &Acc,
+        excl: Option<&Acc>,
+        pids: &BTreeSet<String>,
+        devs: &BTreeSet<String>,
+        dir: String,
+    ) -> RegionEntry {
+        let names: Vec<&str> = key.path.split(regions::SEP).collect();
+        let single = |s: &BTreeSet<String>| (s.len() == 1).then(|| s.iter().next().cloned()).flatten();
+        let device = single(devs).unwrap_or_default();
+        let mut kernels: Vec<KernelRecord> = incl
+            .kernels
+            .iter()
+            .map(|(name, (calls, ns))| KernelRecord {
+                kernel_name: name.clone(),
+                device: device.clone(),
+                total_ms: ns / 1e6,
+                calls: *calls,
+                mean_ms: ns / 1e6 / *calls as f64,
+            })
+            .collect();
+        kernels.sort_by(|a, b| b.total_ms.total_cmp(&a.total_ms).then_with(|| a.kernel_name.cmp(&b.kernel_name)));
+        let metrics: Vec<MetricValue> =
+            incl.metrics.iter().map(|((section, name), m)| metric_value(section, name, m)).collect();
+        let sections: Vec<String> = metrics
+            .iter()
+            .map(|m| m.section.clone())
+            .filter(|s| !s.is_empty())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        RegionEntry {
+            name: key.path.clone(),
+            parent: (names.len() > 1).then(|| regions::join(&names[..names.len() - 1])),
+            depth: names.len() - 1,
+            domain: key.domain.clone(),
+            device: single(devs),
+            process_id: single(pids),
+            dir,
+            inclusive: totals_of(incl),
+            exclusive: (!self.range_mode).then(|| excl.map(totals_of).unwrap_or_default()),
+            metrics,
+            sections,
+            kernels,
+            selection: SelectionRecord {
+                include_patterns: self.opts.selection.include_patterns.clone(),
+                exclude_patterns: self.opts.selection.exclude_patterns.clone(),
+                kernels_selected: incl.calls,
+                kernels_excluded: incl.excluded,
+            },
+        }
+    }
+}
+
+/// A details row of a wanted section, or a raw column among the wanted metrics
+/// (the raw page has no sections).
+fn wants(opts: &Options, sections: Option<&BTreeSet<String>>, m: &Metric) -> bool {
+    if m.section.is_empty() {
+        return opts.metrics.is_empty() || opts.metrics.contains(&m.name) || m.name == "gpu__time_duration.sum";
+    }
+    sections.is_none_or(|s| s.contains(&m.section))
+}
+
+/// Generation stamp shared by every scope.
+#[derive(Debug, Clone, Default)]
+pub struct Stamp {
+    pub generated_at: String,
+    pub config_fingerprint: String,
+}
+
+fn totals_of(a: &Acc) -> Totals {
+    Totals { calls: a.calls, gpu_time_ms: a.time_ns / 1e6, untimed_calls: a.untimed }
+}
+
+fn metric_value(section: &str, name: &str, m: &MetricAcc) -> MetricValue {
+    MetricValue {
+        section: section.to_string(),
+        name: name.to_string(),
+        unit: m.unit.clone(),
+        rollup: m.rollup,
+        value: m.value(),
+        text: m.text.clone(),
+        samples: m.samples,
+        not_available: m.not_available,
+    }
+}
+
+fn stack_region(launch: &Launch) -> RegionKey {
+    match launch.nvtx.last() {
+        None => RegionKey { path: UNATTRIBUTED.into(), domain: String::new() },
+        Some(leaf) => RegionKey {
+            path: regions::join(launch.nvtx.iter().map(|f| f.name.as_str())),
+            domain: domain_name(&leaf.domain),
+        },
+    }
+}
+
+fn range_region(launch: &Launch, paths: &[String]) -> RegionKey {
+    let leaf = |p: &str| p.rsplit(regions::SEP).next().unwrap_or(p).to_string();
+    let named = paths.iter().find(|p| **p == launch.kernel_name || leaf(p) == launch.kernel_name);
+    let path = match (named, paths) {
+        (Some(p), _) => p.clone(),
+        (None, [only]) => only.clone(),
+        _ => return stack_region(launch),
+    };
+    // `LLM@decode_all` → domain LLM, path decode_all.
+    match path.split_once('@') {
+        Some((d, p)) if !d.is_empty() => RegionKey { path: p.to_string(), domain: d.to_string() },
+        _ => RegionKey { path, domain: String::new() },
+    }
+}
+
+fn domain_name(ncu: &str) -> String {
+    if ncu == DEFAULT_DOMAIN {
+        String::new()
+    } else {
+        ncu.to_string()
+    }
+}
+
+/// The Device column (2024.1+), else the raw page's device index, else "unknown".
+fn device_of(launch: &Launch) -> String {
+    if let Some(d) = launch.device.as_ref().filter(|d| !d.is_empty()) {
+        return d.clone();
+    }
+    match launch.metric("device__attribute_device_index").map(|m| &m.value) {
+        Some(Value::Number(n)) => format!("{n}"),
+        _ => "unknown".into(),
+    }
+}
+
+/// `ncu --list-sections` of ncu 2022.3 (tests/fixtures/ncu/list-sections.ncu2022.3.txt):
+/// the identifier a user configures → the name the CSV prints.
+const SECTIONS: &[(&str, &str)] = &[
+    ("ComputeWorkloadAnalysis", "Compute Workload Analysis"),
+    ("InstructionStats", "Instruction Statistics"),
+    ("LaunchStats", "Launch Statistics"),
+    ("MemoryWorkloadAnalysis", "Memory Workload Analysis"),
+    ("MemoryWorkloadAnalysis_Chart", "Memory Workload Analysis Chart"),
+    ("MemoryWorkloadAnalysis_Deprecated", "(Deprecated) Memory Workload Analysis"),
+    ("MemoryWorkloadAnalysis_Tables", "Memory Workload Analysis Tables"),
+    ("Nvlink", "NVLink"),
+    ("Nvlink_Tables", "NVLink Tables"),
+    ("Nvlink_Topology", "NVLink Topology"),
+    ("Occupancy", "Occupancy"),
+    ("SchedulerStats", "Scheduler Statistics"),
+    ("SourceCounters", "Source Counters"),
+    ("SpeedOfLight", "GPU Speed Of Light Throughput"),
+    (
+        "SpeedOfLight_HierarchicalDoubleRooflineChart",
+        "GPU Speed Of Light Hierarchical Roofline Chart (Double Precision)",
+    ),
+    ("SpeedOfLight_HierarchicalHalfRooflineChart", "GPU Speed Of Light Hierarchical Roofline Chart (Half Precision)"),
+    (
+        "SpeedOfLight_HierarchicalSingleRooflineChart",
+        "GPU Speed Of Light Hierarchical Roofline Chart (Single Precision)",
+    ),
+    ("SpeedOfLight_HierarchicalTensorRooflineChart", "GPU Speed Of Light Hierarchical Roofline Chart (Tensor Core)"),
+    ("SpeedOfLight_RooflineChart", "GPU Speed Of Light Roofline Chart"),
+    ("WarpStateStats", "Warp State Statistics"),
+];
+
+/// A section identifier's display name; a display name (or an identifier
+/// newer than the table) passes through.
+pub fn section_display_name(id: &str) -> &str {
+    SECTIONS.iter().find(|(i, _)| *i == id).map_or(id, |(_, d)| d)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,144 @@
+//! `ncu/regions/report.md` and each region's `sections.txt`, from the report
+//! model alone (deterministic: fixed decimals, model order).
+use std::fmt::Write;
+
+use crate::ncu_regions::{MetricValue, RegionEntry, RegionReportFile, Rollup, ScopeReport, UNATTRIBUTED};
+
+pub fn markdown(report: &RegionReportFile) -> String {
+    let mut md = String::from("# Nsight Compute: per-region report\n\n");
+    let src = &report.source;
+    let _ = writeln!(md, "- source: {} ({} layout, {} results)", src.files.join(", "), src.layout, src.results);
+    let _ = writeln!(md, "- attribution: {}", attribution_text(&src.attribution));
+    let _ = writeln!(md, "- sections: {}", list_or(&report.sections, "all present"));
+    let _ = writeln!(md, "- metrics: {}", list_or(&report.metrics, "all present"));
+    if let Some(sel) = report.scopes.first().and_then(|s| s.regions.first()).map(|r| &r.selection) {
+        let _ = writeln!(
+            md,
+            "- kernel selection: include {}; exclude {}",
+            list_or(&sel.include_patterns, "all"),
+            list_or(&sel.exclude_patterns, "none")
+        );
+    }
+    let _ = writeln!(md, "- config fingerprint: `{}`", report.config_fingerprint);
+    md.push('\n');
+    if let Some(note) = &report.note {
+        let _ = writeln!(md, "> {note}\n");
+    }
+    for scope in &report.scopes {
+        scope_table(&mut md, scope);
+    }
+    md
+}
+
+fn attribution_text(a: &str) -> &'static str {
+    match a {
+        "nvtx_stack" => {
+            "each kernel to the NVTX push/pop ranges open at its launch (kernel replay); parents include their children"
+        }
+        "range" => {
+            "each result is one NVTX range (range replay); values are the range's own, nothing is summed up the tree"
+        }
+        _ => "no NVTX data: every kernel is in (unattributed)",
+    }
+}
+
+fn list_or(items: &[String], empty: &str) -> String {
+    if items.is_empty() {
+        empty.to_string()
+    } else {
+        items.iter().map(|i| format!("`{i}`")).collect::<Vec<_>>().join(", ")
+    }
+}
+
+fn scope_table(md: &mut String, scope: &ScopeReport) {
+    let _ = writeln!(md, "## Scope `{}`\n", scope.scope);
+    let _ = writeln!(
+        md,
+        "{} results, {:.3} ms GPU time over the top-level regions.\n",
+        scope.totals.calls, scope.totals.gpu_time_ms
+    );
+    md.push_str("| region | calls | GPU ms (incl.) | GPU ms (excl.) | share | top kernel |\n");
+    md.push_str("|---|---:|---:|---:|---:|---|\n");
+    for r in &scope.regions {
+        let share = if scope.totals.gpu_time_ms > 0.0 {
+            100.0 * r.inclusive.gpu_time_ms / scope.totals.gpu_time_ms
+        } else {
+            0.0
+        };
+        let excl = r.exclusive.as_ref().map_or("–".to_string(), |e| format!("{:.3}", e.gpu_time_ms));
+        let top = r.kernels.first().map_or(String::new(), |k| format!("`{}`", short(&k.kernel_name, 60)));
+        let _ = writeln!(
+            md,
+            "| {}[{}]({}/region.json) | {} | {:.3} | {} | {:.1}% | {} |",
+            "&nbsp;&nbsp;".repeat(r.depth),
+            escape(&r.name),
+            r.dir,
+            r.inclusive.calls,
+            r.inclusive.gpu_time_ms,
+            excl,
+            share,
+            top
+        );
+    }
+    md.push('\n');
+}
+
+/// The configured sections of one region in one scope, as text.
+pub fn sections_text(region: &RegionEntry, scope: &str) -> String {
+    let mut t = String::new();
+    let _ = writeln!(t, "Region: {}", region.name);
+    let _ = writeln!(t, "Scope: {scope}");
+    if region.name == UNATTRIBUTED {
+        let _ = writeln!(t, "(kernels launched outside every NVTX range)");
+    }
+    let _ = writeln!(
+        t,
+        "Calls: {}  GPU time: {:.6} ms  Selection: include {:?} exclude {:?}",
+        region.inclusive.calls,
+        region.inclusive.gpu_time_ms,
+        region.selection.include_patterns,
+        region.selection.exclude_patterns
+    );
+    let mut section = None;
+    for m in &region.metrics {
+        if section != Some(&m.section) {
+            let title = if m.section.is_empty() { "Metrics" } else { m.section.as_str() };
+            let _ = writeln!(t, "\n[{title}]");
+            section = Some(&m.section);
+        }
+        let _ = writeln!(t, "  {:<56} {:>22} {:<12} {}", m.name, value_text(m), m.unit, rollup_text(m));
+    }
+    t
+}
+
+fn value_text(m: &MetricValue) -> String {
+    match (&m.value, &m.text) {
+        (Some(v), _) => format!("{v:.3}"),
+        (None, Some(t)) => t.clone(),
+        (None, None) => "n/a".to_string(),
+    }
+}
+
+fn rollup_text(m: &MetricValue) -> String {
+    let how = match m.rollup {
+        Rollup::Sum => "sum",
+        Rollup::WeightedMean => "time-weighted mean",
+        Rollup::Max => "max",
+        Rollup::Min => "min",
+        Rollup::Text => "text",
+    };
+    let na = if m.not_available > 0 { format!(", {} n/a", m.not_available) } else { String::new() };
+    format!("({how} of {}{na})", m.samples)
+}
+
+fn short(name: &str, max: usize) -> String {
+    if name.chars().count() <= max {
+        return escape(name);
+    }
+    let cut: String = name.chars().take(max - 1).collect();
+    escape(&format!("{cut}…"))
+}
+
+fn escape(s: &str) -> String {
+    s.replace('|', "\\|").replace('`', "'")
+}
