@@ -4,6 +4,7 @@
 //! - `libtorch_cuda.so` kept in NEEDED with `--no-as-needed` when the libtorch
 //!   has CUDA (the default `--as-needed` drops it and libtorch then silently
 //!   reports CUDA unavailable on GPU hosts).
+//!
 //! Also records the git revision and the libtorch directory for provenance.
 use std::env;
 use std::path::PathBuf;

@@ -1,7 +1,7 @@
 //! Subcommands: turn parsed arguments into library calls.
 use std::io::Write;
 
-use crate::cli::{Cli, Command, ConfigCommand, ImportArgs, ImportCommand, ProfileArgs, WorkloadArgs};
+use crate::cli::{Cli, Command, ConfigCommand, ImportArgs, ImportCommand, ImportNcuArgs, ProfileArgs, WorkloadArgs};
 use crate::config::{self, LoadOptions, Resolved};
 use crate::error::{Error, ErrorKind};
 use crate::{doctor, orchestrate};
@@ -13,6 +13,17 @@ pub fn run(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
         Command::Profile(args) => profile(cli.config_dir, args, argv),
         Command::Workload(args) => workload(cli.config_dir, args, argv),
         Command::Import(ImportCommand::Nsys(args)) => import_nsys(cli.config_dir, args, argv),
+        Command::Import(ImportCommand::Ncu(args)) => import_ncu(cli.config_dir, args, argv),
+        Command::Validate(args) => {
+            let checks = crate::schemas::validate(&args.run_dir)?;
+            let (text, ok) = crate::schemas::render(&checks);
+            print(&text)?;
+            if ok {
+                Ok(0)
+            } else {
+                Err(crate::schemas::failed(&checks).into())
+            }
+        }
         Command::Config(ConfigCommand::Show(args)) => {
             let resolved = load(cli.config_dir, args.overrides)?;
             let text = if args.origin { origins(&resolved) } else { resolved.to_yaml() };
@@ -72,6 +83,17 @@ fn workload(config_dir: Option<std::path::PathBuf>, args: WorkloadArgs, argv: Ve
 fn import_nsys(config_dir: Option<std::path::PathBuf>, args: ImportArgs, argv: Vec<String>) -> anyhow::Result<i32> {
     let config = load(config_dir, args.overrides)?.config;
     let outcome = orchestrate::import_nsys(&config, &args.file, args.output.as_deref(), argv)?;
+    print(&format!("{}\n", outcome.run_dir.display()))?;
+    match outcome.error {
+        Some(e) => Err(e.into()),
+        None => Ok(0),
+    }
+}
+
+fn import_ncu(config_dir: Option<std::path::PathBuf>, args: ImportNcuArgs, argv: Vec<String>) -> anyhow::Result<i32> {
+    let resolved = load(config_dir, args.common.overrides)?;
+    let outcome =
+        orchestrate::import_ncu(&resolved, &args.common.file, args.common.output.as_deref(), args.ranges, argv)?;
     print(&format!("{}\n", outcome.run_dir.display()))?;
     match outcome.error {
         Some(e) => Err(e.into()),

@@ -42,6 +42,11 @@ pub enum Command {
     /// Build llmperf's reports from a profile you already have.
     #[command(subcommand)]
     Import(ImportCommand),
+    /// Check every JSON artifact of a run directory against its schema (specs/).
+    #[command(
+        after_help = "Example:\n  llmperf validate tmp/profile-output/20261122T130558Z-3f2a1c\n\nPrints OK/FAIL/SKIP per JSON file; exit status 6 when a file does not match its schema."
+    )]
+    Validate(ValidateArgs),
     /// Show the resolved configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -162,6 +167,27 @@ pub enum ImportCommand {
         after_help = "Examples:\n  llmperf import nsys report1.nsys-rep -o runs/imported\n  llmperf import nsys report1.sqlite\n\nWrites nsys/regions.json (NVTX region tree with kernel attribution), nsys/top_kernels.json,\nthe SQLite export and nsys stats CSVs into DIR/nsys/; prints DIR."
     )]
     Nsys(ImportArgs),
+    /// An Nsight Compute report (.ncu-rep) or a CSV of its details or raw page.
+    #[command(
+        after_help = "Examples:\n  llmperf import ncu profile.ncu-rep -o runs/imported\n  llmperf import ncu details.csv report.kernels.exclude='[\"regex:^elementwise\"]'\n  llmperf import ncu ranges.ncu-rep --range prefill --range decode_all\n\nCopies the input into DIR/ncu/, renders a .ncu-rep with `ncu --import` (CSV inputs need no ncu),\nand writes DIR/ncu/regions/ (report.json, report.md, one directory per region); prints DIR."
+    )]
+    Ncu(ImportNcuArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ImportNcuArgs {
+    #[command(flatten)]
+    pub common: ImportArgs,
+    /// The report is from range replay of this region (repeat for each): its
+    /// results are ranges, not kernels.
+    #[arg(long = "range", value_name = "REGION")]
+    pub ranges: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// A run directory.
+    pub run_dir: PathBuf,
 }
 
 #[derive(Debug, Args)]

@@ -8,7 +8,7 @@ use crate::process::{self, Sink, Spawn};
 const SMI_TIMEOUT: Duration = Duration::from_secs(20);
 const NVIDIA_PARAMS: &str = "/proc/driver/nvidia/params";
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Cpu {
     pub model: String,
     pub logical_cores: usize,
@@ -31,7 +31,7 @@ pub fn cpu() -> Cpu {
     Cpu { model, logical_cores, memory_gib: (kib / 1048576.0 * 10.0).round() / 10.0 }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Os {
     pub hostname: String,
     pub name: String,
@@ -48,7 +48,7 @@ pub fn os() -> Os {
     Os { hostname: read("/proc/sys/kernel/hostname"), name, kernel: read("/proc/sys/kernel/osrelease") }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Gpu {
     pub index: u32,
     pub name: String,
@@ -56,7 +56,7 @@ pub struct Gpu {
     pub memory_mib: Option<u64>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Gpus {
     pub devices: Vec<Gpu>,
     /// The CUDA version the driver supports (nvidia-smi's banner).
@@ -111,7 +111,7 @@ fn parse_gpu_line(line: &str) -> Option<Gpu> {
 }
 
 /// Who may read GPU performance counters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CounterAccess {
     NoDriver,

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 /// The libtorch `lib/` directory recorded by build.rs (also the binary's rpath).
 const LIB_DIR: &str = env!("LLMPERF_LIBTORCH_DIR");
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Libtorch {
     /// Built with the `torch` feature (the built-in workloads).
     pub linked: bool,

@@ -9,7 +9,7 @@ use crate::run_dir::{utc_now, RunDir, MANIFEST_JSON};
 
 pub const SCHEMA: &str = "llmperf.manifest/v1";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     Pending,
@@ -20,14 +20,14 @@ pub enum Status {
     Interrupted,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Diagnosis {
     pub code: String,
     pub message: String,
     pub hint: String,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ExitInfo {
     pub code: Option<i32>,
     pub signal: Option<i32>,
@@ -49,7 +49,7 @@ impl From<&Finished> for ExitInfo {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Stage {
     pub name: String,
     pub status: Status,
@@ -66,7 +66,7 @@ pub struct Stage {
     pub diagnoses: Vec<Diagnosis>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Manifest {
     pub schema: String,
     pub run_id: String,

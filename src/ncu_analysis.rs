@@ -95,19 +95,21 @@ fn note(source: &Source) -> Option<String> {
     }
 }
 
-/// A region's file: its entry in every scope it appears in.
-#[derive(Serialize)]
-struct RegionFile<'a> {
-    name: &'a str,
-    domain: &'a str,
-    dir: &'a str,
-    scopes: Vec<ScopedEntry<'a>>,
+/// `ncu/regions/<dir>/region.json`: one region's entry in every scope it appears in.
+#[derive(Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RegionFile<'a> {
+    pub name: &'a str,
+    pub domain: &'a str,
+    pub dir: &'a str,
+    pub scopes: Vec<ScopedEntry<'a>>,
 }
 
-#[derive(Serialize)]
-struct ScopedEntry<'a> {
-    scope: &'a str,
-    region: &'a RegionEntry,
+#[derive(Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScopedEntry<'a> {
+    pub scope: &'a str,
+    pub region: &'a RegionEntry,
 }
 
 /// Write `ncu/regions/`: report.json, report.md, and one directory per region.

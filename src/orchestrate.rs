@@ -106,6 +106,87 @@ pub fn import_nsys(
     Ok(Outcome { run_dir: run.path().to_path_buf(), status, error })
 }
 
+/// `llmperf import ncu FILE`: region reports from an existing ncu report or CSV.
+/// The input is copied into the run directory first, so the run can be
+/// rebuilt from it alone.
+pub fn import_ncu(
+    resolved: &Resolved,
+    file: &Path,
+    out: Option<&Path>,
+    ranges: Vec<String>,
+    argv: Vec<String>,
+) -> Result<Outcome, Error> {
+    if !file.is_file() {
+        return Err(Error::usage(format!("{}: no such file", file.display())).with_hint(
+            "pass a .ncu-rep, or a CSV from `ncu --import R.ncu-rep --csv --page details` (or --page raw)",
+        ));
+    }
+    let cfg = &resolved.config;
+    let run = match out {
+        Some(dir) => RunDir::create_at(dir)?,
+        None => RunDir::create(&cfg.runner.artifacts.root)?,
+    };
+    run.write(run_dir::CONFIG_YAML, resolved.to_yaml().as_bytes())?;
+    let mut manifest = ManifestWriter::start(&run, argv)?;
+    run.subdir(run_dir::NCU_DIR)?;
+    let is_report = file.extension().is_some_and(|e| e == "ncu-rep");
+    let copy = run.join(&run_dir::ncu_pass_file("import", if is_report { "ncu-rep" } else { "csv" }));
+    std::fs::copy(file, &copy).map_err(|e| {
+        Error::new(ErrorKind::Internal, format!("cannot copy {} to {}: {e}", file.display(), copy.display()))
+    })?;
+    let csv = if is_report {
+        match render_import(&run, &mut manifest, cfg, &copy)? {
+            Ok(csv) => csv,
+            Err(e) => {
+                manifest.close(Status::Failed)?;
+                return Ok(Outcome { run_dir: run.path().to_path_buf(), status: Status::Failed, error: Some(e) });
+            }
+        }
+    } else {
+        copy
+    };
+    let attribution = if ranges.is_empty() {
+        crate::ncu_regions::Attribution::NvtxStack
+    } else {
+        crate::ncu_regions::Attribution::Range(ranges)
+    };
+    let inputs = [crate::ncu_analysis::Input { csv, attribution }];
+    let error = crate::ncu_stage::regions(&run, &mut manifest, cfg, &inputs)?;
+    let status = if error.is_some() { Status::Failed } else { Status::Ok };
+    manifest.close(status)?;
+    Ok(Outcome { run_dir: run.path().to_path_buf(), status, error })
+}
+
+/// The `ncu_import` stage: render a copied .ncu-rep to CSV with the installed ncu.
+fn render_import(
+    run: &RunDir,
+    manifest: &mut ManifestWriter,
+    cfg: &crate::config::Config,
+    report: &Path,
+) -> Result<Result<PathBuf, Error>, Error> {
+    let tool = match Tool::probe(crate::tools::Kind::Ncu, &cfg.pipeline.ncu.executable) {
+        Ok(t) => t,
+        Err(e) => {
+            let e = e.with_hint("install Nsight Compute, or pass a CSV made elsewhere with `ncu --import R.ncu-rep --csv --page details`");
+            manifest.skip("ncu_import", &e.message, e.hint.as_deref().unwrap_or_default())?;
+            return Ok(Err(e));
+        }
+    };
+    let i = manifest.begin("ncu_import", Vec::new())?;
+    let made = crate::ncu_stage::render_csv(run, &tool, report, "import")?;
+    let csv = crate::ncu_analysis::csv_of(run, "import");
+    let error = csv.is_none().then(|| {
+        Error::new(ErrorKind::Unparseable, format!("{} {} could not render {}", tool.path.display(), tool.version, report.display()))
+            .with_hint("a report newer than this ncu cannot be read: render it with the ncu that wrote it, then import the CSV (see ncu/import.*.stderr.log)")
+    });
+    manifest.finish(i, if error.is_some() { Status::Failed } else { Status::Ok }, |s| {
+        s.artifacts = made;
+        s.reason = error.as_ref().map(|e| e.message.clone());
+        s.hint = error.as_ref().and_then(|e| e.hint.clone());
+    })?;
+    Ok(csv.ok_or_else(|| error.expect("set when there is no CSV")))
+}
+
 /// The built-in workload: this binary re-executed with the run's resolved
 /// configuration, so the profiled process runs exactly what config.yaml says.
 fn self_command(run: &RunDir, no_nvtx: bool, timings: &str) -> Result<Vec<OsString>, Error> {
@@ -323,10 +404,8 @@ fn judge_nsys(done: &Finished, have_report: bool) -> (Status, Option<Error>) {
     }
 }
 
-/// The Nsight Compute stage: one pass with the configured replay mode and
-/// filters, its log turned into diagnoses, and the report rendered to CSV.
-/// (Per-level passes for nested ranges and the per-region reports are not
-/// built yet.)
+/// The Nsight Compute stage (src/ncu_stage.rs), when enabled, found, and able
+/// to do what the configuration asks of this ncu version.
 fn ncu_stage(
     run: &RunDir,
     manifest: &mut ManifestWriter,
@@ -334,94 +413,16 @@ fn ncu_stage(
     probe: &Result<Tool, Error>,
     app: &[OsString],
 ) -> Result<Option<Error>, Error> {
-    let cfg = &req.resolved.config.pipeline.ncu;
-    let tool = match gate(manifest, "ncu", cfg.enable, probe)? {
+    let cfg = &req.resolved.config;
+    let tool = match gate(manifest, "ncu", cfg.pipeline.ncu.enable, probe)? {
         Gate::Run(t) => t,
         Gate::Skipped(error) => return Ok(error),
     };
-    if let Err(e) = ncu::check_version(&cfg.ncu_cli, tool) {
+    if let Err(e) = ncu::check_version(&cfg.pipeline.ncu.ncu_cli, tool) {
         manifest.skip("ncu", &e.message, e.hint.as_deref().unwrap_or_default())?;
         return Ok(Some(e));
     }
-    run.subdir(run_dir::NCU_DIR)?;
-    let pass = "p0";
-    let base = absolute(&run.join(&format!("ncu/{pass}")));
-    let log = run.join(&format!("ncu/{pass}.log"));
-    let spec = Spawn::new(ncu::profile_argv(&tool.path, &cfg.ncu_cli, &base, &absolute(&log), app))
-        .env("LC_ALL", "C")
-        .stdout(Sink::File(run.join(&format!("ncu/{pass}.stdout.log"))))
-        .stderr(Sink::File(run.join(&format!("ncu/{pass}.stderr.log"))))
-        .timeout((cfg.timeout_s > 0).then(|| Duration::from_secs(cfg.timeout_s)));
-    run.write("ncu/cmd.txt", format!("{}\n", spec.display()).as_bytes())?;
-    tracing::info!("ncu: {}", spec.display());
-    let i = manifest.begin("ncu", spec.argv_strings())?;
-    let done = with_progress("ncu", || process::run(&spec))?;
-    let log_text = std::fs::read_to_string(&log).unwrap_or_default();
-    let diagnoses = ncu::diagnose(&log_text, &cfg.ncu_cli);
-    for d in &diagnoses {
-        tracing::warn!("ncu: {} (hint: {})", d.message, d.hint);
-    }
-    let report = base.with_extension("ncu-rep");
-    let mut artifacts = vec![
-        "ncu/cmd.txt".to_string(),
-        format!("ncu/{pass}.log"),
-        format!("ncu/{pass}.stdout.log"),
-        format!("ncu/{pass}.stderr.log"),
-    ];
-    if report.is_file() {
-        artifacts.push(format!("ncu/{pass}.ncu-rep"));
-        artifacts.extend(render_ncu_csv(run, tool, &report, pass)?);
-    }
-    let failure = match done.exit {
-        Exit::Code(0) => None,
-        Exit::Interrupted => Some(Error::new(ErrorKind::Interrupted, "interrupted; ncu and the workload were stopped")),
-        _ => Some(
-            Error::new(ErrorKind::StageFailed, format!("ncu {}", done.describe()))
-                .with_hint(format!("see ncu/{pass}.log and ncu/{pass}.stderr.log in the run directory")),
-        ),
-    };
-    let status = match &failure {
-        None => Status::Ok,
-        Some(e) if e.kind == ErrorKind::Interrupted => Status::Interrupted,
-        Some(_) => Status::Failed,
-    };
-    manifest.finish(i, status, |s| {
-        s.exit = Some(ExitInfo::from(&done));
-        s.artifacts = artifacts;
-        s.diagnoses = diagnoses;
-        s.reason = failure.as_ref().map(|e| e.message.clone());
-        s.hint = failure.as_ref().and_then(|e| e.hint.clone());
-    })?;
-    Ok(failure)
-}
-
-/// `ncu --import` the report to the raw and details CSV layouts.
-fn render_ncu_csv(run: &RunDir, tool: &Tool, report: &Path, pass: &str) -> Result<Vec<String>, Error> {
-    let mut made = Vec::new();
-    for (page, extra) in [
-        ("raw", vec!["--print-units", "base"]),
-        ("details", if tool.has_print_metric_name() { vec!["--print-metric-name", "name"] } else { vec![] }),
-    ] {
-        let rel = format!("ncu/{pass}.{page}.csv");
-        let mut argv: Vec<OsString> = vec![
-            tool.path.clone().into(),
-            "--import".into(),
-            report.into(),
-            "--csv".into(),
-            "--page".into(),
-            page.into(),
-        ];
-        argv.extend(extra.into_iter().map(OsString::from));
-        let spec = Spawn::new(argv)
-            .env("LC_ALL", "C")
-            .stdout(Sink::File(run.join(&rel)))
-            .stderr(Sink::Null)
-            .timeout(Some(Duration::from_secs(1800)));
-        if process::run(&spec)?.success() {
-            made.push(rel);
-        }
-    }
-    Ok(made)
+    crate::ncu_stage::run(run, manifest, cfg, tool, app)
 }
 
 enum Gate<'t> {
@@ -475,7 +476,7 @@ fn find_report(base: &Path) -> Option<PathBuf> {
 
 /// A spinner with the stage and elapsed time on a terminal; nothing otherwise
 /// (the stage's start and end are logged either way).
-fn with_progress<T>(stage: &str, f: impl FnOnce() -> T) -> T {
+pub(crate) fn with_progress<T>(stage: &str, f: impl FnOnce() -> T) -> T {
     let bar = indicatif::ProgressBar::new_spinner();
     bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
     if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} {msg} {elapsed}") {

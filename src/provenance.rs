@@ -14,7 +14,7 @@ use crate::tools::{Kind, Tool};
 
 pub const ENV_SCHEMA: &str = "llmperf.env/v1";
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct Env {
     pub schema: &'static str,
     pub collected_at: String,
@@ -27,13 +27,13 @@ pub struct Env {
     pub llmperf: Llmperf,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct Tools {
     pub nsys: ToolFact,
     pub ncu: ToolFact,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct ToolFact {
     pub path: Option<String>,
     pub version: Option<String>,
@@ -70,7 +70,7 @@ impl Probed {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct Llmperf {
     pub version: &'static str,
     pub git_revision: &'static str,

@@ -6,7 +6,7 @@ use predicates::prelude::*;
 #[test]
 fn help_shows_examples_for_every_command() {
     llmperf().arg("--help").assert().success().stdout(predicate::str::contains("Examples:"));
-    for sub in [&["profile"][..], &["doctor"][..], &["config", "show"][..]] {
+    for sub in [&["profile"][..], &["doctor"][..], &["config", "show"][..], &["import", "ncu"][..], &["validate"][..]] {
         llmperf().args(sub).arg("--help").assert().success().stdout(predicate::str::contains("Example"));
     }
 }

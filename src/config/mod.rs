@@ -87,6 +87,9 @@ impl Provider for NamedLayer {
     }
 }
 
+const NCU_GROUP: &str = "profiling/ncu";
+const LIGHT_NCU_PRESET: &str = "ncu.light";
+
 pub fn load(opts: &LoadOptions) -> Result<Resolved, Error> {
     let tree = ConfTree::new(opts.config_dir.clone())?;
     let parsed =
@@ -102,6 +105,12 @@ pub fn load(opts: &LoadOptions) -> Result<Resolved, Error> {
     }
     let figment = layers.into_iter().fold(Figment::new(), |f, l| f.merge(l));
     let config: Config = figment.extract().map_err(|e| figment_error(&e))?;
+    // Light mode means the light ncu preset, unless the user picked one.
+    if config.runner.run.mode == schema::RunMode::Light && !groups.iter().any(|g| g.group == NCU_GROUP) {
+        let mut light = opts.clone();
+        light.overrides.insert(0, format!("{NCU_GROUP}@pipeline.ncu={LIGHT_NCU_PRESET}"));
+        return load(&light);
+    }
     Ok(Resolved { config, choices: composition.choices, figment })
 }
 

@@ -89,6 +89,19 @@ fn group_overrides_select_presets() {
 }
 
 #[test]
+fn light_mode_selects_the_light_ncu_preset_unless_one_is_chosen() {
+    let r = load_with(&["runner.run.mode=light", "pipeline.ncu.ncu_cli.launch_count=7"]).unwrap();
+    assert_eq!(r.config.pipeline.ncu.ncu_cli.sections, ["SpeedOfLight"]);
+    assert_eq!(r.config.pipeline.ncu.ncu_cli.launch_count, Some(7), "the user's keys still win");
+    let r = load_with(&["runner=light"]).unwrap();
+    assert_eq!(r.config.pipeline.ncu.ncu_cli.launch_count, Some(200));
+    let r = load_with(&["runner.run.mode=light", "profiling/ncu@pipeline.ncu=ncu.high"]).unwrap();
+    assert_ne!(r.config.pipeline.ncu.ncu_cli.launch_count, Some(200));
+    let r = load_with(&[]).unwrap();
+    assert_eq!(r.config.pipeline.ncu.ncu_cli.launch_count, None);
+}
+
+#[test]
 fn invalid_values_name_key_and_choices() {
     let err = load_with(&["pipeline.ncu.ncu_cli.replay_mode=rang"]).unwrap_err();
     assert!(err.message.contains("`rang`"), "{}", err.message);

@@ -134,7 +134,8 @@ impl Columns {
 /// Launches of a details CSV, one at a time.
 pub struct DetailsReader<R: Read> {
     path: PathBuf,
-    rows: csv::StringRecordsIntoIter<std::io::Chain<std::io::Cursor<Vec<u8>>, BufReader<R>>>,
+    rows: Records<R>,
+    done: bool,
     cols: Columns,
     locale: Option<Locale>,
     pending: Option<Launch>,
@@ -148,10 +149,39 @@ pub fn open(path: &Path) -> Result<DetailsReader<std::fs::File>, Error> {
 
 /// The input from its `"ID",...` header line on, as a CSV reader, and the
 /// `==PROF==`/`==WARNING==`/`==ERROR==` lines before it.
-pub(crate) type Rows<R> = csv::Reader<std::io::Chain<std::io::Cursor<Vec<u8>>, BufReader<R>>>;
+pub(crate) type Rows<R> = csv::Reader<std::io::Chain<std::io::Cursor<Vec<u8>>, BufReader<Tail<R>>>>;
+pub(crate) type Records<R> = csv::StringRecordsIntoIter<std::io::Chain<std::io::Cursor<Vec<u8>>, BufReader<Tail<R>>>>;
+
+/// A reader that remembers the last byte it read: ncu ends every CSV with a
+/// newline, so a file that does not was cut short (a killed export, a full disk).
+pub(crate) struct Tail<R> {
+    inner: R,
+    last: Option<u8>,
+}
+
+impl<R: Read> Read for Tail<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n > 0 {
+            self.last = Some(buf[n - 1]);
+        }
+        Ok(n)
+    }
+}
+
+/// After the last record: did the input stop in the middle of a row?
+pub(crate) fn truncated<R: Read>(rows: &Records<R>, path: &Path) -> Option<Error> {
+    let (_, buffered) = rows.reader().get_ref().get_ref();
+    let last = buffered.get_ref().last;
+    let line = rows.reader().position().line();
+    (last.is_some_and(|b| b != b'\n')).then(|| {
+        Error::new(ErrorKind::Unparseable, format!("{}:{line}: the file ends in the middle of a row (truncated?)", path.display()))
+            .with_hint("ncu ends every CSV with a newline: render it again with ncu --import R.ncu-rep --csv (the .ncu-rep is kept in the run directory)")
+    })
+}
 
 pub(crate) fn skip_to_header<R: Read>(input: R, path: &Path) -> Result<(Rows<R>, Vec<String>), Error> {
-    let mut reader = BufReader::with_capacity(1 << 20, input);
+    let mut reader = BufReader::with_capacity(1 << 20, Tail { inner: input, last: None });
     let mut log_lines = Vec::new();
     let mut line = Vec::new();
     let header = loop {
@@ -185,9 +215,16 @@ pub enum Layout {
 }
 
 /// Launches of a details or raw CSV, whichever the file holds.
-pub fn open_any(path: &Path) -> Result<(Layout, Box<dyn Iterator<Item = Result<Launch, Error>>>), Error> {
-    let file = open_file(path)?;
-    let (mut rows, log_lines) = skip_to_header(file, path)?;
+pub fn open_any(path: &Path) -> Result<(Layout, Launches), Error> {
+    read_any(open_file(path)?, path)
+}
+
+/// Launches of either layout, one at a time.
+pub type Launches = Box<dyn Iterator<Item = Result<Launch, Error>>>;
+
+/// Like [`open_any`], from any reader; `path` names it in messages.
+pub fn read_any<R: Read + 'static>(input: R, path: &Path) -> Result<(Layout, Launches), Error> {
+    let (mut rows, log_lines) = skip_to_header(input, path)?;
     let head = rows.headers().map_err(|e| csv_error(path, &e))?.clone();
     if head.iter().any(|h| h == "Metric Name") {
         let cols = Columns::from_header(&head, path)?;
@@ -214,6 +251,7 @@ impl<R: Read> DetailsReader<R> {
         DetailsReader {
             path: path.to_path_buf(),
             rows: rdr.into_records(),
+            done: false,
             cols,
             locale: None,
             pending: None,
@@ -261,8 +299,17 @@ impl<R: Read> Iterator for DetailsReader<R> {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
+            if self.done {
+                return None;
+            }
             let row = match self.rows.next() {
-                None => return self.pending.take().map(Ok),
+                None => {
+                    self.done = true;
+                    return match truncated(&self.rows, &self.path) {
+                        Some(e) => Some(Err(e)),
+                        None => self.pending.take().map(Ok),
+                    };
+                }
                 Some(Err(e)) => return Some(Err(csv_error(&self.path, &e))),
                 Some(Ok(row)) => row,
             };

@@ -8,7 +8,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::ncu_csv::{csv_error, parse_nvtx_stack, Launch, Metric, Rows};
+use super::ncu_csv::{csv_error, parse_nvtx_stack, truncated, Launch, Metric, Records, Rows};
 use crate::error::{Error, ErrorKind};
 use crate::units::{self, Locale};
 
@@ -30,7 +30,8 @@ const IDENTITY: &[&str] = &[
 /// Results of a raw CSV, one at a time.
 pub struct RawReader<R: Read> {
     path: PathBuf,
-    rows: csv::StringRecordsIntoIter<std::io::Chain<std::io::Cursor<Vec<u8>>, std::io::BufReader<R>>>,
+    rows: Records<R>,
+    done: bool,
     header: Vec<String>,
     /// (column, metric name) of every metric column.
     metrics: Vec<(usize, String)>,
@@ -65,6 +66,7 @@ impl<R: Read> RawReader<R> {
         let mut reader = RawReader {
             path: path.to_path_buf(),
             rows: rows.into_records(),
+            done: false,
             header,
             metrics,
             units: Vec::new(),
@@ -140,9 +142,16 @@ impl<R: Read> Iterator for RawReader<R> {
     type Item = Result<Launch, Error>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        match self.rows.next()? {
-            Err(e) => Some(Err(csv_error(&self.path, &e))),
-            Ok(row) => Some(Ok(self.launch_of(&row))),
+        if self.done {
+            return None;
+        }
+        match self.rows.next() {
+            None => {
+                self.done = true;
+                truncated(&self.rows, &self.path).map(Err)
+            }
+            Some(Err(e)) => Some(Err(csv_error(&self.path, &e))),
+            Some(Ok(row)) => Some(Ok(self.launch_of(&row))),
         }
     }
 }

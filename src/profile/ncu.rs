@@ -86,7 +86,10 @@ pub fn profile_argv(ncu: &Path, cli: &NcuCli, output_base: &Path, log: &Path, ap
         };
         a.extend(["--app-replay-match".into(), m.into()]);
     }
-    if !cli.nvtx.include.is_empty() || !cli.nvtx.exclude.is_empty() {
+    // Kernel and application replay always record NVTX: each kernel row then
+    // carries its push/pop stack, which is how kernels find their regions.
+    let per_kernel = matches!(cli.replay_mode, ReplayMode::Kernel | ReplayMode::Application);
+    if per_kernel || !cli.nvtx.include.is_empty() || !cli.nvtx.exclude.is_empty() {
         a.push("--nvtx".into());
         for s in &cli.nvtx.include {
             a.extend(["--nvtx-include".into(), compile_selector(s)]);

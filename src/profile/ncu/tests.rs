@@ -52,7 +52,9 @@ fn default_command_line() {
     assert!(has_pair(&a, "--section", "SpeedOfLight") && has_pair(&a, "--section", "Occupancy"));
     assert!(has_pair(&a, "--metrics", "gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed"));
     assert!(has_pair(&a, "--export", "run/ncu/p0") && has_pair(&a, "--log-file", "run/ncu/p0.log"));
-    assert!(!a.contains(&"--nvtx".to_string()), "no --nvtx without filters");
+    assert!(a.contains(&"--nvtx".to_string()), "kernel rows carry their NVTX stacks");
+    let range = argv(&cli(&["pipeline.ncu.ncu_cli.replay_mode=range"]));
+    assert!(!range.contains(&"--nvtx".to_string()), "range replay without filters: cudaProfilerStart/Stop ranges");
     assert_eq!(&a[a.len() - 2..], ["app", "-x"]);
 }
 

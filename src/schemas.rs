@@ -1,0 +1,180 @@
+//! JSON Schemas of the JSON artifacts, generated from the types that write
+//! them (published under specs/), and `llmperf validate RUN_DIR`.
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::error::{Error, ErrorKind};
+
+/// A kind of JSON artifact: where it lives in a run directory (`*` = one
+/// path segment), its published schema file, and the schema itself.
+pub struct Artifact {
+    pub pattern: &'static str,
+    pub spec: &'static str,
+    pub schema: fn() -> Value,
+}
+
+fn schema_of<T: schemars::JsonSchema>() -> Value {
+    serde_json::to_value(schemars::schema_for!(T)).expect("a schema serializes")
+}
+
+pub const ARTIFACTS: &[Artifact] = &[
+    Artifact { pattern: "manifest.json", spec: "manifest.schema.json", schema: schema_of::<crate::manifest::Manifest> },
+    Artifact { pattern: "env.json", spec: "env.schema.json", schema: schema_of::<crate::provenance::Env> },
+    Artifact {
+        pattern: "workload/timings.json",
+        spec: "timings.schema.json",
+        schema: schema_of::<crate::timings::Timings>,
+    },
+    Artifact {
+        pattern: "workload/timings.ncu.json",
+        spec: "timings.schema.json",
+        schema: schema_of::<crate::timings::Timings>,
+    },
+    Artifact {
+        pattern: "nsys/regions.json",
+        spec: "nsys-regions.schema.json",
+        schema: schema_of::<crate::aggregate::RegionsReport>,
+    },
+    Artifact {
+        pattern: "nsys/top_kernels.json",
+        spec: "nsys-top-kernels.schema.json",
+        schema: schema_of::<Vec<crate::aggregate::TopKernel>>,
+    },
+    Artifact { pattern: "ncu/plan.json", spec: "ncu-plan.schema.json", schema: schema_of::<crate::plan::NcuPlan> },
+    Artifact {
+        pattern: "ncu/regions/report.json",
+        spec: "ncu-region-report.schema.json",
+        schema: schema_of::<crate::ncu_regions::RegionReportFile>,
+    },
+    Artifact {
+        pattern: "ncu/regions/*/region.json",
+        spec: "ncu-region.schema.json",
+        schema: schema_of::<crate::ncu_analysis::RegionFile>,
+    },
+];
+
+/// The artifact kind of a path relative to the run directory.
+pub fn artifact_of(rel: &str) -> Option<&'static Artifact> {
+    ARTIFACTS.iter().find(|a| matches(a.pattern, rel))
+}
+
+fn matches(pattern: &str, rel: &str) -> bool {
+    let (p, r): (Vec<&str>, Vec<&str>) = (pattern.split('/').collect(), rel.split('/').collect());
+    p.len() == r.len() && p.iter().zip(&r).all(|(p, r)| *p == "*" || p == r)
+}
+
+/// One JSON file's verdict.
+#[derive(Debug)]
+pub struct Check {
+    pub path: String,
+    /// None: no schema is known for this file (not an error).
+    pub spec: Option<&'static str>,
+    pub errors: Vec<String>,
+}
+
+/// Check every `.json` under `dir` against its schema.
+pub fn validate(dir: &Path) -> Result<Vec<Check>, Error> {
+    if !dir.join(crate::run_dir::MANIFEST_JSON).is_file() {
+        return Err(Error::usage(format!("{}: not a run directory (no manifest.json)", dir.display()))
+            .with_hint("pass a directory printed by `llmperf profile` or `llmperf import`"));
+    }
+    let mut files = Vec::new();
+    collect_json(dir, dir, &mut files);
+    files.sort();
+    Ok(files.into_iter().map(|rel| check(dir, rel)).collect())
+}
+
+fn collect_json(root: &Path, dir: &Path, out: &mut Vec<String>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            collect_json(root, &p, out);
+        } else if p.extension().is_some_and(|x| x == "json") {
+            if let Ok(rel) = p.strip_prefix(root) {
+                out.push(rel.to_string_lossy().into_owned());
+            }
+        }
+    }
+}
+
+fn check(dir: &Path, rel: String) -> Check {
+    let Some(artifact) = artifact_of(&rel) else { return Check { path: rel, spec: None, errors: Vec::new() } };
+    let errors = match std::fs::read_to_string(dir.join(&rel))
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str::<Value>(&t).map_err(|e| format!("not JSON: line {}: {e}", e.line())))
+    {
+        Err(e) => vec![e],
+        Ok(instance) => schema_errors(&(artifact.schema)(), &instance),
+    };
+    Check { path: rel, spec: Some(artifact.spec), errors }
+}
+
+/// Every way `instance` breaks `schema`, as `at /pointer: message`.
+pub fn schema_errors(schema: &Value, instance: &Value) -> Vec<String> {
+    match jsonschema::validator_for(schema) {
+        Err(e) => vec![format!("invalid schema: {e}")],
+        Ok(v) => {
+            v.iter_errors(instance).map(|e| format!("at {}: {e}", pointer(&e.instance_path.to_string()))).collect()
+        }
+    }
+}
+
+fn pointer(p: &str) -> &str {
+    if p.is_empty() {
+        "/"
+    } else {
+        p
+    }
+}
+
+/// The text `llmperf validate` prints, and whether everything passed.
+pub fn render(checks: &[Check]) -> (String, bool) {
+    let mut out = String::new();
+    let mut ok = true;
+    for c in checks {
+        match (c.spec, c.errors.is_empty()) {
+            (None, _) => out.push_str(&format!("SKIP  {}  (no schema)\n", c.path)),
+            (Some(spec), true) => out.push_str(&format!("OK    {}  ({spec})\n", c.path)),
+            (Some(spec), false) => {
+                ok = false;
+                out.push_str(&format!("FAIL  {}  ({spec})\n", c.path));
+                for e in c.errors.iter().take(20) {
+                    out.push_str(&format!("      {e}\n"));
+                }
+            }
+        }
+    }
+    (out, ok)
+}
+
+/// The error `llmperf validate` exits with when a file fails.
+pub fn failed(checks: &[Check]) -> Error {
+    let bad: Vec<&str> = checks.iter().filter(|c| !c.errors.is_empty()).map(|c| c.path.as_str()).collect();
+    Error::new(ErrorKind::Unparseable, format!("{} file(s) do not match their schema: {}", bad.len(), bad.join(", ")))
+        .with_hint("the schemas are in specs/; a file written by an older llmperf can be rebuilt from the raw outputs")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_match_one_segment_per_star() {
+        assert_eq!(artifact_of("ncu/regions/A__A1/region.json").unwrap().spec, "ncu-region.schema.json");
+        assert_eq!(artifact_of("ncu/regions/report.json").unwrap().spec, "ncu-region-report.schema.json");
+        assert!(artifact_of("ncu/regions/a/b/region.json").is_none());
+        assert!(artifact_of("other.json").is_none());
+    }
+
+    #[test]
+    fn schema_errors_name_the_place() {
+        let schema = (artifact_of("nsys/top_kernels.json").unwrap().schema)();
+        let good = serde_json::json!([{"name": "k", "calls": 1, "total_ns": 5, "mean_ns": 5.0, "min_ns": 5, "max_ns": 5, "share_pct": 100.0}]);
+        assert!(schema_errors(&schema, &good).is_empty());
+        let bad = serde_json::json!([{"name": "k", "calls": "one"}]);
+        let errors = schema_errors(&schema, &bad);
+        assert!(errors.iter().any(|e| e.starts_with("at /0")), "{errors:?}");
+    }
+}

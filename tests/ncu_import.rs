@@ -1,0 +1,139 @@
+//! `llmperf import ncu` and `llmperf validate` on real recorded ncu outputs.
+mod common;
+use common::*;
+use predicates::prelude::*;
+use std::path::{Path, PathBuf};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ncu").join(name)
+}
+
+fn import(file: &Path, out: &Path, extra: &[&str]) -> assert_cmd::assert::Assert {
+    llmperf().args(["import", "ncu"]).arg(file).arg("-o").arg(out).args(extra).assert()
+}
+
+/// (name, calls, GPU ms) of the aggregate scope.
+fn regions(dir: &Path) -> Vec<(String, u64, f64)> {
+    let report = json(&dir.join("ncu/regions/report.json"));
+    report["scopes"][0]["regions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap().to_string(),
+                r["inclusive"]["calls"].as_u64().unwrap(),
+                r["inclusive"]["gpu_time_ms"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn details_raw_and_the_report_itself_give_the_same_regions() {
+    let root = tempfile::tempdir().unwrap();
+    let details = root.path().join("details");
+    import(&fixture("manual_nvtx.ncu2022.3.details.csv"), &details, &[]).success();
+    let raw = root.path().join("raw");
+    import(&fixture("manual_nvtx.ncu2022.3.raw.csv"), &raw, &[]).success();
+    let rep = root.path().join("rep");
+    import(&fixture("manual_nvtx.ncu-rep"), &rep, &[]).success();
+    let want = regions(&details);
+    assert_eq!(want.len(), 4);
+    assert_eq!((want[0].0.as_str(), want[0].1), ("run_test", 3));
+    for other in [regions(&raw), regions(&rep)] {
+        for (a, b) in want.iter().zip(&other) {
+            assert_eq!((&a.0, a.1), (&b.0, b.1));
+            assert!((a.2 - b.2).abs() <= 1e-4 * a.2, "{a:?} vs {b:?}");
+        }
+    }
+    // The input is kept in the run directory, and every JSON file follows its schema.
+    assert!(details.join("ncu/import.csv").is_file() && rep.join("ncu/import.ncu-rep").is_file());
+    for dir in [&details, &raw, &rep] {
+        llmperf()
+            .arg("validate")
+            .arg(dir)
+            .assert()
+            .success()
+            .stdout(predicate::str::contains("OK    ncu/regions/report.json"));
+    }
+}
+
+#[test]
+fn files_without_nvtx_land_in_unattributed_and_say_so() {
+    let root = tempfile::tempdir().unwrap();
+    let out = root.path().join("run");
+    import(&fixture("profile.ncu2024.1.details.csv"), &out, &[]).success();
+    let r = regions(&out);
+    assert_eq!(r.len(), 1);
+    assert_eq!((r[0].0.as_str(), r[0].1), ("(unattributed)", 6));
+    let report = json(&out.join("ncu/regions/report.json"));
+    assert!(report["note"].as_str().unwrap().contains("no NVTX data"));
+    assert!(out.join("ncu/regions/_unattributed_/sections.txt").is_file());
+}
+
+#[test]
+fn selection_and_range_attribution_from_the_command_line() {
+    let root = tempfile::tempdir().unwrap();
+    let out = root.path().join("sel");
+    import(
+        &fixture("manual_nvtx.ncu2022.3.details.csv"),
+        &out,
+        &["report.kernels.include=[\"regex:^(daxpy|init)\"]", "report.kernels.exclude=[\"regex:^init\"]"],
+    )
+    .success();
+    let r = regions(&out);
+    assert_eq!(r[0].1, 1, "only daxpy is left in run_test: {r:?}");
+    let report = json(&out.join("ncu/regions/report.json"));
+    let sel = &report["scopes"][0]["regions"][0]["selection"];
+    assert_eq!(sel["include_patterns"][0], "regex:^(daxpy|init)");
+    assert_eq!(sel["kernels_excluded"], 2);
+    let out = root.path().join("range");
+    import(&fixture("manual_nvtx.ncu2022.3.details.csv"), &out, &["--range", "decode_all"]).success();
+    assert_eq!(regions(&out), [("decode_all".to_string(), 3, 0.42221)]);
+}
+
+#[test]
+fn bad_inputs_fail_the_stage_and_keep_the_copy() {
+    let root = tempfile::tempdir().unwrap();
+    let bad = root.path().join("cut.csv");
+    let text = std::fs::read(fixture("manual_nvtx.ncu2022.3.details.csv")).unwrap();
+    std::fs::write(&bad, &text[..text.len() / 2]).unwrap();
+    let out = root.path().join("run");
+    import(&bad, &out, &[])
+        .code(6)
+        .stderr(predicate::str::contains("ncu/import.csv:").and(predicate::str::contains("hint:")));
+    let manifest = json(&out.join("manifest.json"));
+    assert_eq!(stage(&manifest, "ncu_regions")["status"], "failed");
+    assert_eq!(std::fs::read(out.join("ncu/import.csv")).unwrap(), &text[..text.len() / 2]);
+    llmperf()
+        .args(["import", "ncu", "/nonexistent.csv"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("no such file").and(predicate::str::contains("hint:")));
+    let bad_pattern = root.path().join("pattern");
+    import(&fixture("manual_nvtx.ncu2022.3.details.csv"), &bad_pattern, &["report.kernels.include=[\"regex:(\"]"])
+        .code(3)
+        .stderr(predicate::str::contains("bad kernel pattern"));
+}
+
+#[test]
+fn validate_names_the_file_and_place_that_break_a_schema() {
+    let root = tempfile::tempdir().unwrap();
+    let out = root.path().join("run");
+    import(&fixture("manual_nvtx.ncu2022.3.details.csv"), &out, &[]).success();
+    let path = out.join("ncu/regions/run_test__daxpy/region.json");
+    let text = std::fs::read_to_string(&path).unwrap().replacen("\"calls\": 1", "\"calls\": \"one\"", 1);
+    std::fs::write(&path, text).unwrap();
+    llmperf()
+        .arg("validate")
+        .arg(&out)
+        .assert()
+        .code(6)
+        .stdout(
+            predicate::str::contains("FAIL  ncu/regions/run_test__daxpy/region.json")
+                .and(predicate::str::contains("/calls")),
+        )
+        .stderr(predicate::str::contains("do not match their schema"));
+    llmperf().arg("validate").arg(root.path()).assert().code(2).stderr(predicate::str::contains("not a run directory"));
+}
