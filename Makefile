@@ -11,7 +11,7 @@ endif
 CARGO_FLAGS := --release --locked
 BIN := target/release/llmperf
 
-.PHONY: setup build run test clean
+.PHONY: setup build run test fuzz clean
 setup:
 	@bash scripts/setup.sh
 
@@ -23,6 +23,10 @@ run: build
 
 test: setup
 	cargo test $(CARGO_FLAGS) --all-targets
+
+# CI also runs this (.ci/run); needs rustup's nightly toolchain.
+fuzz:
+	bash scripts/fuzz.sh 60
 
 clean:
 	cargo clean

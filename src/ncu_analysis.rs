@@ -12,6 +12,7 @@ use crate::ncu_regions::{
     self, Attribution, Builder, Options, RegionEntry, RegionReportFile, Selection, Source, Stamp,
 };
 use crate::parse::ncu_csv::{self, Layout};
+use crate::parse::ncu_fast;
 use crate::run_dir::{self, RunDir};
 
 /// One CSV to read and how its results find their regions.
@@ -44,17 +45,10 @@ pub fn build(inputs: &[Input], opts: Options, stamp: Stamp, run: &RunDir) -> Res
     let metrics = opts.metrics.clone();
     let mut builder = Builder::new(opts);
     let mut layouts = Vec::new();
-    let mut with_stack = false;
     for input in inputs {
-        let (layout, launches) = ncu_csv::open_any(&input.csv)?;
-        layouts.push(layout);
-        for launch in launches {
-            let launch = launch?;
-            with_stack |= !launch.nvtx.is_empty();
-            builder.add(&launch, &input.attribution);
-        }
+        layouts.push(read_into(&mut builder, input)?);
     }
-    let attribution = match (builder.range_mode(), with_stack) {
+    let attribution = match (builder.range_mode(), builder.nvtx_seen()) {
         (true, _) => "range",
         (false, true) => "nvtx_stack",
         (false, false) => "none",
@@ -79,6 +73,19 @@ pub fn build(inputs: &[Input], opts: Options, stamp: Stamp, run: &RunDir) -> Res
         metrics,
         scopes,
     })
+}
+
+/// A details CSV file on every core (parse::ncu_fast); anything else (the
+/// raw page, `==PROF==` preambles, unusual column orders) streamed.
+fn read_into(builder: &mut Builder, input: &Input) -> Result<Layout, Error> {
+    if ncu_fast::ingest(&input.csv, builder, &input.attribution)? {
+        return Ok(Layout::Details);
+    }
+    let (layout, launches) = ncu_csv::open_any(&input.csv)?;
+    for launch in launches {
+        builder.add(&launch?, &input.attribution);
+    }
+    Ok(layout)
 }
 
 fn note(source: &Source) -> Option<String> {

@@ -12,6 +12,7 @@
 //! Metric roll-up over a region's launches, by kind (`Rollup`): counts, bytes and
 //! times add; percentages, rates, ratios and launch configuration are weighted
 //! by each launch's GPU time; `.max`/`.min` keep the max/min; `n/a` stays n/a.
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use regex::Regex;
@@ -236,7 +237,8 @@ struct Acc {
     excluded: u64,
     /// kernel name → (calls, total ns).
     kernels: BTreeMap<String, (u64, f64)>,
-    metrics: BTreeMap<(String, String), MetricAcc>,
+    /// section → metric name → accumulator (looked up by &str: no allocation per row).
+    metrics: HashMap<String, HashMap<String, MetricAcc>>,
 }
 
 #[derive(Debug, Clone)]
@@ -328,11 +330,14 @@ impl Acc {
             e.0 += c;
             e.1 += t;
         }
-        for (k, m) in &o.metrics {
-            match self.metrics.get_mut(k) {
-                Some(mine) => mine.merge(m),
-                None => {
-                    self.metrics.insert(k.clone(), m.clone());
+        for (section, by_name) in &o.metrics {
+            let mine = self.metrics.entry(section.clone()).or_default();
+            for (name, m) in by_name {
+                match mine.get_mut(name) {
+                    Some(acc) => acc.merge(m),
+                    None => {
+                        mine.insert(name.clone(), m.clone());
+                    }
                 }
             }
         }
@@ -341,8 +346,8 @@ impl Acc {
 
 /// How a metric adds up over launches: by name suffix first (metric names),
 /// then by unit and section (the labels older ncu versions print).
-pub fn rollup_of(metric: &Metric, base: Option<Base>) -> Rollup {
-    let name = metric.name.as_str();
+pub fn rollup_of(metric: &MetricRef, base: Option<Base>) -> Rollup {
+    let name: &str = &metric.name;
     let Some(base) = base else { return Rollup::Text };
     if name.ends_with(".max") || name.starts_with("Max ") {
         return Rollup::Max;
@@ -393,6 +398,8 @@ pub struct Builder {
     /// Display names of the configured sections (plus the `--metrics` section).
     wanted_sections: Option<BTreeSet<String>>,
     range_mode: bool,
+    /// Some result carried an NVTX push/pop stack.
+    nvtx_seen: bool,
     results: u64,
     accs: HashMap<(String, String, RegionKey), Acc>,
 }
@@ -404,22 +411,36 @@ impl Builder {
             s.insert(COMMAND_LINE_SECTION.to_string());
             s
         });
-        Builder { opts, wanted_sections, range_mode: false, results: 0, accs: HashMap::default() }
+        Builder { opts, wanted_sections, range_mode: false, nvtx_seen: false, results: 0, accs: HashMap::default() }
     }
 
     pub fn add(&mut self, launch: &Launch, how: &Attribution) {
+        let metrics: Vec<MetricRef> = launch.metrics.iter().map(MetricRef::of).collect();
+        let view = LaunchView {
+            process_id: &launch.process_id,
+            kernel_name: &launch.kernel_name,
+            device: launch.device.as_deref(),
+            nvtx: &launch.nvtx,
+            metrics: &metrics,
+        };
+        self.add_view(&view, how);
+    }
+
+    /// One launch (or range result) with borrowed metric rows.
+    pub fn add_view(&mut self, launch: &LaunchView, how: &Attribution) {
         self.results += 1;
+        self.nvtx_seen |= !launch.nvtx.is_empty();
         let region = match how {
-            Attribution::NvtxStack => stack_region(launch),
+            Attribution::NvtxStack => stack_region(launch.nvtx),
             Attribution::Range(paths) => {
                 self.range_mode = true;
                 range_region(launch, paths)
             }
         };
-        let key = (launch.process_id.clone(), device_of(launch), region);
+        let key = (launch.process_id.to_string(), launch.device(), region);
         let Builder { opts, wanted_sections, accs, .. } = self;
         let acc = accs.entry(key).or_default();
-        if !opts.selection.keeps(&launch.kernel_name) {
+        if !opts.selection.keeps(launch.kernel_name) {
             acc.excluded += 1;
             return;
         }
@@ -429,20 +450,27 @@ impl Builder {
             Some(d) => acc.time_ns += d,
             None => acc.untimed += 1,
         }
-        let k = acc.kernels.entry(launch.kernel_name.clone()).or_default();
+        let k = acc.kernels.entry(launch.kernel_name.to_string()).or_default();
         k.0 += 1;
         k.1 += duration.unwrap_or(0.0);
         let weight = duration.filter(|d| *d > 0.0).unwrap_or(1.0);
-        for m in &launch.metrics {
+        for m in launch.metrics {
             if !wants(opts, wanted_sections.as_ref(), m) {
                 continue;
             }
             let base = m.base();
-            let entry = acc.metrics.entry((m.section.clone(), m.name.clone())).or_insert_with(|| {
-                let b = base.map(|(_, b)| b);
-                let unit = b.map_or_else(|| m.unit.clone(), |b| base_unit_name(b, &m.unit));
-                MetricAcc::new(unit, rollup_of(m, b))
-            });
+            let by_name = match acc.metrics.get_mut(&*m.section) {
+                Some(b) => b,
+                None => acc.metrics.entry(m.section.to_string()).or_default(),
+            };
+            let entry = match by_name.get_mut(&*m.name) {
+                Some(e) => e,
+                None => {
+                    let b = base.map(|(_, b)| b);
+                    let unit = b.map_or_else(|| m.unit.to_string(), |b| base_unit_name(b, &m.unit));
+                    by_name.entry(m.name.to_string()).or_insert(MetricAcc::new(unit, rollup_of(m, b)))
+                }
+            };
             match (&m.value, base) {
                 (Value::NotAvailable, _) => entry.not_available += 1,
                 (_, Some((v, _))) if entry.rollup != Rollup::Text => entry.add(v, weight),
@@ -452,12 +480,37 @@ impl Builder {
         }
     }
 
+    /// Fold another builder's results into this one (the parallel reader's
+    /// blocks, in file order).
+    pub fn absorb(&mut self, other: Builder) {
+        self.results += other.results;
+        self.range_mode |= other.range_mode;
+        self.nvtx_seen |= other.nvtx_seen;
+        for (k, acc) in other.accs {
+            match self.accs.get_mut(&k) {
+                Some(mine) => mine.merge(&acc),
+                None => {
+                    self.accs.insert(k, acc);
+                }
+            }
+        }
+    }
+
+    /// A new, empty builder with the same options.
+    pub fn sibling(&self) -> Builder {
+        Builder::new(self.opts.clone())
+    }
+
     pub fn results(&self) -> u64 {
         self.results
     }
 
     pub fn range_mode(&self) -> bool {
         self.range_mode
+    }
+
+    pub fn nvtx_seen(&self) -> bool {
+        self.nvtx_seen
     }
 
     /// The scopes: aggregate (unless turned off), then each process, then each device.
@@ -586,8 +639,12 @@ impl Builder {
             })
             .collect();
         kernels.sort_by(|a, b| b.total_ms.total_cmp(&a.total_ms).then_with(|| a.kernel_name.cmp(&b.kernel_name)));
-        let metrics: Vec<MetricValue> =
-            incl.metrics.iter().map(|((section, name), m)| metric_value(section, name, m)).collect();
+        let mut metrics: Vec<MetricValue> = incl
+            .metrics
+            .iter()
+            .flat_map(|(section, by_name)| by_name.iter().map(move |(name, m)| metric_value(section, name, m)))
+            .collect();
+        metrics.sort_by(|a, b| (&a.section, &a.name).cmp(&(&b.section, &b.name)));
         let sections: Vec<String> = metrics
             .iter()
             .map(|m| m.section.clone())
@@ -620,11 +677,76 @@ impl Builder {
 
 /// A details row of a wanted section, or a raw column among the wanted metrics
 /// (the raw page has no sections).
-fn wants(opts: &Options, sections: Option<&BTreeSet<String>>, m: &Metric) -> bool {
+fn wants(opts: &Options, sections: Option<&BTreeSet<String>>, m: &MetricRef) -> bool {
     if m.section.is_empty() {
-        return opts.metrics.is_empty() || opts.metrics.contains(&m.name) || m.name == "gpu__time_duration.sum";
+        return opts.metrics.is_empty()
+            || opts.metrics.iter().any(|x| *x == m.name)
+            || m.name == "gpu__time_duration.sum";
     }
-    sections.is_none_or(|s| s.contains(&m.section))
+    sections.is_none_or(|s| s.contains(&*m.section))
+}
+
+/// One metric row, borrowed from wherever it was read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricRef<'a> {
+    pub section: Cow<'a, str>,
+    pub name: Cow<'a, str>,
+    pub unit: Cow<'a, str>,
+    pub value: Value,
+}
+
+impl<'a> MetricRef<'a> {
+    pub fn of(m: &'a Metric) -> MetricRef<'a> {
+        MetricRef {
+            section: Cow::Borrowed(&m.section),
+            name: Cow::Borrowed(&m.name),
+            unit: Cow::Borrowed(&m.unit),
+            value: m.value.clone(),
+        }
+    }
+
+    /// The value in its base unit, if numeric.
+    pub fn base(&self) -> Option<(f64, Base)> {
+        match self.value {
+            Value::Number(v) => {
+                let (factor, base) = crate::units::to_base(&self.unit);
+                Some((v * factor, base))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// One launch (or range result), borrowed.
+pub struct LaunchView<'a> {
+    pub process_id: &'a str,
+    pub kernel_name: &'a str,
+    /// The Device column (2024.1+), if the file has one.
+    pub device: Option<&'a str>,
+    pub nvtx: &'a [crate::parse::ncu_csv::NvtxFrame],
+    pub metrics: &'a [MetricRef<'a>],
+}
+
+impl LaunchView<'_> {
+    /// `gpu__time_duration.sum`, else the `Duration` of a `GPU Speed Of Light`
+    /// section (labels instead of metric names before 2022.4), in ns.
+    pub fn duration_ns(&self) -> Option<f64> {
+        let m = self.metrics.iter().find(|m| m.name == "gpu__time_duration.sum").or_else(|| {
+            self.metrics.iter().find(|m| m.name == "Duration" && m.section.starts_with("GPU Speed Of Light"))
+        })?;
+        m.base().filter(|(_, b)| *b == Base::Nanoseconds).map(|(v, _)| v)
+    }
+
+    /// The Device column, else the raw page's device index, else "unknown".
+    fn device(&self) -> String {
+        if let Some(d) = self.device.filter(|d| !d.is_empty()) {
+            return d.to_string();
+        }
+        match self.metrics.iter().find(|m| m.name == "device__attribute_device_index").map(|m| &m.value) {
+            Some(Value::Number(n)) => format!("{n}"),
+            _ => "unknown".into(),
+        }
+    }
 }
 
 /// Generation stamp shared by every scope.
@@ -651,23 +773,22 @@ fn metric_value(section: &str, name: &str, m: &MetricAcc) -> MetricValue {
     }
 }
 
-fn stack_region(launch: &Launch) -> RegionKey {
-    match launch.nvtx.last() {
+fn stack_region(nvtx: &[crate::parse::ncu_csv::NvtxFrame]) -> RegionKey {
+    match nvtx.last() {
         None => RegionKey { path: UNATTRIBUTED.into(), domain: String::new() },
-        Some(leaf) => RegionKey {
-            path: regions::join(launch.nvtx.iter().map(|f| f.name.as_str())),
-            domain: domain_name(&leaf.domain),
-        },
+        Some(leaf) => {
+            RegionKey { path: regions::join(nvtx.iter().map(|f| f.name.as_str())), domain: domain_name(&leaf.domain) }
+        }
     }
 }
 
-fn range_region(launch: &Launch, paths: &[String]) -> RegionKey {
+fn range_region(launch: &LaunchView, paths: &[String]) -> RegionKey {
     let leaf = |p: &str| p.rsplit(regions::SEP).next().unwrap_or(p).to_string();
     let named = paths.iter().find(|p| **p == launch.kernel_name || leaf(p) == launch.kernel_name);
     let path = match (named, paths) {
         (Some(p), _) => p.clone(),
         (None, [only]) => only.clone(),
-        _ => return stack_region(launch),
+        _ => return stack_region(launch.nvtx),
     };
     // `LLM@decode_all` → domain LLM, path decode_all.
     match path.split_once('@') {
@@ -681,17 +802,6 @@ fn domain_name(ncu: &str) -> String {
         String::new()
     } else {
         ncu.to_string()
-    }
-}
-
-/// The Device column (2024.1+), else the raw page's device index, else "unknown".
-fn device_of(launch: &Launch) -> String {
-    if let Some(d) = launch.device.as_ref().filter(|d| !d.is_empty()) {
-        return d.clone();
-    }
-    match launch.metric("device__attribute_device_index").map(|m| &m.value) {
-        Some(Value::Number(n)) => format!("{n}"),
-        _ => "unknown".into(),
     }
 }
 

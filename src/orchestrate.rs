@@ -131,9 +131,7 @@ pub fn import_ncu(
     run.subdir(run_dir::NCU_DIR)?;
     let is_report = file.extension().is_some_and(|e| e == "ncu-rep");
     let copy = run.join(&run_dir::ncu_pass_file("import", if is_report { "ncu-rep" } else { "csv" }));
-    std::fs::copy(file, &copy).map_err(|e| {
-        Error::new(ErrorKind::Internal, format!("cannot copy {} to {}: {e}", file.display(), copy.display()))
-    })?;
+    keep_input(file, &copy)?;
     let csv = if is_report {
         match render_import(&run, &mut manifest, cfg, &copy)? {
             Ok(csv) => csv,
@@ -155,6 +153,18 @@ pub fn import_ncu(
     let status = if error.is_some() { Status::Failed } else { Status::Ok };
     manifest.close(status)?;
     Ok(Outcome { run_dir: run.path().to_path_buf(), status, error })
+}
+
+/// The input, kept in the run directory: a hard link when both are on one
+/// file system (a profile can be gigabytes), else a copy.
+fn keep_input(file: &Path, to: &Path) -> Result<(), Error> {
+    if std::fs::hard_link(file, to).is_ok() {
+        return Ok(());
+    }
+    std::fs::copy(file, to).map(|_| ()).map_err(|e| {
+        Error::new(ErrorKind::Internal, format!("cannot copy {} to {}: {e}", file.display(), to.display()))
+            .with_hint("check that the output directory is writable and has room for the input")
+    })
 }
 
 /// The `ncu_import` stage: render a copied .ncu-rep to CSV with the installed ncu.

@@ -43,7 +43,10 @@ pub fn parse_number(t: &str, locale: Locale) -> Option<f64> {
     {
         return None;
     }
-    if body.contains(['e', 'E']) {
+    // Most values carry no separator at all: parse them as they are.
+    if body.contains(['e', 'E'])
+        || !body.contains(',') && body.bytes().filter(|&b| b == b'.').count() <= 1 && locale == Locale::C
+    {
         return t.parse().ok();
     }
     let (group, decimal) = match locale {

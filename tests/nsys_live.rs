@@ -270,6 +270,36 @@ fn regions_workload_capture_has_a_a1_b_nested() {
     assert!(inputs.contains("kind: builtin") && inputs.contains("name: nvtx_regions"), "{inputs}");
 }
 
+/// nsys first, then the real ncu in range replay with no configured regions:
+/// the planner takes the regions nsys found, one pass per nesting level.
+/// Without a GPU each pass matches its ranges and profiles nothing; the
+/// region report says so.
+#[test]
+#[cfg(feature = "torch")]
+fn range_replay_plans_its_passes_from_the_regions_nsys_found() {
+    let _nsys = nsys_lock();
+    let root = tempfile::tempdir().unwrap();
+    let dir = profile_builtin(root.path(), &["--model", "nvtx_regions", "infer.iters=2", "--replay-mode", "range"]);
+    let plan = json(&dir.join("ncu/plan.json"));
+    assert_eq!(plan["regions_from"], "nsys", "{plan}");
+    let passes: Vec<(u64, Vec<String>)> = plan["passes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["level"].as_u64().unwrap(), serde_json::from_value(p["nvtx_include"].clone()).unwrap()))
+        .collect();
+    assert_eq!(passes, [(0, vec!["A".to_string(), "B".to_string()]), (1, vec!["A::A1".to_string()])]);
+    let manifest = json(&dir.join("manifest.json"));
+    for pass in ["ncu:p0", "ncu:p1"] {
+        let s = stage(&manifest, pass);
+        assert_eq!(s["status"], "ok", "{s}");
+        let codes: Vec<_> = s["diagnoses"].as_array().unwrap().iter().map(|d| d["code"].as_str().unwrap()).collect();
+        assert!(codes.contains(&"no_ranges_profiled"), "{pass}: {codes:?}");
+    }
+    let report = json(&dir.join("ncu/regions/report.json"));
+    assert!(report["note"].as_str().unwrap().contains("no region-specific profiling"), "{report}");
+}
+
 #[test]
 #[cfg(feature = "torch")]
 fn llm_workload_capture_has_prefill_and_decode_steps_in_domain_llm() {

@@ -1,0 +1,111 @@
+//! The parallel details reader (parse::ncu_fast) gives the region reports of
+//! the streaming reader (parse::ncu_csv), on every real details file, with
+//! blocks small enough that launches straddle reads; and it fails the same
+//! way on broken files.
+use std::path::{Path, PathBuf};
+
+use llmperf::ncu_regions::{Attribution, Builder, Options, ScopeReport, Stamp};
+use llmperf::parse::{ncu_csv, ncu_fast};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ncu").join(name)
+}
+
+const DETAILS: [&str; 4] = [
+    "kernel_0013_ncu.details.csv",
+    "manual_nvtx.ncu2022.3.details.csv",
+    "report.ncu2022.3.details.csv",
+    "profile.ncu2024.1.details.csv",
+];
+
+fn options() -> Options {
+    Options { aggregate: true, ..Options::default() }
+}
+
+fn streamed(path: &Path, how: &Attribution) -> Vec<ScopeReport> {
+    let mut b = Builder::new(options());
+    for l in ncu_csv::open(path).unwrap() {
+        b.add(&l.unwrap(), how);
+    }
+    b.finish(&Stamp::default())
+}
+
+fn fast(path: &Path, how: &Attribution, block: usize) -> Result<Vec<ScopeReport>, llmperf::error::Error> {
+    let mut b = Builder::new(options());
+    assert!(ncu_fast::ingest_blocks(path, &mut b, how, block)?, "the fast path takes {}", path.display());
+    Ok(b.finish(&Stamp::default()))
+}
+
+/// Equal, with floating-point sums compared to 1e-12 (blocks add in another order).
+fn assert_same(a: &serde_json::Value, b: &serde_json::Value, at: &str) {
+    match (a, b) {
+        (serde_json::Value::Number(x), serde_json::Value::Number(y)) => {
+            let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+            assert!((x - y).abs() <= 1e-12 * x.abs().max(1.0), "{at}: {x} vs {y}");
+        }
+        (serde_json::Value::Array(x), serde_json::Value::Array(y)) => {
+            assert_eq!(x.len(), y.len(), "{at}");
+            for (i, (x, y)) in x.iter().zip(y).enumerate() {
+                assert_same(x, y, &format!("{at}/{i}"));
+            }
+        }
+        (serde_json::Value::Object(x), serde_json::Value::Object(y)) => {
+            assert_eq!(x.keys().collect::<Vec<_>>(), y.keys().collect::<Vec<_>>(), "{at}");
+            for (k, v) in x {
+                assert_same(v, &y[k], &format!("{at}/{k}"));
+            }
+        }
+        _ => assert_eq!(a, b, "{at}"),
+    }
+}
+
+#[test]
+fn fast_and_streaming_readers_agree_on_every_real_details_file() {
+    for name in DETAILS {
+        let path = fixture(name);
+        for how in [Attribution::NvtxStack, Attribution::Range(vec!["A".into()])] {
+            let want = serde_json::to_value(streamed(&path, &how)).unwrap();
+            for block in [1 << 20, 4096, 1000] {
+                let got = serde_json::to_value(fast(&path, &how, block).unwrap()).unwrap();
+                assert_same(&want, &got, &format!("{name} block {block}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn broken_files_fail_with_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read(fixture("manual_nvtx.ncu2022.3.details.csv")).unwrap();
+    let cut = dir.path().join("cut.csv");
+    std::fs::write(&cut, &text[..text.len() * 2 / 3 + 3]).unwrap();
+    for block in [1 << 20, 4096] {
+        let e = fast(&cut, &Attribution::NvtxStack, block).unwrap_err();
+        assert!(e.message.starts_with(&format!("{}:", cut.display())), "{}", e.message);
+        assert!(e.message.contains("ends inside a row"), "{}", e.message);
+        assert!(e.hint.is_some());
+    }
+    let mut bad = text.clone();
+    let at = bad.windows(5).position(|w| w == b"daxpy").unwrap();
+    bad[at] = 0xff;
+    let latin1 = dir.path().join("latin1.csv");
+    std::fs::write(&latin1, &bad).unwrap();
+    let line = 1 + text[..at].iter().filter(|&&b| b == b'\n').count();
+    let e = fast(&latin1, &Attribution::NvtxStack, 1 << 20).unwrap_err();
+    assert!(e.message.contains(&format!("latin1.csv:{line}: invalid UTF-8")), "{} (want line {line})", e.message);
+}
+
+#[test]
+fn files_it_does_not_handle_are_left_to_the_streaming_reader() {
+    // A raw page, and a details file behind `==PROF==` lines.
+    let dir = tempfile::tempdir().unwrap();
+    let raw = fixture("manual_nvtx.ncu2022.3.raw.csv");
+    let mut b = Builder::new(options());
+    assert!(!ncu_fast::ingest(&raw, &mut b, &Attribution::NvtxStack).unwrap());
+    let prof = dir.path().join("prof.csv");
+    let mut text = b"==PROF== Connected to process 1\n".to_vec();
+    text.extend(std::fs::read(fixture("manual_nvtx.ncu2022.3.details.csv")).unwrap());
+    std::fs::write(&prof, text).unwrap();
+    assert!(!ncu_fast::ingest(&prof, &mut b, &Attribution::NvtxStack).unwrap());
+    assert_eq!(b.results(), 0);
+}
