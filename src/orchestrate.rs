@@ -428,7 +428,8 @@ fn ncu_stage(
         Gate::Run(t) => t,
         Gate::Skipped(error) => return Ok(error),
     };
-    if let Err(e) = ncu::check_version(&cfg.pipeline.ncu.ncu_cli, tool) {
+    let cli = &cfg.pipeline.ncu.ncu_cli;
+    if let Err(e) = ncu::check_version(cli, tool).and_then(|_| ncu::check_flags(cli, tool)) {
         manifest.skip("ncu", &e.message, e.hint.as_deref().unwrap_or_default())?;
         return Ok(Some(e));
     }

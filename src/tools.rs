@@ -97,6 +97,18 @@ impl Tool {
         Ok(Tool { kind, path, version, version_text: text })
     }
 
+    /// `<tool> --help`, to check flags against what this installation has.
+    /// None when it does not answer (then nothing is refused up front).
+    pub fn help_text(&self) -> Option<String> {
+        let spec = Spawn::new([self.path.as_os_str(), "--help".as_ref()])
+            .stdout(Sink::Capture)
+            .stderr(Sink::Null)
+            .timeout(Some(PROBE_TIMEOUT));
+        let done = process::run(&spec).ok()?;
+        let text = String::from_utf8_lossy(&done.stdout).into_owned();
+        (done.success() && text.contains("--")).then_some(text)
+    }
+
     /// ncu `--replay-mode range` (2022.1+).
     pub fn has_range_replay(&self) -> bool {
         self.version >= Version::new(2022, 1, 0)

@@ -59,6 +59,23 @@ fn range_replay_on_the_regions_workload_reports_the_diagnosis() {
 }
 
 #[test]
+fn flags_this_ncu_lacks_are_refused_before_running() {
+    let root = tempfile::tempdir().unwrap();
+    let out = llmperf()
+        .args(["profile", "--no-nsys", "--replay-mode", "kernel", "pipeline.ncu.ncu_cli.graph_profiling=node", "-o"])
+        .arg(root.path())
+        .args(["--", "true"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("has no --graph-profiling").and(predicate::str::contains("hint:")))
+        .get_output()
+        .stdout
+        .clone();
+    let manifest = json(&run_dir(&out).join("manifest.json"));
+    assert_eq!(stage(&manifest, "ncu")["status"], "skipped");
+}
+
+#[test]
 fn app_range_replay_is_refused_by_ncu_2022_3() {
     let root = tempfile::tempdir().unwrap();
     let out = llmperf()
@@ -83,7 +100,7 @@ fn fake_ncu_replaying(dir: &std::path::Path, report: &std::path::Path) -> std::p
         &script,
         &format!(
             r#"#!/bin/sh
-case " $* " in *" --import "*|*" --version "*) exec ncu "$@";; esac
+case " $* " in *" --import "*|*" --version "*|*" --help "*) exec ncu "$@";; esac
 prev=; for a in "$@"; do [ "$prev" = "--export" ] && out="$a"; [ "$prev" = "--log-file" ] && log="$a"; prev="$a"; done
 cp {report} "$out.ncu-rep"
 echo "==PROF== Report: $out.ncu-rep" > "$log"

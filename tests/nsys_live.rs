@@ -298,6 +298,12 @@ fn range_replay_plans_its_passes_from_the_regions_nsys_found() {
     }
     let report = json(&dir.join("ncu/regions/report.json"));
     assert!(report["note"].as_str().unwrap().contains("no region-specific profiling"), "{report}");
+    // Every JSON artifact of a full run follows its published schema.
+    let out = llmperf().arg("validate").arg(&dir).assert().success().get_output().stdout.clone();
+    let text = String::from_utf8_lossy(&out);
+    for file in ["manifest.json", "env.json", "workload/timings.json", "nsys/regions.json", "ncu/plan.json"] {
+        assert!(text.contains(&format!("OK    {file}")), "{file}: {text}");
+    }
 }
 
 #[test]

@@ -69,6 +69,43 @@ pub fn check_version(cli: &NcuCli, tool: &Tool) -> Result<(), Error> {
     }
 }
 
+/// The options llmperf puts on an ncu command line (up to `--export` and its
+/// value) that `help` (the installed ncu's `--help`) does not list.
+pub fn unsupported_flags(argv: &[OsString], help: &str) -> Vec<String> {
+    let mut flags = Vec::new();
+    for a in argv.iter().skip(1).map(|a| a.to_string_lossy()) {
+        if a.starts_with("--") {
+            flags.push(a.to_string());
+        }
+        if a == "--export" {
+            break;
+        }
+    }
+    flags
+        .into_iter()
+        .filter(|f| {
+            let declared = format!(r"(?m)^\s+(?:-\S+ \[ )?{}(?:\s|$)", regex::escape(f));
+            !regex::Regex::new(&declared).is_ok_and(|re| re.is_match(help))
+        })
+        .collect()
+}
+
+/// Refuse options the installed ncu does not have, naming them.
+pub fn check_flags(cli: &NcuCli, tool: &Tool) -> Result<(), Error> {
+    let Some(help) = tool.help_text() else { return Ok(()) };
+    let argv = profile_argv(&tool.path, cli, Path::new("p0"), Path::new("p0.log"), &[]);
+    let missing = unsupported_flags(&argv, &help);
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(Error::config(format!(
+        "the installed ncu {} has no {}: it would refuse the command line",
+        tool.version,
+        missing.join(", ")
+    ))
+    .with_hint("drop the matching pipeline.ncu.ncu_cli keys (see `ncu --help`), or install a newer Nsight Compute"))
+}
+
 /// `ncu ... -o <output_base> <app...>` for one pass.
 pub fn profile_argv(ncu: &Path, cli: &NcuCli, output_base: &Path, log: &Path, app: &[OsString]) -> Vec<OsString> {
     let mut a: Vec<String> = Vec::new();

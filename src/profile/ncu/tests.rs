@@ -140,3 +140,21 @@ fn real_logs_become_diagnoses() {
         "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters";
     assert!(diagnose(perm, &cli(&[]))[0].hint.contains("NVreg_RestrictProfilingToAdminUsers"));
 }
+
+#[test]
+fn flags_missing_from_the_installed_ncu_are_named() {
+    let help =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/ncu/help.ncu2022.3.txt")).unwrap();
+    let all = cli(&[
+        "pipeline.ncu.ncu_cli.graph_profiling=node",
+        "pipeline.ncu.ncu_cli.kernel_name=regex:gemm",
+        "pipeline.ncu.ncu_cli.clock_control=none",
+        "pipeline.ncu.ncu_cli.launch_count=3",
+        "pipeline.ncu.ncu_cli.nvtx.include=[A]",
+    ]);
+    let a: Vec<std::ffi::OsString> = argv(&all).into_iter().map(Into::into).collect();
+    // ncu 2022.3 has every flag but --graph-profiling (a later addition).
+    assert_eq!(unsupported_flags(&a, &help), ["--graph-profiling"]);
+    let a: Vec<std::ffi::OsString> = argv(&cli(&[])).into_iter().map(Into::into).collect();
+    assert!(unsupported_flags(&a, &help).is_empty());
+}
