@@ -215,3 +215,44 @@ pub fn regions(
     })?;
     Ok(error)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::nsys_sqlite::NsysDb;
+
+    /// Deep mode end to end on real kernel names: the top kernels of a real
+    /// nsys capture (abacus, PyTorch fp16 ResNet: long templated names) become
+    /// an ncu kernel filter that matches exactly those names.
+    #[test]
+    fn deep_mode_filter_from_a_real_capture_matches_exactly_its_top_kernels() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::create_at(&dir.path().join("run")).unwrap();
+        let db = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/nsys/abacus/report1.nsys2022.4.sqlite");
+        let capture = NsysDb::open(Path::new(db)).unwrap().load().unwrap();
+        let top = crate::aggregate::top_kernels(&capture, 10);
+        run.write_json(run_dir::NSYS_TOP_KERNELS, &top).unwrap();
+        let cfg = crate::config::load(&crate::config::LoadOptions::default()).unwrap().config;
+        let plan = plan_from_run(&run, &cfg);
+        let filter = plan.kernel_filter.clone().expect("deep mode narrows to the top kernels");
+        assert_eq!(filter.source, "nsys_top_n");
+        let names: Vec<&str> = top.iter().map(|k| k.name.as_str()).collect();
+        assert_eq!(filter.kernels, names);
+        // ncu's regex: is ECMAScript; for these patterns the regex crate agrees.
+        let re = regex::Regex::new(filter.expression.strip_prefix("regex:").unwrap()).unwrap();
+        for k in &names {
+            assert!(re.is_match(k), "{k}");
+        }
+        let others: Vec<String> = crate::aggregate::top_kernels(&capture, 0).into_iter().skip(10).map(|k| k.name).collect();
+        assert!(!others.is_empty());
+        for k in &others {
+            assert!(!re.is_match(k), "{k} is not among the top 10");
+        }
+        // The argv carries it with the demangled base.
+        let cli = pass_cli(&cfg, &plan, &plan.passes[0]);
+        let argv = ncu::profile_argv(Path::new("ncu"), &cli, Path::new("p0"), Path::new("p0.log"), &[]);
+        let argv: Vec<String> = argv.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        assert!(argv.windows(2).any(|w| w[0] == "--kernel-name" && w[1] == filter.expression));
+        assert!(argv.windows(2).any(|w| w == ["--kernel-name-base", "demangled"]));
+    }
+}

@@ -126,3 +126,25 @@ fn bad_inputs_are_errors_with_file_and_line() {
         }
     }
 }
+
+/// A per-section export (ncu 2025, `--print-details all`): a `Body Item Label`
+/// column sits between Section Name and Metric Name. Keyed by names, the reader
+/// does not care; the parallel reader declines the unusual order.
+#[test]
+fn ncu_2025_section_export_with_body_item_label() {
+    let path = fixture("kernel_0013_ncu.section_SpeedOfLight_RooflineChart.csv");
+    let (_, all) = ncu_csv::open_any(&path).unwrap();
+    let all: Vec<Launch> = all.collect::<Result<_, _>>().unwrap();
+    assert_eq!(all.len(), 1);
+    let l = &all[0];
+    // 23 rows: 22 metrics and one rule row (SOLFPRoofline) without a metric name.
+    assert_eq!(l.metrics.len(), 22);
+    assert_eq!(l.rules, [("SOLFPRoofline".to_string(), "SpeedOfLight_RooflineChart".to_string())]);
+    // Verbatim rows: "...","Theoretical Predicated-On FFMA Thread Instructions Executed","inst/cycle","21,760",
+    let m = l.metric("Theoretical Predicated-On FFMA Thread Instructions Executed").unwrap();
+    assert_eq!((m.section.as_str(), m.unit.as_str()), ("GPU Speed Of Light Roofline Chart", "inst/cycle"));
+    assert_eq!(base(l, "Theoretical Predicated-On FFMA Thread Instructions Executed"), Some((21760.0, Base::Other)));
+    assert_eq!(base(l, "Theoretical Predicated-On DFMA Thread Instructions Executed"), Some((340.0, Base::Other)));
+    let mut b = llmperf::ncu_regions::Builder::new(Default::default());
+    assert!(!llmperf::parse::ncu_fast::ingest(&path, &mut b, &llmperf::ncu_regions::Attribution::NvtxStack).unwrap());
+}
