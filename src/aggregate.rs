@@ -15,7 +15,7 @@ use rustc_hash::FxHashMap as HashMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::parse::nsys_sqlite::{pid_of, tid_of, Capture, Kernel, Launch, Names, Style};
+use crate::parse::nsys_sqlite::{pid_of, tid_of, Capture, Kernel, Launches, Names, Style};
 use crate::regions;
 
 pub const REGIONS_SCHEMA: &str = "llmperf.nsys-regions/v1";
@@ -190,16 +190,21 @@ pub fn build(capture: &Capture) -> RegionsReport {
 /// Attribute each kernel to the ranges open on its launching thread at launch time.
 fn attribute(
     kernels: &[Kernel],
-    launches: &HashMap<i64, Launch>,
+    launches: &Launches,
     threads: &mut HashMap<i64, Vec<Instance>>,
     regions: &mut [Acc],
 ) -> Unattributed {
     let mut unattributed = Unattributed::default();
+    // Per thread, where the previous search ended: kernels come in time
+    // order, so the next launch is usually at or just after it.
+    let mut cursors: HashMap<i64, usize> = HashMap::default();
     for k in kernels {
         let ns = k.end - k.start;
-        let innermost = launches.get(&k.correlation_id).and_then(|l| {
+        let innermost = launches.get(k.correlation_id).and_then(|l| {
             let instances = threads.get(&l.global_tid)?;
-            innermost_at(instances, l.start).map(|i| (l.global_tid, i))
+            let cursor = cursors.entry(l.global_tid).or_default();
+            *cursor = started_by(instances, l.start, *cursor);
+            innermost_at(instances, *cursor, l.start).map(|i| (l.global_tid, i))
         });
         let Some((tid, inner)) = innermost else {
             unattributed.kernel_count += 1;
@@ -223,10 +228,33 @@ fn attribute(
     unattributed
 }
 
-/// The innermost instance containing time `t`: the last one started at or
-/// before `t`, or the nearest of its ancestors that is still open at `t`.
-fn innermost_at(instances: &[Instance], t: i64) -> Option<usize> {
-    let after = instances.partition_point(|i| i.start <= t);
+/// How many instances (sorted by start) started at or before `t`, searched
+/// outward from `hint` (a galloping search: O(1) when `t` moves forward a
+/// little, O(log n) at worst).
+fn started_by(instances: &[Instance], t: i64, hint: usize) -> usize {
+    let n = instances.len();
+    let hint = hint.min(n);
+    let before = |i: usize| instances[i].start <= t;
+    if hint < n && before(hint) {
+        let mut step = 1;
+        let mut lo = hint + 1;
+        while lo + step <= n && before(lo + step - 1) {
+            lo += step;
+            step *= 2;
+        }
+        let hi = (lo + step).min(n);
+        lo + instances[lo..hi].partition_point(|i| i.start <= t)
+    } else if hint > 0 && !before(hint - 1) {
+        instances[..hint].partition_point(|i| i.start <= t)
+    } else {
+        hint
+    }
+}
+
+/// The innermost instance containing time `t`, given that `after` instances
+/// started by `t`: the last of them, or the nearest of its ancestors that is
+/// still open at `t`.
+fn innermost_at(instances: &[Instance], after: usize, t: i64) -> Option<usize> {
     let mut at = after.checked_sub(1);
     while let Some(i) = at {
         if instances[i].end > t {

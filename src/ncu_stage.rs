@@ -243,7 +243,8 @@ mod tests {
         for k in &names {
             assert!(re.is_match(k), "{k}");
         }
-        let others: Vec<String> = crate::aggregate::top_kernels(&capture, 0).into_iter().skip(10).map(|k| k.name).collect();
+        let others: Vec<String> =
+            crate::aggregate::top_kernels(&capture, 0).into_iter().skip(10).map(|k| k.name).collect();
         assert!(!others.is_empty());
         for k in &others {
             assert!(!re.is_match(k), "{k} is not among the top 10");

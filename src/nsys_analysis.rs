@@ -123,10 +123,18 @@ fn stats(run: &RunDir, manifest: &mut ManifestWriter, tool: &Tool, sqlite: &Path
 fn ingest(run: &RunDir, manifest: &mut ManifestWriter, sqlite: &Path, top_n: usize) -> Result<Option<Error>, Error> {
     let i = manifest.begin("nsys_regions", Vec::new())?;
     let result = (|| {
+        let t = std::time::Instant::now();
         let capture = NsysDb::open(sqlite)?.load()?;
+        let read = t.elapsed();
         let report = aggregate::build(&capture);
+        let built = t.elapsed();
         run.write_json(run_dir::NSYS_REGIONS, &report)?;
         run.write_json(run_dir::NSYS_TOP_KERNELS, &aggregate::top_kernels(&capture, top_n))?;
+        tracing::debug!(
+            "nsys ingestion: read {read:.2?}, regions {:.2?}, written {:.2?}",
+            built - read,
+            t.elapsed() - built
+        );
         tracing::info!(
             "nsys: {} regions, {} kernels ({} unattributed)",
             report.regions.len(),

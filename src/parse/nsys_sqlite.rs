@@ -94,7 +94,7 @@ pub struct Capture {
     pub names: Names,
     pub ranges: Vec<NvtxRange>,
     pub kernels: Vec<Kernel>,
-    pub launches: FxHashMap<i64, Launch>,
+    pub launches: Launches,
 }
 
 /// The host thread and time of a kernel's launch call, by correlation id.
@@ -102,6 +102,44 @@ pub struct Capture {
 pub struct Launch {
     pub global_tid: i64,
     pub start: i64,
+}
+
+/// Launch calls by correlation id. The ids count the CUDA API calls of a
+/// capture, so they are nearly dense: then a table indexed by id (no hashing,
+/// and kernels in time order read it almost in order), else a hash map.
+#[derive(Debug, Clone, Default)]
+pub struct Launches {
+    base: i64,
+    dense: Vec<Launch>,
+    sparse: FxHashMap<i64, Launch>,
+}
+
+/// Marks an id without a launch call in the dense table.
+const NO_THREAD: i64 = i64::MIN;
+
+impl Launches {
+    pub fn from_rows(rows: Vec<(i64, Launch)>) -> Launches {
+        let (Some(min), Some(max)) = (rows.iter().map(|r| r.0).min(), rows.iter().map(|r| r.0).max()) else {
+            return Launches::default();
+        };
+        let span = max.saturating_sub(min).saturating_add(1);
+        if span > 4 * rows.len() as i64 + 1024 {
+            return Launches { sparse: rows.into_iter().collect(), ..Launches::default() };
+        }
+        let mut dense = vec![Launch { global_tid: NO_THREAD, start: 0 }; span as usize];
+        for (id, l) in rows {
+            dense[(id - min) as usize] = l;
+        }
+        Launches { base: min, dense, sparse: FxHashMap::default() }
+    }
+
+    pub fn get(&self, correlation_id: i64) -> Option<&Launch> {
+        if self.dense.is_empty() {
+            return self.sparse.get(&correlation_id);
+        }
+        let i = usize::try_from(correlation_id.checked_sub(self.base)?).ok()?;
+        self.dense.get(i).filter(|l| l.global_tid != NO_THREAD)
+    }
 }
 
 /// nsys packs the process id into globalTid/globalPid: pid = (gid >> 24) & 0xFFFFFF.
@@ -127,6 +165,9 @@ impl NsysDb {
         // One thread reads the connection: no need for SQLite's per-call mutexes.
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(path, flags).map_err(|e| bad(format!("cannot open as SQLite: {e}")))?;
+        // Read pages through a memory map instead of a pread copy each (a
+        // whole export is scanned; the map is only address space).
+        let _ = conn.pragma_update(None, "mmap_size", 1i64 << 40);
         let tables: HashSet<String> = conn
             .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
             .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
@@ -304,9 +345,9 @@ impl NsysDb {
     }
 
     /// Launch calls (runtime API rows) by correlation id.
-    fn launches(&self) -> Result<FxHashMap<i64, Launch>, Error> {
+    fn launches(&self) -> Result<Launches, Error> {
         if !self.has_table("CUPTI_ACTIVITY_KIND_RUNTIME") {
-            return Ok(FxHashMap::default());
+            return Ok(Launches::default());
         }
         let mut stmt = self
             .conn
@@ -315,6 +356,7 @@ impl NsysDb {
         let rows = stmt
             .query_map([], |r| Ok((r.get::<_, i64>(0)?, Launch { global_tid: r.get(1)?, start: r.get(2)? })))
             .map_err(|e| self.sql_error("CUPTI_ACTIVITY_KIND_RUNTIME", e))?;
-        rows.collect::<Result<_, _>>().map_err(|e| self.sql_error("CUPTI_ACTIVITY_KIND_RUNTIME", e))
+        let rows = rows.collect::<Result<_, _>>().map_err(|e| self.sql_error("CUPTI_ACTIVITY_KIND_RUNTIME", e))?;
+        Ok(Launches::from_rows(rows))
     }
 }
