@@ -57,7 +57,9 @@ pub fn ingest_blocks(path: &Path, builder: &mut Builder, how: &Attribution, bloc
     // Blocks come back from the workers to be filled again: no fresh pages per block.
     let spare: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
     let spare = &spare;
-    let results = std::thread::scope(|scope| -> Result<Vec<Builder>, Error> {
+    std::thread::scope(|scope| -> Result<(), Error> {
+        // Owned here, so that any early return hangs up on the workers.
+        let to_workers = to_workers;
         let (to_main, results) = std::sync::mpsc::channel::<(usize, Result<Builder, (usize, Error)>)>();
         for _ in 0..WORKERS {
             let (from_reader, to_main) = (&from_reader, to_main.clone());
@@ -76,8 +78,7 @@ pub fn ingest_blocks(path: &Path, builder: &mut Builder, how: &Attribution, bloc
             });
         }
         drop(to_main);
-        let mut seq = 0;
-        let mut starts = Vec::new();
+        let mut merge = InOrder::default();
         let mut eof = false;
         let mut offset = data_start as u64;
         while !eof || !carry.is_empty() {
@@ -93,33 +94,53 @@ pub fn ingest_blocks(path: &Path, builder: &mut Builder, how: &Attribution, bloc
             next.reserve(block + carry.len() - cut);
             next.extend_from_slice(&carry[cut..]);
             carry.truncate(cut);
-            starts.push(offset);
+            merge.starts.push(offset);
             offset += carry.len() as u64;
-            if to_workers.send((seq, std::mem::replace(&mut carry, next))).is_err() {
+            if to_workers.send((merge.starts.len() - 1, std::mem::replace(&mut carry, next))).is_err() {
                 break;
             }
-            seq += 1;
-        }
-        drop(to_workers);
-        let mut done: Vec<Option<Result<Builder, (usize, Error)>>> = (0..seq).map(|_| None).collect();
-        for (i, r) in results {
-            done[i] = Some(r);
-        }
-        // In file order, so that the first broken row is the one reported.
-        let mut builders = Vec::with_capacity(seq);
-        for (i, r) in done.into_iter().enumerate() {
-            match r {
-                Some(Ok(b)) => builders.push(b),
-                Some(Err((at, e))) => return Err(locate(e, path, starts[i] + at as u64)),
-                None => {}
+            // Fold in what is done, in file order: partial results do not pile up.
+            while let Ok((i, r)) = results.try_recv() {
+                merge.take(i, r, builder, path)?;
             }
         }
-        Ok(builders)
+        drop(to_workers);
+        for (i, r) in results {
+            merge.take(i, r, builder, path)?;
+        }
+        Ok(())
     })?;
-    for b in results {
-        builder.absorb(b);
-    }
     Ok(true)
+}
+
+/// Partial results folded into the builder in block order (so sums do not
+/// depend on scheduling, and the first broken row is the one reported).
+#[derive(Default)]
+struct InOrder {
+    next: usize,
+    pending: std::collections::BTreeMap<usize, Result<Builder, (usize, Error)>>,
+    /// Byte offset of each block in the file, for error lines.
+    starts: Vec<u64>,
+}
+
+impl InOrder {
+    fn take(
+        &mut self,
+        i: usize,
+        r: Result<Builder, (usize, Error)>,
+        into: &mut Builder,
+        path: &Path,
+    ) -> Result<(), Error> {
+        self.pending.insert(i, r);
+        while let Some(r) = self.pending.remove(&self.next) {
+            match r {
+                Ok(b) => into.absorb(b),
+                Err((at, e)) => return Err(locate(e, path, self.starts[self.next] + at as u64)),
+            }
+            self.next += 1;
+        }
+        Ok(())
+    }
 }
 
 fn io_error(path: &Path, e: &std::io::Error) -> Error {
