@@ -14,6 +14,11 @@ pub fn run(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
         Command::Workload(args) => workload(cli.config_dir, args, argv),
         Command::Import(ImportCommand::Nsys(args)) => import_nsys(cli.config_dir, args, argv),
         Command::Import(ImportCommand::Ncu(args)) => import_ncu(cli.config_dir, args, argv),
+        Command::Report(args) => {
+            let dir = orchestrate::report(&args.run_dir)?;
+            print(&format!("{}\n", dir.display()))?;
+            Ok(0)
+        }
         Command::Validate(args) => {
             let checks = crate::schemas::validate(&args.run_dir)?;
             let (text, ok) = crate::schemas::render(&checks);
@@ -81,8 +86,8 @@ fn workload(config_dir: Option<std::path::PathBuf>, args: WorkloadArgs, argv: Ve
 }
 
 fn import_nsys(config_dir: Option<std::path::PathBuf>, args: ImportArgs, argv: Vec<String>) -> anyhow::Result<i32> {
-    let config = load(config_dir, args.overrides)?.config;
-    let outcome = orchestrate::import_nsys(&config, &args.file, args.output.as_deref(), argv)?;
+    let resolved = load(config_dir, args.overrides)?;
+    let outcome = orchestrate::import_nsys(&resolved, &args.file, args.output.as_deref(), argv)?;
     print(&format!("{}\n", outcome.run_dir.display()))?;
     match outcome.error {
         Some(e) => Err(e.into()),

@@ -16,6 +16,7 @@ pub mod ncu_stage;
 pub mod nsys_analysis;
 pub mod orchestrate;
 pub mod parse;
+pub mod peaks;
 pub mod plan;
 pub mod process;
 pub mod profile;

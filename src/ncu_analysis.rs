@@ -148,11 +148,12 @@ pub fn write(run: &RunDir, report: &RegionReportFile) -> Result<Vec<String>, Err
     Ok(written)
 }
 
-/// `ncu/<pass>.details.csv` when rendered, else the raw page.
+/// `ncu/<pass>.details.csv` when rendered, else the raw page, else an
+/// imported `ncu/<pass>.csv`.
 pub fn csv_of(run: &RunDir, pass: &str) -> Option<PathBuf> {
-    ["details", "raw"]
+    ["details.csv", "raw.csv", "csv"]
         .iter()
-        .map(|page| run.join(&run_dir::ncu_pass_file(pass, &format!("{page}.csv"))))
+        .map(|suffix| run.join(&run_dir::ncu_pass_file(pass, suffix)))
         .find(|p| is_csv(p))
 }
 

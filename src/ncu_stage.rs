@@ -155,6 +155,19 @@ fn status_of(failure: &Option<Error>) -> Status {
     }
 }
 
+/// The CSVs that a run's ncu passes or `import ncu` left (per ncu/plan.json),
+/// with how their results find regions: what `llmperf report` reads again.
+pub fn saved_inputs(run: &RunDir) -> Vec<Input> {
+    if let Some(plan) = read_json::<NcuPlan>(run, run_dir::NCU_PLAN) {
+        return plan
+            .passes
+            .iter()
+            .filter_map(|p| ncu_analysis::csv_of(run, &p.name).map(|csv| Input { csv, attribution: p.attribution() }))
+            .collect();
+    }
+    Vec::new()
+}
+
 /// `ncu --import` a report to the raw and details CSV layouts, next to it.
 pub fn render_csv(run: &RunDir, tool: &Tool, report: &Path, pass: &str) -> Result<Vec<String>, Error> {
     let mut made = Vec::new();

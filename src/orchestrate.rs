@@ -72,17 +72,34 @@ pub fn profile(req: Request) -> Result<Outcome, Error> {
     if builtin {
         provenance::add_model_metadata(&run, provenance::inputs(cfg, &nsys_app, true))?;
     }
-    manifest.close(status)?;
+    if status != Status::Interrupted {
+        reports_stage(&run, &mut manifest)?;
+    }
+    close(&run, manifest, status)?;
     Ok(Outcome { run_dir: run.path().to_path_buf(), status, error })
 }
 
+/// The `reports` stage: kernels, operators and the stakeholder summary, from
+/// the artifacts written so far. A failure here fails the stage, not the run.
+fn reports_stage(run: &RunDir, manifest: &mut ManifestWriter) -> Result<(), Error> {
+    let i = manifest.begin("reports", Vec::new())?;
+    let result = crate::report::write_summaries(run);
+    manifest.finish(i, if result.is_ok() { Status::Ok } else { Status::Failed }, |s| {
+        s.artifacts = result.as_ref().cloned().unwrap_or_default();
+        s.reason = result.as_ref().err().map(|e| e.message.clone());
+        s.hint = result.as_ref().err().and_then(|e| e.hint.clone());
+    })
+}
+
+/// The manifest's final status, then `report.md`, which shows it.
+fn close(run: &RunDir, mut manifest: ManifestWriter, status: Status) -> Result<(), Error> {
+    manifest.close(status)?;
+    crate::report::write_index(run)
+}
+
 /// `llmperf import nsys FILE`: the nsys analysis of an existing report.
-pub fn import_nsys(
-    cfg: &crate::config::Config,
-    file: &Path,
-    out: Option<&Path>,
-    argv: Vec<String>,
-) -> Result<Outcome, Error> {
+pub fn import_nsys(resolved: &Resolved, file: &Path, out: Option<&Path>, argv: Vec<String>) -> Result<Outcome, Error> {
+    let cfg = &resolved.config;
     if !file.is_file() {
         return Err(Error::usage(format!("{}: no such file", file.display()))
             .with_hint("pass a .nsys-rep, .qdrep or the .sqlite of `nsys export --type sqlite`"));
@@ -91,6 +108,7 @@ pub fn import_nsys(
         Some(dir) => RunDir::create_at(dir)?,
         None => RunDir::create(&cfg.runner.artifacts.root)?,
     };
+    run.write(run_dir::CONFIG_YAML, resolved.to_yaml().as_bytes())?;
     let tool = Tool::probe(crate::tools::Kind::Nsys, &cfg.pipeline.nsys.executable).ok();
     let mut manifest = ManifestWriter::start(&run, argv)?;
     let file = absolute(file);
@@ -102,8 +120,37 @@ pub fn import_nsys(
         cfg.runner.run.top_n_kernels as usize,
     )?;
     let status = if error.is_some() { Status::Failed } else { Status::Ok };
-    manifest.close(status)?;
+    reports_stage(&run, &mut manifest)?;
+    close(&run, manifest, status)?;
     Ok(Outcome { run_dir: run.path().to_path_buf(), status, error })
+}
+
+/// `llmperf report RUN_DIR`: every report rebuilt from the run's raw artifacts
+/// (nsys/report.sqlite, the ncu CSVs, timings, env) and its config.yaml, so
+/// that a newer llmperf, or another machine, can render an old run again.
+pub fn report(dir: &Path) -> Result<PathBuf, Error> {
+    let run = RunDir::open(dir)?;
+    let cfg = crate::config::load_resolved(&run.join(run_dir::CONFIG_YAML))?;
+    if run.join(run_dir::NSYS_SQLITE).is_file() {
+        let capture = crate::parse::nsys_sqlite::NsysDb::open(&run.join(run_dir::NSYS_SQLITE))?.load()?;
+        run.write_json(run_dir::NSYS_REGIONS, &crate::aggregate::build(&capture))?;
+        let top = crate::aggregate::top_kernels(&capture, cfg.runner.run.top_n_kernels as usize);
+        run.write_json(run_dir::NSYS_TOP_KERNELS, &top)?;
+    }
+    let inputs = crate::ncu_stage::saved_inputs(&run);
+    if !inputs.is_empty() || run.join(run_dir::NCU_PLAN).is_file() {
+        let config_yaml = std::fs::read_to_string(run.join(run_dir::CONFIG_YAML)).unwrap_or_default();
+        let stamp = crate::ncu_regions::Stamp {
+            generated_at: run_dir::utc_now(),
+            config_fingerprint: crate::ncu_analysis::fingerprint(&config_yaml),
+        };
+        let opts = crate::ncu_analysis::options(&cfg)?;
+        let report = crate::ncu_analysis::build(&inputs, opts, stamp, &run)?;
+        crate::ncu_analysis::write(&run, &report)?;
+    }
+    crate::report::write_summaries(&run)?;
+    crate::report::write_index(&run)?;
+    Ok(run.path().to_path_buf())
 }
 
 /// `llmperf import ncu FILE`: region reports from an existing ncu report or CSV.
@@ -143,15 +190,14 @@ pub fn import_ncu(
     } else {
         copy
     };
-    let attribution = if ranges.is_empty() {
-        crate::ncu_regions::Attribution::NvtxStack
-    } else {
-        crate::ncu_regions::Attribution::Range(ranges)
-    };
-    let inputs = [crate::ncu_analysis::Input { csv, attribution }];
+    // The plan of an import: one pass, so that `llmperf report` reads it the same way.
+    let plan = crate::plan::imported(cfg, ranges, &file.display().to_string());
+    run.write_json(run_dir::NCU_PLAN, &plan)?;
+    let inputs = [crate::ncu_analysis::Input { csv, attribution: plan.passes[0].attribution() }];
     let error = crate::ncu_stage::regions(&run, &mut manifest, cfg, &inputs)?;
     let status = if error.is_some() { Status::Failed } else { Status::Ok };
-    manifest.close(status)?;
+    reports_stage(&run, &mut manifest)?;
+    close(&run, manifest, status)?;
     Ok(Outcome { run_dir: run.path().to_path_buf(), status, error })
 }
 

@@ -107,14 +107,40 @@ pub fn plan(cli: &NcuCli, mode: RunMode, top_kernels: Option<&[String]>, found: 
     NcuPlan {
         schema: PLAN_SCHEMA.into(),
         replay_mode: cli.replay_mode.as_str().into(),
-        mode: match mode {
-            RunMode::Deep => "deep".into(),
-            RunMode::Light => "light".into(),
-        },
+        mode: mode_name(mode),
         regions_from,
         kernel_filter,
         passes,
         notes,
+    }
+}
+
+fn mode_name(mode: RunMode) -> String {
+    match mode {
+        RunMode::Deep => "deep".into(),
+        RunMode::Light => "light".into(),
+    }
+}
+
+/// The plan of `llmperf import ncu`: one pass named `import`, range
+/// attribution when regions were given with `--range`.
+pub fn imported(cfg: &crate::config::Config, ranges: Vec<String>, file: &str) -> NcuPlan {
+    let range = !ranges.is_empty();
+    NcuPlan {
+        schema: PLAN_SCHEMA.into(),
+        replay_mode: if range { "range" } else { "kernel" }.into(),
+        mode: mode_name(cfg.runner.run.mode),
+        regions_from: if range { "config" } else { "none" }.into(),
+        kernel_filter: None,
+        passes: vec![Pass {
+            name: "import".into(),
+            level: None,
+            regions: ranges,
+            nvtx_include: Vec::new(),
+            nvtx_exclude: Vec::new(),
+            attribution: if range { "range" } else { "nvtx_stack" }.into(),
+        }],
+        notes: vec![format!("imported from {file}")],
     }
 }
 

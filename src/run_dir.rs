@@ -25,6 +25,13 @@ pub const NSYS_TOP_KERNELS: &str = "nsys/top_kernels.json";
 /// nsys appends `.nsys-rep` (2021.3+) or `.qdrep` (older) to this base.
 pub const NSYS_REPORT_BASE: &str = "nsys/report";
 pub const NCU_DIR: &str = "ncu";
+pub const KERNELS_JSON: &str = "kernels.json";
+pub const KERNELS_MD: &str = "kernels.md";
+pub const OPERATORS_JSON: &str = "operators.json";
+pub const OPERATORS_MD: &str = "operators.md";
+pub const SUMMARY_MD: &str = "stakeholder_summary.md";
+/// The index of a run: stage statuses, diagnoses, links to every file.
+pub const REPORT_MD: &str = "report.md";
 pub const NCU_CMD: &str = "ncu/cmd.txt";
 /// The pass plan: which passes ran, with what filters (specs/ncu-outputs.md).
 pub const NCU_PLAN: &str = "ncu/plan.json";
@@ -101,7 +108,8 @@ impl RunDir {
 
     /// `p` relative to the run directory, as manifests record artifacts.
     pub fn relative(&self, p: &Path) -> String {
-        p.strip_prefix(absolute(&self.path)).unwrap_or(p).display().to_string()
+        let p = absolute(p);
+        p.strip_prefix(absolute(&self.path)).unwrap_or(&p).display().to_string()
     }
 
     /// Create a sub-directory (`nsys`, `ncu`, ...) and return its path.

@@ -41,6 +41,16 @@ pub const ARTIFACTS: &[Artifact] = &[
         spec: "nsys-top-kernels.schema.json",
         schema: schema_of::<Vec<crate::aggregate::TopKernel>>,
     },
+    Artifact {
+        pattern: "kernels.json",
+        spec: "kernels.schema.json",
+        schema: schema_of::<crate::report::summary::KernelsReport>,
+    },
+    Artifact {
+        pattern: "operators.json",
+        spec: "operators.schema.json",
+        schema: schema_of::<crate::report::summary::OperatorsReport>,
+    },
     Artifact { pattern: "ncu/plan.json", spec: "ncu-plan.schema.json", schema: schema_of::<crate::plan::NcuPlan> },
     Artifact {
         pattern: "ncu/regions/report.json",

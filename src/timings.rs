@@ -32,6 +32,18 @@ pub struct Timings {
     pub flops: Flops,
     /// Bytes moved by one decode step (LLM only), for memory-bandwidth utilization.
     pub decode_bytes: Option<DecodeBytes>,
+    /// On CPU: what this machine reached in a matmul and a copy, the peaks
+    /// for MFU/MBU (there is no datasheet table for CPUs).
+    pub calibration: Option<Calibration>,
+}
+
+/// Peaks measured by the workload itself, outside every NVTX range.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Calibration {
+    pub method: String,
+    pub matmul_flops_per_s: f64,
+    pub copy_bytes_per_s: f64,
 }
 
 /// Model metadata, also recorded in the run's provenance.

@@ -304,6 +304,31 @@ fn range_replay_plans_its_passes_from_the_regions_nsys_found() {
     for file in ["manifest.json", "env.json", "workload/timings.json", "nsys/regions.json", "ncu/plan.json"] {
         assert!(text.contains(&format!("OK    {file}")), "{file}: {text}");
     }
+    assert_report_reproduces(&dir);
+}
+
+/// A CPU run of the decoder: the summary's MFU uses the calibration the
+/// workload measured on this CPU, labelled as such, and `llmperf report`
+/// reproduces every report from the run directory.
+#[test]
+#[cfg(feature = "torch")]
+fn cpu_llm_run_has_a_summary_with_calibrated_mfu_and_reproduces() {
+    let _nsys = nsys_lock();
+    let root = tempfile::tempdir().unwrap();
+    let dir = profile_builtin(root.path(), &["--model", "llm_tiny", "infer.iters=2", "infer.max_new_tokens=4"]);
+    let summary = std::fs::read_to_string(dir.join("stakeholder_summary.md")).unwrap();
+    assert!(summary.contains("measured on this CPU by the workload"), "{summary}");
+    let timings = json(&dir.join("workload/timings.json"));
+    let step_flops = timings["flops"]["per_call"]["decode_all::decode_step"].as_f64().unwrap();
+    let step_ms = timings["stages"]["decode_all::decode_step"]["mean_ms"].as_f64().unwrap();
+    let peak = timings["calibration"]["matmul_flops_per_s"].as_f64().unwrap();
+    let mfu = format!("{:.2}%", 100.0 * step_flops / (step_ms / 1e3) / peak);
+    let mfu_section = summary.split("## MFU").nth(1).unwrap_or_default();
+    let row = mfu_section.lines().find(|l| l.starts_with("| `decode_all::decode_step` |")).unwrap_or_default();
+    assert!(row.contains(&mfu), "MFU {mfu} not in the decode step's row: {row}\n{summary}");
+    let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
+    assert!(report.contains("| reports | ok |") && report.contains("[stakeholder_summary.md]"), "{report}");
+    assert_report_reproduces(&dir);
 }
 
 #[test]

@@ -8,7 +8,7 @@
 mod compose;
 mod overrides;
 pub mod schema;
-mod tree;
+pub mod tree;
 
 use figment::value::{Dict, Map, Value};
 use figment::{Figment, Metadata, Profile, Provider};

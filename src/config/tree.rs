@@ -50,6 +50,11 @@ impl ConfTree {
         Ok(files)
     }
 
+    /// An embedded data file (not a configuration layer), e.g. `hardware/gpu_peaks.yaml`.
+    pub fn embedded_data(rel: &str) -> Option<&'static str> {
+        EMBEDDED.get_file(rel).and_then(|f| f.contents_utf8())
+    }
+
     /// Whether `group` names a directory of the tree.
     pub fn is_group(&self, group: &str) -> bool {
         EMBEDDED.get_dir(group).is_some() || self.user_path(group).is_some_and(|p| p.is_dir())

@@ -1,2 +1,123 @@
-//! Report models rendered for people: Markdown (and text) exporters.
+//! Reports for people, rebuilt from a run directory's artifacts alone, so that
+//! `llmperf report RUN_DIR` gives the same bytes as the run did.
 pub mod ncu_regions;
+pub mod summary;
+
+use std::fmt::Write;
+
+use serde::de::DeserializeOwned;
+
+use crate::error::Error;
+use crate::run_dir::{self, RunDir};
+use summary::Inputs;
+
+fn read<T: DeserializeOwned>(run: &RunDir, rel: &str) -> Option<T> {
+    let text = std::fs::read_to_string(run.join(rel)).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// What the reports read, each part if present and readable.
+pub fn inputs(run: &RunDir) -> Inputs {
+    Inputs {
+        config: crate::config::load_resolved(&run.join(run_dir::CONFIG_YAML)).ok(),
+        env: read(run, run_dir::ENV_JSON),
+        manifest: read(run, run_dir::MANIFEST_JSON),
+        timings: read(run, run_dir::TIMINGS_JSON),
+        nsys_regions: read(run, run_dir::NSYS_REGIONS),
+        nsys_top: read(run, run_dir::NSYS_TOP_KERNELS),
+        ncu: read(run, run_dir::NCU_REGIONS_JSON),
+    }
+}
+
+/// kernels.json/md, operators.json/md and stakeholder_summary.md.
+pub fn write_summaries(run: &RunDir) -> Result<Vec<String>, Error> {
+    let inputs = inputs(run);
+    let kernels = summary::kernels(&inputs);
+    let operators = summary::operators(&inputs);
+    run.write_json(run_dir::KERNELS_JSON, &kernels)?;
+    run.write(run_dir::KERNELS_MD, summary::kernels_md(&kernels).as_bytes())?;
+    run.write_json(run_dir::OPERATORS_JSON, &operators)?;
+    run.write(run_dir::OPERATORS_MD, summary::operators_md(&operators).as_bytes())?;
+    run.write(run_dir::SUMMARY_MD, summary::stakeholder_summary(&inputs).as_bytes())?;
+    Ok([
+        run_dir::KERNELS_JSON,
+        run_dir::KERNELS_MD,
+        run_dir::OPERATORS_JSON,
+        run_dir::OPERATORS_MD,
+        run_dir::SUMMARY_MD,
+    ]
+    .map(String::from)
+    .to_vec())
+}
+
+/// `report.md`: the stages and their diagnoses, then every file of the run.
+pub fn write_index(run: &RunDir) -> Result<(), Error> {
+    let manifest: serde_json::Value = read(run, run_dir::MANIFEST_JSON).unwrap_or_default();
+    // The manifest's run id, not the directory's name: a copied run renders the same.
+    let id = manifest["run_id"].as_str().unwrap_or("");
+    let mut md = format!("# Run {id}\n\nStatus: **{}**.\n\n", manifest["status"].as_str().unwrap_or("unknown"));
+    md.push_str("| stage | status | reason |\n|---|---|---|\n");
+    let stages = manifest["stages"].as_array().cloned().unwrap_or_default();
+    for s in &stages {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} |",
+            s["name"].as_str().unwrap_or("?"),
+            s["status"].as_str().unwrap_or("?"),
+            s["reason"].as_str().unwrap_or("").replace('|', "\\|")
+        );
+    }
+    let diagnoses: Vec<String> = stages
+        .iter()
+        .flat_map(|s| {
+            let stage = s["name"].as_str().unwrap_or("?").to_string();
+            s["diagnoses"].as_array().cloned().unwrap_or_default().into_iter().map(move |d| {
+                format!(
+                    "- {stage}: {} — hint: {}",
+                    d["message"].as_str().unwrap_or(""),
+                    d["hint"].as_str().unwrap_or("")
+                )
+            })
+        })
+        .collect();
+    if !diagnoses.is_empty() {
+        let _ = writeln!(md, "\n## Diagnoses\n\n{}", diagnoses.join("\n"));
+    }
+    md.push_str("\n## Reports\n\n");
+    for (file, what) in [
+        (run_dir::SUMMARY_MD, "stakeholder summary: environment, aggregates, stages, MFU, top operators and kernels"),
+        (run_dir::KERNELS_MD, "top kernels"),
+        (run_dir::OPERATORS_MD, "operators (NVTX ranges below the stages)"),
+        (run_dir::NCU_REGIONS_MD, "Nsight Compute per-region report"),
+    ] {
+        if run.join(file).is_file() {
+            let _ = writeln!(md, "- [{file}]({file}): {what}");
+        }
+    }
+    md.push_str("\n## Files\n\n");
+    for f in files(run) {
+        let _ = writeln!(md, "- [{f}]({f})");
+    }
+    run.write(run_dir::REPORT_MD, md.as_bytes())?;
+    Ok(())
+}
+
+/// Every file of the run directory, relative and sorted (report.md itself left out).
+fn files(run: &RunDir) -> Vec<String> {
+    fn walk(dir: &std::path::Path, run: &RunDir, out: &mut Vec<String>) {
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, run, out);
+            } else {
+                out.push(run.relative(&p));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(run.path(), run, &mut out);
+    out.retain(|f| f != run_dir::REPORT_MD && !f.contains("/.llmperf-"));
+    out.sort();
+    out
+}

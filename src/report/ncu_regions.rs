@@ -131,7 +131,8 @@ fn rollup_text(m: &MetricValue) -> String {
     format!("({how} of {}{na})", m.samples)
 }
 
-fn short(name: &str, max: usize) -> String {
+/// A name cut to `max` characters (with …) and made safe for a Markdown table.
+pub(crate) fn short(name: &str, max: usize) -> String {
     if name.chars().count() <= max {
         return escape(name);
     }

@@ -24,12 +24,49 @@ pub use instrument::Instrument;
 pub fn run(cfg: &Config, nvtx: bool) -> Result<Timings, Error> {
     let device = resolve_device(cfg.device)?;
     let kind = kind_of(cfg.infer.dtype);
-    catch_libtorch(|| match &cfg.model {
+    let mut timings = catch_libtorch(|| match &cfg.model {
         ModelConfig::DummyShallowResnet(m) => run_resnet(cfg, m, device, kind, nvtx),
         ModelConfig::DecoderLlm(m) => run_llm(cfg, m, device, kind, nvtx),
         ModelConfig::Torchscript(m) => run_torchscript(cfg, m, device, kind, nvtx),
         ModelConfig::NvtxRegions(m) => Ok(run_regions(cfg, m, device, kind, nvtx)),
-    })
+    })?;
+    if device == Device::Cpu {
+        timings.calibration = Some(catch_libtorch(|| Ok(calibrate(kind)))?);
+    }
+    Ok(timings)
+}
+
+/// This CPU's reachable peaks, after the measured loop and outside every NVTX
+/// range: the best of 5 square matmuls in the workload's dtype, and the best of
+/// 3 copies of a 256 MiB tensor (read + write counted).
+fn calibrate(kind: Kind) -> timings::Calibration {
+    let _grad = tch::no_grad_guard();
+    let n = 1024;
+    let a = Tensor::randn([n, n], (kind, Device::Cpu));
+    let b = Tensor::randn([n, n], (kind, Device::Cpu));
+    let best = |runs: usize, f: &dyn Fn()| {
+        (0..runs)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed().as_secs_f64()
+            })
+            .fold(f64::INFINITY, f64::min)
+    };
+    let matmul_s = best(5, &|| {
+        let _ = a.matmul(&b);
+    });
+    let elems = 64 << 20;
+    let src = Tensor::ones([elems], (Kind::Float, Device::Cpu));
+    let dst = Tensor::zeros([elems], (Kind::Float, Device::Cpu));
+    let copy_s = best(3, &|| {
+        let _ = dst.shallow_clone().copy_(&src);
+    });
+    timings::Calibration {
+        method: format!("best of 5 {n}x{n} {} matmuls and of 3 copies of 256 MiB, in libtorch", dtype_name(kind)),
+        matmul_flops_per_s: 2.0 * (n * n * n) as f64 / matmul_s,
+        copy_bytes_per_s: 2.0 * (elems * 4) as f64 / copy_s,
+    }
 }
 
 pub fn resolve_device(d: DeviceCfg) -> Result<Device, Error> {
@@ -157,6 +194,7 @@ fn assemble(setup: Setup, meta: ModelMeta, m: Measured, stage_paths: &[String]) 
         throughput: Throughput { samples_per_s, ..Default::default() },
         flops: Flops { formula: String::new(), per_call: BTreeMap::new() },
         decode_bytes: None,
+        calibration: None,
     }
 }
 

@@ -39,3 +39,61 @@ pub fn write_executable(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.path().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
+fn files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(files(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The file with its `generated_at` values blanked.
+fn without_timestamps(p: &Path) -> String {
+    let text = std::fs::read_to_string(p).unwrap_or_default();
+    let re = regex::Regex::new(r#""generated_at": "[^"]*""#).unwrap();
+    re.replace_all(&text, r#""generated_at": """#).into_owned()
+}
+
+/// Rebuild a copy of `dir` and compare every file with the original.
+/// `llmperf report` on a copy of `dir`, without its reports, writes every file
+/// again with the same bytes (timestamps aside).
+pub fn assert_report_reproduces(dir: &Path) {
+    let copy = tempfile::tempdir().unwrap();
+    let copy = copy.path().join("copy");
+    copy_dir(dir, &copy);
+    // Delete the reports: `report` must write them all again.
+    for f in ["kernels.json", "kernels.md", "operators.json", "operators.md", "stakeholder_summary.md", "report.md"] {
+        std::fs::remove_file(copy.join(f)).unwrap();
+    }
+    let _ = std::fs::remove_dir_all(copy.join("ncu/regions"));
+    llmperf().arg("report").arg(&copy).assert().success();
+    let (a, b) = (files(dir), files(&copy));
+    let rel = |fs: &[PathBuf], root: &Path| {
+        fs.iter().map(|f| f.strip_prefix(root).unwrap().to_path_buf()).collect::<Vec<_>>()
+    };
+    assert_eq!(rel(&a, dir), rel(&b, &copy));
+    for f in &a {
+        let r = f.strip_prefix(dir).unwrap();
+        assert_eq!(without_timestamps(f), without_timestamps(&copy.join(r)), "{} differs", r.display());
+    }
+}

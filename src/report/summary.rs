@@ -1,0 +1,615 @@
+//! The reports people act on, from a run directory's artifacts alone:
+//! `kernels.json/md`, `operators.json/md`, `stakeholder_summary.md` and the
+//! `report.md` index. Deterministic: no clock, fixed decimals, sorted input.
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::ncu_regions::short;
+use crate::aggregate::{RegionsReport, TopKernel};
+use crate::config::Config;
+use crate::ncu_regions::RegionReportFile;
+use crate::peaks::{self, Peak};
+use crate::timings::Timings;
+
+/// Everything the reports read; each part may be missing.
+pub struct Inputs {
+    pub config: Option<Config>,
+    pub env: Option<Value>,
+    pub manifest: Option<Value>,
+    pub timings: Option<Timings>,
+    pub nsys_regions: Option<RegionsReport>,
+    pub nsys_top: Option<Vec<TopKernel>>,
+    pub ncu: Option<RegionReportFile>,
+}
+
+/// `kernels.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KernelsReport {
+    /// `nsys` (GPU time from the timeline), `ncu` (replayed, slower than production) or `none`.
+    pub source: String,
+    pub note: Option<String>,
+    pub kernels: Vec<KernelRow>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KernelRow {
+    pub kernel_name: String,
+    pub device: String,
+    pub total_ms: f64,
+    pub calls: u64,
+    pub mean_ms: f64,
+    /// Share of all kernels' GPU time in the source.
+    pub share_pct: f64,
+}
+
+/// `operators.json`: NVTX ranges below the stages (`layer_3::attn`, ...).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OperatorsReport {
+    /// `nsys` (timeline, with GPU time) or `timings` (the workload's own clock).
+    pub source: String,
+    pub operators: Vec<OperatorRow>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OperatorRow {
+    pub name: String,
+    pub total_ms: f64,
+    pub calls: u64,
+    pub mean_ms: f64,
+    /// GPU time of the kernels launched inside (nsys, kernels attributed).
+    pub gpu_ms: Option<f64>,
+}
+
+pub fn kernels(inputs: &Inputs) -> KernelsReport {
+    if let Some(top) = inputs.nsys_top.as_ref().filter(|t| !t.is_empty()) {
+        let rows = top
+            .iter()
+            .map(|k| KernelRow {
+                kernel_name: k.name.clone(),
+                device: "all".into(),
+                total_ms: k.total_ns as f64 / 1e6,
+                calls: k.calls as u64,
+                mean_ms: k.mean_ns / 1e6,
+                share_pct: k.share_pct,
+            })
+            .collect();
+        return KernelsReport { source: "nsys".into(), note: None, kernels: rows };
+    }
+    if let Some(scope) = inputs.ncu.as_ref().and_then(|r| r.scopes.first()) {
+        let mut by_name: BTreeMap<(String, String), (u64, f64)> = BTreeMap::new();
+        for r in scope.regions.iter().filter(|r| r.depth == 0) {
+            for k in &r.kernels {
+                let e = by_name.entry((k.kernel_name.clone(), k.device.clone())).or_default();
+                e.0 += k.calls;
+                e.1 += k.total_ms;
+            }
+        }
+        let all: f64 = by_name.values().map(|v| v.1).sum();
+        let mut rows: Vec<KernelRow> = by_name
+            .into_iter()
+            .map(|((kernel_name, device), (calls, total_ms))| KernelRow {
+                kernel_name,
+                device,
+                total_ms,
+                calls,
+                mean_ms: total_ms / calls.max(1) as f64,
+                share_pct: if all > 0.0 { 100.0 * total_ms / all } else { 0.0 },
+            })
+            .collect();
+        rows.sort_by(|a, b| b.total_ms.total_cmp(&a.total_ms).then_with(|| a.kernel_name.cmp(&b.kernel_name)));
+        let note = Some(
+            "from ncu: kernels were replayed (serialized, clocks locked): times are slower than production".into(),
+        );
+        return KernelsReport { source: "ncu".into(), note, kernels: rows };
+    }
+    KernelsReport {
+        source: "none".into(),
+        note: Some("no CUDA kernels: nsys saw none (CPU run, or CUDA not traced) and ncu profiled none".into()),
+        kernels: Vec::new(),
+    }
+}
+
+pub fn operators(inputs: &Inputs) -> OperatorsReport {
+    if let Some(regions) = inputs.nsys_regions.as_ref().filter(|r| r.regions.iter().any(|r| r.depth > 0)) {
+        let mut by_path: BTreeMap<&str, (i64, usize, i64, usize)> = BTreeMap::new();
+        for r in regions.regions.iter().filter(|r| r.depth > 0) {
+            let e = by_path.entry(&r.path).or_default();
+            e.0 += r.inclusive_ns;
+            e.1 += r.instances;
+            e.2 += r.gpu_time_ns;
+            e.3 += r.kernel_count;
+        }
+        let rows = by_path
+            .into_iter()
+            .map(|(name, (ns, calls, gpu, kernels))| OperatorRow {
+                name: name.to_string(),
+                total_ms: ns as f64 / 1e6,
+                calls: calls as u64,
+                mean_ms: ns as f64 / 1e6 / calls.max(1) as f64,
+                gpu_ms: (kernels > 0).then_some(gpu as f64 / 1e6),
+            })
+            .collect();
+        return OperatorsReport { source: "nsys".into(), operators: sorted(rows) };
+    }
+    let rows = inputs
+        .timings
+        .iter()
+        .flat_map(|t| t.operators.iter())
+        .map(|(name, s)| OperatorRow {
+            name: name.clone(),
+            total_ms: s.total_ms,
+            calls: s.count as u64,
+            mean_ms: s.mean_ms,
+            gpu_ms: None,
+        })
+        .collect();
+    OperatorsReport { source: "timings".into(), operators: sorted(rows) }
+}
+
+fn sorted(mut rows: Vec<OperatorRow>) -> Vec<OperatorRow> {
+    rows.sort_by(|a, b| b.total_ms.total_cmp(&a.total_ms).then_with(|| a.name.cmp(&b.name)));
+    rows
+}
+
+pub fn kernels_md(k: &KernelsReport) -> String {
+    let mut md = format!("# Top kernels\n\nSource: {}.\n", k.source);
+    if let Some(n) = &k.note {
+        let _ = writeln!(md, "\n> {n}");
+    }
+    md.push_str("\n| # | kernel | device | total ms | calls | mean ms | share |\n|---:|---|---|---:|---:|---:|---:|\n");
+    for (i, r) in k.kernels.iter().enumerate() {
+        let _ = writeln!(
+            md,
+            "| {} | `{}` | {} | {:.3} | {} | {:.4} | {:.1}% |",
+            i + 1,
+            short(&r.kernel_name, 70),
+            r.device,
+            r.total_ms,
+            r.calls,
+            r.mean_ms,
+            r.share_pct
+        );
+    }
+    md.push_str("\nFull names are in kernels.json.\n");
+    md
+}
+
+pub fn operators_md(o: &OperatorsReport) -> String {
+    let mut md = format!("# Operators (NVTX ranges below the stages)\n\nSource: {}.\n\n", o.source);
+    md.push_str("| operator | total ms | calls | mean ms | GPU ms |\n|---|---:|---:|---:|---:|\n");
+    for r in &o.operators {
+        let gpu = r.gpu_ms.map_or("–".to_string(), |g| format!("{g:.3}"));
+        let _ = writeln!(md, "| `{}` | {:.3} | {} | {:.4} | {gpu} |", r.name, r.total_ms, r.calls, r.mean_ms);
+    }
+    md
+}
+
+/// One stage's utilization.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StageUse {
+    pub stage: String,
+    pub flops_per_call: f64,
+    pub mean_ms: f64,
+    pub achieved_flops: f64,
+    pub mfu_pct: Option<f64>,
+    /// Decode only: bytes per step and MBU.
+    pub bytes_per_call: Option<f64>,
+    pub mbu_pct: Option<f64>,
+}
+
+/// MFU per stage with an analytic FLOP count, and MBU for the decode step.
+pub fn utilization(t: &Timings, peak: &Peak) -> Vec<StageUse> {
+    t.flops
+        .per_call
+        .iter()
+        .filter_map(|(stage, &flops)| {
+            let s = t.stages.get(stage)?;
+            let achieved = flops / (s.mean_ms / 1e3);
+            let bytes = t.decode_bytes.as_ref().filter(|_| stage.ends_with("decode_step")).map(|b| b.total_bytes_mean);
+            Some(StageUse {
+                stage: stage.clone(),
+                flops_per_call: flops,
+                mean_ms: s.mean_ms,
+                achieved_flops: achieved,
+                mfu_pct: peak.flops.map(|p| 100.0 * achieved / p),
+                bytes_per_call: bytes,
+                mbu_pct: bytes.zip(peak.bytes_per_s).map(|(b, p)| 100.0 * b / (s.mean_ms / 1e3) / p),
+            })
+        })
+        .collect()
+}
+
+/// The peak for this run: override, GPU table, or the CPU calibration.
+pub fn peak_of(inputs: &Inputs) -> Option<Peak> {
+    let t = inputs.timings.as_ref()?;
+    let hw = inputs.config.as_ref().map(|c| c.hardware.clone())?;
+    let gpu = gpu_name(inputs, &t.device);
+    peaks::choose(&hw, &t.device, gpu.as_deref(), &t.dtype, t.calibration.as_ref()).ok()
+}
+
+fn gpu_name(inputs: &Inputs, device: &str) -> Option<String> {
+    let index: u64 = device.strip_prefix("cuda:")?.parse().ok()?;
+    let devices = inputs.env.as_ref()?.pointer("/gpus/devices")?.as_array()?;
+    let d = devices.iter().find(|d| d["index"].as_u64() == Some(index))?;
+    d["name"].as_str().map(String::from)
+}
+
+fn text(v: Option<&Value>) -> String {
+    match v {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Null) | None => "–".into(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// `stakeholder_summary.md`.
+pub fn stakeholder_summary(inputs: &Inputs) -> String {
+    let kernels = kernels(inputs);
+    let ops = operators(inputs);
+    let peak = peak_of(inputs);
+    let uses = match (&inputs.timings, &peak) {
+        (Some(t), Some(p)) => utilization(t, p),
+        _ => Vec::new(),
+    };
+    let mut md = String::from("# Stakeholder summary\n\n");
+    environment(&mut md, inputs);
+    aggregates(&mut md, inputs);
+    stages(&mut md, inputs);
+    mfu(&mut md, inputs, peak.as_ref(), &uses);
+    top_operators(&mut md, &ops);
+    top_kernels(&mut md, &kernels);
+    narrative(&mut md, inputs, &ops, &kernels, &uses);
+    md
+}
+
+fn environment(md: &mut String, inputs: &Inputs) {
+    let env = inputs.env.as_ref();
+    let at = |p: &str| text(env.and_then(|e| e.pointer(p)));
+    md.push_str("## Environment\n\n| item | value |\n|---|---|\n");
+    let gpus: Vec<String> = env
+        .and_then(|e| e.pointer("/gpus/devices"))
+        .and_then(Value::as_array)
+        .map(|a| a.iter().map(|d| format!("{}: {}", text(d.get("index")), text(d.get("name")))).collect())
+        .unwrap_or_default();
+    let gpu = if gpus.is_empty() { format!("none ({})", at("/gpus/note")) } else { gpus.join(", ") };
+    let driver =
+        env.and_then(|e| e.pointer("/gpus/devices/0/driver_version")).map_or("–".to_string(), |v| text(Some(v)));
+    let rows = [
+        ("GPU", gpu),
+        ("CPU", format!("{} ({} logical cores)", at("/cpu/model"), at("/cpu/logical_cores"))),
+        ("driver / CUDA", format!("{driver} / {}", at("/gpus/driver_cuda_version"))),
+        ("nsys / ncu", format!("{} / {}", at("/tools/nsys/version"), at("/tools/ncu/version"))),
+        ("libtorch", format!("{} (CUDA build {})", at("/libtorch/version"), at("/libtorch/cuda_build"))),
+        ("llmperf", format!("{} ({})", at("/llmperf/version"), at("/llmperf/git_revision"))),
+    ];
+    for (k, v) in rows {
+        let _ = writeln!(md, "| {k} | {v} |");
+    }
+    if let Some(t) = &inputs.timings {
+        let m = &t.model;
+        let _ = writeln!(
+            md,
+            "| model | {} {} — {} parameters, {} layers, hidden {}, {} heads, vocab {} |",
+            m.name,
+            m.variant.as_deref().unwrap_or(""),
+            m.parameters,
+            opt(m.layers),
+            opt(m.hidden_size),
+            opt(m.heads),
+            opt(m.vocab_size)
+        );
+        let _ = writeln!(
+            md,
+            "| run | {} on {}, batch {}, {} measured iterations after {} warm-up |",
+            t.dtype, t.device, t.batch_size, t.iters, t.warmup_iters
+        );
+    }
+    md.push('\n');
+}
+
+fn opt(v: Option<i64>) -> String {
+    v.map_or("–".into(), |v| v.to_string())
+}
+
+/// GPU busy time and kernel count over the whole capture (nsys).
+fn gpu_totals(inputs: &Inputs) -> Option<(f64, usize)> {
+    let r = inputs.nsys_regions.as_ref()?;
+    let top: Vec<_> = r.regions.iter().filter(|x| x.depth == 0 && x.style == "PushPop").collect();
+    let ns: i64 = top.iter().map(|x| x.gpu_time_ns).sum::<i64>() + r.unattributed.gpu_time_ns;
+    let n: usize = top.iter().map(|x| x.kernel_count).sum::<usize>() + r.unattributed.kernel_count;
+    Some((ns as f64 / 1e6, n))
+}
+
+fn aggregates(md: &mut String, inputs: &Inputs) {
+    md.push_str("## Aggregates\n\n| metric | value |\n|---|---:|\n");
+    let t = inputs.timings.as_ref();
+    let _ = writeln!(
+        md,
+        "| measured time (workload clock) | {} |",
+        t.map_or("–".into(), |t| format!("{:.3} ms", t.measured_ms))
+    );
+    match gpu_totals(inputs) {
+        Some((ms, n)) => {
+            let _ = writeln!(md, "| GPU busy time (sum of kernel times, nsys) | {ms:.3} ms |");
+            let _ = writeln!(md, "| kernels | {n} |");
+        }
+        None => md.push_str("| GPU busy time | – (no nsys capture) |\n| kernels | – |\n"),
+    }
+    let tp = t.map(|t| &t.throughput);
+    let num = |v: Option<f64>, unit: &str| v.map_or("–".to_string(), |v| format!("{v:.1} {unit}"));
+    let _ = writeln!(md, "| decode tokens/s | {} |", num(tp.and_then(|t| t.decode_tokens_per_s), "tokens/s"));
+    let _ = writeln!(md, "| prefill tokens/s | {} |", num(tp.and_then(|t| t.prefill_tokens_per_s), "tokens/s"));
+    let _ = writeln!(md, "| samples/s | {} |", num(tp.and_then(|t| t.samples_per_s), "samples/s"));
+    md.push('\n');
+}
+
+fn stages(md: &mut String, inputs: &Inputs) {
+    md.push_str("## Per-Stage Timings\n\n");
+    let Some(t) = &inputs.timings else {
+        md.push_str("No workload timings (a user command: see nsys/regions.json for its NVTX ranges).\n\n");
+        return;
+    };
+    md.push_str("| stage | calls | mean ms | median ms | p90 ms | total ms |\n|---|---:|---:|---:|---:|---:|\n");
+    for (name, s) in &t.stages {
+        let _ = writeln!(
+            md,
+            "| `{name}` | {} | {:.4} | {:.4} | {:.4} | {:.3} |",
+            s.count, s.mean_ms, s.median_ms, s.p90_ms, s.total_ms
+        );
+    }
+    md.push_str("\n`decode_all::decode_step` is one decode step; other stages of other models appear under their NVTX names.\n\n");
+}
+
+fn mfu(md: &mut String, inputs: &Inputs, peak: Option<&Peak>, uses: &[StageUse]) {
+    md.push_str("## MFU\n\n");
+    let Some(t) = &inputs.timings else {
+        md.push_str("MFU not computed: no analytic FLOP count (a user command, not a built-in workload).\n\n");
+        return;
+    };
+    let Some(peak) = peak else {
+        md.push_str("MFU not computed: no configuration in the run directory.\n\n");
+        return;
+    };
+    if let Some(why) = &peak.missing {
+        let _ = writeln!(md, "{why}\n");
+    } else {
+        let _ = writeln!(
+            md,
+            "Peak: {} FLOP/s{}, from {}.\n",
+            eng(peak.flops.unwrap_or(0.0)),
+            peak.bytes_per_s.map_or(String::new(), |b| format!(" and {} B/s", eng(b))),
+            peak.source
+        );
+    }
+    md.push_str("| stage | FLOPs per call | mean ms | achieved FLOP/s | MFU | bytes per call | MBU |\n|---|---:|---:|---:|---:|---:|---:|\n");
+    for u in uses {
+        let pct = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.2}%"));
+        let _ = writeln!(
+            md,
+            "| `{}` | {} | {:.4} | {} | {} | {} | {} |",
+            u.stage,
+            eng(u.flops_per_call),
+            u.mean_ms,
+            eng(u.achieved_flops),
+            pct(u.mfu_pct),
+            u.bytes_per_call.map_or("–".to_string(), eng),
+            pct(u.mbu_pct)
+        );
+    }
+    let _ = writeln!(md, "\nAssumptions: {}.", t.flops.formula);
+    if let Some(b) = &t.decode_bytes {
+        let _ = writeln!(md, "Bytes per decode step: {}.", b.formula);
+    }
+    md.push_str("Achieved FLOP/s = FLOPs per call / mean wall time of the stage (NVTX range, workload clock).\n\n");
+}
+
+/// 1.23e9 → "1.23 G".
+fn eng(v: f64) -> String {
+    let (d, s) = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
+        .into_iter()
+        .find(|(d, _)| v.abs() >= *d)
+        .unwrap_or((1.0, ""));
+    format!("{:.3} {s}", v / d).trim_end().to_string()
+}
+
+fn top_operators(md: &mut String, ops: &OperatorsReport) {
+    md.push_str("## Top Operators\n\n");
+    if ops.operators.is_empty() {
+        md.push_str("No operator ranges (NVTX ranges below the stages).\n\n");
+        return;
+    }
+    md.push_str("| operator | total ms | calls | mean ms | GPU ms |\n|---|---:|---:|---:|---:|\n");
+    for r in ops.operators.iter().take(10) {
+        let gpu = r.gpu_ms.map_or("–".to_string(), |g| format!("{g:.3}"));
+        let _ = writeln!(md, "| `{}` | {:.3} | {} | {:.4} | {gpu} |", r.name, r.total_ms, r.calls, r.mean_ms);
+    }
+    let _ = writeln!(md, "\nSource: {} (all of them in operators.md).\n", ops.source);
+}
+
+fn top_kernels(md: &mut String, k: &KernelsReport) {
+    md.push_str("## Top Kernels\n\n");
+    if k.kernels.is_empty() {
+        let _ = writeln!(md, "{}\n", k.note.as_deref().unwrap_or("No kernels."));
+        return;
+    }
+    md.push_str("| kernel | total ms | calls | mean ms | share |\n|---|---:|---:|---:|---:|\n");
+    for r in k.kernels.iter().take(10) {
+        let _ = writeln!(
+            md,
+            "| `{}` | {:.3} | {} | {:.4} | {:.1}% |",
+            short(&r.kernel_name, 60),
+            r.total_ms,
+            r.calls,
+            r.mean_ms,
+            r.share_pct
+        );
+    }
+    let _ = writeln!(md, "\nSource: {} (all of them in kernels.md).\n", k.source);
+}
+
+/// Three biggest costs by time, each read by a rule; every number is in a table above.
+fn narrative(md: &mut String, inputs: &Inputs, ops: &OperatorsReport, k: &KernelsReport, uses: &[StageUse]) {
+    md.push_str("## Narrative\n\n");
+    let mut lines = Vec::new();
+    if let Some(t) = &inputs.timings {
+        let mut stages: Vec<(&String, &crate::stats::Stats)> =
+            t.stages.iter().filter(|(n, _)| !n.contains(crate::regions::SEP)).collect();
+        stages.sort_by(|a, b| b.1.total_ms.total_cmp(&a.1.total_ms));
+        let whole: f64 = stages.iter().map(|s| s.1.total_ms).sum();
+        if let Some((name, s)) = stages.first().filter(|_| whole > 0.0) {
+            let share = 100.0 * s.total_ms / whole;
+            let step = uses.iter().find(|u| u.stage.ends_with("decode_step"));
+            let reading = match step {
+                Some(u) if name.starts_with("decode") && u.mbu_pct.unwrap_or(0.0) > u.mfu_pct.unwrap_or(0.0) => format!(
+                    "decode is memory bound (MBU {:.2}% > MFU {:.2}% per step): batching more sequences per step and a smaller KV cache footprint (fp16/bf16, shorter context) raise throughput",
+                    u.mbu_pct.unwrap_or(0.0),
+                    u.mfu_pct.unwrap_or(0.0)
+                ),
+                _ if name.starts_with("decode") => "one token per step: batch more sequences per step to use the device better".into(),
+                _ => "the largest stage: optimize it first".into(),
+            };
+            lines.push(format!(
+                "`{name}` takes {share:.1}% of the stage time ({:.3} ms of {whole:.3} ms): {reading}.",
+                s.total_ms
+            ));
+        }
+    }
+    if let Some(op) = ops.operators.first() {
+        let lead = match op.gpu_ms {
+            Some(g) if g < 0.5 * op.total_ms => format!(
+                "its kernels run {g:.3} ms of its {:.3} ms: the rest is host time (launch overhead, Python/framework work, synchronization); CUDA graphs or fusing small kernels help",
+                op.total_ms
+            ),
+            Some(g) => format!("its kernels run {g:.3} ms of its {:.3} ms: the device is busy there; look at its kernels' counters", op.total_ms),
+            None => format!("{} calls at {:.4} ms each", op.calls, op.mean_ms),
+        };
+        lines.push(format!("The largest operator is `{}` with {:.3} ms in all; {lead}.", op.name, op.total_ms));
+    }
+    if let Some(top) = k.kernels.first() {
+        let sm = sm_throughput(inputs);
+        let reading = match sm {
+            Some(v) if v < 20.0 => format!("its region's SM throughput is {v:.1}% of peak (ncu): low, which points at launch overhead or occupancy rather than compute"),
+            Some(v) => format!("its region's SM throughput is {v:.1}% of peak (ncu)"),
+            None => "no ncu counters for it in this run".into(),
+        };
+        lines.push(format!(
+            "The top kernel `{}` takes {:.1}% of GPU time ({:.3} ms over {} calls); {reading}.",
+            short(&top.kernel_name, 60),
+            top.share_pct,
+            top.total_ms,
+            top.calls
+        ));
+    } else {
+        lines.push(format!("{}.", k.note.as_deref().unwrap_or("No kernels")));
+    }
+    for (i, l) in lines.iter().enumerate() {
+        let _ = writeln!(md, "{}. {l}", i + 1);
+    }
+    md.push('\n');
+}
+
+/// `sm__throughput.avg.pct_of_peak_sustained_elapsed` of the busiest top-level region (ncu).
+fn sm_throughput(inputs: &Inputs) -> Option<f64> {
+    let scope = inputs.ncu.as_ref()?.scopes.first()?;
+    let region = scope
+        .regions
+        .iter()
+        .filter(|r| r.depth == 0)
+        .max_by(|a, b| a.inclusive.gpu_time_ms.total_cmp(&b.inclusive.gpu_time_ms))?;
+    region
+        .metrics
+        .iter()
+        .find(|m| {
+            m.name == "sm__throughput.avg.pct_of_peak_sustained_elapsed"
+                || m.name == "Compute (SM) Throughput"
+                || m.name == "Compute (SM) [%]"
+        })
+        .and_then(|m| m.value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A decoder run's timings (our own format), numbers chosen to check by hand.
+    fn timings() -> Timings {
+        serde_json::from_value(serde_json::json!({
+            "schema": "llmperf.timings/v1",
+            "model": {"name": "decoder_llm", "variant": "x", "parameters": 1000, "layers": 2, "hidden_size": 8,
+                      "heads": 2, "vocab_size": 16, "dtype": "bf16", "input_shapes": []},
+            "device": "cuda:0", "dtype": "bf16", "nvtx": true, "batch_size": 1, "warmup_iters": 1, "iters": 2,
+            "measured_ms": 50.0,
+            "stages": {
+                "prefill": {"count": 2, "total_ms": 20.0, "mean_ms": 10.0, "median_ms": 10.0, "p90_ms": 10.0, "min_ms": 10.0, "max_ms": 10.0},
+                "decode_all::decode_step": {"count": 8, "total_ms": 16.0, "mean_ms": 2.0, "median_ms": 2.0, "p90_ms": 2.0, "min_ms": 2.0, "max_ms": 2.0}
+            },
+            "operators": {},
+            "throughput": {"decode_tokens_per_s": null, "prefill_tokens_per_s": null, "samples_per_s": null},
+            "flops": {"formula": "f", "per_call": {"prefill": 1.0e12, "decode_all::decode_step": 2.0e9}},
+            "decode_bytes": {"formula": "b", "weight_bytes": 1.0e9, "kv_cache_bytes_mean": 0.0, "total_bytes_mean": 1.0e9},
+            "calibration": null
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn mfu_and_mbu_by_hand() {
+        let peak = Peak { flops: Some(989e12), bytes_per_s: Some(3350e9), source: "H100".into(), missing: None };
+        let u = utilization(&timings(), &peak);
+        let decode = u.iter().find(|u| u.stage == "decode_all::decode_step").unwrap();
+        // 2e9 FLOPs in 2 ms = 1e12 FLOP/s; / 989e12 = 0.1011%.
+        assert!((decode.achieved_flops - 1e12).abs() < 1.0);
+        assert!((decode.mfu_pct.unwrap() - 100.0 / 989.0).abs() < 1e-9);
+        // 1e9 bytes in 2 ms = 5e11 B/s; / 3350e9 = 14.925%.
+        assert!((decode.mbu_pct.unwrap() - 100.0 * 5e11 / 3350e9).abs() < 1e-9);
+        let prefill = u.iter().find(|u| u.stage == "prefill").unwrap();
+        // 1e12 FLOPs in 10 ms = 1e14 FLOP/s; / 989e12 = 10.11%; no bytes model for prefill.
+        assert!((prefill.mfu_pct.unwrap() - 100.0 * 1e14 / 989e12).abs() < 1e-9);
+        assert_eq!(prefill.mbu_pct, None);
+        let none = Peak { flops: None, bytes_per_s: None, source: String::new(), missing: Some("x".into()) };
+        assert!(utilization(&timings(), &none).iter().all(|u| u.mfu_pct.is_none() && u.mbu_pct.is_none()));
+    }
+
+    #[test]
+    fn the_summary_names_its_peak_or_why_there_is_none() {
+        let env = serde_json::json!({"gpus": {"devices": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "driver_version": "570"}]}});
+        let config = crate::config::load(&crate::config::LoadOptions::default()).unwrap().config;
+        let inputs = |env: Value| Inputs {
+            config: Some(config.clone()),
+            env: Some(env),
+            manifest: None,
+            timings: Some(timings()),
+            nsys_regions: None,
+            nsys_top: None,
+            ncu: None,
+        };
+        let md = stakeholder_summary(&inputs(env));
+        for section in [
+            "## Environment",
+            "## Aggregates",
+            "## Per-Stage Timings",
+            "## MFU",
+            "## Top Operators",
+            "## Top Kernels",
+            "## Narrative",
+        ] {
+            assert!(md.contains(section), "{section}");
+        }
+        assert!(md.contains("from H100 SXM5, FP16/BF16 tensor"), "{md}");
+        assert!(
+            md.contains("| `decode_all::decode_step` | 2.000 G | 2.0000 | 1.000 T | 0.10% | 1.000 G | 14.93% |"),
+            "{md}"
+        );
+        let unknown = serde_json::json!({"gpus": {"devices": [{"index": 0, "name": "NVIDIA GeForce RTX 5090"}]}});
+        let md = stakeholder_summary(&inputs(unknown));
+        assert!(md.contains("MFU not computed: unknown peak for NVIDIA GeForce RTX 5090"), "{md}");
+    }
+}
