@@ -6,6 +6,7 @@
 #   - Nsight Systems / Compute (Debian non-free, only on hosts without an
 #                               NVIDIA kernel driver; see docs/internals.md)
 #   - .venv with torch==2.13.0 (libtorch for `tch`), unless LIBTORCH is set
+#   - chromium                (the test that opens report.html headless)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -112,10 +113,15 @@ PY
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check "torch==$want"
 }
 
+ensure_chromium() {
+    have chromium || apt_install chromium
+}
+
 main() {
     ensure_libclang
     ensure_nsight
     ensure_venv
+    ensure_chromium
     say "ok"
 }
 

@@ -385,11 +385,25 @@ fn base_unit_name(base: Base, unit: &str) -> String {
     }
 }
 
-/// Identity of a region: its path and domain.
+/// Identity of a region: its names, outermost first, and domain. Kept as a
+/// list, not the `::` string: real range names contain `::` themselves
+/// (TensorRT's `ExecutionContext::execute`). Ordered, a parent sorts before
+/// its children.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 struct RegionKey {
-    path: String,
+    names: Vec<String>,
     domain: String,
+}
+
+impl RegionKey {
+    fn path(&self) -> String {
+        regions::join(&self.names)
+    }
+
+    /// This region and its ancestors, outermost first.
+    fn lineage(&self) -> impl Iterator<Item = RegionKey> + '_ {
+        (1..=self.names.len()).map(|n| RegionKey { names: self.names[..n].to_vec(), domain: self.domain.clone() })
+    }
 }
 
 /// Streams launches into per-(process, device, region) accumulators.
@@ -536,12 +550,10 @@ impl Builder {
     fn dirs(&self) -> BTreeMap<RegionKey, String> {
         let mut keys = BTreeSet::new();
         for (_, _, key) in self.accs.keys() {
-            let names: Vec<&str> = key.path.split(regions::SEP).collect();
-            for depth in 0..names.len() {
-                keys.insert(RegionKey { path: regions::join(&names[..=depth]), domain: key.domain.clone() });
-            }
+            keys.extend(key.lineage());
         }
-        let dirs = crate::run_dir::sanitize_names(keys.iter().map(|k| k.path.as_str()));
+        let paths: Vec<String> = keys.iter().map(RegionKey::path).collect();
+        let dirs = crate::run_dir::sanitize_names(paths.iter().map(String::as_str));
         keys.into_iter().zip(dirs).collect()
     }
 
@@ -569,13 +581,9 @@ impl Builder {
                 self.entry(key, incl, excl, pids, devs, dirs.get(key).cloned().unwrap_or_default())
             })
             .collect();
+        // Tree order (the keys' order), `(unattributed)` last.
         let mut regions = regions;
-        regions.sort_by(|a, b| {
-            let key = |r: &RegionEntry| {
-                (r.name == UNATTRIBUTED, r.name.split(regions::SEP).map(str::to_string).collect::<Vec<_>>())
-            };
-            key(a).cmp(&key(b)).then_with(|| a.domain.cmp(&b.domain))
-        });
+        regions.sort_by_key(|r| r.name == UNATTRIBUTED);
         let mut totals = Totals::default();
         for r in regions.iter().filter(|r| r.depth == 0) {
             totals.calls += r.inclusive.calls;
@@ -600,10 +608,8 @@ impl Builder {
     ) -> BTreeMap<RegionKey, (Acc, BTreeSet<String>, BTreeSet<String>)> {
         let mut tree: BTreeMap<RegionKey, (Acc, BTreeSet<String>, BTreeSet<String>)> = BTreeMap::new();
         for (key, (acc, pids, devs)) in own {
-            let names: Vec<&str> = key.path.split(regions::SEP).collect();
-            for depth in 0..names.len() {
-                let is_self = depth + 1 == names.len();
-                let ancestor = RegionKey { path: regions::join(&names[..=depth]), domain: key.domain.clone() };
+            for ancestor in key.lineage() {
+                let is_self = ancestor.names.len() == key.names.len();
                 let e = tree.entry(ancestor).or_default();
                 if is_self || !self.range_mode {
                     e.0.merge(acc);
@@ -624,7 +630,7 @@ impl Builder {
         devs: &BTreeSet<String>,
         dir: String,
     ) -> RegionEntry {
-        let names: Vec<&str> = key.path.split(regions::SEP).collect();
+        let names = &key.names;
         let single = |s: &BTreeSet<String>| (s.len() == 1).then(|| s.iter().next().cloned()).flatten();
         let device = single(devs).unwrap_or_default();
         let mut kernels: Vec<KernelRecord> = incl
@@ -653,7 +659,7 @@ impl Builder {
             .into_iter()
             .collect();
         RegionEntry {
-            name: key.path.clone(),
+            name: key.path(),
             parent: (names.len() > 1).then(|| regions::join(&names[..names.len() - 1])),
             depth: names.len() - 1,
             domain: key.domain.clone(),
@@ -775,9 +781,9 @@ fn metric_value(section: &str, name: &str, m: &MetricAcc) -> MetricValue {
 
 fn stack_region(nvtx: &[crate::parse::ncu_csv::NvtxFrame]) -> RegionKey {
     match nvtx.last() {
-        None => RegionKey { path: UNATTRIBUTED.into(), domain: String::new() },
+        None => RegionKey { names: vec![UNATTRIBUTED.into()], domain: String::new() },
         Some(leaf) => {
-            RegionKey { path: regions::join(nvtx.iter().map(|f| f.name.as_str())), domain: domain_name(&leaf.domain) }
+            RegionKey { names: nvtx.iter().map(|f| f.name.clone()).collect(), domain: domain_name(&leaf.domain) }
         }
     }
 }
@@ -792,9 +798,14 @@ fn range_region(launch: &LaunchView, paths: &[String]) -> RegionKey {
     };
     // `LLM@decode_all` → domain LLM, path decode_all.
     match path.split_once('@') {
-        Some((d, p)) if !d.is_empty() => RegionKey { path: p.to_string(), domain: d.to_string() },
-        _ => RegionKey { path, domain: String::new() },
+        Some((d, p)) if !d.is_empty() => RegionKey { names: split(p), domain: d.to_string() },
+        _ => RegionKey { names: split(&path), domain: String::new() },
     }
+}
+
+/// A configured region (`A::A1`): `::` separates the names there.
+fn split(path: &str) -> Vec<String> {
+    path.split(regions::SEP).map(String::from).collect()
 }
 
 fn domain_name(ncu: &str) -> String {

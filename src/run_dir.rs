@@ -30,6 +30,8 @@ pub const KERNELS_MD: &str = "kernels.md";
 pub const OPERATORS_JSON: &str = "operators.json";
 pub const OPERATORS_MD: &str = "operators.md";
 pub const SUMMARY_MD: &str = "stakeholder_summary.md";
+/// One self-contained page with charts (no script, no network).
+pub const REPORT_HTML: &str = "report.html";
 /// The index of a run: stage statuses, diagnoses, links to every file.
 pub const REPORT_MD: &str = "report.md";
 pub const NCU_CMD: &str = "ncu/cmd.txt";

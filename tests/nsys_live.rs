@@ -328,6 +328,15 @@ fn cpu_llm_run_has_a_summary_with_calibrated_mfu_and_reproduces() {
     assert!(row.contains(&mfu), "MFU {mfu} not in the decode step's row: {row}\n{summary}");
     let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(report.contains("| reports | ok |") && report.contains("[stakeholder_summary.md]"), "{report}");
+    // The roofline's point for the decode step: analytic FLOPs / bytes, and achieved FLOP/s.
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    let bytes = timings["decode_bytes"]["total_bytes_mean"].as_f64().unwrap();
+    let re = regex::Regex::new(r#"data-stage="decode_all::decode_step" data-intensity="([^"]+)" data-flops="([^"]+)""#)
+        .unwrap();
+    let c = re.captures(&html).expect("a roofline point for the decode step");
+    let (ai, flops): (f64, f64) = (c[1].parse().unwrap(), c[2].parse().unwrap());
+    assert!((ai - step_flops / bytes).abs() <= 1e-5 * ai, "{ai}");
+    assert!((flops - step_flops / (step_ms / 1e3)).abs() <= 1e-5 * flops, "{flops}");
     assert_report_reproduces(&dir);
 }
 

@@ -24,16 +24,7 @@ fn report_reproduces_an_imported_ncu_run() {
 #[test]
 fn report_reproduces_an_imported_nsys_capture_with_its_kernels() {
     let root = tempfile::tempdir().unwrap();
-    let out = root.path().join("run");
-    let db = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nsys/memfusion/report1.sqlite");
-    llmperf()
-        .args(["import", "nsys"])
-        .arg(&db)
-        .arg("-o")
-        .arg(&out)
-        .arg("pipeline.nsys.executable=/nonexistent")
-        .assert()
-        .success();
+    let out = import_memfusion(root.path());
     let kernels = json(&out.join("kernels.json"));
     assert_eq!(kernels["source"], "nsys");
     let top = json(&out.join("nsys/top_kernels.json"));

@@ -191,3 +191,27 @@ fn section_table_matches_the_recorded_listing() {
     }
     assert_eq!(section_display_name("GPU Speed Of Light Throughput"), "GPU Speed Of Light Throughput");
 }
+
+/// Range names may contain `::` themselves (TensorRT names its ranges
+/// `ExecutionContext::execute`, seen in the memfusion nsys capture): nesting
+/// comes from the stack, not from splitting names.
+#[test]
+fn range_names_with_double_colons_keep_their_nesting() {
+    let (_, launches) = ncu_csv::open_any(&fixture(NVTX_DETAILS)).unwrap();
+    let mut launch = launches.into_iter().next().unwrap().unwrap();
+    let frame = |name: &str| crate::parse::ncu_csv::NvtxFrame { domain: "<default domain>".into(), name: name.into() };
+    launch.nvtx = vec![frame("ExecutionContext::execute"), frame("conv1")];
+    let mut b = Builder::new(opts());
+    b.add(&launch, &Attribution::NvtxStack);
+    let scope = &b.finish(&Stamp::default())[0];
+    let got: Vec<(&str, usize, Option<&str>)> =
+        scope.regions.iter().map(|r| (r.name.as_str(), r.depth, r.parent.as_deref())).collect();
+    assert_eq!(
+        got,
+        [
+            ("ExecutionContext::execute", 0, None),
+            ("ExecutionContext::execute::conv1", 1, Some("ExecutionContext::execute"))
+        ]
+    );
+    assert_eq!(scope.totals.calls, 1);
+}

@@ -1,5 +1,6 @@
 //! Reports for people, rebuilt from a run directory's artifacts alone, so that
 //! `llmperf report RUN_DIR` gives the same bytes as the run did.
+pub mod html;
 pub mod ncu_regions;
 pub mod summary;
 
@@ -39,12 +40,14 @@ pub fn write_summaries(run: &RunDir) -> Result<Vec<String>, Error> {
     run.write_json(run_dir::OPERATORS_JSON, &operators)?;
     run.write(run_dir::OPERATORS_MD, summary::operators_md(&operators).as_bytes())?;
     run.write(run_dir::SUMMARY_MD, summary::stakeholder_summary(&inputs).as_bytes())?;
+    run.write(run_dir::REPORT_HTML, html::render(&inputs).as_bytes())?;
     Ok([
         run_dir::KERNELS_JSON,
         run_dir::KERNELS_MD,
         run_dir::OPERATORS_JSON,
         run_dir::OPERATORS_MD,
         run_dir::SUMMARY_MD,
+        run_dir::REPORT_HTML,
     ]
     .map(String::from)
     .to_vec())
@@ -86,6 +89,7 @@ pub fn write_index(run: &RunDir) -> Result<(), Error> {
     md.push_str("\n## Reports\n\n");
     for (file, what) in [
         (run_dir::SUMMARY_MD, "stakeholder summary: environment, aggregates, stages, MFU, top operators and kernels"),
+        (run_dir::REPORT_HTML, "charts: time per region, stages, top kernels, roofline; with the tables"),
         (run_dir::KERNELS_MD, "top kernels"),
         (run_dir::OPERATORS_MD, "operators (NVTX ranges below the stages)"),
         (run_dir::NCU_REGIONS_MD, "Nsight Compute per-region report"),

@@ -82,7 +82,15 @@ pub fn assert_report_reproduces(dir: &Path) {
     let copy = copy.path().join("copy");
     copy_dir(dir, &copy);
     // Delete the reports: `report` must write them all again.
-    for f in ["kernels.json", "kernels.md", "operators.json", "operators.md", "stakeholder_summary.md", "report.md"] {
+    for f in [
+        "kernels.json",
+        "kernels.md",
+        "operators.json",
+        "operators.md",
+        "stakeholder_summary.md",
+        "report.md",
+        "report.html",
+    ] {
         std::fs::remove_file(copy.join(f)).unwrap();
     }
     let _ = std::fs::remove_dir_all(copy.join("ncu/regions"));
@@ -96,4 +104,20 @@ pub fn assert_report_reproduces(dir: &Path) {
         let r = f.strip_prefix(dir).unwrap();
         assert_eq!(without_timestamps(f), without_timestamps(&copy.join(r)), "{} differs", r.display());
     }
+}
+
+/// `llmperf import nsys` of the real memfusion capture (TensorRT ResNet,
+/// kernels under NVTX ranges) into `root/run`; the run directory.
+pub fn import_memfusion(root: &Path) -> PathBuf {
+    let out = root.join("run");
+    let db = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nsys/memfusion/report1.sqlite");
+    llmperf()
+        .args(["import", "nsys"])
+        .arg(&db)
+        .arg("-o")
+        .arg(&out)
+        .arg("pipeline.nsys.executable=/nonexistent")
+        .assert()
+        .success();
+    out
 }

@@ -1,0 +1,293 @@
+//! `report.html`: one self-contained page (inline CSS and SVG, no script, no
+//! network) with the run's charts and tables. Every drawn value carries a
+//! `data-*` attribute with the number it stands for, so a test can check the
+//! pictures against the JSON.
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use super::summary::{self, Inputs, KernelsReport, StageUse};
+
+const WIDTH: f64 = 900.0;
+
+pub fn render(inputs: &Inputs) -> String {
+    let kernels = summary::kernels(inputs);
+    let ops = summary::operators(inputs);
+    let peak = summary::peak_of(inputs);
+    let uses = match (&inputs.timings, &peak) {
+        (Some(t), Some(p)) => summary::utilization(t, p),
+        _ => Vec::new(),
+    };
+    let id = inputs.manifest.as_ref().and_then(|m| m["run_id"].as_str()).unwrap_or("");
+    let mut h = String::new();
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>llmperf run {}</title>\n<style>{STYLE}</style></head><body>\n<h1>llmperf run {}</h1>\n",
+        esc(id),
+        esc(id)
+    );
+    regions_chart(&mut h, inputs);
+    stages_chart(&mut h, inputs);
+    kernels_chart(&mut h, &kernels);
+    roofline(&mut h, &uses, peak.as_ref());
+    tables(&mut h, inputs, &kernels, &ops);
+    h.push_str("</body></html>\n");
+    h
+}
+
+const STYLE: &str = "body{font-family:sans-serif;margin:2em;max-width:960px;color:#222}\
+h2{margin-top:2em;border-bottom:1px solid #ccc}\
+table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;padding:3px 6px;text-align:right}\
+td:first-child,th:first-child{text-align:left;max-width:640px;word-break:break-all}code{font-size:12px}\
+svg text{font-size:11px;font-family:sans-serif}.note{color:#666}";
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+const COLORS: [&str; 6] = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#b07aa1"];
+
+/// A region's box: depth, parent path, milliseconds.
+type Box = (usize, Option<String>, f64);
+
+/// Time per NVTX region as an icicle: each row a nesting level, each box as
+/// wide as the region's inclusive time, children inside their parent.
+fn regions_chart(h: &mut String, inputs: &Inputs) {
+    h.push_str("<h2>Time per region</h2>\n");
+    // path → (depth, parent, ms). nsys gives depth and parent (names may
+    // contain `::` themselves); the workload's own names do not.
+    let mut boxes: BTreeMap<String, Box> = BTreeMap::new();
+    let source = match &inputs.nsys_regions {
+        Some(r) if !r.regions.is_empty() => {
+            for x in r.regions.iter().filter(|x| x.style == "PushPop") {
+                let e = boxes.entry(x.path.clone()).or_insert((x.depth, x.parent.clone(), 0.0));
+                e.2 += x.inclusive_ns as f64 / 1e6;
+            }
+            "nsys (wall time of the NVTX ranges, summed over threads)"
+        }
+        _ => match &inputs.timings {
+            Some(t) => {
+                for (k, s) in t.stages.iter().chain(&t.operators) {
+                    let parent = k.rsplit_once(crate::regions::SEP).map(|(p, _)| p.to_string());
+                    boxes.insert(k.clone(), (k.matches(crate::regions::SEP).count(), parent, s.total_ms));
+                }
+                "the workload's own clock (timings.json)"
+            }
+            None => {
+                h.push_str("<p class=\"note\">No NVTX regions in this run.</p>\n");
+                return;
+            }
+        },
+    };
+    let max_depth = boxes.values().map(|b| b.0).max().unwrap_or(0);
+    let total: f64 = boxes.values().filter(|b| b.0 == 0).map(|b| b.2).sum();
+    let row = 24.0;
+    let _ = writeln!(
+        h,
+        "<svg id=\"regions\" width=\"{WIDTH}\" height=\"{}\" role=\"img\" aria-label=\"time per region\">",
+        (max_depth + 1) as f64 * row
+    );
+    let mut order: Vec<(&String, &Box)> = boxes.iter().collect();
+    order.sort_by(|a, b| a.1 .0.cmp(&b.1 .0).then_with(|| a.0.cmp(b.0)));
+    let mut placed: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
+    let mut next_child: BTreeMap<&str, f64> = BTreeMap::new();
+    let mut top_x = 0.0;
+    for (path, (d, parent, v)) in order {
+        let (x, w) = match parent.as_deref() {
+            None => {
+                let w = if total > 0.0 { WIDTH * v / total } else { 0.0 };
+                top_x += w;
+                (top_x - w, w)
+            }
+            Some(parent) => {
+                let Some(&(px, pw)) = placed.get(parent) else { continue };
+                let pv = boxes.get(parent).map_or(*v, |b| b.2).max(f64::MIN_POSITIVE);
+                let w = pw * (v / pv).min(1.0);
+                let x = *next_child.get(parent).unwrap_or(&px);
+                next_child.insert(parent, x + w);
+                (x, w)
+            }
+        };
+        placed.insert(path, (x, w));
+        let name = match parent {
+            Some(p) => path.strip_prefix(p.as_str()).and_then(|r| r.strip_prefix(crate::regions::SEP)).unwrap_or(path),
+            None => path.as_str(),
+        };
+        let _ = write!(
+            h,
+            "<g><rect data-region=\"{}\" data-ms=\"{v:.6}\" x=\"{x:.2}\" y=\"{:.1}\" width=\"{w:.2}\" height=\"{:.1}\" fill=\"{}\" stroke=\"#fff\"><title>{}: {v:.3} ms</title></rect>",
+            esc(path),
+            *d as f64 * row,
+            row - 2.0,
+            COLORS[d % COLORS.len()],
+            esc(path)
+        );
+        if w > 7.0 * name.len() as f64 {
+            let _ = write!(
+                h,
+                "<text x=\"{:.1}\" y=\"{:.1}\" fill=\"#fff\">{}</text>",
+                x + 3.0,
+                *d as f64 * row + 15.0,
+                esc(name)
+            );
+        }
+        h.push_str("</g>\n");
+    }
+    let _ = writeln!(h, "</svg>\n<p class=\"note\">Source: {source}. Hover a box for its name and time.</p>");
+}
+
+/// A horizontal bar chart: (label, value, data attribute name).
+fn bars(h: &mut String, id: &str, rows: &[(String, f64)], unit: &str, attr: &str) {
+    let max = rows.iter().map(|r| r.1).fold(0.0, f64::max);
+    let row = 20.0;
+    let label_w = 360.0;
+    let _ =
+        writeln!(h, "<svg id=\"{id}\" width=\"{WIDTH}\" height=\"{:.0}\" role=\"img\">", rows.len() as f64 * row + 4.0);
+    for (i, (label, v)) in rows.iter().enumerate() {
+        let w = if max > 0.0 { (WIDTH - label_w - 90.0) * v / max } else { 0.0 };
+        let y = i as f64 * row;
+        let short = super::ncu_regions::short(label, 55);
+        let _ = writeln!(
+            h,
+            "<g><text x=\"0\" y=\"{:.1}\">{}</text><rect data-{attr}=\"{}\" data-value=\"{v:.6}\" x=\"{label_w}\" y=\"{:.1}\" width=\"{w:.2}\" height=\"{:.1}\" fill=\"{}\"><title>{}: {v:.4} {unit}</title></rect><text x=\"{:.1}\" y=\"{:.1}\">{v:.3} {unit}</text></g>",
+            y + 14.0,
+            esc(&short),
+            esc(label),
+            y + 2.0,
+            row - 4.0,
+            COLORS[0],
+            esc(label),
+            label_w + w + 4.0,
+            y + 14.0
+        );
+    }
+    h.push_str("</svg>\n");
+}
+
+fn stages_chart(h: &mut String, inputs: &Inputs) {
+    h.push_str("<h2>Per-stage timings (mean per call)</h2>\n");
+    match &inputs.timings {
+        Some(t) if !t.stages.is_empty() => {
+            let rows: Vec<(String, f64)> = t.stages.iter().map(|(k, s)| (k.clone(), s.mean_ms)).collect();
+            bars(h, "stages", &rows, "ms", "stage");
+        }
+        _ => h.push_str("<p class=\"note\">No workload timings (a user command).</p>\n"),
+    }
+}
+
+fn kernels_chart(h: &mut String, k: &KernelsReport) {
+    h.push_str("<h2>Top kernels by total GPU time</h2>\n");
+    if k.kernels.is_empty() {
+        let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(k.note.as_deref().unwrap_or("No kernels.")));
+        return;
+    }
+    let rows: Vec<(String, f64)> = k.kernels.iter().take(15).map(|r| (r.kernel_name.clone(), r.total_ms)).collect();
+    bars(h, "kernels", &rows, "ms", "kernel");
+    let _ = writeln!(h, "<p class=\"note\">Source: {}.</p>", esc(&k.source));
+}
+
+/// Arithmetic intensity vs achieved FLOP/s on log axes, under the roofs of
+/// the peak FLOP/s and bandwidth. Points: the stages with analytic FLOPs and bytes.
+fn roofline(h: &mut String, uses: &[StageUse], peak: Option<&crate::peaks::Peak>) {
+    h.push_str("<h2>Roofline</h2>\n");
+    let points: Vec<(&StageUse, f64)> =
+        uses.iter().filter_map(|u| u.bytes_per_call.filter(|b| *b > 0.0).map(|b| (u, u.flops_per_call / b))).collect();
+    let (Some(pf), Some(pb)) = (peak.and_then(|p| p.flops), peak.and_then(|p| p.bytes_per_s)) else {
+        h.push_str("<p class=\"note\">No roofline: no peak FLOP/s and bandwidth for this device (see the MFU section of stakeholder_summary.md).</p>\n");
+        return;
+    };
+    if points.is_empty() {
+        h.push_str("<p class=\"note\">No roofline: no stage with both an analytic FLOP count and a bytes model (the decoder's decode step has both).</p>\n");
+        return;
+    }
+    let (w, ht, m) = (WIDTH, 360.0, 50.0);
+    let (x0, x1) = (-2.0_f64, 4.0_f64); // log10 FLOP/byte
+    let y1 = pf.log10().ceil();
+    let y0 = y1 - 7.0;
+    let sx = |ai: f64| m + (ai.log10().clamp(x0, x1) - x0) / (x1 - x0) * (w - 2.0 * m);
+    let sy = |f: f64| ht - m - (f.max(1.0).log10().clamp(y0, y1) - y0) / (y1 - y0) * (ht - 2.0 * m);
+    let _ = writeln!(h, "<svg id=\"roofline\" width=\"{w}\" height=\"{ht}\" role=\"img\">");
+    let ridge = pf / pb;
+    let _ = writeln!(
+        h,
+        "<polyline data-peak-flops=\"{pf:.6e}\" data-peak-bytes=\"{pb:.6e}\" fill=\"none\" stroke=\"#333\" points=\"{:.1},{:.1} {:.1},{:.1} {:.1},{:.1}\"/>",
+        sx(10f64.powf(x0)),
+        sy(pb * 10f64.powf(x0)),
+        sx(ridge),
+        sy(pf),
+        sx(10f64.powf(x1)),
+        sy(pf)
+    );
+    for (u, ai) in &points {
+        let _ = writeln!(
+            h,
+            "<g><circle data-stage=\"{}\" data-intensity=\"{ai:.6e}\" data-flops=\"{:.6e}\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"5\" fill=\"{}\"><title>{}: {ai:.3} FLOP/byte, {:.3e} FLOP/s</title></circle><text x=\"{:.1}\" y=\"{:.1}\">{}</text></g>",
+            esc(&u.stage),
+            u.achieved_flops,
+            sx(*ai),
+            sy(u.achieved_flops),
+            COLORS[3],
+            esc(&u.stage),
+            u.achieved_flops,
+            sx(*ai) + 8.0,
+            sy(u.achieved_flops) + 4.0,
+            esc(&u.stage)
+        );
+    }
+    let _ = writeln!(
+        h,
+        "<text x=\"{m}\" y=\"{:.0}\">arithmetic intensity (FLOP/byte, log, 10^{x0} … 10^{x1})</text><text x=\"4\" y=\"14\">FLOP/s (log, 10^{y0} … 10^{y1})</text></svg>",
+        ht - 10.0
+    );
+    h.push_str("<p class=\"note\">Points: analytic FLOPs and bytes of the workload's stages over their measured time (the ncu counters of a GPU run are in ncu/regions/).</p>\n");
+}
+
+fn tables(h: &mut String, inputs: &Inputs, k: &KernelsReport, ops: &summary::OperatorsReport) {
+    if let Some(t) = &inputs.timings {
+        h.push_str("<h2>Stages</h2>\n<table><tr><th>stage</th><th>calls</th><th>mean ms</th><th>median ms</th><th>p90 ms</th><th>total ms</th></tr>\n");
+        for (name, s) in &t.stages {
+            let _ = writeln!(
+                h,
+                "<tr><td><code>{}</code></td><td>{}</td><td>{:.4}</td><td>{:.4}</td><td>{:.4}</td><td>{:.3}</td></tr>",
+                esc(name),
+                s.count,
+                s.mean_ms,
+                s.median_ms,
+                s.p90_ms,
+                s.total_ms
+            );
+        }
+        h.push_str("</table>\n");
+    }
+    if !k.kernels.is_empty() {
+        h.push_str("<h2>Kernels</h2>\n<table><tr><th>kernel</th><th>total ms</th><th>calls</th><th>mean ms</th><th>share</th></tr>\n");
+        for r in k.kernels.iter().take(30) {
+            let _ = writeln!(
+                h,
+                "<tr><td><code>{}</code></td><td>{:.3}</td><td>{}</td><td>{:.4}</td><td>{:.1}%</td></tr>",
+                esc(&r.kernel_name),
+                r.total_ms,
+                r.calls,
+                r.mean_ms,
+                r.share_pct
+            );
+        }
+        h.push_str("</table>\n");
+    }
+    if !ops.operators.is_empty() {
+        h.push_str(
+            "<h2>Operators</h2>\n<table><tr><th>operator</th><th>total ms</th><th>calls</th><th>mean ms</th></tr>\n",
+        );
+        for r in ops.operators.iter().take(30) {
+            let _ = writeln!(
+                h,
+                "<tr><td><code>{}</code></td><td>{:.3}</td><td>{}</td><td>{:.4}</td></tr>",
+                esc(&r.name),
+                r.total_ms,
+                r.calls,
+                r.mean_ms
+            );
+        }
+        h.push_str("</table>\n");
+    }
+    h.push_str("<p class=\"note\">All numbers: stakeholder_summary.md, kernels.json, operators.json, nsys/ and ncu/ in this run directory.</p>\n");
+}

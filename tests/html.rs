@@ -1,0 +1,103 @@
+//! report.html: its charts carry the numbers of the JSON reports, and it opens
+//! in headless Chromium (Debian's, installed by setup.sh) without errors.
+mod common;
+use common::*;
+
+/// Every `<tag ... data-NAME="..." ... data-VALUE="...">` as (name, value).
+fn points(html: &str, name: &str, value: &str) -> Vec<(String, f64)> {
+    let re = regex::Regex::new(&format!(r#"data-{name}="([^"]*)" data-{value}="([^"]*)""#)).unwrap();
+    re.captures_iter(html)
+        .map(|c| {
+            (
+                c[1].replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&amp;", "&"),
+                c[2].parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn chart_data_points_equal_the_json_reports() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = import_memfusion(root.path());
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    // Top kernels: one bar per kernel of kernels.json (first 15), same totals.
+    let kernels = json(&dir.join("kernels.json"));
+    let bars = points(&html, "kernel", "value");
+    let want: Vec<(String, f64)> = kernels["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .take(15)
+        .map(|k| (k["kernel_name"].as_str().unwrap().to_string(), k["total_ms"].as_f64().unwrap()))
+        .collect();
+    assert_eq!(bars.len(), want.len());
+    for ((name, v), (wname, w)) in bars.iter().zip(&want) {
+        assert_eq!(name, wname);
+        assert!((v - w).abs() <= 1e-6 * w.max(1.0), "{name}: {v} vs {w}");
+    }
+    // Regions: one box per NVTX path, as wide in ms as nsys/regions.json says.
+    let regions = json(&dir.join("nsys/regions.json"));
+    let mut want: std::collections::BTreeMap<String, f64> = Default::default();
+    for r in regions["regions"].as_array().unwrap().iter().filter(|r| r["style"] == "PushPop") {
+        *want.entry(r["path"].as_str().unwrap().to_string()).or_default() += r["inclusive_ns"].as_f64().unwrap() / 1e6;
+    }
+    let boxes = points(&html, "region", "ms");
+    assert_eq!(boxes.len(), want.len(), "{boxes:?}");
+    for (path, v) in boxes {
+        assert!((v - want[&path]).abs() <= 1e-5 * want[&path].max(1.0), "{path}: {v} vs {}", want[&path]);
+    }
+    assert!(!html.contains("<script"), "self-contained, no script");
+    assert!(!html.contains("http://") && !html.contains("https://"), "no network");
+}
+
+#[test]
+fn report_html_opens_in_headless_chromium() {
+    let chromium = ["chromium", "chromium-browser"]
+        .into_iter()
+        .find(|c| std::process::Command::new(c).arg("--version").output().is_ok());
+    let chromium = chromium.expect("chromium is installed by scripts/setup.sh");
+    let root = tempfile::tempdir().unwrap();
+    let dir = import_memfusion(root.path());
+    let page = format!("file://{}", dir.join("report.html").display());
+    let shot = root.path().join("report.png");
+    let profile = root.path().join("chromium-profile");
+    let common = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--enable-logging=stderr",
+        "--window-size=1000,2400",
+    ];
+    let out = std::process::Command::new(chromium)
+        .args(common)
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(&page)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    for bad in ["Uncaught", "CONSOLE(", "Failed to load"] {
+        assert!(!stderr.contains(bad), "{bad} in chromium's log: {stderr}");
+    }
+    let png = std::fs::read(&shot).unwrap();
+    assert!(png.starts_with(b"\x89PNG") && png.len() > 20_000, "a real screenshot: {} bytes", png.len());
+    // The DOM chromium built holds the charts.
+    let dom = std::process::Command::new(chromium)
+        .args(common)
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg("--dump-dom")
+        .arg(&page)
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    for id in ["id=\"regions\"", "id=\"kernels\""] {
+        assert!(dom.contains(id), "{id} not in the rendered DOM");
+    }
+}
