@@ -271,8 +271,11 @@ impl Linger {
     fn overdue(&mut self, pid: i32) -> bool {
         if Instant::now() >= self.next_check {
             self.next_check = Instant::now() + Duration::from_millis(250);
-            let alive = descendants(pid).into_iter().any(|p| !is_zombie(p));
-            self.had_descendants |= alive;
+            let family = descendants(pid);
+            let alive = family.iter().any(|p| !is_zombie(*p));
+            // An unreaped zombie proves a descendant existed, even one that
+            // exited before the first look (nsys's launcher of a fast application).
+            self.had_descendants |= !family.is_empty();
             self.alone_since = match (alive, self.alone_since) {
                 (true, _) => None,
                 (false, since) if self.had_descendants => since.or_else(|| Some(Instant::now())),
@@ -434,6 +437,14 @@ mod tests {
     fn a_child_lingering_after_its_descendants_exit_is_killed() {
         // Runs an "application" (a child), then hangs on alone: killed after the limit.
         let spec = Spawn::new(["sh", "-c", "sleep 0.3; exec sleep 30"])
+            .timeout(Some(Duration::from_secs(60)))
+            .linger_limit(Duration::from_millis(700));
+        let done = run(&spec).unwrap();
+        assert_eq!(done.exit, Exit::Stalled);
+        assert!(done.elapsed < Duration::from_secs(10), "{:?}", done.elapsed);
+        // An application that exits before the first look, left unreaped
+        // (a zombie, as nsys leaves its launcher when it hangs), counts too.
+        let spec = Spawn::new(["sh", "-c", "true & exec sleep 30"])
             .timeout(Some(Duration::from_secs(60)))
             .linger_limit(Duration::from_millis(700));
         let done = run(&spec).unwrap();
