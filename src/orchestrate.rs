@@ -59,7 +59,13 @@ pub fn profile(req: Request) -> Result<Outcome, Error> {
     run.write_json(run_dir::ENV_JSON, &provenance::collect_env(&tools))?;
     let mut manifest = ManifestWriter::start(&run, req.llmperf_argv.clone())?;
 
-    let mut error = nsys_stage(&run, &mut manifest, &req, &tools.nsys, &nsys_app)?;
+    let mut error = None;
+    if builtin && cfg.runner.run.baseline {
+        error = baseline_stage(&run, &mut manifest, &app(run_dir::BASELINE_TIMINGS_JSON)?)?;
+    }
+    if error.as_ref().is_none_or(|e| e.kind != ErrorKind::Interrupted) {
+        error = nsys_stage(&run, &mut manifest, &req, &tools.nsys, &nsys_app)?.or(error);
+    }
     if error.as_ref().is_none_or(|e| e.kind != ErrorKind::Interrupted) {
         let ncu_error = ncu_stage(&run, &mut manifest, &req, &tools.ncu, &app(run_dir::NCU_TIMINGS_JSON)?)?;
         error = error.or(ncu_error);
@@ -77,6 +83,37 @@ pub fn profile(req: Request) -> Result<Outcome, Error> {
     }
     close(&run, manifest, status)?;
     Ok(Outcome { run_dir: run.path().to_path_buf(), status, error })
+}
+
+/// `runner.run.baseline`: the built-in workload once without any profiler,
+/// its timings in their own file, for the overhead disclosure.
+fn baseline_stage(run: &RunDir, manifest: &mut ManifestWriter, app: &[OsString]) -> Result<Option<Error>, Error> {
+    let spec = Spawn::new(app.to_vec())
+        .stdout(Sink::File(run.join("workload/baseline.stdout.log")))
+        .stderr(Sink::File(run.join("workload/baseline.stderr.log")));
+    run.subdir(run_dir::WORKLOAD_DIR)?;
+    let i = manifest.begin("baseline", spec.argv_strings())?;
+    let done = with_progress("baseline", || process::run(&spec))?;
+    let failure = match done.exit {
+        Exit::Code(0) => None,
+        Exit::Interrupted => Some(Error::new(ErrorKind::Interrupted, "interrupted during the unprofiled baseline run")),
+        _ => Some(
+            Error::new(ErrorKind::StageFailed, format!("the unprofiled baseline run {}", done.describe()))
+                .with_hint("see workload/baseline.stderr.log in the run directory"),
+        ),
+    };
+    let status = match &failure {
+        None => Status::Ok,
+        Some(e) if e.kind == ErrorKind::Interrupted => Status::Interrupted,
+        Some(_) => Status::Failed,
+    };
+    manifest.finish(i, status, |s| {
+        s.exit = Some(ExitInfo::from(&done));
+        s.artifacts = vec![run_dir::BASELINE_TIMINGS_JSON.into()];
+        s.reason = failure.as_ref().map(|e| e.message.clone());
+        s.hint = failure.as_ref().and_then(|e| e.hint.clone());
+    })?;
+    Ok(failure)
 }
 
 /// The `reports` stage: kernels, operators and the stakeholder summary, from

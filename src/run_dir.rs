@@ -53,6 +53,8 @@ pub const WORKLOAD_DIR: &str = "workload";
 pub const TIMINGS_JSON: &str = "workload/timings.json";
 /// The built-in workload's timings when it ran under ncu (slowed by replay).
 pub const NCU_TIMINGS_JSON: &str = "workload/timings.ncu.json";
+/// The built-in workload run once without a profiler (`runner.run.baseline`).
+pub const BASELINE_TIMINGS_JSON: &str = "workload/timings.baseline.json";
 
 #[derive(Debug, Clone)]
 pub struct RunDir {

@@ -27,6 +27,11 @@ pub const ARTIFACTS: &[Artifact] = &[
         schema: schema_of::<crate::timings::Timings>,
     },
     Artifact {
+        pattern: "workload/timings.baseline.json",
+        spec: "timings.schema.json",
+        schema: schema_of::<crate::timings::Timings>,
+    },
+    Artifact {
         pattern: "workload/timings.ncu.json",
         spec: "timings.schema.json",
         schema: schema_of::<crate::timings::Timings>,

@@ -315,8 +315,20 @@ fn range_replay_plans_its_passes_from_the_regions_nsys_found() {
 fn cpu_llm_run_has_a_summary_with_calibrated_mfu_and_reproduces() {
     let _nsys = nsys_lock();
     let root = tempfile::tempdir().unwrap();
-    let dir = profile_builtin(root.path(), &["--model", "llm_tiny", "infer.iters=2", "infer.max_new_tokens=4"]);
+    let dir = profile_builtin(
+        root.path(),
+        &["--model", "llm_tiny", "infer.iters=2", "infer.max_new_tokens=4", "runner.run.baseline=true"],
+    );
     let summary = std::fs::read_to_string(dir.join("stakeholder_summary.md")).unwrap();
+    // The unprofiled baseline ran first, and the summary discloses the overhead against it.
+    let manifest = json(&dir.join("manifest.json"));
+    assert_eq!(stage(&manifest, "baseline")["status"], "ok");
+    let baseline = json(&dir.join("workload/timings.baseline.json"))["measured_ms"].as_f64().unwrap();
+    assert!(
+        summary.contains(&format!("| measured time without a profiler (baseline) | {baseline:.3} ms |")),
+        "{summary}"
+    );
+    assert!(summary.contains("| profiling overhead (nsys run vs baseline) |"), "{summary}");
     assert!(summary.contains("measured on this CPU by the workload"), "{summary}");
     let timings = json(&dir.join("workload/timings.json"));
     let step_flops = timings["flops"]["per_call"]["decode_all::decode_step"].as_f64().unwrap();

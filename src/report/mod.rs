@@ -24,6 +24,7 @@ pub fn inputs(run: &RunDir) -> Inputs {
         env: read(run, run_dir::ENV_JSON),
         manifest: read(run, run_dir::MANIFEST_JSON),
         timings: read(run, run_dir::TIMINGS_JSON),
+        baseline: read(run, run_dir::BASELINE_TIMINGS_JSON),
         nsys_regions: read(run, run_dir::NSYS_REGIONS),
         nsys_top: read(run, run_dir::NSYS_TOP_KERNELS),
         ncu: read(run, run_dir::NCU_REGIONS_JSON),

@@ -21,6 +21,8 @@ pub struct Inputs {
     pub env: Option<Value>,
     pub manifest: Option<Value>,
     pub timings: Option<Timings>,
+    /// The same workload without a profiler (`runner.run.baseline`).
+    pub baseline: Option<Timings>,
     pub nsys_regions: Option<RegionsReport>,
     pub nsys_top: Option<Vec<TopKernel>>,
     pub ncu: Option<RegionReportFile>,
@@ -348,7 +350,33 @@ fn aggregates(md: &mut String, inputs: &Inputs) {
     let _ = writeln!(md, "| decode tokens/s | {} |", num(tp.and_then(|t| t.decode_tokens_per_s), "tokens/s"));
     let _ = writeln!(md, "| prefill tokens/s | {} |", num(tp.and_then(|t| t.prefill_tokens_per_s), "tokens/s"));
     let _ = writeln!(md, "| samples/s | {} |", num(tp.and_then(|t| t.samples_per_s), "samples/s"));
+    let warning = overhead(md, inputs);
     md.push('\n');
+    if let Some(w) = warning {
+        let _ = writeln!(md, "{w}\n");
+    }
+}
+
+/// Overhead of profiling: the measured loop under nsys against the same loop
+/// without a profiler. Past 25% (REFERENCE §8) the summary warns.
+pub const OVERHEAD_LIMIT_PCT: f64 = 25.0;
+
+fn overhead(md: &mut String, inputs: &Inputs) -> Option<String> {
+    let (Some(t), Some(b)) = (&inputs.timings, &inputs.baseline) else {
+        md.push_str("| profiling overhead | – (no unprofiled baseline: runner.run.baseline=true runs one) |\n");
+        return None;
+    };
+    if b.measured_ms <= 0.0 {
+        return None;
+    }
+    let pct = 100.0 * (t.measured_ms - b.measured_ms) / b.measured_ms;
+    let _ = writeln!(md, "| measured time without a profiler (baseline) | {:.3} ms |", b.measured_ms);
+    let _ = writeln!(md, "| profiling overhead (nsys run vs baseline) | {pct:+.1}% |");
+    (pct > OVERHEAD_LIMIT_PCT).then(|| {
+        format!(
+            "> **Warning:** the profiled run was {pct:.1}% slower than the unprofiled one (limit {OVERHEAD_LIMIT_PCT:.0}%): its times are inflated. Hint: use light mode (runner.run.mode=light), or trace less (pipeline.nsys.trace=cuda,nvtx)."
+        )
+    })
 }
 
 fn stages(md: &mut String, inputs: &Inputs) {
@@ -579,6 +607,31 @@ mod tests {
     }
 
     #[test]
+    fn overhead_is_disclosed_and_warned_past_25_percent() {
+        let inputs = |profiled: f64| {
+            let mut t = timings();
+            t.measured_ms = profiled;
+            Inputs {
+                config: None,
+                env: None,
+                manifest: None,
+                timings: Some(t),
+                baseline: Some(timings()),
+                nsys_regions: None,
+                nsys_top: None,
+                ncu: None,
+            }
+        };
+        // Baseline 50 ms. 60 ms profiled: +20%, no warning; 70 ms: +40%, a warning with the hint.
+        let md = stakeholder_summary(&inputs(60.0));
+        assert!(md.contains("| profiling overhead (nsys run vs baseline) | +20.0% |"), "{md}");
+        assert!(!md.contains("Warning"));
+        let md = stakeholder_summary(&inputs(70.0));
+        assert!(md.contains("+40.0%") && md.contains("**Warning:** the profiled run was 40.0% slower"), "{md}");
+        assert!(md.contains("runner.run.mode=light"));
+    }
+
+    #[test]
     fn the_summary_names_its_peak_or_why_there_is_none() {
         let env = serde_json::json!({"gpus": {"devices": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "driver_version": "570"}]}});
         let config = crate::config::load(&crate::config::LoadOptions::default()).unwrap().config;
@@ -587,6 +640,7 @@ mod tests {
             env: Some(env),
             manifest: None,
             timings: Some(timings()),
+            baseline: None,
             nsys_regions: None,
             nsys_top: None,
             ncu: None,
