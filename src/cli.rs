@@ -46,12 +46,12 @@ pub enum Command {
     #[command(
         after_help = "Example:\n  llmperf validate tmp/profile-output/20261122T130558Z-3f2a1c\n\nPrints OK/FAIL/SKIP per JSON file; exit status 6 when a file does not match its schema."
     )]
-    Validate(ValidateArgs),
+    Validate(RunDirArgs),
     /// Rebuild every report of a run directory from its raw artifacts.
     #[command(
         after_help = "Example:\n  llmperf report tmp/profile-output/20261122T130558Z-3f2a1c\n\nReads nsys/report.sqlite, the ncu CSVs, workload/timings.json, env.json and config.yaml;\nrewrites nsys/regions.json, nsys/top_kernels.json, ncu/regions/, kernels.*, operators.*,\nstakeholder_summary.md and report.md. The same bytes as the run wrote, but for timestamps."
     )]
-    Report(ValidateArgs),
+    Report(RunDirArgs),
     /// Show the resolved configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -190,7 +190,7 @@ pub struct ImportNcuArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct ValidateArgs {
+pub struct RunDirArgs {
     /// A run directory.
     pub run_dir: PathBuf,
 }

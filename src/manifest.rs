@@ -20,6 +20,17 @@ pub enum Status {
     Interrupted,
 }
 
+impl Status {
+    /// A stage's (or run's) status from the error that ended it, if any.
+    pub fn of(failure: Option<&Error>) -> Status {
+        match failure {
+            None => Status::Ok,
+            Some(e) if e.kind == crate::error::ErrorKind::Interrupted => Status::Interrupted,
+            Some(_) => Status::Failed,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Diagnosis {
     pub code: String,

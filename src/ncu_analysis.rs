@@ -39,6 +39,14 @@ pub fn fingerprint(config_yaml: &str) -> String {
     digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
+/// The region report of a run's CSVs, with the run's configuration and a
+/// fresh stamp (config fingerprint from its config.yaml).
+pub fn build_for_run(run: &RunDir, cfg: &Config, inputs: &[Input]) -> Result<RegionReportFile, Error> {
+    let config_yaml = std::fs::read_to_string(run.join(run_dir::CONFIG_YAML)).unwrap_or_default();
+    let stamp = Stamp { generated_at: run_dir::utc_now(), config_fingerprint: fingerprint(&config_yaml) };
+    build(inputs, options(cfg)?, stamp, run)
+}
+
 /// Read every input (streaming) into one report.
 pub fn build(inputs: &[Input], opts: Options, stamp: Stamp, run: &RunDir) -> Result<RegionReportFile, Error> {
     let sections = opts.sections.clone();

@@ -464,7 +464,11 @@ impl Builder {
             Some(d) => acc.time_ns += d,
             None => acc.untimed += 1,
         }
-        let k = acc.kernels.entry(launch.kernel_name.to_string()).or_default();
+        // Kernel names run to thousands of characters: copied once per region, not per launch.
+        if !acc.kernels.contains_key(launch.kernel_name) {
+            acc.kernels.insert(launch.kernel_name.to_string(), (0, 0.0));
+        }
+        let k = acc.kernels.get_mut(launch.kernel_name).expect("inserted above");
         k.0 += 1;
         k.1 += duration.unwrap_or(0.0);
         let weight = duration.filter(|d| *d > 0.0).unwrap_or(1.0);
@@ -713,13 +717,7 @@ impl<'a> MetricRef<'a> {
 
     /// The value in its base unit, if numeric.
     pub fn base(&self) -> Option<(f64, Base)> {
-        match self.value {
-            Value::Number(v) => {
-                let (factor, base) = crate::units::to_base(&self.unit);
-                Some((v * factor, base))
-            }
-            _ => None,
-        }
+        crate::units::in_base(&self.value, &self.unit)
     }
 }
 
@@ -737,10 +735,8 @@ impl LaunchView<'_> {
     /// `gpu__time_duration.sum`, else the `Duration` of a `GPU Speed Of Light`
     /// section (labels instead of metric names before 2022.4), in ns.
     pub fn duration_ns(&self) -> Option<f64> {
-        let m = self.metrics.iter().find(|m| m.name == "gpu__time_duration.sum").or_else(|| {
-            self.metrics.iter().find(|m| m.name == "Duration" && m.section.starts_with("GPU Speed Of Light"))
-        })?;
-        m.base().filter(|(_, b)| *b == Base::Nanoseconds).map(|(v, _)| v)
+        let i = crate::parse::ncu_csv::duration_row(self.metrics.iter().map(|m| (&*m.section, &*m.name)))?;
+        self.metrics[i].base().filter(|(_, b)| *b == Base::Nanoseconds).map(|(v, _)| v)
     }
 
     /// The Device column, else the raw page's device index, else "unknown".

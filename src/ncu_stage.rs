@@ -11,7 +11,6 @@ use crate::config::Config;
 use crate::error::{Error, ErrorKind};
 use crate::manifest::{ExitInfo, ManifestWriter, Status};
 use crate::ncu_analysis::{self, Input};
-use crate::ncu_regions::Stamp;
 use crate::plan::{self, FoundRegion, NcuPlan, Pass};
 use crate::process::{self, Exit, Sink, Spawn};
 use crate::profile::ncu;
@@ -58,8 +57,8 @@ pub fn run(
 /// The plan, with what nsys found in this run (top kernels, regions) if it ran.
 fn plan_from_run(run: &RunDir, cfg: &Config) -> NcuPlan {
     let top: Option<Vec<String>> =
-        read_json::<Vec<TopKernel>>(run, run_dir::NSYS_TOP_KERNELS).map(|t| t.into_iter().map(|k| k.name).collect());
-    let found: Option<Vec<FoundRegion>> = read_json::<RegionsReport>(run, run_dir::NSYS_REGIONS).map(|r| {
+        run.read_json::<Vec<TopKernel>>(run_dir::NSYS_TOP_KERNELS).map(|t| t.into_iter().map(|k| k.name).collect());
+    let found: Option<Vec<FoundRegion>> = run.read_json::<RegionsReport>(run_dir::NSYS_REGIONS).map(|r| {
         let mut v: Vec<FoundRegion> = r
             .regions
             .into_iter()
@@ -71,11 +70,6 @@ fn plan_from_run(run: &RunDir, cfg: &Config) -> NcuPlan {
         v
     });
     plan::plan(&cfg.pipeline.ncu.ncu_cli, cfg.runner.run.mode, top.as_deref(), found.as_deref())
-}
-
-fn read_json<T: serde::de::DeserializeOwned>(run: &RunDir, rel: &str) -> Option<T> {
-    let text = std::fs::read_to_string(run.join(rel)).ok()?;
-    serde_json::from_str(&text).ok()
 }
 
 /// The configured command line with the pass's NVTX filters and the plan's kernel filter.
@@ -137,7 +131,7 @@ fn run_pass(
                 .with_hint(format!("see ncu/{name}.log and ncu/{name}.stderr.log in the run directory")),
         ),
     };
-    manifest.finish(i, status_of(&failure), |s| {
+    manifest.finish(i, Status::of(failure.as_ref()), |s| {
         s.exit = Some(ExitInfo::from(&done));
         s.artifacts = artifacts;
         s.diagnoses = diagnoses;
@@ -147,18 +141,10 @@ fn run_pass(
     Ok(failure)
 }
 
-fn status_of(failure: &Option<Error>) -> Status {
-    match failure {
-        None => Status::Ok,
-        Some(e) if e.kind == ErrorKind::Interrupted => Status::Interrupted,
-        Some(_) => Status::Failed,
-    }
-}
-
 /// The CSVs that a run's ncu passes or `import ncu` left (per ncu/plan.json),
 /// with how their results find regions: what `llmperf report` reads again.
 pub fn saved_inputs(run: &RunDir) -> Vec<Input> {
-    if let Some(plan) = read_json::<NcuPlan>(run, run_dir::NCU_PLAN) {
+    if let Some(plan) = run.read_json::<NcuPlan>(run_dir::NCU_PLAN) {
         return plan
             .passes
             .iter()
@@ -208,9 +194,7 @@ pub fn regions(
     inputs: &[Input],
 ) -> Result<Option<Error>, Error> {
     let i = manifest.begin("ncu_regions", Vec::new())?;
-    let config_yaml = std::fs::read_to_string(run.join(run_dir::CONFIG_YAML)).unwrap_or_default();
-    let stamp = Stamp { generated_at: run_dir::utc_now(), config_fingerprint: ncu_analysis::fingerprint(&config_yaml) };
-    let built = ncu_analysis::options(cfg).and_then(|opts| ncu_analysis::build(inputs, opts, stamp, run));
+    let built = ncu_analysis::build_for_run(run, cfg, inputs);
     let (status, artifacts, error, note) = match built {
         Ok(report) => {
             let note = report.note.clone();

@@ -120,25 +120,32 @@ fn stats(run: &RunDir, manifest: &mut ManifestWriter, tool: &Tool, sqlite: &Path
     Ok(())
 }
 
+/// Native ingestion: `nsys/regions.json` and `nsys/top_kernels.json` from the
+/// SQLite export. Returns the region report and the number of kernels.
+pub fn write_outputs(run: &RunDir, sqlite: &Path, top_n: usize) -> Result<(aggregate::RegionsReport, usize), Error> {
+    let t = std::time::Instant::now();
+    let capture = NsysDb::open(sqlite)?.load()?;
+    let read = t.elapsed();
+    let report = aggregate::build(&capture);
+    let built = t.elapsed();
+    run.write_json(run_dir::NSYS_REGIONS, &report)?;
+    run.write_json(run_dir::NSYS_TOP_KERNELS, &aggregate::top_kernels(&capture, top_n))?;
+    tracing::debug!(
+        "nsys ingestion: read {read:.2?}, regions {:.2?}, written {:.2?}",
+        built - read,
+        t.elapsed() - built
+    );
+    Ok((report, capture.kernels.len()))
+}
+
 fn ingest(run: &RunDir, manifest: &mut ManifestWriter, sqlite: &Path, top_n: usize) -> Result<Option<Error>, Error> {
     let i = manifest.begin("nsys_regions", Vec::new())?;
     let result = (|| {
-        let t = std::time::Instant::now();
-        let capture = NsysDb::open(sqlite)?.load()?;
-        let read = t.elapsed();
-        let report = aggregate::build(&capture);
-        let built = t.elapsed();
-        run.write_json(run_dir::NSYS_REGIONS, &report)?;
-        run.write_json(run_dir::NSYS_TOP_KERNELS, &aggregate::top_kernels(&capture, top_n))?;
-        tracing::debug!(
-            "nsys ingestion: read {read:.2?}, regions {:.2?}, written {:.2?}",
-            built - read,
-            t.elapsed() - built
-        );
+        let (report, kernels) = write_outputs(run, sqlite, top_n)?;
         tracing::info!(
             "nsys: {} regions, {} kernels ({} unattributed)",
             report.regions.len(),
-            capture.kernels.len(),
+            kernels,
             report.unattributed.kernel_count
         );
         Ok::<_, Error>(report.notes)

@@ -70,11 +70,7 @@ pub fn profile(req: Request) -> Result<Outcome, Error> {
         let ncu_error = ncu_stage(&run, &mut manifest, &req, &tools.ncu, &app(run_dir::NCU_TIMINGS_JSON)?)?;
         error = error.or(ncu_error);
     }
-    let status = match &error {
-        None => Status::Ok,
-        Some(e) if e.kind == ErrorKind::Interrupted => Status::Interrupted,
-        Some(_) => Status::Failed,
-    };
+    let status = Status::of(error.as_ref());
     if builtin {
         provenance::add_model_metadata(&run, provenance::inputs(cfg, &nsys_app, true))?;
     }
@@ -102,11 +98,7 @@ fn baseline_stage(run: &RunDir, manifest: &mut ManifestWriter, app: &[OsString])
                 .with_hint("see workload/baseline.stderr.log in the run directory"),
         ),
     };
-    let status = match &failure {
-        None => Status::Ok,
-        Some(e) if e.kind == ErrorKind::Interrupted => Status::Interrupted,
-        Some(_) => Status::Failed,
-    };
+    let status = Status::of(failure.as_ref());
     manifest.finish(i, status, |s| {
         s.exit = Some(ExitInfo::from(&done));
         s.artifacts = vec![run_dir::BASELINE_TIMINGS_JSON.into()];
@@ -169,20 +161,12 @@ pub fn report(dir: &Path) -> Result<PathBuf, Error> {
     let run = RunDir::open(dir)?;
     let cfg = crate::config::load_resolved(&run.join(run_dir::CONFIG_YAML))?;
     if run.join(run_dir::NSYS_SQLITE).is_file() {
-        let capture = crate::parse::nsys_sqlite::NsysDb::open(&run.join(run_dir::NSYS_SQLITE))?.load()?;
-        run.write_json(run_dir::NSYS_REGIONS, &crate::aggregate::build(&capture))?;
-        let top = crate::aggregate::top_kernels(&capture, cfg.runner.run.top_n_kernels as usize);
-        run.write_json(run_dir::NSYS_TOP_KERNELS, &top)?;
+        let sqlite = run.join(run_dir::NSYS_SQLITE);
+        crate::nsys_analysis::write_outputs(&run, &sqlite, cfg.runner.run.top_n_kernels as usize)?;
     }
     let inputs = crate::ncu_stage::saved_inputs(&run);
     if !inputs.is_empty() || run.join(run_dir::NCU_PLAN).is_file() {
-        let config_yaml = std::fs::read_to_string(run.join(run_dir::CONFIG_YAML)).unwrap_or_default();
-        let stamp = crate::ncu_regions::Stamp {
-            generated_at: run_dir::utc_now(),
-            config_fingerprint: crate::ncu_analysis::fingerprint(&config_yaml),
-        };
-        let opts = crate::ncu_analysis::options(&cfg)?;
-        let report = crate::ncu_analysis::build(&inputs, opts, stamp, &run)?;
+        let report = crate::ncu_analysis::build_for_run(&run, &cfg, &inputs)?;
         crate::ncu_analysis::write(&run, &report)?;
     }
     crate::report::write_summaries(&run)?;

@@ -131,8 +131,7 @@ pub fn inputs(cfg: &Config, argv: &[OsString], builtin: bool) -> Inputs {
 
 /// Complete `inputs.yaml` with the model metadata from `workload/timings.json`, if the workload wrote it.
 pub fn add_model_metadata(run: &crate::run_dir::RunDir, mut inputs: Inputs) -> Result<(), crate::error::Error> {
-    let Ok(text) = std::fs::read_to_string(run.join(crate::run_dir::TIMINGS_JSON)) else { return Ok(()) };
-    if let Ok(t) = serde_json::from_str::<crate::timings::Timings>(&text) {
+    if let Some(t) = run.read_json::<crate::timings::Timings>(crate::run_dir::TIMINGS_JSON) {
         inputs.model_metadata = Some(t.model);
         run.write_yaml(crate::run_dir::INPUTS_YAML, &inputs)?;
     }

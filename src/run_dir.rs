@@ -136,6 +136,32 @@ impl RunDir {
         self.write(rel, text.as_bytes())
     }
 
+    /// A JSON artifact of the run, if present and readable as `T`.
+    pub fn read_json<T: serde::de::DeserializeOwned>(&self, rel: &str) -> Option<T> {
+        let text = std::fs::read_to_string(self.join(rel)).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    /// Every file of the run directory, relative and sorted (temporaries of
+    /// atomic writes left out).
+    pub fn files(&self) -> Vec<String> {
+        fn walk(dir: &Path, run: &RunDir, out: &mut Vec<String>) {
+            let Ok(entries) = std::fs::read_dir(dir) else { return };
+            for e in entries.flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    walk(&p, run, out);
+                } else if !e.file_name().to_string_lossy().starts_with(".llmperf-") {
+                    out.push(run.relative(&p));
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.path, self, &mut out);
+        out.sort();
+        out
+    }
+
     pub fn write_yaml<T: Serialize>(&self, rel: &str, value: &T) -> Result<PathBuf, Error> {
         let text = serde_yaml::to_string(value)
             .map_err(|e| Error::new(ErrorKind::Internal, format!("serializing {rel}: {e}")))?;

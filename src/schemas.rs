@@ -90,28 +90,8 @@ pub struct Check {
 
 /// Check every `.json` under `dir` against its schema.
 pub fn validate(dir: &Path) -> Result<Vec<Check>, Error> {
-    if !dir.join(crate::run_dir::MANIFEST_JSON).is_file() {
-        return Err(Error::usage(format!("{}: not a run directory (no manifest.json)", dir.display()))
-            .with_hint("pass a directory printed by `llmperf profile` or `llmperf import`"));
-    }
-    let mut files = Vec::new();
-    collect_json(dir, dir, &mut files);
-    files.sort();
-    Ok(files.into_iter().map(|rel| check(dir, rel)).collect())
-}
-
-fn collect_json(root: &Path, dir: &Path, out: &mut Vec<String>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    for e in entries.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            collect_json(root, &p, out);
-        } else if p.extension().is_some_and(|x| x == "json") {
-            if let Ok(rel) = p.strip_prefix(root) {
-                out.push(rel.to_string_lossy().into_owned());
-            }
-        }
-    }
+    let run = crate::run_dir::RunDir::open(dir)?;
+    Ok(run.files().into_iter().filter(|f| f.ends_with(".json")).map(|rel| check(dir, rel)).collect())
 }
 
 fn check(dir: &Path, rel: String) -> Check {

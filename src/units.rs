@@ -43,10 +43,9 @@ pub fn parse_number(t: &str, locale: Locale) -> Option<f64> {
     {
         return None;
     }
-    // Most values carry no separator at all: parse them as they are.
-    if body.contains(['e', 'E'])
-        || !body.contains(',') && body.bytes().filter(|&b| b == b'.').count() <= 1 && locale == Locale::C
-    {
+    // Exponents, and C-locale values without grouping (most of them), parse as
+    // they are ("1.2.3" fails there just as below).
+    if body.contains(['e', 'E']) || (locale == Locale::C && !body.contains(',')) {
         return t.parse().ok();
     }
     let (group, decimal) = match locale {
@@ -76,6 +75,17 @@ pub fn locale_hint(t: &str) -> Option<Locale> {
         (Some(c), None) => {
             let after = &t[c + 1..];
             (after.len() != 3 && after.chars().all(|ch| ch.is_ascii_digit())).then_some(Locale::European)
+        }
+        _ => None,
+    }
+}
+
+/// A numeric value in its base unit; None for n/a and text.
+pub fn in_base(value: &Value, unit: &str) -> Option<(f64, Base)> {
+    match value {
+        Value::Number(v) => {
+            let (factor, base) = to_base(unit);
+            Some((v * factor, base))
         }
         _ => None,
     }

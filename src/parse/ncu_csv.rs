@@ -28,13 +28,7 @@ pub struct Metric {
 impl Metric {
     /// The value in its base unit (ns, byte, byte/second, hz, %), if numeric.
     pub fn base(&self) -> Option<(f64, Base)> {
-        match self.value {
-            Value::Number(v) => {
-                let (factor, base) = units::to_base(&self.unit);
-                Some((v * factor, base))
-            }
-            _ => None,
-        }
+        units::in_base(&self.value, &self.unit)
     }
 }
 
@@ -73,11 +67,25 @@ impl Launch {
     /// GPU time of the launch: `gpu__time_duration.sum`, else the `Duration` of
     /// a `GPU Speed Of Light` section (labels instead of metric names before 2022.4).
     pub fn duration_ns(&self) -> Option<f64> {
-        let m = self.metric("gpu__time_duration.sum").or_else(|| {
-            self.metrics.iter().find(|m| m.name == "Duration" && m.section.starts_with("GPU Speed Of Light"))
-        })?;
-        m.base().filter(|(_, b)| *b == Base::Nanoseconds).map(|(v, _)| v)
+        let i = duration_row(self.metrics.iter().map(|m| (m.section.as_str(), m.name.as_str())))?;
+        self.metrics[i].base().filter(|(_, b)| *b == Base::Nanoseconds).map(|(v, _)| v)
     }
+}
+
+/// Which of a result's (section, metric name) rows holds its GPU time:
+/// `gpu__time_duration.sum`, else the `Duration` of a `GPU Speed Of Light`
+/// section (labels instead of metric names before 2022.4).
+pub fn duration_row<'a>(rows: impl Iterator<Item = (&'a str, &'a str)>) -> Option<usize> {
+    let mut speed_of_light = None;
+    for (i, (section, name)) in rows.enumerate() {
+        if name == "gpu__time_duration.sum" {
+            return Some(i);
+        }
+        if speed_of_light.is_none() && name == "Duration" && section.starts_with("GPU Speed Of Light") {
+            speed_of_light = Some(i);
+        }
+    }
+    speed_of_light
 }
 
 /// Column indexes, by header name.
@@ -234,7 +242,7 @@ pub fn read_any<R: Read + 'static>(input: R, path: &Path) -> Result<(Layout, Lau
     }
 }
 
-fn open_file(path: &Path) -> Result<std::fs::File, Error> {
+pub(crate) fn open_file(path: &Path) -> Result<std::fs::File, Error> {
     std::fs::File::open(path)
         .map_err(|e| Error::new(ErrorKind::Unparseable, format!("{}: {e}", path.display())).with_hint("check the path"))
 }

@@ -18,7 +18,7 @@ use std::path::Path;
 
 use crate::error::{Error, ErrorKind};
 use crate::ncu_regions::{Attribution, Builder, LaunchView, MetricRef};
-use crate::parse::ncu_csv::{parse_nvtx_stack, NvtxFrame};
+use crate::parse::ncu_csv::{io_error, open_file, parse_nvtx_stack, NvtxFrame};
 use crate::units::{self, Locale};
 
 const BLOCK: usize = 8 << 20;
@@ -45,9 +45,7 @@ pub fn ingest(path: &Path, builder: &mut Builder, how: &Attribution) -> Result<b
 /// [`ingest`] with blocks of about `block` bytes (tests use tiny ones so that
 /// launches straddle reads).
 pub fn ingest_blocks(path: &Path, builder: &mut Builder, how: &Attribution, block: usize) -> Result<bool, Error> {
-    let mut file = std::fs::File::open(path).map_err(|e| {
-        Error::new(ErrorKind::Unparseable, format!("{}: {e}", path.display())).with_hint("check the path")
-    })?;
+    let mut file = open_file(path)?;
     let mut head = Vec::with_capacity(block);
     (&mut file).take(1 << 16).read_to_end(&mut head).map_err(|e| io_error(path, &e))?;
     let Some((cols, data_start)) = header(&head) else { return Ok(false) };
@@ -141,10 +139,6 @@ impl InOrder {
         }
         Ok(())
     }
-}
-
-fn io_error(path: &Path, e: &std::io::Error) -> Error {
-    Error::new(ErrorKind::Unparseable, format!("{}: {e}", path.display()))
 }
 
 /// The header's columns and where the data starts; None when the file has

@@ -5,18 +5,11 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use super::summary::{self, Inputs, KernelsReport, StageUse};
+use super::summary::{self, Derived, Inputs, KernelsReport, StageUse};
 
 const WIDTH: f64 = 900.0;
 
-pub fn render(inputs: &Inputs) -> String {
-    let kernels = summary::kernels(inputs);
-    let ops = summary::operators(inputs);
-    let peak = summary::peak_of(inputs);
-    let uses = match (&inputs.timings, &peak) {
-        (Some(t), Some(p)) => summary::utilization(t, p),
-        _ => Vec::new(),
-    };
+pub fn render(inputs: &Inputs, d: &Derived) -> String {
     let id = inputs.manifest.as_ref().and_then(|m| m["run_id"].as_str()).unwrap_or("");
     let mut h = String::new();
     let _ = write!(
@@ -27,9 +20,9 @@ pub fn render(inputs: &Inputs) -> String {
     );
     regions_chart(&mut h, inputs);
     stages_chart(&mut h, inputs);
-    kernels_chart(&mut h, &kernels);
-    roofline(&mut h, &uses, peak.as_ref());
-    tables(&mut h, inputs, &kernels, &ops);
+    kernels_chart(&mut h, &d.kernels);
+    roofline(&mut h, &d.uses, d.peak.as_ref());
+    tables(&mut h, inputs, &d.kernels, &d.operators);
     h.push_str("</body></html>\n");
     h
 }

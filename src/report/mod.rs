@@ -6,42 +6,34 @@ pub mod summary;
 
 use std::fmt::Write;
 
-use serde::de::DeserializeOwned;
-
 use crate::error::Error;
 use crate::run_dir::{self, RunDir};
 use summary::Inputs;
-
-fn read<T: DeserializeOwned>(run: &RunDir, rel: &str) -> Option<T> {
-    let text = std::fs::read_to_string(run.join(rel)).ok()?;
-    serde_json::from_str(&text).ok()
-}
 
 /// What the reports read, each part if present and readable.
 pub fn inputs(run: &RunDir) -> Inputs {
     Inputs {
         config: crate::config::load_resolved(&run.join(run_dir::CONFIG_YAML)).ok(),
-        env: read(run, run_dir::ENV_JSON),
-        manifest: read(run, run_dir::MANIFEST_JSON),
-        timings: read(run, run_dir::TIMINGS_JSON),
-        baseline: read(run, run_dir::BASELINE_TIMINGS_JSON),
-        nsys_regions: read(run, run_dir::NSYS_REGIONS),
-        nsys_top: read(run, run_dir::NSYS_TOP_KERNELS),
-        ncu: read(run, run_dir::NCU_REGIONS_JSON),
+        env: run.read_json(run_dir::ENV_JSON),
+        manifest: run.read_json(run_dir::MANIFEST_JSON),
+        timings: run.read_json(run_dir::TIMINGS_JSON),
+        baseline: run.read_json(run_dir::BASELINE_TIMINGS_JSON),
+        nsys_regions: run.read_json(run_dir::NSYS_REGIONS),
+        nsys_top: run.read_json(run_dir::NSYS_TOP_KERNELS),
+        ncu: run.read_json(run_dir::NCU_REGIONS_JSON),
     }
 }
 
 /// kernels.json/md, operators.json/md and stakeholder_summary.md.
 pub fn write_summaries(run: &RunDir) -> Result<Vec<String>, Error> {
     let inputs = inputs(run);
-    let kernels = summary::kernels(&inputs);
-    let operators = summary::operators(&inputs);
-    run.write_json(run_dir::KERNELS_JSON, &kernels)?;
-    run.write(run_dir::KERNELS_MD, summary::kernels_md(&kernels).as_bytes())?;
-    run.write_json(run_dir::OPERATORS_JSON, &operators)?;
-    run.write(run_dir::OPERATORS_MD, summary::operators_md(&operators).as_bytes())?;
-    run.write(run_dir::SUMMARY_MD, summary::stakeholder_summary(&inputs).as_bytes())?;
-    run.write(run_dir::REPORT_HTML, html::render(&inputs).as_bytes())?;
+    let d = summary::Derived::of(&inputs);
+    run.write_json(run_dir::KERNELS_JSON, &d.kernels)?;
+    run.write(run_dir::KERNELS_MD, summary::kernels_md(&d.kernels).as_bytes())?;
+    run.write_json(run_dir::OPERATORS_JSON, &d.operators)?;
+    run.write(run_dir::OPERATORS_MD, summary::operators_md(&d.operators).as_bytes())?;
+    run.write(run_dir::SUMMARY_MD, summary::stakeholder_summary(&inputs, &d).as_bytes())?;
+    run.write(run_dir::REPORT_HTML, html::render(&inputs, &d).as_bytes())?;
     Ok([
         run_dir::KERNELS_JSON,
         run_dir::KERNELS_MD,
@@ -56,7 +48,7 @@ pub fn write_summaries(run: &RunDir) -> Result<Vec<String>, Error> {
 
 /// `report.md`: the stages and their diagnoses, then every file of the run.
 pub fn write_index(run: &RunDir) -> Result<(), Error> {
-    let manifest: serde_json::Value = read(run, run_dir::MANIFEST_JSON).unwrap_or_default();
+    let manifest: serde_json::Value = run.read_json(run_dir::MANIFEST_JSON).unwrap_or_default();
     // The manifest's run id, not the directory's name: a copied run renders the same.
     let id = manifest["run_id"].as_str().unwrap_or("");
     let mut md = format!("# Run {id}\n\nStatus: **{}**.\n\n", manifest["status"].as_str().unwrap_or("unknown"));
@@ -100,29 +92,9 @@ pub fn write_index(run: &RunDir) -> Result<(), Error> {
         }
     }
     md.push_str("\n## Files\n\n");
-    for f in files(run) {
+    for f in run.files().into_iter().filter(|f| f != run_dir::REPORT_MD) {
         let _ = writeln!(md, "- [{f}]({f})");
     }
     run.write(run_dir::REPORT_MD, md.as_bytes())?;
     Ok(())
-}
-
-/// Every file of the run directory, relative and sorted (report.md itself left out).
-fn files(run: &RunDir) -> Vec<String> {
-    fn walk(dir: &std::path::Path, run: &RunDir, out: &mut Vec<String>) {
-        let Ok(entries) = std::fs::read_dir(dir) else { return };
-        for e in entries.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                walk(&p, run, out);
-            } else {
-                out.push(run.relative(&p));
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(run.path(), run, &mut out);
-    out.retain(|f| f != run_dir::REPORT_MD && !f.contains("/.llmperf-"));
-    out.sort();
-    out
 }

@@ -252,23 +252,35 @@ fn text(v: Option<&Value>) -> String {
     }
 }
 
+/// What the reports derive from their inputs, computed once for every renderer.
+pub struct Derived {
+    pub kernels: KernelsReport,
+    pub operators: OperatorsReport,
+    pub peak: Option<Peak>,
+    pub uses: Vec<StageUse>,
+}
+
+impl Derived {
+    pub fn of(inputs: &Inputs) -> Derived {
+        let peak = peak_of(inputs);
+        let uses = match (&inputs.timings, &peak) {
+            (Some(t), Some(p)) => utilization(t, p),
+            _ => Vec::new(),
+        };
+        Derived { kernels: kernels(inputs), operators: operators(inputs), peak, uses }
+    }
+}
+
 /// `stakeholder_summary.md`.
-pub fn stakeholder_summary(inputs: &Inputs) -> String {
-    let kernels = kernels(inputs);
-    let ops = operators(inputs);
-    let peak = peak_of(inputs);
-    let uses = match (&inputs.timings, &peak) {
-        (Some(t), Some(p)) => utilization(t, p),
-        _ => Vec::new(),
-    };
+pub fn stakeholder_summary(inputs: &Inputs, d: &Derived) -> String {
     let mut md = String::from("# Stakeholder summary\n\n");
     environment(&mut md, inputs);
     aggregates(&mut md, inputs);
     stages(&mut md, inputs);
-    mfu(&mut md, inputs, peak.as_ref(), &uses);
-    top_operators(&mut md, &ops);
-    top_kernels(&mut md, &kernels);
-    narrative(&mut md, inputs, &ops, &kernels, &uses);
+    mfu(&mut md, inputs, d.peak.as_ref(), &d.uses);
+    top_operators(&mut md, &d.operators);
+    top_kernels(&mut md, &d.kernels);
+    narrative(&mut md, inputs, &d.operators, &d.kernels, &d.uses);
     md
 }
 
@@ -623,10 +635,12 @@ mod tests {
             }
         };
         // Baseline 50 ms. 60 ms profiled: +20%, no warning; 70 ms: +40%, a warning with the hint.
-        let md = stakeholder_summary(&inputs(60.0));
+        let i = inputs(60.0);
+        let md = stakeholder_summary(&i, &Derived::of(&i));
         assert!(md.contains("| profiling overhead (nsys run vs baseline) | +20.0% |"), "{md}");
         assert!(!md.contains("Warning"));
-        let md = stakeholder_summary(&inputs(70.0));
+        let i = inputs(70.0);
+        let md = stakeholder_summary(&i, &Derived::of(&i));
         assert!(md.contains("+40.0%") && md.contains("**Warning:** the profiled run was 40.0% slower"), "{md}");
         assert!(md.contains("runner.run.mode=light"));
     }
@@ -645,7 +659,8 @@ mod tests {
             nsys_top: None,
             ncu: None,
         };
-        let md = stakeholder_summary(&inputs(env));
+        let i = inputs(env);
+        let md = stakeholder_summary(&i, &Derived::of(&i));
         for section in [
             "## Environment",
             "## Aggregates",
@@ -663,7 +678,8 @@ mod tests {
             "{md}"
         );
         let unknown = serde_json::json!({"gpus": {"devices": [{"index": 0, "name": "NVIDIA GeForce RTX 5090"}]}});
-        let md = stakeholder_summary(&inputs(unknown));
+        let i = inputs(unknown);
+        let md = stakeholder_summary(&i, &Derived::of(&i));
         assert!(md.contains("MFU not computed: unknown peak for NVIDIA GeForce RTX 5090"), "{md}");
     }
 }

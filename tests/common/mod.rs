@@ -53,20 +53,6 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-fn files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            out.extend(files(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out.sort();
-    out
-}
-
 /// The file with its `generated_at` values blanked.
 fn without_timestamps(p: &Path) -> String {
     let text = std::fs::read_to_string(p).unwrap_or_default();
@@ -74,7 +60,6 @@ fn without_timestamps(p: &Path) -> String {
     re.replace_all(&text, r#""generated_at": """#).into_owned()
 }
 
-/// Rebuild a copy of `dir` and compare every file with the original.
 /// `llmperf report` on a copy of `dir`, without its reports, writes every file
 /// again with the same bytes (timestamps aside).
 pub fn assert_report_reproduces(dir: &Path) {
@@ -95,14 +80,11 @@ pub fn assert_report_reproduces(dir: &Path) {
     }
     let _ = std::fs::remove_dir_all(copy.join("ncu/regions"));
     llmperf().arg("report").arg(&copy).assert().success();
-    let (a, b) = (files(dir), files(&copy));
-    let rel = |fs: &[PathBuf], root: &Path| {
-        fs.iter().map(|f| f.strip_prefix(root).unwrap().to_path_buf()).collect::<Vec<_>>()
-    };
-    assert_eq!(rel(&a, dir), rel(&b, &copy));
-    for f in &a {
-        let r = f.strip_prefix(dir).unwrap();
-        assert_eq!(without_timestamps(f), without_timestamps(&copy.join(r)), "{} differs", r.display());
+    let files = |d: &Path| llmperf::run_dir::RunDir::open(d).unwrap().files();
+    let original = files(dir);
+    assert_eq!(original, files(&copy));
+    for r in &original {
+        assert_eq!(without_timestamps(&dir.join(r)), without_timestamps(&copy.join(r)), "{r} differs");
     }
 }
 
