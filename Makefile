@@ -21,7 +21,10 @@ build: setup
 run: build
 	$(BIN) profile
 
+# `cargo test` builds the plugin's test harness, not libllmperf_torch.so itself:
+# build first, so the tests load a plugin from the same sources.
 test: setup
+	cargo build $(CARGO_FLAGS)
 	cargo test $(CARGO_FLAGS) --all-targets
 
 # CI also runs this (.ci/run); needs rustup's nightly toolchain.

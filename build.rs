@@ -1,34 +1,35 @@
-//! Link-time facts the binary needs to run from any directory:
-//! - an rpath to libtorch's `lib/` (torch-sys emits `-L` but no rpath, so
-//!   without one the binary only runs with LD_LIBRARY_PATH);
-//! - `libtorch_cuda.so` kept in NEEDED with `--no-as-needed` when the libtorch
-//!   has CUDA (the default `--as-needed` drops it and libtorch then silently
-//!   reports CUDA unavailable on GPU hosts).
-//!
-//! Also records the git revision and the libtorch directory for provenance.
-use std::env;
-use std::path::PathBuf;
+//! Build-time facts for provenance and for the workload plugin check:
+//! - the git revision;
+//! - a fingerprint of the sources, which the plugin (torch/) compiles in too: the
+//!   executable refuses a libllmperf_torch.so built from other sources, because
+//!   the two exchange `Config` and `Timings` as JSON and must agree on them.
+use std::hash::{Hash, Hasher};
+use std::path::Path;
 use std::process::Command;
 
 fn main() {
-    println!("cargo:rerun-if-env-changed=LIBTORCH");
-    println!("cargo:rerun-if-env-changed=LIBTORCH_USE_PYTORCH");
     println!("cargo:rerun-if-changed=.git/HEAD");
+    println!("cargo:rerun-if-changed=src");
     println!("cargo:rustc-env=LLMPERF_GIT_REV={}", git_revision());
-    if env::var_os("CARGO_FEATURE_TORCH").is_none() {
-        println!("cargo:rustc-env=LLMPERF_LIBTORCH_DIR=");
-        return;
+    let mut files = Vec::new();
+    collect(Path::new("src"), &mut files);
+    files.sort();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for f in &files {
+        f.hash(&mut h);
+        std::fs::read(f).unwrap_or_default().hash(&mut h);
     }
-    let Some(lib) = libtorch_lib_dir() else {
-        println!("cargo:warning=libtorch not located; the binary will need LD_LIBRARY_PATH");
-        println!("cargo:rustc-env=LLMPERF_LIBTORCH_DIR=");
-        return;
-    };
-    println!("cargo:rustc-env=LLMPERF_LIBTORCH_DIR={}", lib.display());
-    println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
-    let cuda = lib.join("libtorch_cuda.so");
-    if cuda.exists() {
-        println!("cargo:rustc-link-arg=-Wl,--no-as-needed,{},--as-needed", cuda.display());
+    println!("cargo:rustc-env=LLMPERF_SOURCE_HASH={:016x}", h.finish());
+}
+
+fn collect(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            collect(&path, out);
+        } else {
+            out.push(path);
+        }
     }
 }
 
@@ -40,20 +41,4 @@ fn git_revision() -> String {
         .filter(|o| o.status.success())
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_else(|| "unknown".into())
-}
-
-/// The same lookup torch-sys does: `LIBTORCH`, else the `torch` package of the
-/// python on PATH when `LIBTORCH_USE_PYTORCH` is set.
-fn libtorch_lib_dir() -> Option<PathBuf> {
-    if let Some(root) = env::var_os("LIBTORCH") {
-        return Some(PathBuf::from(root).join("lib"));
-    }
-    env::var_os("LIBTORCH_USE_PYTORCH")?;
-    let python = env::var("PYTHON_SYS_EXECUTABLE").unwrap_or_else(|_| "python".into());
-    let out = Command::new(python)
-        .args(["-c", "import os, torch; print(os.path.join(os.path.dirname(torch.__file__), 'lib'))"])
-        .output()
-        .ok()?;
-    let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    (out.status.success() && dir.is_dir()).then_some(dir)
 }

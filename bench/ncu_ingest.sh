@@ -5,8 +5,6 @@
 # Input: the shared generator's details CSV built from real rows (default 500 MB,
 # kept in $WORK between runs). llmperf's report is checked against the
 # generator's ground truth before its time counts; so are the peers' answers.
-# llmperf is the parse-only build (--no-default-features): the full binary
-# also loads libtorch at start-up, which is not ingestion (see the note printed).
 #
 #   bench/ncu_ingest.sh [MB ...]        default: 100 500 (memory must stay flat)
 #   SHARED_BENCH=../shared/bench  WORK=${TMPDIR:-/tmp}/llmperf-bench  RUNS=3
@@ -19,8 +17,8 @@ WORK=${WORK:-${TMPDIR:-/tmp}/llmperf-bench}
 RUNS=${RUNS:-3}
 PY=.venv/bin/python
 mkdir -p "$WORK"
-cargo build --release --locked --no-default-features --target-dir target/parse-only >&2
-BIN=$(realpath target/parse-only/release/llmperf)
+cargo build --release --locked -p llmperf >&2
+BIN=$(realpath target/release/llmperf)
 $PY -c 'import pandas' 2>/dev/null || .venv/bin/pip install -q pandas >&2
 
 # "seconds peak_rss_kib" of a command: wall time from bash's clock (GNU time
@@ -73,4 +71,3 @@ for MB in "${SIZES[@]}"; do
     python3 -c "import sys; l,c,p,w=map(float,sys.argv[1:5]); print(f'{sys.argv[5]}: llmperf is {c/l:.1f}x the csv module, {p/l:.1f}x pandas, {100*w/l:.0f}% of wc -l throughput (targets: 10x pandas, 25% of wc -l)')" "$t_ll" "$t_pc" "$t_pd" "$t_wc" "${MB}MB"
 done
 echo "all answers matched the generator's ground truth (launches and GPU time per kernel)"
-echo "note: the full binary (with libtorch) adds its start-up: time target/release/llmperf --help"

@@ -13,6 +13,7 @@ RANGES=${1:-1000000}
 KERNELS=${2:-1000000}
 SHARED_BENCH=${SHARED_BENCH:-../shared/bench}
 WORK=${WORK:-${TMPDIR:-/tmp}/llmperf-bench}
+[ -n "${LLMPERF:-}" ] || cargo build --release --locked -p llmperf >&2
 BIN=$(realpath "${LLMPERF:-target/release/llmperf}")
 DB="$WORK/nsys_${RANGES}_${KERNELS}.sqlite"
 mkdir -p "$WORK"
@@ -54,25 +55,20 @@ PY
     echo "$t"
 }
 read -r t_ll m_ll < <(ingest "$WORK/llmperf-out" "$BIN")
-# The parse-only build (no libtorch): the same ingestion without the ~0.9 s it
-# takes the full binary to load libtorch at start-up.
-cargo build --release --locked --no-default-features --target-dir target/parse-only >&2
-read -r t_po m_po < <(ingest "$WORK/llmperf-out-po" "$(realpath target/parse-only/release/llmperf)")
 read -r t_nv m_nv < <(timed nsys stats --report nvtxsum --format csv --output "$WORK/nsys_stats" --force-overwrite true "$DB")
 read -r t_gk m_gk < <(timed nsys stats --report gpukernsum --format csv --output "$WORK/nsys_stats" --force-overwrite true "$DB")
 # nvtxkernsum is nsys's per-range kernel attribution: what regions.json's kernel columns hold.
 read -r t_nk m_nk < <(timed nsys stats --report nvtxkernsum --format csv --output "$WORK/nsys_stats" --force-overwrite true "$DB")
-python3 - "$RANGES" "$KERNELS" "$t_ll" "$m_ll" "$t_nv" "$m_nv" "$t_gk" "$m_gk" "$t_nk" "$m_nk" "$t_po" "$m_po" <<'PY'
+python3 - "$RANGES" "$KERNELS" "$t_ll" "$m_ll" "$t_nv" "$m_nv" "$t_gk" "$m_gk" "$t_nk" "$m_nk" <<'PY'
 import sys
 r, k = sys.argv[1:3]
-t_ll, m_ll, t_nv, m_nv, t_gk, m_gk, t_nk, m_nk, t_po, m_po = map(float, sys.argv[3:])
+t_ll, m_ll, t_nv, m_nv, t_gk, m_gk, t_nk, m_nk = map(float, sys.argv[3:])
 print(f"input: {int(r):,} NVTX ranges, {int(k):,} kernels")
 print(f"{'tool':44} {'seconds':>8} {'peak MiB':>9}")
 print(f"{'llmperf import nsys (regions + top kernels)':44} {t_ll:8.2f} {m_ll/1024:9.0f}")
-print(f"{'llmperf, parse-only build (no libtorch)':44} {t_po:8.2f} {m_po/1024:9.0f}")
 print(f"{'nsys stats --report nvtxsum':44} {t_nv:8.2f} {m_nv/1024:9.0f}")
 print(f"{'nsys stats --report gpukernsum':44} {t_gk:8.2f} {m_gk/1024:9.0f}")
 print(f"{'nsys stats --report nvtxkernsum':44} {t_nk:8.2f} {m_nk/1024:9.0f}")
-print(f"speed-up vs nvtxsum + gpukernsum: {(t_nv + t_gk) / t_ll:.1f}x full binary, {(t_nv + t_gk) / t_po:.1f}x parse-only (target: 5x)")
+print(f"speed-up vs nvtxsum + gpukernsum: {(t_nv + t_gk) / t_ll:.1f}x (target: 5x)")
 print(f"speed-up vs nvtxsum + gpukernsum + nvtxkernsum (the same information): {(t_nv + t_gk + t_nk) / t_ll:.1f}x")
 PY

@@ -132,14 +132,12 @@ fn counter_check() -> Check {
 fn libtorch_checks() -> Vec<Check> {
     let lt = libtorch::info();
     if !lt.linked {
+        let why = lt.error.clone().unwrap_or_else(|| "the workload plugin did not load".into());
         return vec![check(
             "libtorch",
             Level::Fail,
-            "this llmperf was built without the `torch` feature: no built-in workloads",
-            Some(
-                "rebuild with default features (`make run` does), or profile your own command: llmperf profile -- CMD"
-                    .into(),
-            ),
+            format!("no built-in workloads: {why}"),
+            libtorch::Libtorch::hint(),
         )];
     }
     let version = lt.version.clone().unwrap_or_else(|| "unknown version".into());

@@ -5,7 +5,7 @@
 use std::fmt;
 
 /// What went wrong, in the terms the exit code promises (docs/cli.md).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ErrorKind {
     /// Wrong flag or argument.
     Usage,

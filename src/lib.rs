@@ -18,6 +18,7 @@ pub mod orchestrate;
 pub mod parse;
 pub mod peaks;
 pub mod plan;
+pub mod plugin;
 pub mod process;
 pub mod profile;
 pub mod provenance;
@@ -29,5 +30,3 @@ pub mod stats;
 pub mod timings;
 pub mod tools;
 pub mod units;
-#[cfg(feature = "torch")]
-pub mod workload;

@@ -1,14 +1,17 @@
-//! What libtorch this binary was linked against, and whether it sees CUDA.
+//! What libtorch the workload plugin (src/plugin.rs) links, and whether it sees CUDA.
 use serde::Serialize;
-use std::path::PathBuf;
+use std::path::Path;
 
-/// The libtorch `lib/` directory recorded by build.rs (also the binary's rpath).
-const LIB_DIR: &str = env!("LLMPERF_LIBTORCH_DIR");
+use crate::plugin;
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Libtorch {
-    /// Built with the `torch` feature (the built-in workloads).
+    /// The workload plugin loaded (so the built-in workloads can run).
     pub linked: bool,
+    /// Where the plugin (libllmperf_torch.so) was loaded from.
+    pub plugin: Option<String>,
+    /// Why the plugin did not load.
+    pub error: Option<String>,
     pub lib_dir: Option<String>,
     pub version: Option<String>,
     /// The CUDA version libtorch was built with (None for CPU-only builds).
@@ -17,34 +20,45 @@ pub struct Libtorch {
     pub cuda_device_count: Option<i64>,
 }
 
-pub fn info() -> Libtorch {
-    let lib_dir = (!LIB_DIR.is_empty()).then(|| PathBuf::from(LIB_DIR));
-    let (version, cuda_build) = lib_dir.as_ref().map(|d| read_version(d)).unwrap_or((None, None));
-    let (cuda_available, cuda_device_count) = runtime_cuda();
-    Libtorch {
-        linked: cfg!(feature = "torch"),
-        lib_dir: lib_dir.map(|d| d.display().to_string()),
-        version,
-        cuda_build,
-        cuda_available,
-        cuda_device_count,
+impl Libtorch {
+    /// The load failure's hint, when the plugin did not load.
+    pub fn hint() -> Option<String> {
+        plugin::load().err().and_then(|e| e.hint)
     }
 }
 
-#[cfg(feature = "torch")]
-fn runtime_cuda() -> (Option<bool>, Option<i64>) {
-    let count = tch::Cuda::device_count();
-    (Some(tch::Cuda::is_available()), Some(count))
-}
-
-#[cfg(not(feature = "torch"))]
-fn runtime_cuda() -> (Option<bool>, Option<i64>) {
-    (None, None)
+/// Loads the plugin (and so libtorch) if this process has not yet.
+pub fn info() -> Libtorch {
+    match plugin::runtime() {
+        Ok((p, rt)) => {
+            let (version, cuda_build) = rt.lib_dir.as_deref().map(|d| read_version(Path::new(d))).unwrap_or_default();
+            Libtorch {
+                linked: true,
+                plugin: Some(p.path.display().to_string()),
+                error: None,
+                lib_dir: rt.lib_dir,
+                version,
+                cuda_build,
+                cuda_available: Some(rt.cuda_available),
+                cuda_device_count: Some(rt.cuda_device_count),
+            }
+        }
+        Err(e) => Libtorch {
+            linked: false,
+            plugin: None,
+            error: Some(e.message),
+            lib_dir: None,
+            version: None,
+            cuda_build: None,
+            cuda_available: None,
+            cuda_device_count: None,
+        },
+    }
 }
 
 /// The PyPI wheel has `torch/version.py` next to `torch/lib`; a standalone
 /// libtorch has `build-version` (and `build-hash`) in its root.
-fn read_version(lib_dir: &std::path::Path) -> (Option<String>, Option<String>) {
+fn read_version(lib_dir: &Path) -> (Option<String>, Option<String>) {
     let root = lib_dir.parent().unwrap_or(lib_dir);
     if let Ok(py) = std::fs::read_to_string(root.join("version.py")) {
         let field = |name: &str| {

@@ -316,26 +316,15 @@ pub fn workload(
     Ok(run.path().to_path_buf())
 }
 
-#[cfg(feature = "torch")]
 fn run_workload(cfg: &crate::config::Config, run: &RunDir, nvtx: bool, file: &str) -> Result<(), Error> {
-    let timings = crate::workload::run(cfg, nvtx)?;
+    let timings = crate::plugin::run_workload(cfg, nvtx)?;
     run.subdir(run_dir::WORKLOAD_DIR)?;
     run.write_json(file, &timings)?;
     print_timings(&timings);
     Ok(())
 }
 
-#[cfg(not(feature = "torch"))]
-fn run_workload(_: &crate::config::Config, _: &RunDir, _: bool, _: &str) -> Result<(), Error> {
-    Err(Error::new(
-        ErrorKind::ProfilerUnavailable,
-        "this llmperf was built without the `torch` feature: no built-in workloads",
-    )
-    .with_hint("rebuild with default features (make run), or profile your own command: llmperf profile -- CMD"))
-}
-
 /// A short table of stage timings on stderr (stdout carries the run directory).
-#[cfg(feature = "torch")]
 fn print_timings(t: &crate::timings::Timings) {
     let variant = t.model.variant.as_deref().map(|v| format!(" ({v})")).unwrap_or_default();
     eprintln!(

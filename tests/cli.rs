@@ -167,7 +167,6 @@ fn profile_command_starting_with_a_dash_is_a_usage_error() {
 }
 
 #[test]
-#[cfg_attr(not(feature = "torch"), ignore = "doctor FAILs libtorch in a build without the torch feature")]
 fn doctor_on_this_machine_warns_without_failing() {
     // Here: nsys and ncu installed by setup.sh, no GPU, libtorch from the venv.
     let out = llmperf().arg("doctor").assert().success().get_output().stdout.clone();

@@ -2,7 +2,6 @@
 //! installed by setup.sh. There is no GPU here: ncu runs the workload, matches
 //! its NVTX ranges and reports that nothing was profiled; llmperf must say so
 //! and invent nothing.
-#![cfg(feature = "torch")]
 mod common;
 use common::*;
 use predicates::prelude::*;

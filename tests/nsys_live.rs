@@ -1,7 +1,5 @@
 //! `llmperf profile` under the real Nsight Systems installed by setup.sh.
 //! Every test holds the nsys lock: two nsys sessions at once hang here.
-// The range helpers serve the workload captures, which need the torch feature.
-#![cfg_attr(not(feature = "torch"), allow(dead_code))]
 mod common;
 use assert_cmd::assert::OutputAssertExt;
 use common::*;
@@ -255,7 +253,6 @@ fn profile_builtin(root: &Path, args: &[&str]) -> std::path::PathBuf {
 }
 
 #[test]
-#[cfg(feature = "torch")]
 fn regions_workload_capture_has_a_a1_b_nested() {
     let _nsys = nsys_lock();
     let root = tempfile::tempdir().unwrap();
@@ -275,7 +272,6 @@ fn regions_workload_capture_has_a_a1_b_nested() {
 /// Without a GPU each pass matches its ranges and profiles nothing; the
 /// region report says so.
 #[test]
-#[cfg(feature = "torch")]
 fn range_replay_plans_its_passes_from_the_regions_nsys_found() {
     let _nsys = nsys_lock();
     let root = tempfile::tempdir().unwrap();
@@ -311,7 +307,6 @@ fn range_replay_plans_its_passes_from_the_regions_nsys_found() {
 /// workload measured on this CPU, labelled as such, and `llmperf report`
 /// reproduces every report from the run directory.
 #[test]
-#[cfg(feature = "torch")]
 fn cpu_llm_run_has_a_summary_with_calibrated_mfu_and_reproduces() {
     let _nsys = nsys_lock();
     let root = tempfile::tempdir().unwrap();
@@ -353,7 +348,6 @@ fn cpu_llm_run_has_a_summary_with_calibrated_mfu_and_reproduces() {
 }
 
 #[test]
-#[cfg(feature = "torch")]
 fn llm_workload_capture_has_prefill_and_decode_steps_in_domain_llm() {
     let _nsys = nsys_lock();
     let root = tempfile::tempdir().unwrap();
@@ -381,7 +375,6 @@ fn llm_workload_capture_has_prefill_and_decode_steps_in_domain_llm() {
 }
 
 #[test]
-#[cfg(feature = "torch")]
 fn resnet_workload_capture_has_stem_blocks_head() {
     let _nsys = nsys_lock();
     let root = tempfile::tempdir().unwrap();
@@ -394,7 +387,6 @@ fn resnet_workload_capture_has_stem_blocks_head() {
 }
 
 #[test]
-#[cfg(feature = "torch")]
 fn torchscript_workload_capture_has_forward_ranges() {
     let _nsys = nsys_lock();
     let root = tempfile::tempdir().unwrap();
@@ -424,7 +416,6 @@ fn stats_rows(path: &Path) -> Vec<std::collections::HashMap<String, String>> {
 /// On a capture made here, llmperf's region totals equal what the real nsys
 /// wrote in the same run (nvtxsum, by `Domain:name`).
 #[test]
-#[cfg(feature = "torch")]
 fn live_capture_regions_equal_nsys_nvtxsum_of_the_same_run() {
     let _nsys = nsys_lock();
     let root = tempfile::tempdir().unwrap();

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 use tch::Device;
 
-use crate::regions;
+use llmperf::regions;
 
 pub struct Instrument {
     nvtx: bool,

@@ -1,4 +1,4 @@
-//! Built-in NVTX-instrumented workloads on libtorch (feature `torch`):
+//! Built-in NVTX-instrumented workloads on libtorch:
 //! `dummy_shallow_resnet`, `decoder_llm` (prefill + decode with a KV cache),
 //! `torchscript` (a user's module) and `nvtx_regions` (A, A::A1, B).
 //! Selected by `model.name` only; see docs/workloads.md.
@@ -10,15 +10,18 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 use tch::{nn, Device, Kind, Tensor};
 
-use crate::config::schema::{
+pub use instrument::Instrument;
+use llmperf::config::schema::{
     Device as DeviceCfg, Dtype, LlmConfig, ModelConfig, RegionsConfig, ResnetConfig, TorchscriptConfig,
 };
-use crate::config::Config;
-use crate::error::{Error, ErrorKind};
-use crate::stats::Stats;
-use crate::timings::{self, DecodeBytes, Flops, ModelMeta, Throughput, Timings};
-use crate::{flops, regions};
-pub use instrument::Instrument;
+use llmperf::config::Config;
+use llmperf::error::{Error, ErrorKind};
+use llmperf::stats::Stats;
+use llmperf::timings::{self, DecodeBytes, Flops, ModelMeta, Throughput, Timings};
+use llmperf::{flops, regions};
+
+#[cfg(test)]
+mod tests;
 
 /// Run the configured workload and return what it measured.
 pub fn run(cfg: &Config, nvtx: bool) -> Result<Timings, Error> {
@@ -60,7 +63,7 @@ fn calibrate(kind: Kind) -> timings::Calibration {
     let src = Tensor::ones([elems], (Kind::Float, Device::Cpu));
     let dst = Tensor::zeros([elems], (Kind::Float, Device::Cpu));
     let copy_s = best(3, &|| {
-        let _ = dst.shallow_clone().copy_(&src);
+        dst.shallow_clone().copy_(&src);
     });
     timings::Calibration {
         method: format!("best of 5 {n}x{n} {} matmuls and of 3 copies of 256 MiB, in libtorch", dtype_name(kind)),

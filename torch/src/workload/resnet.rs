@@ -4,8 +4,8 @@ use tch::nn;
 use tch::Tensor;
 
 use super::instrument::Instrument;
-use crate::config::schema::ResnetConfig;
-use crate::{flops, regions};
+use llmperf::config::schema::ResnetConfig;
+use llmperf::{flops, regions};
 
 pub struct ResNet {
     cfg: ResnetConfig,

@@ -7,8 +7,8 @@ use tch::nn;
 use tch::{Device, Kind, Tensor};
 
 use super::instrument::Instrument;
-use crate::config::schema::LlmConfig;
-use crate::regions;
+use llmperf::config::schema::LlmConfig;
+use llmperf::regions;
 
 pub struct Llm {
     pub cfg: LlmConfig,
