@@ -96,14 +96,36 @@ fn import_nsys(config_dir: Option<std::path::PathBuf>, args: ImportArgs, argv: V
 }
 
 fn import_ncu(config_dir: Option<std::path::PathBuf>, args: ImportNcuArgs, argv: Vec<String>) -> anyhow::Result<i32> {
-    let resolved = load(config_dir, args.common.overrides)?;
-    let outcome =
-        orchestrate::import_ncu(&resolved, &args.common.file, args.common.output.as_deref(), args.ranges, argv)?;
+    let (files, overrides) = split_inputs(args.inputs)?;
+    let resolved = load(config_dir, overrides)?;
+    let outcome = orchestrate::import_ncu(&resolved, &files, args.output.as_deref(), args.ranges, argv)?;
     print(&format!("{}\n", outcome.run_dir.display()))?;
     match outcome.error {
         Some(e) => Err(e.into()),
         None => Ok(0),
     }
+}
+
+/// Files, then overrides: an argument is a file when it names one, an override
+/// when it holds `=`; anything else is a missing file.
+fn split_inputs(inputs: Vec<String>) -> Result<(Vec<std::path::PathBuf>, Vec<String>), Error> {
+    let (mut files, mut overrides) = (Vec::new(), Vec::new());
+    for arg in inputs {
+        let path = std::path::PathBuf::from(&arg);
+        if path.exists() {
+            files.push(path);
+        } else if arg.contains('=') {
+            overrides.push(arg);
+        } else {
+            return Err(Error::usage(format!("{arg}: no such file")).with_hint(
+                "pass .ncu-rep files, or CSVs from `ncu --import R.ncu-rep --csv --page details` (or --page raw)",
+            ));
+        }
+    }
+    if files.is_empty() {
+        return Err(Error::usage("no report to import").with_hint("llmperf import ncu FILE... [KEY=VALUE...]"));
+    }
+    Ok((files, overrides))
 }
 
 /// `--device`, `--model`, `-o` as overrides.

@@ -174,15 +174,20 @@ pub enum ImportCommand {
     Nsys(ImportArgs),
     /// An Nsight Compute report (.ncu-rep) or a CSV of its details or raw page.
     #[command(
-        after_help = "Examples:\n  llmperf import ncu profile.ncu-rep -o runs/imported\n  llmperf import ncu details.csv report.kernels.exclude='[\"regex:^elementwise\"]'\n  llmperf import ncu ranges.ncu-rep --range prefill --range decode_all\n\nCopies the input into DIR/ncu/, renders a .ncu-rep with `ncu --import` (CSV inputs need no ncu),\nand writes DIR/ncu/regions/ (report.json, report.md, one directory per region); prints DIR."
+        after_help = "Examples:\n  llmperf import ncu profile.ncu-rep -o runs/imported\n  llmperf import ncu details.csv report.kernels.exclude='[\"regex:^elementwise\"]'\n  llmperf import ncu ranges.ncu-rep --range prefill --range decode_all\n  llmperf import ncu kernel_*/ncu.details.csv   # one CSV per kernel, one run\n\nCopies each input into DIR/ncu/, renders a .ncu-rep with `ncu --import` (CSV inputs need no ncu),\nand writes DIR/ncu/regions/ (report.json, report.md, one directory per region); prints DIR."
     )]
     Ncu(ImportNcuArgs),
 }
 
 #[derive(Debug, Args)]
 pub struct ImportNcuArgs {
-    #[command(flatten)]
-    pub common: ImportArgs,
+    /// The reports to read (one or more; each is one pass), then configuration
+    /// overrides (KEY=VALUE, e.g. runner.run.top_n_kernels=50).
+    #[arg(value_name = "FILE|OVERRIDE", required = true)]
+    pub inputs: Vec<String>,
+    /// Output directory (default: a new run directory under runner.artifacts.root).
+    #[arg(short = 'o', long = "output", value_name = "DIR")]
+    pub output: Option<PathBuf>,
     /// The report is from range replay of this region (repeat for each): its
     /// results are ranges, not kernels.
     #[arg(long = "range", value_name = "REGION")]

@@ -113,6 +113,22 @@ impl<'a> ManifestWriter<'a> {
         Ok(w)
     }
 
+    /// An import into a run directory that already has a manifest adds to it:
+    /// its stages stay, the command is recorded as an `import` stage, and the
+    /// old `reports` stage goes (the reports are written again). Otherwise [`start`](Self::start).
+    pub fn extend(run: &'a RunDir, argv: Vec<String>) -> Result<Self, Error> {
+        let Some(mut manifest) = run.read_json::<Manifest>(MANIFEST_JSON) else {
+            return Self::start(run, argv);
+        };
+        manifest.status = Status::Running;
+        manifest.ended_at = None;
+        manifest.stages.retain(|s| s.name != "reports");
+        let mut w = ManifestWriter { run, manifest };
+        let i = w.begin("import", argv)?;
+        w.finish(i, Status::Ok, |_| {})?;
+        Ok(w)
+    }
+
     pub fn save(&self) -> Result<(), Error> {
         self.run.write_json(MANIFEST_JSON, &self.manifest).map(|_| ())
     }

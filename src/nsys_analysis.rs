@@ -26,6 +26,14 @@ pub fn analyze(
     top_n: usize,
 ) -> Result<Option<Error>, Error> {
     run.subdir(run_dir::NSYS_DIR)?;
+    if report.extension().is_some_and(|e| e.eq_ignore_ascii_case("csv")) {
+        let copy = run.join(run_dir::NSYS_KERNEL_SUMMARY);
+        std::fs::copy(report, &copy).map_err(|e| {
+            Error::new(ErrorKind::Internal, format!("cannot copy {} to {}: {e}", report.display(), copy.display()))
+                .with_hint("check that the output directory is writable")
+        })?;
+        return ingest(run, manifest, |run| write_summary_outputs(run, &copy, top_n));
+    }
     let sqlite = if report.extension().is_some_and(|e| e == "sqlite") {
         report.to_path_buf()
     } else {
@@ -43,7 +51,7 @@ pub fn analyze(
     if let Some(tool) = tool {
         stats(run, manifest, tool, &sqlite)?;
     }
-    ingest(run, manifest, &sqlite, top_n)
+    ingest(run, manifest, |run| write_outputs(run, &sqlite, top_n))
 }
 
 fn export(
@@ -138,10 +146,43 @@ pub fn write_outputs(run: &RunDir, sqlite: &Path, top_n: usize) -> Result<(aggre
     Ok((report, capture.kernels.len()))
 }
 
-fn ingest(run: &RunDir, manifest: &mut ManifestWriter, sqlite: &Path, top_n: usize) -> Result<Option<Error>, Error> {
+/// `nsys/regions.json` and `nsys/top_kernels.json` from a kernel summary CSV
+/// (parse::nsys_csv): no regions, and every kernel unattributed, with a note.
+pub fn write_summary_outputs(
+    run: &RunDir,
+    csv: &Path,
+    top_n: usize,
+) -> Result<(aggregate::RegionsReport, usize), Error> {
+    let mut kernels = crate::parse::nsys_csv::read_kernel_summary(csv)?;
+    let count: usize = kernels.iter().map(|k| k.calls).sum();
+    let report = aggregate::RegionsReport {
+        schema: aggregate::REGIONS_SCHEMA.into(),
+        regions: Vec::new(),
+        unattributed: aggregate::Unattributed {
+            kernel_count: count,
+            gpu_time_ns: kernels.iter().map(|k| k.total_ns).sum(),
+        },
+        notes: vec![format!(
+            "{} is a kernel summary without NVTX ranges: no regions, every kernel is unattributed",
+            run.relative(csv)
+        )],
+    };
+    if top_n > 0 {
+        kernels.truncate(top_n);
+    }
+    run.write_json(run_dir::NSYS_REGIONS, &report)?;
+    run.write_json(run_dir::NSYS_TOP_KERNELS, &kernels)?;
+    Ok((report, count))
+}
+
+fn ingest(
+    run: &RunDir,
+    manifest: &mut ManifestWriter,
+    write: impl FnOnce(&RunDir) -> Result<(aggregate::RegionsReport, usize), Error>,
+) -> Result<Option<Error>, Error> {
     let i = manifest.begin("nsys_regions", Vec::new())?;
     let result = (|| {
-        let (report, kernels) = write_outputs(run, sqlite, top_n)?;
+        let (report, kernels) = write(run)?;
         tracing::info!(
             "nsys: {} regions, {} kernels ({} unattributed)",
             report.regions.len(),

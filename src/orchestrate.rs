@@ -131,7 +131,7 @@ pub fn import_nsys(resolved: &Resolved, file: &Path, out: Option<&Path>, argv: V
     let cfg = &resolved.config;
     if !file.is_file() {
         return Err(Error::usage(format!("{}: no such file", file.display()))
-            .with_hint("pass a .nsys-rep, .qdrep or the .sqlite of `nsys export --type sqlite`"));
+            .with_hint("pass a .nsys-rep, .qdrep, the .sqlite of `nsys export --type sqlite`, or the CSV of `nsys stats --report cuda_gpu_kern_sum`"));
     }
     let run = match out {
         Some(dir) => RunDir::create_at(dir)?,
@@ -139,7 +139,7 @@ pub fn import_nsys(resolved: &Resolved, file: &Path, out: Option<&Path>, argv: V
     };
     run.write(run_dir::CONFIG_YAML, resolved.to_yaml().as_bytes())?;
     let tool = Tool::probe(crate::tools::Kind::Nsys, &cfg.pipeline.nsys.executable).ok();
-    let mut manifest = ManifestWriter::start(&run, argv)?;
+    let mut manifest = ManifestWriter::extend(&run, argv)?;
     let file = absolute(file);
     let error = crate::nsys_analysis::analyze(
         &run,
@@ -160,9 +160,13 @@ pub fn import_nsys(resolved: &Resolved, file: &Path, out: Option<&Path>, argv: V
 pub fn report(dir: &Path) -> Result<PathBuf, Error> {
     let run = RunDir::open(dir)?;
     let cfg = crate::config::load_resolved(&run.join(run_dir::CONFIG_YAML))?;
+    let top_n = cfg.runner.run.top_n_kernels as usize;
     if run.join(run_dir::NSYS_SQLITE).is_file() {
-        let sqlite = run.join(run_dir::NSYS_SQLITE);
-        crate::nsys_analysis::write_outputs(&run, &sqlite, cfg.runner.run.top_n_kernels as usize)?;
+        crate::nsys_analysis::write_outputs(&run, &run.join(run_dir::NSYS_SQLITE), top_n)?;
+    } else if let Some(csv) =
+        run_dir::NSYS_KERNEL_SUMMARIES.iter().map(|f| run.join(f)).find(|p| p.metadata().is_ok_and(|m| m.len() > 0))
+    {
+        crate::nsys_analysis::write_summary_outputs(&run, &csv, top_n)?;
     }
     let inputs = crate::ncu_stage::saved_inputs(&run);
     if !inputs.is_empty() || run.join(run_dir::NCU_PLAN).is_file() {
@@ -179,12 +183,12 @@ pub fn report(dir: &Path) -> Result<PathBuf, Error> {
 /// rebuilt from it alone.
 pub fn import_ncu(
     resolved: &Resolved,
-    file: &Path,
+    files: &[PathBuf],
     out: Option<&Path>,
     ranges: Vec<String>,
     argv: Vec<String>,
 ) -> Result<Outcome, Error> {
-    if !file.is_file() {
+    if let Some(file) = files.iter().find(|f| !f.is_file()) {
         return Err(Error::usage(format!("{}: no such file", file.display())).with_hint(
             "pass a .ncu-rep, or a CSV from `ncu --import R.ncu-rep --csv --page details` (or --page raw)",
         ));
@@ -195,26 +199,30 @@ pub fn import_ncu(
         None => RunDir::create(&cfg.runner.artifacts.root)?,
     };
     run.write(run_dir::CONFIG_YAML, resolved.to_yaml().as_bytes())?;
-    let mut manifest = ManifestWriter::start(&run, argv)?;
+    let mut manifest = ManifestWriter::extend(&run, argv)?;
     run.subdir(run_dir::NCU_DIR)?;
-    let is_report = file.extension().is_some_and(|e| e == "ncu-rep");
-    let copy = run.join(&run_dir::ncu_pass_file("import", if is_report { "ncu-rep" } else { "csv" }));
-    keep_input(file, &copy)?;
-    let csv = if is_report {
-        match render_import(&run, &mut manifest, cfg, &copy)? {
-            Ok(csv) => csv,
-            Err(e) => {
-                manifest.close(Status::Failed)?;
-                return Ok(Outcome { run_dir: run.path().to_path_buf(), status: Status::Failed, error: Some(e) });
+    // The plan of an import: one pass per file, so that `llmperf report` reads them the same way.
+    let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+    let plan = crate::plan::imported(cfg, ranges, &names);
+    let mut inputs = Vec::new();
+    for (file, pass) in files.iter().zip(&plan.passes) {
+        let is_report = file.extension().is_some_and(|e| e == "ncu-rep");
+        let copy = run.join(&run_dir::ncu_pass_file(&pass.name, if is_report { "ncu-rep" } else { "csv" }));
+        keep_input(file, &copy)?;
+        let csv = if is_report {
+            match render_import(&run, &mut manifest, cfg, &copy, &pass.name)? {
+                Ok(csv) => csv,
+                Err(e) => {
+                    manifest.close(Status::Failed)?;
+                    return Ok(Outcome { run_dir: run.path().to_path_buf(), status: Status::Failed, error: Some(e) });
+                }
             }
-        }
-    } else {
-        copy
-    };
-    // The plan of an import: one pass, so that `llmperf report` reads it the same way.
-    let plan = crate::plan::imported(cfg, ranges, &file.display().to_string());
+        } else {
+            copy
+        };
+        inputs.push(crate::ncu_analysis::Input { csv, attribution: pass.attribution() });
+    }
     run.write_json(run_dir::NCU_PLAN, &plan)?;
-    let inputs = [crate::ncu_analysis::Input { csv, attribution: plan.passes[0].attribution() }];
     let error = crate::ncu_stage::regions(&run, &mut manifest, cfg, &inputs)?;
     let status = if error.is_some() { Status::Failed } else { Status::Ok };
     reports_stage(&run, &mut manifest)?;
@@ -240,6 +248,7 @@ fn render_import(
     manifest: &mut ManifestWriter,
     cfg: &crate::config::Config,
     report: &Path,
+    pass: &str,
 ) -> Result<Result<PathBuf, Error>, Error> {
     let tool = match Tool::probe(crate::tools::Kind::Ncu, &cfg.pipeline.ncu.executable) {
         Ok(t) => t,
@@ -249,9 +258,10 @@ fn render_import(
             return Ok(Err(e));
         }
     };
-    let i = manifest.begin("ncu_import", Vec::new())?;
-    let made = crate::ncu_stage::render_csv(run, &tool, report, "import")?;
-    let csv = crate::ncu_analysis::csv_of(run, "import");
+    let stage = if pass == "import" { "ncu_import".to_string() } else { format!("ncu_import:{pass}") };
+    let i = manifest.begin(&stage, Vec::new())?;
+    let made = crate::ncu_stage::render_csv(run, &tool, report, pass)?;
+    let csv = crate::ncu_analysis::csv_of(run, pass);
     let error = csv.is_none().then(|| {
         Error::new(ErrorKind::Unparseable, format!("{} {} could not render {}", tool.path.display(), tool.version, report.display()))
             .with_hint("a report newer than this ncu cannot be read: render it with the ncu that wrote it, then import the CSV (see ncu/import.*.stderr.log)")

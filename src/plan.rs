@@ -124,23 +124,30 @@ fn mode_name(mode: RunMode) -> String {
 
 /// The plan of `llmperf import ncu`: one pass named `import`, range
 /// attribution when regions were given with `--range`.
-pub fn imported(cfg: &crate::config::Config, ranges: Vec<String>, file: &str) -> NcuPlan {
+/// The plan of `llmperf import ncu`: one pass per file, `import` when there is
+/// one file (as before several were allowed), `import01`, `import02`... otherwise
+/// (zero-padded so that they sort).
+pub fn imported(cfg: &crate::config::Config, ranges: Vec<String>, files: &[String]) -> NcuPlan {
     let range = !ranges.is_empty();
+    let width = files.len().to_string().len();
+    let name = |i: usize| if files.len() == 1 { "import".to_string() } else { format!("import{:0width$}", i + 1) };
     NcuPlan {
         schema: PLAN_SCHEMA.into(),
         replay_mode: if range { "range" } else { "kernel" }.into(),
         mode: mode_name(cfg.runner.run.mode),
         regions_from: if range { "config" } else { "none" }.into(),
         kernel_filter: None,
-        passes: vec![Pass {
-            name: "import".into(),
-            level: None,
-            regions: ranges,
-            nvtx_include: Vec::new(),
-            nvtx_exclude: Vec::new(),
-            attribution: if range { "range" } else { "nvtx_stack" }.into(),
-        }],
-        notes: vec![format!("imported from {file}")],
+        passes: (0..files.len())
+            .map(|i| Pass {
+                name: name(i),
+                level: None,
+                regions: ranges.clone(),
+                nvtx_include: Vec::new(),
+                nvtx_exclude: Vec::new(),
+                attribution: if range { "range" } else { "nvtx_stack" }.into(),
+            })
+            .collect(),
+        notes: files.iter().map(|f| format!("imported from {f}")).collect(),
     }
 }
 

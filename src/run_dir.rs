@@ -22,6 +22,12 @@ pub const NSYS_SQLITE: &str = "nsys/report.sqlite";
 pub const NSYS_STATS_BASE: &str = "nsys/stats";
 pub const NSYS_REGIONS: &str = "nsys/regions.json";
 pub const NSYS_TOP_KERNELS: &str = "nsys/top_kernels.json";
+/// An imported `nsys stats` kernel summary CSV (kernels only, no NVTX).
+pub const NSYS_KERNEL_SUMMARY: &str = "nsys/kernel_summary.csv";
+/// Where the kernel totals of a run without its SQLite export come from: an
+/// imported kernel summary, else the stats CSV of the capture (new name, old name).
+pub const NSYS_KERNEL_SUMMARIES: [&str; 3] =
+    [NSYS_KERNEL_SUMMARY, "nsys/stats_cuda_gpu_kern_sum.csv", "nsys/stats_gpukernsum.csv"];
 /// nsys appends `.nsys-rep` (2021.3+) or `.qdrep` (older) to this base.
 pub const NSYS_REPORT_BASE: &str = "nsys/report";
 pub const NCU_DIR: &str = "ncu";
@@ -32,6 +38,7 @@ pub const OPERATORS_MD: &str = "operators.md";
 pub const SUMMARY_MD: &str = "stakeholder_summary.md";
 /// One self-contained page with charts (no script, no network).
 pub const REPORT_HTML: &str = "report.html";
+pub const ROOFLINE_JSON: &str = "roofline.json";
 /// The index of a run: stage statuses, diagnoses, links to every file.
 pub const REPORT_MD: &str = "report.md";
 pub const NCU_CMD: &str = "ncu/cmd.txt";

@@ -19,6 +19,11 @@ fn schema_of<T: schemars::JsonSchema>() -> Value {
 }
 
 pub const ARTIFACTS: &[Artifact] = &[
+    Artifact {
+        pattern: "roofline.json",
+        spec: "roofline.schema.json",
+        schema: schema_of::<crate::report::roofline::Roofline>,
+    },
     Artifact { pattern: "manifest.json", spec: "manifest.schema.json", schema: schema_of::<crate::manifest::Manifest> },
     Artifact { pattern: "env.json", spec: "env.schema.json", schema: schema_of::<crate::provenance::Env> },
     Artifact {

@@ -36,3 +36,74 @@ fn report_reproduces_an_imported_nsys_capture_with_its_kernels() {
     );
     assert_report_reproduces(&out);
 }
+
+/// The kernel totals of an `nsys stats` kernel summary equal those llmperf
+/// computes from the SQLite export of the same report (the summary has one
+/// row per kernel name, grid and block; llmperf sums them by name).
+#[test]
+fn kernel_summary_csv_import_equals_the_sqlite_import() {
+    let root = tempfile::tempdir().unwrap();
+    let nsys = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nsys/abacus");
+    let import = |file: &str, out: &str| {
+        let out = root.path().join(out);
+        llmperf()
+            .args(["import", "nsys"])
+            .arg(nsys.join(file))
+            .arg("-o")
+            .arg(&out)
+            .args(["pipeline.nsys.executable=/nonexistent", "runner.run.top_n_kernels=0"])
+            .assert()
+            .success();
+        out
+    };
+    let from_csv = import("report1.nsys2022.4_gpukernsum.csv", "csv");
+    let from_db = import("report1.nsys2022.4.sqlite", "db");
+    let key = |dir: &Path| -> Vec<(String, u64, u64, u64, u64)> {
+        json(&dir.join("nsys/top_kernels.json"))
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| {
+                let n = |f: &str| k[f].as_u64().unwrap();
+                (k["name"].as_str().unwrap().to_string(), n("calls"), n("total_ns"), n("min_ns"), n("max_ns"))
+            })
+            .collect()
+    };
+    let (csv, db) = (key(&from_csv), key(&from_db));
+    assert_eq!(csv.len(), 53);
+    assert_eq!(csv, db);
+    let regions = json(&from_csv.join("nsys/regions.json"));
+    assert_eq!(regions["regions"].as_array().unwrap().len(), 0);
+    assert_eq!(regions["unattributed"]["kernel_count"].as_u64(), Some(csv.iter().map(|k| k.1).sum()));
+    assert!(regions["notes"][0].as_str().unwrap().contains("kernel summary without NVTX ranges"));
+    assert_report_reproduces(&from_csv);
+}
+
+/// The roofline point of the DeepSeek-OCR decode attention kernel (RTX 5090),
+/// by hand from its ncu details: 335,544,320 tensor ops (bf16 → fp32), DRAM
+/// 4.74 MB read + 0 written, 10.34 µs: 70.79 FLOP/byte and 32.45 TFLOP/s.
+/// report.html draws that point with those numbers.
+#[test]
+fn roofline_point_from_ncu_counters_by_hand() {
+    let root = tempfile::tempdir().unwrap();
+    let out = root.path().join("run");
+    let csv = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/dsocr/ncu/kernel_0013.details.csv");
+    llmperf().args(["import", "ncu"]).arg(&csv).arg("-o").arg(&out).assert().success();
+    let r = json(&out.join("roofline.json"));
+    assert_eq!((r["launches"].as_u64(), r["launches_with_counters"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(r["flop_metrics"], serde_json::json!(["sm__ops_path_tensor_src_bf16_dst_fp32.sum"]));
+    let p = &r["points"][0];
+    assert!(p["kernel_name"].as_str().unwrap().contains("flash_fwd_splitkv_kernel"));
+    assert_eq!(p["flops"].as_f64(), Some(335_544_320.0));
+    assert_eq!(p["dram_bytes"].as_f64(), Some(4_740_000.0));
+    assert_eq!(p["gpu_time_ns"].as_f64(), Some(10_340.0));
+    let ai = p["arithmetic_intensity"].as_f64().unwrap();
+    let fps = p["achieved_flop_per_s"].as_f64().unwrap();
+    assert!((ai - 335_544_320.0 / 4_740_000.0).abs() < 1e-9 && (ai - 70.79).abs() < 0.01, "{ai}");
+    assert!((fps - 3.2451e13).abs() / 3.2451e13 < 1e-4, "{fps}");
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    let circle = html.lines().find(|l| l.contains("<circle data-kernel=")).expect("a kernel point in the roofline");
+    assert!(circle.contains(&format!("data-intensity=\"{ai:.6e}\"")), "{circle}");
+    assert!(circle.contains(&format!("data-flops=\"{fps:.6e}\"")), "{circle}");
+    assert!(circle.contains("flash_fwd_splitkv_kernel&lt;Flash_fwd_kernel_traits&lt;128, 64, 128, 4, 0, 0, bfloat16_t"));
+}

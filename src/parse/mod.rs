@@ -2,4 +2,5 @@
 pub mod ncu_csv;
 pub mod ncu_fast;
 pub mod ncu_raw;
+pub mod nsys_csv;
 pub mod nsys_sqlite;

@@ -21,7 +21,7 @@ pub fn render(inputs: &Inputs, d: &Derived) -> String {
     regions_chart(&mut h, inputs);
     stages_chart(&mut h, inputs);
     kernels_chart(&mut h, &d.kernels);
-    roofline(&mut h, &d.uses, d.peak.as_ref());
+    roofline(&mut h, inputs, &d.uses, d.peak.as_ref());
     tables(&mut h, inputs, &d.kernels, &d.operators);
     h.push_str("</body></html>\n");
     h
@@ -180,58 +180,112 @@ fn kernels_chart(h: &mut String, k: &KernelsReport) {
 
 /// Arithmetic intensity vs achieved FLOP/s on log axes, under the roofs of
 /// the peak FLOP/s and bandwidth. Points: the stages with analytic FLOPs and bytes.
-fn roofline(h: &mut String, uses: &[StageUse], peak: Option<&crate::peaks::Peak>) {
+/// A point of the roofline chart: a workload stage (analytic FLOPs and bytes)
+/// or a kernel (ncu counters).
+struct RoofPoint {
+    attr: &'static str,
+    label: String,
+    intensity: f64,
+    flops: f64,
+    color: &'static str,
+}
+
+fn roofline(h: &mut String, inputs: &Inputs, uses: &[StageUse], peak: Option<&crate::peaks::Peak>) {
     h.push_str("<h2>Roofline</h2>\n");
-    let points: Vec<(&StageUse, f64)> =
-        uses.iter().filter_map(|u| u.bytes_per_call.filter(|b| *b > 0.0).map(|b| (u, u.flops_per_call / b))).collect();
-    let (Some(pf), Some(pb)) = (peak.and_then(|p| p.flops), peak.and_then(|p| p.bytes_per_s)) else {
-        h.push_str("<p class=\"note\">No roofline: no peak FLOP/s and bandwidth for this device (see the MFU section of stakeholder_summary.md).</p>\n");
-        return;
-    };
+    let mut points: Vec<RoofPoint> = uses
+        .iter()
+        .filter_map(|u| {
+            let b = u.bytes_per_call.filter(|b| *b > 0.0)?;
+            Some(RoofPoint {
+                attr: "stage",
+                label: u.stage.clone(),
+                intensity: u.flops_per_call / b,
+                flops: u.achieved_flops,
+                color: COLORS[3],
+            })
+        })
+        .collect();
+    let ncu = inputs.roofline.as_ref().map(|r| r.points.as_slice()).unwrap_or_default();
+    points.extend(ncu.iter().filter(|p| p.arithmetic_intensity > 0.0 && p.achieved_flop_per_s > 0.0).map(|p| {
+        RoofPoint {
+            attr: "kernel",
+            label: p.kernel_name.clone(),
+            intensity: p.arithmetic_intensity,
+            flops: p.achieved_flop_per_s,
+            color: COLORS[0],
+        }
+    }));
+    let ceiling = peak.and_then(|p| Some((p.flops?, p.bytes_per_s?)));
     if points.is_empty() {
-        h.push_str("<p class=\"note\">No roofline: no stage with both an analytic FLOP count and a bytes model (the decoder's decode step has both).</p>\n");
+        h.push_str("<p class=\"note\">No roofline: no ncu FLOP and DRAM counters, and no stage with both an analytic FLOP count and a bytes model (the decoder's decode step has both).</p>\n");
         return;
     }
     let (w, ht, m) = (WIDTH, 360.0, 50.0);
-    let (x0, x1) = (-2.0_f64, 4.0_f64); // log10 FLOP/byte
-    let y1 = pf.log10().ceil();
+    let lo = points.iter().map(|p| p.intensity.log10().floor()).fold(f64::INFINITY, f64::min);
+    let hi = points.iter().map(|p| p.intensity.log10().ceil()).fold(f64::NEG_INFINITY, f64::max);
+    let (x0, x1) = (lo.min(-2.0), hi.max(4.0)); // log10 FLOP/byte
+    let top = points.iter().map(|p| p.flops).fold(0.0, f64::max).max(ceiling.map_or(0.0, |c| c.0));
+    let y1 = top.max(1.0).log10().ceil();
     let y0 = y1 - 7.0;
     let sx = |ai: f64| m + (ai.log10().clamp(x0, x1) - x0) / (x1 - x0) * (w - 2.0 * m);
     let sy = |f: f64| ht - m - (f.max(1.0).log10().clamp(y0, y1) - y0) / (y1 - y0) * (ht - 2.0 * m);
     let _ = writeln!(h, "<svg id=\"roofline\" width=\"{w}\" height=\"{ht}\" role=\"img\">");
-    let ridge = pf / pb;
-    let _ = writeln!(
-        h,
-        "<polyline data-peak-flops=\"{pf:.6e}\" data-peak-bytes=\"{pb:.6e}\" fill=\"none\" stroke=\"#333\" points=\"{:.1},{:.1} {:.1},{:.1} {:.1},{:.1}\"/>",
-        sx(10f64.powf(x0)),
-        sy(pb * 10f64.powf(x0)),
-        sx(ridge),
-        sy(pf),
-        sx(10f64.powf(x1)),
-        sy(pf)
-    );
-    for (u, ai) in &points {
+    if let Some((pf, pb)) = ceiling {
+        let ridge = pf / pb;
         let _ = writeln!(
             h,
-            "<g><circle data-stage=\"{}\" data-intensity=\"{ai:.6e}\" data-flops=\"{:.6e}\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"5\" fill=\"{}\"><title>{}: {ai:.3} FLOP/byte, {:.3e} FLOP/s</title></circle><text x=\"{:.1}\" y=\"{:.1}\">{}</text></g>",
-            esc(&u.stage),
-            u.achieved_flops,
-            sx(*ai),
-            sy(u.achieved_flops),
-            COLORS[3],
-            esc(&u.stage),
-            u.achieved_flops,
-            sx(*ai) + 8.0,
-            sy(u.achieved_flops) + 4.0,
-            esc(&u.stage)
+            "<polyline data-peak-flops=\"{pf:.6e}\" data-peak-bytes=\"{pb:.6e}\" fill=\"none\" stroke=\"#333\" points=\"{:.1},{:.1} {:.1},{:.1} {:.1},{:.1}\"/>",
+            sx(10f64.powf(x0)),
+            sy(pb * 10f64.powf(x0)),
+            sx(ridge),
+            sy(pf),
+            sx(10f64.powf(x1)),
+            sy(pf)
         );
+    }
+    for p in &points {
+        let (x, y) = (sx(p.intensity), sy(p.flops));
+        let _ = write!(
+            h,
+            "<g><circle data-{}=\"{}\" data-intensity=\"{:.6e}\" data-flops=\"{:.6e}\" cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"5\" fill=\"{}\"><title>{}: {:.3} FLOP/byte, {:.3e} FLOP/s</title></circle>",
+            p.attr,
+            esc(&p.label),
+            p.intensity,
+            p.flops,
+            p.color,
+            esc(&p.label),
+            p.intensity,
+            p.flops
+        );
+        if p.attr == "stage" {
+            let _ = write!(h, "<text x=\"{:.1}\" y=\"{:.1}\">{}</text>", x + 8.0, y + 4.0, esc(&p.label));
+        }
+        h.push_str("</g>\n");
     }
     let _ = writeln!(
         h,
         "<text x=\"{m}\" y=\"{:.0}\">arithmetic intensity (FLOP/byte, log, 10^{x0} … 10^{x1})</text><text x=\"4\" y=\"14\">FLOP/s (log, 10^{y0} … 10^{y1})</text></svg>",
         ht - 10.0
     );
-    h.push_str("<p class=\"note\">Points: analytic FLOPs and bytes of the workload's stages over their measured time (the ncu counters of a GPU run are in ncu/regions/).</p>\n");
+    let mut notes = Vec::new();
+    if points.iter().any(|p| p.attr == "stage") {
+        notes.push("red: the workload's stages, analytic FLOPs and bytes over their measured time".to_string());
+    }
+    if let Some(r) = inputs.roofline.as_ref() {
+        notes.push(format!(
+            "blue: kernels, from the ncu counters in roofline.json ({} of {} launches had FLOP and DRAM counters; FLOPs are {}; replayed with locked clocks)",
+            r.launches_with_counters,
+            r.launches,
+            r.flop_metrics.join(" + ")
+        ));
+    }
+    if ceiling.is_none() {
+        notes.push(
+            "no ceilings: no peak FLOP/s and bandwidth for this device (see the MFU section of stakeholder_summary.md)"
+                .into(),
+        );
+    }
+    let _ = writeln!(h, "<p class=\"note\">{}.</p>", esc(&notes.join("; ")));
 }
 
 fn tables(h: &mut String, inputs: &Inputs, k: &KernelsReport, ops: &summary::OperatorsReport) {

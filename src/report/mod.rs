@@ -2,6 +2,7 @@
 //! `llmperf report RUN_DIR` gives the same bytes as the run did.
 pub mod html;
 pub mod ncu_regions;
+pub mod roofline;
 pub mod summary;
 
 use std::fmt::Write;
@@ -21,6 +22,8 @@ pub fn inputs(run: &RunDir) -> Inputs {
         nsys_regions: run.read_json(run_dir::NSYS_REGIONS),
         nsys_top: run.read_json(run_dir::NSYS_TOP_KERNELS),
         ncu: run.read_json(run_dir::NCU_REGIONS_JSON),
+        // A CSV the ncu stage could not read has its error there; here it only means no points.
+        roofline: roofline::of_run(run).ok().filter(|r| r.source == "ncu"),
     }
 }
 
@@ -34,16 +37,23 @@ pub fn write_summaries(run: &RunDir) -> Result<Vec<String>, Error> {
     run.write(run_dir::OPERATORS_MD, summary::operators_md(&d.operators).as_bytes())?;
     run.write(run_dir::SUMMARY_MD, summary::stakeholder_summary(&inputs, &d).as_bytes())?;
     run.write(run_dir::REPORT_HTML, html::render(&inputs, &d).as_bytes())?;
-    Ok([
-        run_dir::KERNELS_JSON,
-        run_dir::KERNELS_MD,
-        run_dir::OPERATORS_JSON,
-        run_dir::OPERATORS_MD,
-        run_dir::SUMMARY_MD,
-        run_dir::REPORT_HTML,
-    ]
-    .map(String::from)
-    .to_vec())
+    let mut written = Vec::new();
+    if let Some(r) = &inputs.roofline {
+        run.write_json(run_dir::ROOFLINE_JSON, r)?;
+        written.push(run_dir::ROOFLINE_JSON.to_string());
+    }
+    written.extend(
+        [
+            run_dir::KERNELS_JSON,
+            run_dir::KERNELS_MD,
+            run_dir::OPERATORS_JSON,
+            run_dir::OPERATORS_MD,
+            run_dir::SUMMARY_MD,
+            run_dir::REPORT_HTML,
+        ]
+        .map(String::from),
+    );
+    Ok(written)
 }
 
 /// `report.md`: the stages and their diagnoses, then every file of the run.
@@ -86,6 +96,7 @@ pub fn write_index(run: &RunDir) -> Result<(), Error> {
         (run_dir::KERNELS_MD, "top kernels"),
         (run_dir::OPERATORS_MD, "operators (NVTX ranges below the stages)"),
         (run_dir::NCU_REGIONS_MD, "Nsight Compute per-region report"),
+        (run_dir::ROOFLINE_JSON, "roofline points per kernel from the ncu counters"),
     ] {
         if run.join(file).is_file() {
             let _ = writeln!(md, "- [{file}]({file}): {what}");

@@ -26,6 +26,8 @@ pub struct Inputs {
     pub nsys_regions: Option<RegionsReport>,
     pub nsys_top: Option<Vec<TopKernel>>,
     pub ncu: Option<RegionReportFile>,
+    /// Per-kernel points from the ncu counters (roofline.json).
+    pub roofline: Option<super::roofline::Roofline>,
 }
 
 /// `kernels.json`.
@@ -632,6 +634,7 @@ mod tests {
                 nsys_regions: None,
                 nsys_top: None,
                 ncu: None,
+                roofline: None,
             }
         };
         // Baseline 50 ms. 60 ms profiled: +20%, no warning; 70 ms: +40%, a warning with the hint.
@@ -658,6 +661,7 @@ mod tests {
             nsys_regions: None,
             nsys_top: None,
             ncu: None,
+            roofline: None,
         };
         let i = inputs(env);
         let md = stakeholder_summary(&i, &Derived::of(&i));

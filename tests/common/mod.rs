@@ -40,7 +40,7 @@ pub fn write_executable(path: &Path, text: &str) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-fn copy_dir(from: &Path, to: &Path) {
+pub fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap() {
         let e = e.unwrap();
@@ -54,11 +54,22 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 /// The file with its `generated_at` values blanked.
-fn without_timestamps(p: &Path) -> String {
+pub fn without_timestamps(p: &Path) -> String {
     let text = std::fs::read_to_string(p).unwrap_or_default();
     let re = regex::Regex::new(r#""generated_at": "[^"]*""#).unwrap();
     re.replace_all(&text, r#""generated_at": """#).into_owned()
 }
+
+/// The reports every run directory gets (roofline.json only with ncu counters).
+pub const REPORTS: [&str; 7] = [
+    "kernels.json",
+    "kernels.md",
+    "operators.json",
+    "operators.md",
+    "stakeholder_summary.md",
+    "report.md",
+    "report.html",
+];
 
 /// `llmperf report` on a copy of `dir`, without its reports, writes every file
 /// again with the same bytes (timestamps aside).
@@ -67,17 +78,10 @@ pub fn assert_report_reproduces(dir: &Path) {
     let copy = copy.path().join("copy");
     copy_dir(dir, &copy);
     // Delete the reports: `report` must write them all again.
-    for f in [
-        "kernels.json",
-        "kernels.md",
-        "operators.json",
-        "operators.md",
-        "stakeholder_summary.md",
-        "report.md",
-        "report.html",
-    ] {
+    for f in REPORTS {
         std::fs::remove_file(copy.join(f)).unwrap();
     }
+    let _ = std::fs::remove_file(copy.join("roofline.json"));
     let _ = std::fs::remove_dir_all(copy.join("ncu/regions"));
     llmperf().arg("report").arg(&copy).assert().success();
     let files = |d: &Path| llmperf::run_dir::RunDir::open(d).unwrap().files();

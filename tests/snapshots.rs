@@ -1,0 +1,70 @@
+//! Snapshots (insta) of every Markdown and JSON report, for two run
+//! directories built from real data only:
+//! - DeepSeek-OCR on an RTX 5090 (tests/fixtures/dsocr): the nsys kernel
+//!   summary of the whole run and the ncu details of its top 20 kernels,
+//!   imported into one run directory;
+//! - llm_tiny profiled under the real nsys on this project's CPU machine
+//!   (tests/fixtures/runs/cpu_llm_tiny: the raw artifacts of that run), its
+//!   reports rebuilt by `llmperf report`.
+//!
+//! A changed report fails here with the diff; accept it with `cargo insta review`
+//! (or INSTA_UPDATE=always) after reading it. Timestamps are blanked first.
+mod common;
+use common::*;
+use std::path::{Path, PathBuf};
+
+/// Beyond common::REPORTS (report.html is checked in tests/html.rs, not snapshotted).
+const MORE: [&str; 4] = ["roofline.json", "nsys/regions.json", "nsys/top_kernels.json", "ncu/regions/report.md"];
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+/// Snapshot every report the run has; the list of those it has is a snapshot too.
+fn snapshot_reports(run: &Path, prefix: &str) {
+    let mut present = Vec::new();
+    for &rel in REPORTS.iter().filter(|r| **r != "report.html").chain(&MORE) {
+        let path = run.join(rel);
+        if !path.is_file() {
+            continue;
+        }
+        present.push(rel);
+        let name = format!("{prefix}__{}", rel.replace('/', "__"));
+        insta::assert_snapshot!(name, without_timestamps(&path));
+    }
+    insta::assert_snapshot!(format!("{prefix}__present"), present.join("\n"));
+}
+
+#[test]
+fn deepseek_ocr_rtx5090_reports() {
+    let root = tempfile::tempdir().unwrap();
+    let run = root.path().join("dsocr");
+    let d = fixtures().join("dsocr");
+    llmperf()
+        .args(["import", "nsys"])
+        .arg(d.join("all-stage.cuda_gpu_kern_sum.csv"))
+        .arg("-o")
+        .arg(&run)
+        .assert()
+        .success();
+    let mut ncu: Vec<PathBuf> = std::fs::read_dir(d.join("ncu")).unwrap().map(|e| e.unwrap().path()).collect();
+    ncu.sort();
+    assert_eq!(ncu.len(), 20);
+    llmperf().args(["import", "ncu"]).args(&ncu).arg("-o").arg(&run).assert().success();
+    // The two imports share one run directory and one manifest.
+    let manifest = json(&run.join("manifest.json"));
+    let stages: Vec<&str> =
+        manifest["stages"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(stages, ["nsys_regions", "import", "ncu_regions", "reports"]);
+    snapshot_reports(&run, "dsocr");
+    assert_report_reproduces(&run);
+}
+
+#[test]
+fn cpu_llm_tiny_capture_reports() {
+    let root = tempfile::tempdir().unwrap();
+    let run = root.path().join("cpu_llm_tiny");
+    copy_dir(&fixtures().join("runs/cpu_llm_tiny"), &run);
+    llmperf().arg("report").arg(&run).assert().success();
+    snapshot_reports(&run, "cpu_llm_tiny");
+}
