@@ -51,6 +51,42 @@ fn chart_data_points_equal_the_json_reports() {
     assert!(!html.contains("http://") && !html.contains("https://"), "no network");
 }
 
+/// The roofline of the DeepSeek-OCR ncu files: one circle per kernel of
+/// roofline.json with counted FLOPs, at its intensity and FLOP/s.
+#[test]
+fn roofline_points_equal_roofline_json() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("run");
+    let mut ncu: Vec<std::path::PathBuf> =
+        std::fs::read_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/dsocr/ncu"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+    ncu.sort();
+    llmperf().args(["import", "ncu"]).args(&ncu).arg("-o").arg(&dir).assert().success();
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    let roofline = json(&dir.join("roofline.json"));
+    let want: Vec<(String, f64, f64)> = roofline["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["flops"].as_f64().unwrap() > 0.0)
+        .map(|p| {
+            let f = |k: &str| p[k].as_f64().unwrap();
+            (p["kernel_name"].as_str().unwrap().to_string(), f("arithmetic_intensity"), f("achieved_flop_per_s"))
+        })
+        .collect();
+    assert_eq!(want.len(), 5, "the five kernels with tensor-core work");
+    let ai = points(&html, "kernel", "intensity");
+    let re = regex::Regex::new(r#"<circle data-kernel="[^"]*" data-intensity="[^"]*" data-flops="([^"]*)""#).unwrap();
+    let flops: Vec<f64> = re.captures_iter(&html).map(|c| c[1].parse().unwrap()).collect();
+    assert_eq!((ai.len(), flops.len()), (want.len(), want.len()));
+    for (((name, x), y), (wname, wx, wy)) in ai.iter().zip(&flops).zip(&want) {
+        assert_eq!(name, wname);
+        assert!((x - wx).abs() <= 1e-6 * wx && (y - wy).abs() <= 1e-6 * wy, "{name}: {x} {y} vs {wx} {wy}");
+    }
+}
+
 #[test]
 fn report_html_opens_in_headless_chromium() {
     let chromium = ["chromium", "chromium-browser"]

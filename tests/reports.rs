@@ -106,4 +106,18 @@ fn roofline_point_from_ncu_counters_by_hand() {
     assert!(circle.contains(&format!("data-intensity=\"{ai:.6e}\"")), "{circle}");
     assert!(circle.contains(&format!("data-flops=\"{fps:.6e}\"")), "{circle}");
     assert!(circle.contains("flash_fwd_splitkv_kernel&lt;Flash_fwd_kernel_traits&lt;128, 64, 128, 4, 0, 0, bfloat16_t"));
+    assert!(!html.contains("data-peak-flops"), "no roofs without a peak");
+
+    // The user's peaks give the roofs (an import has no GPU name to look up).
+    let with_peaks = root.path().join("peaks");
+    llmperf()
+        .args(["import", "ncu"])
+        .arg(&csv)
+        .arg("-o")
+        .arg(&with_peaks)
+        .args(["hardware.peak_tflops=209.5", "hardware.peak_gbps=1792"])
+        .assert()
+        .success();
+    let html = std::fs::read_to_string(with_peaks.join("report.html")).unwrap();
+    assert!(html.contains("data-peak-flops=\"2.095000e14\" data-peak-bytes=\"1.792000e12\""), "{html}");
 }

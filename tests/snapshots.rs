@@ -60,6 +60,23 @@ fn deepseek_ocr_rtx5090_reports() {
     assert_report_reproduces(&run);
 }
 
+/// The same ncu files alone: kernels come from ncu, so the summary's Top
+/// Kernels table carries each kernel's intensity and throughputs, and the
+/// narrative reads the top kernel's own counters.
+#[test]
+fn deepseek_ocr_rtx5090_ncu_only_reports() {
+    let root = tempfile::tempdir().unwrap();
+    let run = root.path().join("dsocr-ncu");
+    let mut ncu: Vec<PathBuf> =
+        std::fs::read_dir(fixtures().join("dsocr/ncu")).unwrap().map(|e| e.unwrap().path()).collect();
+    ncu.sort();
+    llmperf().args(["import", "ncu"]).args(&ncu).arg("-o").arg(&run).assert().success();
+    let summary = std::fs::read_to_string(run.join("stakeholder_summary.md")).unwrap();
+    assert!(summary.contains("| FLOP/byte (ncu) | SM % (ncu) | DRAM % (ncu) |"), "{summary}");
+    assert!(summary.contains("takes 44.2% of GPU time") && summary.contains("; ncu: "), "{summary}");
+    snapshot_reports(&run, "dsocr_ncu");
+}
+
 #[test]
 fn cpu_llm_tiny_capture_reports() {
     let root = tempfile::tempdir().unwrap();

@@ -233,8 +233,12 @@ pub fn utilization(t: &Timings, peak: &Peak) -> Vec<StageUse> {
 
 /// The peak for this run: override, GPU table, or the CPU calibration.
 pub fn peak_of(inputs: &Inputs) -> Option<Peak> {
-    let t = inputs.timings.as_ref()?;
     let hw = inputs.config.as_ref().map(|c| c.hardware.clone())?;
+    let Some(t) = inputs.timings.as_ref() else {
+        // No workload (an import, a user's command): only the user's own peaks,
+        // which give the roofline its roofs.
+        return hw.peak_tflops.and_then(|_| peaks::choose(&hw, "", None, "", None).ok());
+    };
     let gpu = gpu_name(inputs, &t.device);
     peaks::choose(&hw, &t.device, gpu.as_deref(), &t.dtype, t.calibration.as_ref()).ok()
 }
@@ -281,7 +285,7 @@ pub fn stakeholder_summary(inputs: &Inputs, d: &Derived) -> String {
     stages(&mut md, inputs);
     mfu(&mut md, inputs, d.peak.as_ref(), &d.uses);
     top_operators(&mut md, &d.operators);
-    top_kernels(&mut md, &d.kernels);
+    top_kernels(&mut md, &d.kernels, inputs.roofline.as_ref());
     narrative(&mut md, inputs, &d.operators, &d.kernels, &d.uses);
     md
 }
@@ -476,15 +480,30 @@ fn top_operators(md: &mut String, ops: &OperatorsReport) {
     let _ = writeln!(md, "\nSource: {} (all of them in operators.md).\n", ops.source);
 }
 
-fn top_kernels(md: &mut String, k: &KernelsReport) {
+/// The top kernels; with ncu counters (roofline.json), their intensity and
+/// throughputs too, matched by kernel name ("–" when ncu did not see that name;
+/// no such columns when none of the top kernels has a match, e.g. nsys and ncu
+/// name them differently).
+fn top_kernels(md: &mut String, k: &KernelsReport, roofline: Option<&super::roofline::Roofline>) {
     md.push_str("## Top Kernels\n\n");
     if k.kernels.is_empty() {
         let _ = writeln!(md, "{}\n", k.note.as_deref().unwrap_or("No kernels."));
         return;
     }
-    md.push_str("| kernel | total ms | calls | mean ms | share |\n|---|---:|---:|---:|---:|\n");
-    for r in k.kernels.iter().take(10) {
-        let _ = writeln!(
+    let mut points = roofline.map(|r| r.points.as_slice()).unwrap_or_default();
+    let top = &k.kernels[..k.kernels.len().min(10)];
+    if !top.iter().any(|r| points.iter().any(|p| p.kernel_name == r.kernel_name)) {
+        points = &[];
+    }
+    md.push_str("| kernel | total ms | calls | mean ms | share |");
+    if !points.is_empty() {
+        md.push_str(" FLOP/byte (ncu) | SM % (ncu) | DRAM % (ncu) |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    } else {
+        md.push_str("\n|---|---:|---:|---:|---:|\n");
+    }
+    let opt = |v: Option<f64>, digits: usize| v.map_or("–".to_string(), |v| format!("{v:.digits$}"));
+    for r in top {
+        let _ = write!(
             md,
             "| `{}` | {:.3} | {} | {:.4} | {:.1}% |",
             short(&r.kernel_name, 60),
@@ -493,6 +512,17 @@ fn top_kernels(md: &mut String, k: &KernelsReport) {
             r.mean_ms,
             r.share_pct
         );
+        if !points.is_empty() {
+            let p = points.iter().find(|p| p.kernel_name == r.kernel_name);
+            let _ = write!(
+                md,
+                " {} | {} | {} |",
+                opt(p.map(|p| p.arithmetic_intensity), 2),
+                opt(p.and_then(|p| p.sm_throughput_pct), 1),
+                opt(p.and_then(|p| p.dram_throughput_pct), 1)
+            );
+        }
+        md.push('\n');
     }
     let _ = writeln!(md, "\nSource: {} (all of them in kernels.md).\n", k.source);
 }
@@ -536,11 +566,12 @@ fn narrative(md: &mut String, inputs: &Inputs, ops: &OperatorsReport, k: &Kernel
         lines.push(format!("The largest operator is `{}` with {:.3} ms in all; {lead}.", op.name, op.total_ms));
     }
     if let Some(top) = k.kernels.first() {
-        let sm = sm_throughput(inputs);
-        let reading = match sm {
-            Some(v) if v < 20.0 => format!("its region's SM throughput is {v:.1}% of peak (ncu): low, which points at launch overhead or occupancy rather than compute"),
-            Some(v) => format!("its region's SM throughput is {v:.1}% of peak (ncu)"),
-            None => "no ncu counters for it in this run".into(),
+        let point = inputs.roofline.as_ref().and_then(|r| r.points.iter().find(|p| p.kernel_name == top.kernel_name));
+        let reading = match (point, sm_throughput(inputs)) {
+            (Some(p), _) => kernel_reading(p),
+            (None, Some((region, v))) if v < 20.0 => format!("ncu has no counters for this kernel by name; the ncu region `{region}`, which holds most profiled GPU time, runs at {v:.1}% SM throughput: low, which points at launch overhead or occupancy rather than compute"),
+            (None, Some((region, v))) => format!("ncu has no counters for this kernel by name; the ncu region `{region}`, which holds most profiled GPU time, runs at {v:.1}% SM throughput"),
+            (None, None) => "no ncu counters for it in this run".into(),
         };
         lines.push(format!(
             "The top kernel `{}` takes {:.1}% of GPU time ({:.3} ms over {} calls); {reading}.",
@@ -558,8 +589,29 @@ fn narrative(md: &mut String, inputs: &Inputs, ops: &OperatorsReport, k: &Kernel
     md.push('\n');
 }
 
-/// `sm__throughput.avg.pct_of_peak_sustained_elapsed` of the busiest top-level region (ncu).
-fn sm_throughput(inputs: &Inputs) -> Option<f64> {
+/// A rule-based reading of one kernel's ncu counters (roofline.json): which
+/// unit is busy, and what usually helps.
+fn kernel_reading(p: &super::roofline::Point) -> String {
+    let shape = format!("{:.2} FLOP/byte", p.arithmetic_intensity);
+    match (p.sm_throughput_pct, p.dram_throughput_pct) {
+        (Some(sm), Some(dram)) if dram >= 60.0 && dram >= sm => format!(
+            "ncu: DRAM throughput {dram:.1}% vs SM {sm:.1}% of peak ({shape}): memory bound; fusing it with its neighbours, reusing data on chip or moving fewer bytes (lower precision) helps"
+        ),
+        (Some(sm), Some(dram)) if sm >= 60.0 => format!(
+            "ncu: SM throughput {sm:.1}% vs DRAM {dram:.1}% of peak ({shape}): compute bound; tensor cores and lower precision are the levers"
+        ),
+        (Some(sm), Some(dram)) if sm < 20.0 && dram < 20.0 => format!(
+            "ncu: SM {sm:.1}% and DRAM {dram:.1}% of peak ({shape}): neither is busy, which points at launch overhead, a small grid or low occupancy"
+        ),
+        (Some(sm), Some(dram)) => format!(
+            "ncu: SM {sm:.1}% and DRAM {dram:.1}% of peak ({shape}): latency bound; its occupancy and scheduler statistics say why"
+        ),
+        _ => format!("ncu: {shape}, no throughput counters"),
+    }
+}
+
+/// `sm__throughput.avg.pct_of_peak_sustained_elapsed` of the busiest top-level region (ncu), with its name.
+fn sm_throughput(inputs: &Inputs) -> Option<(String, f64)> {
     let scope = inputs.ncu.as_ref()?.scopes.first()?;
     let region = scope
         .regions
@@ -575,6 +627,7 @@ fn sm_throughput(inputs: &Inputs) -> Option<f64> {
                 || m.name == "Compute (SM) [%]"
         })
         .and_then(|m| m.value)
+        .map(|v| (region.name.clone(), v))
 }
 
 #[cfg(test)]
@@ -618,6 +671,30 @@ mod tests {
         assert_eq!(prefill.mbu_pct, None);
         let none = Peak { flops: None, bytes_per_s: None, source: String::new(), missing: Some("x".into()) };
         assert!(utilization(&timings(), &none).iter().all(|u| u.mfu_pct.is_none() && u.mbu_pct.is_none()));
+    }
+
+    #[test]
+    fn kernel_readings_follow_the_busier_unit() {
+        let point = |sm: Option<f64>, dram: Option<f64>| crate::report::roofline::Point {
+            kernel_name: "k".into(),
+            device: "0".into(),
+            calls: 1,
+            gpu_time_ns: 1000.0,
+            flops: 2000.0,
+            dram_bytes: 1000.0,
+            arithmetic_intensity: 2.0,
+            achieved_flop_per_s: 2e12,
+            sm_throughput_pct: sm,
+            dram_throughput_pct: dram,
+        };
+        let read = |sm, dram| kernel_reading(&point(sm, dram));
+        assert!(read(Some(30.0), Some(85.0))
+            .starts_with("ncu: DRAM throughput 85.0% vs SM 30.0% of peak (2.00 FLOP/byte): memory bound"));
+        assert!(read(Some(90.0), Some(40.0)).contains("compute bound"));
+        assert!(read(Some(70.0), Some(70.0)).contains("memory bound"), "DRAM wins a tie");
+        assert!(read(Some(5.0), Some(3.0)).contains("launch overhead, a small grid or low occupancy"));
+        assert!(read(Some(40.0), Some(30.0)).contains("latency bound"));
+        assert_eq!(read(None, Some(30.0)), "ncu: 2.00 FLOP/byte, no throughput counters");
     }
 
     #[test]
