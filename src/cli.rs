@@ -167,12 +167,12 @@ impl ReplayModeArg {
 
 #[derive(Debug, Subcommand)]
 pub enum ImportCommand {
-    /// An Nsight Systems report (.nsys-rep, .qdrep) or its SQLite export.
+    /// An Nsight Systems report (.nsys-rep, .qdrep), its SQLite export, or an `nsys stats` kernel summary CSV.
     #[command(
-        after_help = "Examples:\n  llmperf import nsys report1.nsys-rep -o runs/imported\n  llmperf import nsys report1.sqlite\n\nWrites nsys/regions.json (NVTX region tree with kernel attribution), nsys/top_kernels.json,\nthe SQLite export and nsys stats CSVs into DIR/nsys/; prints DIR."
+        after_help = "Examples:\n  llmperf import nsys report1.nsys-rep -o runs/imported\n  llmperf import nsys report1.sqlite\n  llmperf import nsys summary_cuda_gpu_kern_sum.csv   # kernels only, no regions\n\nWrites nsys/regions.json (NVTX region tree with kernel attribution), nsys/top_kernels.json,\nthe SQLite export and nsys stats CSVs into DIR/nsys/; prints DIR. Into an existing run\ndirectory, adds to it."
     )]
     Nsys(ImportArgs),
-    /// An Nsight Compute report (.ncu-rep) or a CSV of its details or raw page.
+    /// Nsight Compute reports (.ncu-rep) or CSVs of their details or raw page, into one run.
     #[command(
         after_help = "Examples:\n  llmperf import ncu profile.ncu-rep -o runs/imported\n  llmperf import ncu details.csv report.kernels.exclude='[\"regex:^elementwise\"]'\n  llmperf import ncu ranges.ncu-rep --range prefill --range decode_all\n  llmperf import ncu kernel_*/ncu.details.csv   # one CSV per kernel, one run\n\nCopies each input into DIR/ncu/, renders a .ncu-rep with `ncu --import` (CSV inputs need no ncu),\nand writes DIR/ncu/regions/ (report.json, report.md, one directory per region); prints DIR."
     )]
@@ -202,7 +202,7 @@ pub struct RunDirArgs {
 
 #[derive(Debug, Args)]
 pub struct ImportArgs {
-    /// The report to read.
+    /// The report to read (.nsys-rep, .qdrep, .sqlite, or a kernel summary .csv).
     pub file: PathBuf,
     /// Output directory (default: a new run directory under runner.artifacts.root).
     #[arg(short = 'o', long = "output", value_name = "DIR")]
