@@ -132,7 +132,9 @@ fn stats(run: &RunDir, manifest: &mut ManifestWriter, tool: &Tool, sqlite: &Path
 /// SQLite export. Returns the region report and the number of kernels.
 pub fn write_outputs(run: &RunDir, sqlite: &Path, top_n: usize) -> Result<(aggregate::RegionsReport, usize), Error> {
     let t = std::time::Instant::now();
-    let capture = NsysDb::open(sqlite)?.load()?;
+    let db = NsysDb::open(sqlite)?;
+    run.write_json(run_dir::NSYS_CAPTURE, &db.capture_host())?;
+    let capture = db.load()?;
     let read = t.elapsed();
     let report = aggregate::build(&capture);
     let built = t.elapsed();

@@ -22,6 +22,8 @@ pub const NSYS_SQLITE: &str = "nsys/report.sqlite";
 pub const NSYS_STATS_BASE: &str = "nsys/stats";
 pub const NSYS_REGIONS: &str = "nsys/regions.json";
 pub const NSYS_TOP_KERNELS: &str = "nsys/top_kernels.json";
+/// The machine of the capture, from its SQLite export.
+pub const NSYS_CAPTURE: &str = "nsys/capture.json";
 /// An imported `nsys stats` kernel summary CSV (kernels only, no NVTX).
 pub const NSYS_KERNEL_SUMMARY: &str = "nsys/kernel_summary.csv";
 /// Where the kernel totals of a run without its SQLite export come from: an

@@ -20,6 +20,11 @@ fn schema_of<T: schemars::JsonSchema>() -> Value {
 
 pub const ARTIFACTS: &[Artifact] = &[
     Artifact {
+        pattern: "nsys/capture.json",
+        spec: "nsys-capture.schema.json",
+        schema: schema_of::<crate::parse::nsys_sqlite::CaptureHost>,
+    },
+    Artifact {
         pattern: "roofline.json",
         spec: "roofline.schema.json",
         schema: schema_of::<crate::report::roofline::Roofline>,

@@ -29,7 +29,16 @@ fn report_reproduces_an_imported_nsys_capture_with_its_kernels() {
     assert_eq!(kernels["source"], "nsys");
     let top = json(&out.join("nsys/top_kernels.json"));
     assert_eq!(kernels["kernels"][0]["kernel_name"], top[0]["name"]);
+    // The capture's machine, from the export (an import has no env.json of its own).
+    let capture = json(&out.join("nsys/capture.json"));
+    let gpus = capture["gpus"].as_array().unwrap();
+    assert_eq!(gpus.len(), 4);
+    assert!(gpus.iter().all(|g| g["name"] == "NVIDIA GeForce RTX 3090" && g["sm_count"] == 82));
+    assert_eq!((capture["driver_version"].as_str(), capture["cpu_cores"].as_i64()), (Some("530.30.02"), Some(48)));
+    assert_eq!(capture["exported_by"], "2023.1.2.43");
     let summary = std::fs::read_to_string(out.join("stakeholder_summary.md")).unwrap();
+    assert!(summary.contains("| GPU | 0: NVIDIA GeForce RTX 3090 (82 SMs, 23.7 GiB), 1: "), "{summary}");
+    assert!(summary.contains("| driver / CUDA | 530.30.02 / – |"), "{summary}");
     assert!(
         summary.contains("## Top Kernels")
             && summary.contains(&format!("{:.1}%", top[0]["share_pct"].as_f64().unwrap()))
@@ -70,6 +79,11 @@ fn kernel_summary_csv_import_equals_the_sqlite_import() {
             .collect()
     };
     let (csv, db) = (key(&from_csv), key(&from_db));
+    // An older export (nsys 2022.4, from a .qdrep of 2020): fewer GPU columns filled.
+    let capture = json(&from_db.join("nsys/capture.json"));
+    assert_eq!(capture["gpus"][0]["name"], "TITAN RTX");
+    assert_eq!(capture["gpus"][0]["sm_count"], serde_json::Value::Null);
+    assert_eq!(capture["driver_version"], "4505105");
     assert_eq!(csv.len(), 53);
     assert_eq!(csv, db);
     let regions = json(&from_csv.join("nsys/regions.json"));

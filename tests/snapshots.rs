@@ -14,7 +14,8 @@ use common::*;
 use std::path::{Path, PathBuf};
 
 /// Beyond common::REPORTS (report.html is checked in tests/html.rs, not snapshotted).
-const MORE: [&str; 4] = ["roofline.json", "nsys/regions.json", "nsys/top_kernels.json", "ncu/regions/report.md"];
+const MORE: [&str; 5] =
+    ["roofline.json", "nsys/regions.json", "nsys/top_kernels.json", "nsys/capture.json", "ncu/regions/report.md"];
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")

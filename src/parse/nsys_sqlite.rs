@@ -20,6 +20,35 @@ const PUSH_POP: i64 = 59;
 const START_END: i64 = 60;
 const DOMAIN_CREATE: i64 = 75;
 
+/// `nsys/capture.json`: the machine a capture was taken on, from its export.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CaptureHost {
+    /// The nsys that wrote the SQLite export (`EXPORT_PRODUCT_VERSION`).
+    pub exported_by: Option<String>,
+    pub hostname: Option<String>,
+    pub os: Option<String>,
+    pub cpu: Option<String>,
+    pub cpu_cores: Option<i64>,
+    /// As recorded (`NvDriverVersion`; older captures encode 450.51.05 as 4505105).
+    pub driver_version: Option<String>,
+    /// Where the capturing nsys was installed (its version is in the path).
+    pub nsys_target_dir: Option<String>,
+    pub gpus: Vec<CaptureGpu>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CaptureGpu {
+    pub id: Option<i64>,
+    pub name: Option<String>,
+    pub chip: Option<String>,
+    pub sm_count: Option<i64>,
+    pub memory_bytes: Option<i64>,
+    pub memory_bandwidth_bytes_per_s: Option<i64>,
+    pub bus: Option<String>,
+}
+
 pub struct NsysDb {
     conn: Connection,
     path: PathBuf,
@@ -213,6 +242,65 @@ impl NsysDb {
         let key = ["name", "key"].into_iter().find(|c| cols.contains(*c))?;
         let sql = format!("SELECT value FROM {table} WHERE {key} = 'EXPORT_PRODUCT_VERSION'");
         self.conn.query_row(&sql, [], |r| r.get::<_, String>(0)).ok()
+    }
+
+    /// The machine of the capture, as the export records it: `TARGET_INFO_GPU`
+    /// (one row per GPU) and `TARGET_INFO_SYSTEM_ENV` (name/value rows). Absent
+    /// tables and columns leave fields empty.
+    pub fn capture_host(&self) -> CaptureHost {
+        let env = |name: &str| -> Option<String> {
+            if !self.has_table("TARGET_INFO_SYSTEM_ENV") {
+                return None;
+            }
+            self.conn
+                .query_row("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = ?1", [name], |r| {
+                    r.get::<_, String>(0)
+                })
+                .ok()
+                .filter(|v| !v.is_empty())
+        };
+        let mut gpus = Vec::new();
+        if self.has_table("TARGET_INFO_GPU") {
+            let cols = self.columns("TARGET_INFO_GPU");
+            let pick = |c: &str| if cols.contains(c) { c.to_string() } else { "NULL".to_string() };
+            let sql = format!(
+                "SELECT {}, {}, {}, {}, {}, {}, {} FROM TARGET_INFO_GPU ORDER BY 1",
+                pick("id"),
+                pick("name"),
+                pick("chipName"),
+                pick("smCount"),
+                pick("totalMemory"),
+                pick("memoryBandwidth"),
+                pick("busLocation")
+            );
+            let rows = self.conn.prepare(&sql).and_then(|mut st| {
+                st.query_map([], |r| {
+                    let text = |i: usize| r.get::<_, Option<String>>(i).ok().flatten().filter(|v| !v.is_empty());
+                    let int = |i: usize| r.get::<_, Option<i64>>(i).ok().flatten();
+                    Ok(CaptureGpu {
+                        id: int(0),
+                        name: text(1),
+                        chip: text(2),
+                        sm_count: int(3),
+                        memory_bytes: int(4),
+                        memory_bandwidth_bytes_per_s: int(5),
+                        bus: text(6),
+                    })
+                })?
+                .collect::<Result<Vec<_>, _>>()
+            });
+            gpus = rows.unwrap_or_default();
+        }
+        CaptureHost {
+            exported_by: self.export_version(),
+            hostname: env("Hostname"),
+            os: env("OsDescription"),
+            cpu: env("CpuDescription"),
+            cpu_cores: env("CpuCores").and_then(|v| v.parse().ok()),
+            driver_version: env("NvDriverVersion"),
+            nsys_target_dir: env("TargetInstallDir"),
+            gpus,
+        }
     }
 
     /// Event type numbers from the export's own enum table, falling back to the 2022.4 values.

@@ -21,6 +21,7 @@ pub fn inputs(run: &RunDir) -> Inputs {
         baseline: run.read_json(run_dir::BASELINE_TIMINGS_JSON),
         nsys_regions: run.read_json(run_dir::NSYS_REGIONS),
         nsys_top: run.read_json(run_dir::NSYS_TOP_KERNELS),
+        capture: run.read_json(run_dir::NSYS_CAPTURE),
         ncu: run.read_json(run_dir::NCU_REGIONS_JSON),
         // A CSV the ncu stage could not read has its error there; here it only means no points.
         roofline: roofline::of_run(run).ok().filter(|r| r.source == "ncu"),

@@ -25,6 +25,8 @@ pub struct Inputs {
     pub baseline: Option<Timings>,
     pub nsys_regions: Option<RegionsReport>,
     pub nsys_top: Option<Vec<TopKernel>>,
+    /// The capture's machine (nsys/capture.json), for runs without env.json (imports).
+    pub capture: Option<crate::parse::nsys_sqlite::CaptureHost>,
     pub ncu: Option<RegionReportFile>,
     /// Per-kernel points from the ncu counters (roofline.json).
     pub roofline: Option<super::roofline::Roofline>,
@@ -291,6 +293,9 @@ pub fn stakeholder_summary(inputs: &Inputs, d: &Derived) -> String {
 }
 
 fn environment(md: &mut String, inputs: &Inputs) {
+    if let (None, Some(c)) = (&inputs.env, &inputs.capture) {
+        return capture_environment(md, c);
+    }
     let env = inputs.env.as_ref();
     let at = |p: &str| text(env.and_then(|e| e.pointer(p)));
     md.push_str("## Environment\n\n| item | value |\n|---|---|\n");
@@ -333,6 +338,35 @@ fn environment(md: &mut String, inputs: &Inputs) {
         );
     }
     md.push('\n');
+}
+
+/// An imported nsys capture: its own machine, from the export (no env.json:
+/// the machine llmperf ran on is not the one that was profiled).
+fn capture_environment(md: &mut String, c: &crate::parse::nsys_sqlite::CaptureHost) {
+    let s = |v: &Option<String>| v.clone().unwrap_or_else(|| "–".into());
+    let gpus: Vec<String> = c
+        .gpus
+        .iter()
+        .map(|g| {
+            let mut t = format!("{}: {}", g.id.map_or("?".into(), |i| i.to_string()), s(&g.name));
+            if let (Some(sm), Some(mem)) = (g.sm_count, g.memory_bytes) {
+                let _ = write!(t, " ({sm} SMs, {:.1} GiB)", mem as f64 / (1u64 << 30) as f64);
+            }
+            t
+        })
+        .collect();
+    md.push_str("## Environment\n\n| item | value |\n|---|---|\n");
+    let rows = [
+        ("GPU", if gpus.is_empty() { "none recorded".to_string() } else { gpus.join(", ") }),
+        ("CPU", format!("{} ({} cores)", s(&c.cpu), c.cpu_cores.map_or("–".into(), |n| n.to_string()))),
+        ("driver / CUDA", format!("{} / –", s(&c.driver_version))),
+        ("OS / host", format!("{} / {}", s(&c.os), s(&c.hostname))),
+        ("nsys", format!("exported by {} (captured with {})", s(&c.exported_by), s(&c.nsys_target_dir))),
+    ];
+    for (k, v) in rows {
+        let _ = writeln!(md, "| {k} | {v} |");
+    }
+    md.push_str("\nThe machine of the capture, from its SQLite export (nsys/capture.json): this run directory was imported.\n\n");
 }
 
 fn opt(v: Option<i64>) -> String {
@@ -710,6 +744,7 @@ mod tests {
                 baseline: Some(timings()),
                 nsys_regions: None,
                 nsys_top: None,
+                capture: None,
                 ncu: None,
                 roofline: None,
             }
@@ -737,6 +772,7 @@ mod tests {
             baseline: None,
             nsys_regions: None,
             nsys_top: None,
+            capture: None,
             ncu: None,
             roofline: None,
         };
