@@ -21,6 +21,20 @@ pub struct Libtorch {
 }
 
 impl Libtorch {
+    /// Not described, with the reason in `error`.
+    pub fn not_loaded(why: &str) -> Self {
+        Libtorch {
+            linked: false,
+            plugin: None,
+            error: Some(why.to_string()),
+            lib_dir: None,
+            version: None,
+            cuda_build: None,
+            cuda_available: None,
+            cuda_device_count: None,
+        }
+    }
+
     /// The load failure's hint, when the plugin did not load.
     pub fn hint() -> Option<String> {
         plugin::load().err().and_then(|e| e.hint)
@@ -43,16 +57,7 @@ pub fn info() -> Libtorch {
                 cuda_device_count: Some(rt.cuda_device_count),
             }
         }
-        Err(e) => Libtorch {
-            linked: false,
-            plugin: None,
-            error: Some(e.message),
-            lib_dir: None,
-            version: None,
-            cuda_build: None,
-            cuda_available: None,
-            cuda_device_count: None,
-        },
+        Err(e) => Libtorch::not_loaded(&e.message),
     }
 }
 

@@ -56,7 +56,7 @@ pub fn profile(req: Request) -> Result<Outcome, Error> {
     let nsys_app = app(run_dir::TIMINGS_JSON)?;
     run.write_yaml(run_dir::INPUTS_YAML, &provenance::inputs(cfg, &nsys_app, builtin))?;
     let tools = Probed::probe(cfg);
-    run.write_json(run_dir::ENV_JSON, &provenance::collect_env(&tools))?;
+    run.write_json(run_dir::ENV_JSON, &provenance::collect_env(&tools, builtin))?;
     let mut manifest = ManifestWriter::start(&run, req.llmperf_argv.clone())?;
 
     let mut error = None;

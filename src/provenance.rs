@@ -80,7 +80,10 @@ pub fn llmperf() -> Llmperf {
     Llmperf { version: env!("CARGO_PKG_VERSION"), git_revision: env!("LLMPERF_GIT_REV") }
 }
 
-pub fn collect_env(tools: &Probed) -> Env {
+/// `builtin`: the run's workload is a built-in one, so libtorch is loaded and
+/// described; a user's command does not use llmperf's libtorch, and loading it
+/// (~0.5 s, ~500 MB) would describe nothing about the run.
+pub fn collect_env(tools: &Probed, builtin: bool) -> Env {
     Env {
         schema: ENV_SCHEMA,
         collected_at: utc_now(),
@@ -89,7 +92,11 @@ pub fn collect_env(tools: &Probed) -> Env {
         gpus: host::gpus(),
         gpu_counter_access: host::counter_access(),
         tools: Tools { nsys: ToolFact::of(&tools.nsys), ncu: ToolFact::of(&tools.ncu) },
-        libtorch: libtorch::info(),
+        libtorch: if builtin {
+            libtorch::info()
+        } else {
+            Libtorch::not_loaded("not loaded: the workload is a user command")
+        },
         llmperf: llmperf(),
     }
 }

@@ -150,6 +150,9 @@ fn missing_profiler_skips_the_stage_and_keeps_provenance() {
     assert_eq!(env["schema"], "llmperf.env/v1");
     assert!(env["tools"]["nsys"]["error"].as_str().unwrap().contains("not found"));
     assert!(env["cpu"]["logical_cores"].as_u64().unwrap() >= 1);
+    // A user's command: llmperf's libtorch is not loaded for it.
+    assert_eq!(env["libtorch"]["linked"], false);
+    assert_eq!(env["libtorch"]["error"], "not loaded: the workload is a user command");
     let inputs: serde_yaml::Value =
         serde_yaml::from_str(&std::fs::read_to_string(dir.join("inputs.yaml")).unwrap()).unwrap();
     assert_eq!(inputs["workload"]["argv"][0], "true");
