@@ -24,6 +24,7 @@ pub mod profile;
 pub mod provenance;
 pub mod regions;
 pub mod report;
+pub mod roofline;
 pub mod run_dir;
 pub mod schemas;
 pub mod stats;

@@ -13,6 +13,7 @@ use crate::ncu_regions::{
 };
 use crate::parse::ncu_csv::{self, Layout};
 use crate::parse::ncu_fast;
+use crate::roofline::{self, Roofline, RooflineAcc};
 use crate::run_dir::{self, RunDir};
 
 /// One CSV to read and how its results find their regions.
@@ -39,22 +40,39 @@ pub fn fingerprint(config_yaml: &str) -> String {
     digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
-/// The region report of a run's CSVs, with the run's configuration and a
-/// fresh stamp (config fingerprint from its config.yaml).
-pub fn build_for_run(run: &RunDir, cfg: &Config, inputs: &[Input]) -> Result<RegionReportFile, Error> {
+/// The region report and the roofline of a run's CSVs, with the run's
+/// configuration and a fresh stamp (config fingerprint from its config.yaml).
+pub fn build_for_run(run: &RunDir, cfg: &Config, inputs: &[Input]) -> Result<(RegionReportFile, Roofline), Error> {
     let config_yaml = std::fs::read_to_string(run.join(run_dir::CONFIG_YAML)).unwrap_or_default();
     let stamp = Stamp { generated_at: run_dir::utc_now(), config_fingerprint: fingerprint(&config_yaml) };
     build(inputs, options(cfg)?, stamp, run)
 }
 
-/// Read every input (streaming) into one report.
-pub fn build(inputs: &[Input], opts: Options, stamp: Stamp, run: &RunDir) -> Result<RegionReportFile, Error> {
+/// Read every input once into one report and the roofline. A pass's raw page,
+/// when it has one, gives its roofline instead (the SOL roofline rates are not
+/// on the details page); a raw page that cannot be read leaves the details' sums.
+pub fn build(
+    inputs: &[Input],
+    opts: Options,
+    stamp: Stamp,
+    run: &RunDir,
+) -> Result<(RegionReportFile, Roofline), Error> {
     let sections = opts.sections.clone();
     let metrics = opts.metrics.clone();
     let mut builder = Builder::new(opts);
     let mut layouts = Vec::new();
+    let mut roofline = RooflineAcc::default();
     for input in inputs {
         layouts.push(read_into(&mut builder, input)?);
+        let read = builder.take_roofline();
+        roofline.absorb(match roofline::raw_page_of(&input.csv).map(|raw| roofline::read_csv(&raw)) {
+            Some(Ok(from_raw)) => from_raw,
+            Some(Err(e)) => {
+                tracing::warn!("roofline from {} instead: {}", input.csv.display(), e.message);
+                read
+            }
+            None => read,
+        });
     }
     let attribution = match (builder.range_mode(), builder.nvtx_seen()) {
         (true, _) => "range",
@@ -71,7 +89,7 @@ pub fn build(inputs: &[Input], opts: Options, stamp: Stamp, run: &RunDir) -> Res
         results: builder.results(),
     };
     let scopes = builder.finish(&stamp);
-    Ok(RegionReportFile {
+    let report = RegionReportFile {
         schema: ncu_regions::REPORT_SCHEMA.into(),
         generated_at: stamp.generated_at,
         config_fingerprint: stamp.config_fingerprint,
@@ -80,7 +98,8 @@ pub fn build(inputs: &[Input], opts: Options, stamp: Stamp, run: &RunDir) -> Res
         sections,
         metrics,
         scopes,
-    })
+    };
+    Ok((report, roofline.finish()))
 }
 
 /// A details CSV file on every core (parse::ncu_fast); anything else (the
@@ -128,11 +147,14 @@ pub struct ScopedEntry<'a> {
 }
 
 /// Write `ncu/regions/`: report.json, report.md, and one directory per region.
-pub fn write(run: &RunDir, report: &RegionReportFile) -> Result<Vec<String>, Error> {
+pub fn write(run: &RunDir, report: &RegionReportFile, roofline: &Roofline) -> Result<Vec<String>, Error> {
     let mut written = vec![
         run.relative(&run.write_json(run_dir::NCU_REGIONS_JSON, report)?),
         run.relative(&run.write(run_dir::NCU_REGIONS_MD, crate::report::ncu_regions::markdown(report).as_bytes())?),
     ];
+    if roofline.source == "ncu" {
+        written.push(run.relative(&run.write_json(run_dir::ROOFLINE_JSON, roofline)?));
+    }
     let mut by_dir: std::collections::BTreeMap<&str, Vec<(&str, &RegionEntry)>> = Default::default();
     for scope in &report.scopes {
         for region in &scope.regions {

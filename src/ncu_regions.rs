@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::Error;
 use crate::parse::ncu_csv::{Launch, Metric};
 use crate::regions;
+use crate::roofline::RooflineAcc;
 use crate::units::{Base, Value};
 
 pub const REPORT_SCHEMA: &str = "llmperf.ncu-regions/v1";
@@ -416,6 +417,8 @@ pub struct Builder {
     nvtx_seen: bool,
     results: u64,
     accs: HashMap<(String, String, RegionKey), Acc>,
+    /// Every result's roofline counters, selected or not (roofline.json).
+    roofline: RooflineAcc,
 }
 
 impl Builder {
@@ -425,24 +428,30 @@ impl Builder {
             s.insert(COMMAND_LINE_SECTION.to_string());
             s
         });
-        Builder { opts, wanted_sections, range_mode: false, nvtx_seen: false, results: 0, accs: HashMap::default() }
+        Builder {
+            opts,
+            wanted_sections,
+            range_mode: false,
+            nvtx_seen: false,
+            results: 0,
+            accs: HashMap::default(),
+            roofline: RooflineAcc::default(),
+        }
     }
 
     pub fn add(&mut self, launch: &Launch, how: &Attribution) {
-        let metrics: Vec<MetricRef> = launch.metrics.iter().map(MetricRef::of).collect();
-        let view = LaunchView {
-            process_id: &launch.process_id,
-            kernel_name: &launch.kernel_name,
-            device: launch.device.as_deref(),
-            nvtx: &launch.nvtx,
-            metrics: &metrics,
-        };
-        self.add_view(&view, how);
+        with_view(launch, |view| self.add_view(view, how));
+    }
+
+    /// The roofline sums gathered since the last call.
+    pub fn take_roofline(&mut self) -> RooflineAcc {
+        std::mem::take(&mut self.roofline)
     }
 
     /// One launch (or range result) with borrowed metric rows.
     pub fn add_view(&mut self, launch: &LaunchView, how: &Attribution) {
         self.results += 1;
+        self.roofline.add(launch);
         self.nvtx_seen |= !launch.nvtx.is_empty();
         let region = match how {
             Attribution::NvtxStack => stack_region(launch.nvtx),
@@ -502,6 +511,7 @@ impl Builder {
     /// blocks, in file order).
     pub fn absorb(&mut self, other: Builder) {
         self.results += other.results;
+        self.roofline.absorb(other.roofline);
         self.range_mode |= other.range_mode;
         self.nvtx_seen |= other.nvtx_seen;
         for (k, acc) in other.accs {
@@ -719,6 +729,18 @@ impl<'a> MetricRef<'a> {
     pub fn base(&self) -> Option<(f64, Base)> {
         crate::units::in_base(&self.value, &self.unit)
     }
+}
+
+/// `f` on a view of a parsed launch.
+pub fn with_view<R>(launch: &Launch, f: impl FnOnce(&LaunchView) -> R) -> R {
+    let metrics: Vec<MetricRef> = launch.metrics.iter().map(MetricRef::of).collect();
+    f(&LaunchView {
+        process_id: &launch.process_id,
+        kernel_name: &launch.kernel_name,
+        device: launch.device.as_deref(),
+        nvtx: &launch.nvtx,
+        metrics: &metrics,
+    })
 }
 
 /// One launch (or range result), borrowed.

@@ -196,9 +196,9 @@ pub fn regions(
     let i = manifest.begin("ncu_regions", Vec::new())?;
     let built = ncu_analysis::build_for_run(run, cfg, inputs);
     let (status, artifacts, error, note) = match built {
-        Ok(report) => {
+        Ok((report, roofline)) => {
             let note = report.note.clone();
-            (Status::Ok, ncu_analysis::write(run, &report)?, None, note)
+            (Status::Ok, ncu_analysis::write(run, &report, &roofline)?, None, note)
         }
         Err(e) => (Status::Failed, Vec::new(), Some(e), None),
     };

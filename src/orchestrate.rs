@@ -170,8 +170,8 @@ pub fn report(dir: &Path) -> Result<PathBuf, Error> {
     }
     let inputs = crate::ncu_stage::saved_inputs(&run);
     if !inputs.is_empty() || run.join(run_dir::NCU_PLAN).is_file() {
-        let report = crate::ncu_analysis::build_for_run(&run, &cfg, &inputs)?;
-        crate::ncu_analysis::write(&run, &report)?;
+        let (report, roofline) = crate::ncu_analysis::build_for_run(&run, &cfg, &inputs)?;
+        crate::ncu_analysis::write(&run, &report, &roofline)?;
     }
     crate::report::write_summaries(&run)?;
     crate::report::write_index(&run)?;

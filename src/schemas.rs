@@ -24,11 +24,7 @@ pub const ARTIFACTS: &[Artifact] = &[
         spec: "nsys-capture.schema.json",
         schema: schema_of::<crate::parse::nsys_sqlite::CaptureHost>,
     },
-    Artifact {
-        pattern: "roofline.json",
-        spec: "roofline.schema.json",
-        schema: schema_of::<crate::report::roofline::Roofline>,
-    },
+    Artifact { pattern: "roofline.json", spec: "roofline.schema.json", schema: schema_of::<crate::roofline::Roofline> },
     Artifact { pattern: "manifest.json", spec: "manifest.schema.json", schema: schema_of::<crate::manifest::Manifest> },
     Artifact { pattern: "env.json", spec: "env.schema.json", schema: schema_of::<crate::provenance::Env> },
     Artifact {

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use llmperf::ncu_regions::{Attribution, Builder, Options, ScopeReport, Stamp};
 use llmperf::parse::{ncu_csv, ncu_fast};
+use llmperf::roofline::Roofline;
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ncu").join(name)
@@ -22,18 +23,21 @@ fn options() -> Options {
     Options { aggregate: true, ..Options::default() }
 }
 
-fn streamed(path: &Path, how: &Attribution) -> Vec<ScopeReport> {
+/// The region scopes and the roofline the builder gathered alongside.
+fn streamed(path: &Path, how: &Attribution) -> (Vec<ScopeReport>, Roofline) {
     let mut b = Builder::new(options());
     for l in ncu_csv::open(path).unwrap() {
         b.add(&l.unwrap(), how);
     }
-    b.finish(&Stamp::default())
+    let roofline = b.take_roofline().finish();
+    (b.finish(&Stamp::default()), roofline)
 }
 
-fn fast(path: &Path, how: &Attribution, block: usize) -> Result<Vec<ScopeReport>, llmperf::error::Error> {
+fn fast(path: &Path, how: &Attribution, block: usize) -> Result<(Vec<ScopeReport>, Roofline), llmperf::error::Error> {
     let mut b = Builder::new(options());
     assert!(ncu_fast::ingest_blocks(path, &mut b, how, block)?, "the fast path takes {}", path.display());
-    Ok(b.finish(&Stamp::default()))
+    let roofline = b.take_roofline().finish();
+    Ok((b.finish(&Stamp::default()), roofline))
 }
 
 /// Equal, with floating-point sums compared to 1e-12 (blocks add in another order).
@@ -59,6 +63,7 @@ fn assert_same(a: &serde_json::Value, b: &serde_json::Value, at: &str) {
     }
 }
 
+/// Region reports and roofline alike (kernel_0013 carries FLOP and DRAM counters).
 #[test]
 fn fast_and_streaming_readers_agree_on_every_real_details_file() {
     for name in DETAILS {

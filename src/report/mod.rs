@@ -2,7 +2,6 @@
 //! `llmperf report RUN_DIR` gives the same bytes as the run did.
 pub mod html;
 pub mod ncu_regions;
-pub mod roofline;
 pub mod summary;
 
 use std::fmt::Write;
@@ -23,8 +22,7 @@ pub fn inputs(run: &RunDir) -> Inputs {
         nsys_top: run.read_json(run_dir::NSYS_TOP_KERNELS),
         capture: run.read_json(run_dir::NSYS_CAPTURE),
         ncu: run.read_json(run_dir::NCU_REGIONS_JSON),
-        // A CSV the ncu stage could not read has its error there; here it only means no points.
-        roofline: roofline::of_run(run).ok().filter(|r| r.source == "ncu"),
+        roofline: run.read_json(run_dir::ROOFLINE_JSON),
     }
 }
 
@@ -38,23 +36,16 @@ pub fn write_summaries(run: &RunDir) -> Result<Vec<String>, Error> {
     run.write(run_dir::OPERATORS_MD, summary::operators_md(&d.operators).as_bytes())?;
     run.write(run_dir::SUMMARY_MD, summary::stakeholder_summary(&inputs, &d).as_bytes())?;
     run.write(run_dir::REPORT_HTML, html::render(&inputs, &d).as_bytes())?;
-    let mut written = Vec::new();
-    if let Some(r) = &inputs.roofline {
-        run.write_json(run_dir::ROOFLINE_JSON, r)?;
-        written.push(run_dir::ROOFLINE_JSON.to_string());
-    }
-    written.extend(
-        [
-            run_dir::KERNELS_JSON,
-            run_dir::KERNELS_MD,
-            run_dir::OPERATORS_JSON,
-            run_dir::OPERATORS_MD,
-            run_dir::SUMMARY_MD,
-            run_dir::REPORT_HTML,
-        ]
-        .map(String::from),
-    );
-    Ok(written)
+    Ok([
+        run_dir::KERNELS_JSON,
+        run_dir::KERNELS_MD,
+        run_dir::OPERATORS_JSON,
+        run_dir::OPERATORS_MD,
+        run_dir::SUMMARY_MD,
+        run_dir::REPORT_HTML,
+    ]
+    .map(String::from)
+    .to_vec())
 }
 
 /// `report.md`: the stages and their diagnoses, then every file of the run.

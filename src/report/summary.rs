@@ -29,7 +29,7 @@ pub struct Inputs {
     pub capture: Option<crate::parse::nsys_sqlite::CaptureHost>,
     pub ncu: Option<RegionReportFile>,
     /// Per-kernel points from the ncu counters (roofline.json).
-    pub roofline: Option<super::roofline::Roofline>,
+    pub roofline: Option<crate::roofline::Roofline>,
 }
 
 /// `kernels.json`.
@@ -518,7 +518,7 @@ fn top_operators(md: &mut String, ops: &OperatorsReport) {
 /// throughputs too, matched by kernel name ("–" when ncu did not see that name;
 /// no such columns when none of the top kernels has a match, e.g. nsys and ncu
 /// name them differently).
-fn top_kernels(md: &mut String, k: &KernelsReport, roofline: Option<&super::roofline::Roofline>) {
+fn top_kernels(md: &mut String, k: &KernelsReport, roofline: Option<&crate::roofline::Roofline>) {
     md.push_str("## Top Kernels\n\n");
     if k.kernels.is_empty() {
         let _ = writeln!(md, "{}\n", k.note.as_deref().unwrap_or("No kernels."));
@@ -625,7 +625,7 @@ fn narrative(md: &mut String, inputs: &Inputs, ops: &OperatorsReport, k: &Kernel
 
 /// A rule-based reading of one kernel's ncu counters (roofline.json): which
 /// unit is busy, and what usually helps.
-fn kernel_reading(p: &super::roofline::Point) -> String {
+fn kernel_reading(p: &crate::roofline::Point) -> String {
     let shape = format!("{:.2} FLOP/byte", p.arithmetic_intensity);
     match (p.sm_throughput_pct, p.dram_throughput_pct) {
         (Some(sm), Some(dram)) if dram >= 60.0 && dram >= sm => format!(
@@ -709,7 +709,7 @@ mod tests {
 
     #[test]
     fn kernel_readings_follow_the_busier_unit() {
-        let point = |sm: Option<f64>, dram: Option<f64>| crate::report::roofline::Point {
+        let point = |sm: Option<f64>, dram: Option<f64>| crate::roofline::Point {
             kernel_name: "k".into(),
             device: "0".into(),
             calls: 1,

@@ -1,5 +1,7 @@
 //! `roofline.json`: one point per kernel (name and device) from the ncu
-//! counters of the run, re-read from the saved ncu CSVs:
+//! counters of the run, summed while the region reports read the ncu CSVs
+//! (`ncu_analysis::build`); a pass's raw page, when it has one, is read for it
+//! instead of the details page:
 //! - FLOPs, from counts when the launch has any: the tensor-path math ops
 //!   (`sm__ops_path_tensor_*.sum`, NVIDIA's counters for FLOPs on tensor
 //!   cores), `flop_count_{hp,sp,dp}.sum`, and the SASS counts
@@ -16,13 +18,15 @@
 //!
 //! `n/a` values count as absent, never as 0. A kernel without FLOP or DRAM
 //! counters has no point; the file says how many launches had them.
+use rustc_hash::FxHashMap as HashMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 
 use crate::error::Error;
-use crate::parse::ncu_csv::{self, Launch};
-use crate::run_dir::RunDir;
+use crate::ncu_regions::{LaunchView, MetricRef};
+use crate::parse::ncu_csv;
 
 pub const SCHEMA: &str = "llmperf.roofline/v1";
 
@@ -62,8 +66,21 @@ pub struct Point {
 }
 
 /// A metric's finite value in its base unit (`n/a` and `nan` are absent).
-fn num(m: &crate::parse::ncu_csv::Metric) -> Option<f64> {
+fn num(m: &MetricRef) -> Option<f64> {
     m.base().map(|(v, _)| v).filter(|v| v.is_finite())
+}
+
+fn metric<'a>(l: &'a LaunchView, name: &str) -> Option<&'a MetricRef<'a>> {
+    l.metrics.iter().find(|m| m.name == name)
+}
+
+/// FLOPs per instruction of a SASS op: 2 for an FMA, 1 for an add or a multiply.
+fn op_weight(op: &str) -> Option<f64> {
+    match op {
+        "hfma" | "ffma" | "dfma" => Some(2.0),
+        "hadd" | "fadd" | "dadd" | "hmul" | "fmul" | "dmul" => Some(1.0),
+        _ => None,
+    }
 }
 
 /// FLOPs per unit of a counted metric: 2 for FMA instruction counts, 1 otherwise.
@@ -78,11 +95,7 @@ fn flop_weight(name: &str) -> Option<f64> {
         .strip_prefix("sm__sass_thread_inst_executed_op_")
         .or_else(|| name.strip_prefix("smsp__sass_thread_inst_executed_op_"))?
         .strip_suffix("_pred_on.sum")?;
-    match op {
-        "hfma" | "ffma" | "dfma" => Some(2.0),
-        "hadd" | "fadd" | "dadd" | "hmul" | "fmul" | "dmul" => Some(1.0),
-        _ => None,
-    }
+    op_weight(op)
 }
 
 const DRAM_PCT: &str = "dram__throughput.avg.pct_of_peak_sustained_elapsed";
@@ -90,36 +103,29 @@ const RATE_PREFIX: &str = "smsp__sass_thread_inst_executed_op_";
 const RATE_SUFFIX: &str = "_pred_on.sum.per_cycle_elapsed";
 
 /// (FLOPs, names summed): counts first; the SOL roofline rates only when there are no counts.
-fn flops_of(l: &Launch, ns: f64) -> Option<(f64, Vec<String>)> {
+fn flops_of(l: &LaunchView, ns: f64) -> Option<(f64, Vec<String>)> {
     let mut total = None::<f64>;
     let mut names = Vec::new();
     // One launch can carry a count under both sm__ and smsp__ prefixes: count each op once.
     let mut seen = std::collections::HashSet::new();
-    for m in &l.metrics {
+    for m in l.metrics {
         let Some(w) = flop_weight(&m.name) else { continue };
         let key = m.name.trim_start_matches("smsp__").trim_start_matches("sm__").to_string();
         if let Some(v) = num(m).filter(|_| seen.insert(key)) {
             *total.get_or_insert(0.0) += w * v;
-            names.push(m.name.clone());
+            names.push(m.name.to_string());
         }
     }
     if total.is_some() {
         return total.map(|t| (t, names));
     }
-    let hz = l.metric("smsp__cycles_elapsed.avg.per_second").and_then(num)?;
+    let hz = metric(l, "smsp__cycles_elapsed.avg.per_second").and_then(num)?;
     let mut per_cycle = None::<f64>;
-    for m in &l.metrics {
-        let Some(op) = m.name.strip_prefix(RATE_PREFIX).and_then(|r| r.strip_suffix(RATE_SUFFIX)) else {
-            continue;
-        };
-        let w = match op {
-            "hfma" | "ffma" | "dfma" => 2.0,
-            "hadd" | "fadd" | "dadd" | "hmul" | "fmul" | "dmul" => 1.0,
-            _ => continue,
-        };
-        if let Some(v) = num(m) {
+    for m in l.metrics {
+        let weight = m.name.strip_prefix(RATE_PREFIX).and_then(|r| r.strip_suffix(RATE_SUFFIX)).and_then(op_weight);
+        if let (Some(w), Some(v)) = (weight, num(m)) {
             *per_cycle.get_or_insert(0.0) += w * v;
-            names.push(m.name.clone());
+            names.push(m.name.to_string());
         }
     }
     let flop_per_s = per_cycle? * hz;
@@ -127,8 +133,8 @@ fn flops_of(l: &Launch, ns: f64) -> Option<(f64, Vec<String>)> {
     Some((flop_per_s * ns * 1e-9, names))
 }
 
-fn bytes_of(l: &Launch, ns: f64) -> Option<f64> {
-    let value = |name: &str| l.metric(name).and_then(num);
+fn bytes_of(l: &LaunchView, ns: f64) -> Option<f64> {
+    let value = |name: &str| metric(l, name).and_then(num);
     let bytes = match (value("dram__bytes_read.sum"), value("dram__bytes_write.sum")) {
         (Some(r), Some(w)) => Some(r + w),
         _ => value("dram__bytes.sum").or_else(|| value("dram__bytes.sum.per_second").map(|b| b * ns * 1e-9)),
@@ -137,10 +143,10 @@ fn bytes_of(l: &Launch, ns: f64) -> Option<f64> {
 }
 
 /// A percentage by one of its metric names, else by its SOL label (details page).
-fn pct(l: &Launch, names: &[&str], label: &str) -> Option<f64> {
+fn pct(l: &LaunchView, names: &[&str], label: &str) -> Option<f64> {
     let m = names
         .iter()
-        .find_map(|n| l.metric(n))
+        .find_map(|n| metric(l, n))
         .or_else(|| l.metrics.iter().find(|m| m.name == label && m.section.contains("Speed Of Light")))?;
     num(m)
 }
@@ -156,88 +162,125 @@ struct Acc {
 }
 
 impl Acc {
-    fn weighted(sum: (f64, f64)) -> Option<f64> {
-        (sum.1 > 0.0).then(|| sum.0 / sum.1)
+    fn merge(&mut self, o: Acc) {
+        self.calls += o.calls;
+        self.ns += o.ns;
+        self.flops += o.flops;
+        self.bytes += o.bytes;
+        self.sm = (self.sm.0 + o.sm.0, self.sm.1 + o.sm.1);
+        self.dram = (self.dram.0 + o.dram.0, self.dram.1 + o.dram.1);
     }
 }
 
-/// The roofline of the given ncu CSVs (the run's saved passes).
-pub fn from_ncu(csvs: &[std::path::PathBuf]) -> Result<Roofline, Error> {
-    let mut by_kernel: BTreeMap<(String, String), Acc> = BTreeMap::new();
-    let (mut launches, mut counted) = (0, 0);
-    let mut flop_metrics = std::collections::BTreeSet::new();
-    for csv in csvs {
-        let (_, rows) = ncu_csv::open_any(csv)?;
-        for launch in rows {
-            let l = launch?;
-            launches += 1;
-            let Some(ns) = l.duration_ns().filter(|v| v.is_finite() && *v > 0.0) else { continue };
-            let (Some((flops, names)), Some(bytes)) = (flops_of(&l, ns), bytes_of(&l, ns)) else {
-                continue;
-            };
-            counted += 1;
-            flop_metrics.extend(names);
-            let e = by_kernel.entry((l.kernel_name.clone(), l.device.clone().unwrap_or_default())).or_default();
-            e.calls += 1;
-            e.ns += ns;
-            e.flops += flops;
-            e.bytes += bytes;
-            if let Some(v) = pct(&l, &["sm__throughput.avg.pct_of_peak_sustained_elapsed"], "Compute (SM) Throughput") {
-                e.sm = (e.sm.0 + v * ns, e.sm.1 + ns);
-            }
-            if let Some(v) =
-                pct(&l, &[DRAM_PCT, "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"], "DRAM Throughput")
-            {
-                e.dram = (e.dram.0 + v * ns, e.dram.1 + ns);
+fn weighted(sum: (f64, f64)) -> Option<f64> {
+    (sum.1 > 0.0).then(|| sum.0 / sum.1)
+}
+
+/// The roofline sums of the launches seen so far. The ncu region [`Builder`](crate::ncu_regions::Builder)
+/// feeds one as it reads each CSV (on every core for big details files), so the
+/// roofline costs no second reading of them.
+#[derive(Default)]
+pub struct RooflineAcc {
+    launches: usize,
+    counted: usize,
+    flop_metrics: BTreeSet<String>,
+    /// kernel name → device → sums (kernel names run to thousands of characters:
+    /// looked up borrowed, copied once).
+    by_kernel: HashMap<String, BTreeMap<String, Acc>>,
+}
+
+impl RooflineAcc {
+    pub fn add(&mut self, l: &LaunchView) {
+        self.launches += 1;
+        let Some(ns) = l.duration_ns().filter(|v| v.is_finite() && *v > 0.0) else { return };
+        let (Some((flops, names)), Some(bytes)) = (flops_of(l, ns), bytes_of(l, ns)) else { return };
+        self.counted += 1;
+        self.flop_metrics.extend(names);
+        if !self.by_kernel.contains_key(l.kernel_name) {
+            self.by_kernel.insert(l.kernel_name.to_string(), BTreeMap::new());
+        }
+        let by_device = self.by_kernel.get_mut(l.kernel_name).expect("inserted above");
+        let e = by_device.entry(l.device.unwrap_or_default().to_string()).or_default();
+        e.calls += 1;
+        e.ns += ns;
+        e.flops += flops;
+        e.bytes += bytes;
+        if let Some(v) = pct(l, &["sm__throughput.avg.pct_of_peak_sustained_elapsed"], "Compute (SM) Throughput") {
+            e.sm = (e.sm.0 + v * ns, e.sm.1 + ns);
+        }
+        if let Some(v) =
+            pct(l, &[DRAM_PCT, "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"], "DRAM Throughput")
+        {
+            e.dram = (e.dram.0 + v * ns, e.dram.1 + ns);
+        }
+    }
+
+    /// Fold in what another accumulator saw (a later block or file).
+    pub fn absorb(&mut self, other: RooflineAcc) {
+        self.launches += other.launches;
+        self.counted += other.counted;
+        self.flop_metrics.extend(other.flop_metrics);
+        for (kernel, devices) in other.by_kernel {
+            let mine = self.by_kernel.entry(kernel).or_default();
+            for (device, acc) in devices {
+                mine.entry(device).or_default().merge(acc);
             }
         }
     }
-    let mut points: Vec<Point> = by_kernel
-        .into_iter()
-        .map(|((kernel_name, device), a)| Point {
-            kernel_name,
-            device,
-            calls: a.calls,
-            gpu_time_ns: a.ns,
-            flops: a.flops,
-            dram_bytes: a.bytes,
-            arithmetic_intensity: a.flops / a.bytes,
-            achieved_flop_per_s: if a.ns > 0.0 { a.flops / (a.ns * 1e-9) } else { 0.0 },
-            sm_throughput_pct: Acc::weighted(a.sm),
-            dram_throughput_pct: Acc::weighted(a.dram),
-        })
-        .collect();
-    points.sort_by(|a, b| b.gpu_time_ns.total_cmp(&a.gpu_time_ns).then_with(|| a.kernel_name.cmp(&b.kernel_name)));
-    Ok(Roofline {
-        schema: SCHEMA.into(),
-        source: if launches > 0 { "ncu" } else { "none" }.into(),
-        launches,
-        launches_with_counters: counted,
-        flop_metrics: flop_metrics.into_iter().collect(),
-        points,
-    })
+
+    pub fn finish(self) -> Roofline {
+        let mut points: Vec<Point> = self
+            .by_kernel
+            .into_iter()
+            .flat_map(|(kernel_name, devices)| {
+                devices.into_iter().map(move |(device, a)| Point {
+                    kernel_name: kernel_name.clone(),
+                    device,
+                    calls: a.calls,
+                    gpu_time_ns: a.ns,
+                    flops: a.flops,
+                    dram_bytes: a.bytes,
+                    arithmetic_intensity: a.flops / a.bytes,
+                    achieved_flop_per_s: if a.ns > 0.0 { a.flops / (a.ns * 1e-9) } else { 0.0 },
+                    sm_throughput_pct: weighted(a.sm),
+                    dram_throughput_pct: weighted(a.dram),
+                })
+            })
+            .collect();
+        points.sort_by(|a, b| {
+            b.gpu_time_ns
+                .total_cmp(&a.gpu_time_ns)
+                .then_with(|| a.kernel_name.cmp(&b.kernel_name))
+                .then_with(|| a.device.cmp(&b.device))
+        });
+        Roofline {
+            schema: SCHEMA.into(),
+            source: if self.launches > 0 { "ncu" } else { "none" }.into(),
+            launches: self.launches,
+            launches_with_counters: self.counted,
+            flop_metrics: self.flop_metrics.into_iter().collect(),
+            points,
+        }
+    }
 }
 
-/// The run's roofline from its saved ncu passes: the raw page of each pass when
-/// it has one (every collected metric, the SOL roofline rates included), else
-/// the file the region reports read.
-pub fn of_run(run: &RunDir) -> Result<Roofline, Error> {
-    let Some(plan) = run.read_json::<crate::plan::NcuPlan>(crate::run_dir::NCU_PLAN) else {
-        return from_ncu(&[]);
-    };
-    let csvs: Vec<_> = plan
-        .passes
-        .iter()
-        .filter_map(|p| {
-            let raw = run.join(&crate::run_dir::ncu_pass_file(&p.name, "raw.csv"));
-            if raw.metadata().is_ok_and(|m| m.len() > 0) {
-                Some(raw)
-            } else {
-                crate::ncu_analysis::csv_of(run, &p.name)
-            }
-        })
-        .collect();
-    from_ncu(&csvs)
+/// The roofline sums of one ncu CSV, read on its own: the raw page of a pass,
+/// which carries the SOL roofline rates that the details page does not print.
+pub fn read_csv(csv: &Path) -> Result<RooflineAcc, Error> {
+    let mut acc = RooflineAcc::default();
+    let (_, rows) = ncu_csv::open_any(csv)?;
+    for launch in rows {
+        crate::ncu_regions::with_view(&launch?, |view| acc.add(view));
+    }
+    Ok(acc)
+}
+
+/// The raw page next to a pass's details page (`ncu/pN.raw.csv` for
+/// `ncu/pN.details.csv`), when there is a non-empty one.
+pub fn raw_page_of(csv: &Path) -> Option<PathBuf> {
+    let name = csv.file_name()?.to_str()?.strip_suffix(".details.csv")?;
+    let raw = csv.with_file_name(format!("{name}.raw.csv"));
+    raw.metadata().is_ok_and(|m| m.len() > 0).then_some(raw)
 }
 
 #[cfg(test)]
@@ -258,7 +301,7 @@ mod tests {
     /// launch (flash_fwd_kernel) reads `nan` everywhere and has no point.
     #[test]
     fn sol_rates_of_a_raw_page_give_the_hand_computed_point() {
-        let r = from_ncu(&[fixture("ncu/sglang.ncu2024.1.raw.csv")]).unwrap();
+        let r = read_csv(&fixture("ncu/sglang.ncu2024.1.raw.csv")).unwrap().finish();
         assert_eq!((r.launches, r.launches_with_counters, r.points.len()), (5, 4, 1));
         assert!(r.flop_metrics.contains(&"smsp__cycles_elapsed.avg.per_second".to_string()));
         let p = &r.points[0];
@@ -270,7 +313,8 @@ mod tests {
         assert!(p.sm_throughput_pct.is_some() && p.dram_throughput_pct.is_some());
     }
 
-    /// Counts win over rates, an FMA is 2 FLOPs, and sm__/smsp__ copies of one count are summed once.
+    /// An FMA count is 2 FLOPs; tensor-path ops count once, their sparsity variants
+    /// and the `.peak_sustained` ceilings not at all.
     #[test]
     fn flop_weights() {
         assert_eq!(flop_weight("sm__sass_thread_inst_executed_op_ffma_pred_on.sum"), Some(2.0));
