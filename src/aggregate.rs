@@ -325,14 +325,22 @@ fn top_kernels_of(kernels: &[Kernel], names: &Names, n: usize) -> Vec<TopKernel>
         let e = by_name.entry(k.name).or_insert((0, 0, i64::MAX, i64::MIN));
         *e = (e.0 + 1, e.1 + ns, e.2.min(ns), e.3.max(ns));
     }
-    let all: i64 = by_name.values().map(|v| v.1).sum();
+    top_kernel_rows(by_name.into_iter().map(|(name, sums)| (names.get(name).to_string(), sums)), n)
+}
+
+/// Kernels by name with their (calls, total, min, max) ns → rows sorted by
+/// total time (longest first, then by name), with mean and share of all kernels'
+/// time; the first `n` (all when 0). Shared by the SQLite and the CSV readers.
+pub fn top_kernel_rows(by_name: impl Iterator<Item = (String, (usize, i64, i64, i64))>, n: usize) -> Vec<TopKernel> {
+    let by_name: Vec<_> = by_name.collect();
+    let all: i64 = by_name.iter().map(|(_, v)| v.1).sum();
     let mut rows: Vec<TopKernel> = by_name
         .into_iter()
         .map(|(name, (calls, total, min, max))| TopKernel {
-            name: names.get(name).to_string(),
+            name,
             calls,
             total_ns: total,
-            mean_ns: total as f64 / calls as f64,
+            mean_ns: if calls > 0 { total as f64 / calls as f64 } else { 0.0 },
             min_ns: min,
             max_ns: max,
             share_pct: if all > 0 { total as f64 * 100.0 / all as f64 } else { 0.0 },

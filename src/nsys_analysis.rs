@@ -28,10 +28,7 @@ pub fn analyze(
     run.subdir(run_dir::NSYS_DIR)?;
     if report.extension().is_some_and(|e| e.eq_ignore_ascii_case("csv")) {
         let copy = run.join(run_dir::NSYS_KERNEL_SUMMARY);
-        std::fs::copy(report, &copy).map_err(|e| {
-            Error::new(ErrorKind::Internal, format!("cannot copy {} to {}: {e}", report.display(), copy.display()))
-                .with_hint("check that the output directory is writable")
-        })?;
+        run_dir::keep_input(report, &copy)?;
         return ingest(run, manifest, |run| write_summary_outputs(run, &copy, top_n));
     }
     let sqlite = if report.extension().is_some_and(|e| e == "sqlite") {

@@ -208,7 +208,7 @@ pub fn import_ncu(
     for (file, pass) in files.iter().zip(&plan.passes) {
         let is_report = file.extension().is_some_and(|e| e == "ncu-rep");
         let copy = run.join(&run_dir::ncu_pass_file(&pass.name, if is_report { "ncu-rep" } else { "csv" }));
-        keep_input(file, &copy)?;
+        run_dir::keep_input(file, &copy)?;
         let csv = if is_report {
             match render_import(&run, &mut manifest, cfg, &copy, &pass.name)? {
                 Ok(csv) => csv,
@@ -228,18 +228,6 @@ pub fn import_ncu(
     reports_stage(&run, &mut manifest)?;
     close(&run, manifest, status)?;
     Ok(Outcome { run_dir: run.path().to_path_buf(), status, error })
-}
-
-/// The input, kept in the run directory: a hard link when both are on one
-/// file system (a profile can be gigabytes), else a copy.
-fn keep_input(file: &Path, to: &Path) -> Result<(), Error> {
-    if std::fs::hard_link(file, to).is_ok() {
-        return Ok(());
-    }
-    std::fs::copy(file, to).map(|_| ()).map_err(|e| {
-        Error::new(ErrorKind::Internal, format!("cannot copy {} to {}: {e}", file.display(), to.display()))
-            .with_hint("check that the output directory is writable and has room for the input")
-    })
 }
 
 /// The `ncu_import` stage: render a copied .ncu-rep to CSV with the installed ncu.

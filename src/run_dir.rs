@@ -267,6 +267,18 @@ fn random_suffix() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The input, kept in the run directory: a hard link when both are on one
+/// file system (a profile can be gigabytes), else a copy.
+pub fn keep_input(file: &Path, to: &Path) -> Result<(), Error> {
+    if std::fs::hard_link(file, to).is_ok() {
+        return Ok(());
+    }
+    std::fs::copy(file, to).map(|_| ()).map_err(|e| {
+        Error::new(ErrorKind::Internal, format!("cannot copy {} to {}: {e}", file.display(), to.display()))
+            .with_hint("check that the output directory is writable and has room for the input")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

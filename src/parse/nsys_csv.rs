@@ -56,21 +56,7 @@ pub fn read_kernel_summary(path: &Path) -> Result<Vec<TopKernel>, Error> {
         let e = by_name.entry(record.get(name).unwrap_or_default().to_string()).or_insert((0, 0, i64::MAX, i64::MIN));
         *e = (e.0 + n as usize, e.1 + t, e.2.min(lo), e.3.max(hi));
     }
-    let all: i64 = by_name.values().map(|v| v.1).sum();
-    let mut rows: Vec<TopKernel> = by_name
-        .into_iter()
-        .map(|(name, (calls, total, min, max))| TopKernel {
-            name,
-            calls,
-            total_ns: total,
-            mean_ns: if calls > 0 { total as f64 / calls as f64 } else { 0.0 },
-            min_ns: min,
-            max_ns: max,
-            share_pct: if all > 0 { total as f64 * 100.0 / all as f64 } else { 0.0 },
-        })
-        .collect();
-    rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then_with(|| a.name.cmp(&b.name)));
-    Ok(rows)
+    Ok(crate::aggregate::top_kernel_rows(by_name.into_iter(), 0))
 }
 
 #[cfg(test)]
