@@ -157,7 +157,7 @@ pub fn build(capture: &Capture) -> RegionsReport {
         let duration = r.end - r.start;
         regions[region].durations.push(duration);
         if let Some(p) = parent_region {
-            regions[p].child_ns += duration;
+            regions[p].child_ns = regions[p].child_ns.saturating_add(duration);
         }
         if r.style == Style::PushPop {
             instances.push(Instance {
@@ -177,7 +177,7 @@ pub fn build(capture: &Capture) -> RegionsReport {
             regions[inst.region].span_ns += inst.last_kernel - inst.first_kernel;
         }
     }
-    let mut notes = Vec::new();
+    let mut notes = capture.odd.clone();
     if ranges.is_empty() {
         notes.push("no NVTX ranges in the capture (not traced, or the application emitted none)".into());
     }
@@ -208,18 +208,18 @@ fn attribute(
         });
         let Some((tid, inner)) = innermost else {
             unattributed.kernel_count += 1;
-            unattributed.gpu_time_ns += ns;
+            unattributed.gpu_time_ns = unattributed.gpu_time_ns.saturating_add(ns);
             continue;
         };
         let instances = threads.get_mut(&tid).expect("thread seen above");
         let region = instances[inner].region;
         regions[region].kernels_excl += 1;
-        regions[region].gpu_excl_ns += ns;
+        regions[region].gpu_excl_ns = regions[region].gpu_excl_ns.saturating_add(ns);
         let mut at = Some(inner);
         while let Some(i) = at {
             let inst = &mut instances[i];
             regions[inst.region].kernels += 1;
-            regions[inst.region].gpu_ns += ns;
+            regions[inst.region].gpu_ns = regions[inst.region].gpu_ns.saturating_add(ns);
             inst.first_kernel = inst.first_kernel.min(k.start);
             inst.last_kernel = inst.last_kernel.max(k.end);
             at = inst.parent;
@@ -272,7 +272,8 @@ fn finish(regions: Vec<Acc>) -> Vec<Region> {
         .map(|mut r| {
             r.durations.sort_unstable();
             let n = r.durations.len();
-            let inclusive: i64 = r.durations.iter().sum();
+            // Sums saturate: a corrupt export must not wrap around to a negative time.
+            let inclusive: i64 = r.durations.iter().fold(0, |a, d| a.saturating_add(*d));
             Region {
                 parent: r.parent.map(|p| paths[p].clone()),
                 path: r.path,
@@ -284,12 +285,12 @@ fn finish(regions: Vec<Acc>) -> Vec<Region> {
                 thread_id: tid_of(r.global_tid),
                 instances: n,
                 inclusive_ns: inclusive,
-                exclusive_ns: inclusive - r.child_ns,
+                exclusive_ns: inclusive.saturating_sub(r.child_ns),
                 min_ns: r.durations[0],
                 median_ns: if n % 2 == 1 {
                     r.durations[n / 2]
                 } else {
-                    (r.durations[n / 2 - 1] + r.durations[n / 2]) / 2
+                    ((i128::from(r.durations[n / 2 - 1]) + i128::from(r.durations[n / 2])) / 2) as i64
                 },
                 max_ns: r.durations[n - 1],
                 kernel_count: r.kernels,
@@ -323,7 +324,7 @@ fn top_kernels_of(kernels: &[Kernel], names: &Names, n: usize) -> Vec<TopKernel>
     for k in kernels {
         let ns = k.end - k.start;
         let e = by_name.entry(k.name).or_insert((0, 0, i64::MAX, i64::MIN));
-        *e = (e.0 + 1, e.1 + ns, e.2.min(ns), e.3.max(ns));
+        *e = (e.0 + 1, e.1.saturating_add(ns), e.2.min(ns), e.3.max(ns));
     }
     top_kernel_rows(by_name.into_iter().map(|(name, sums)| (names.get(name).to_string(), sums)), n)
 }

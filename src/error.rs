@@ -51,12 +51,23 @@ impl fmt::Display for Error {
 }
 
 impl Error {
+    /// Messages quote files and command output: they are made [`printable`].
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Error { kind, message: message.into(), hint: None }
+        Error { kind, message: printable(&message.into()), hint: None }
     }
 
     pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
-        self.hint = Some(hint.into());
+        self.hint = Some(printable(&hint.into()));
+        self
+    }
+
+    /// The same error, naming `to` where it named `from`: a file read from the
+    /// run directory's copy is reported as the file the user passed.
+    pub fn naming(mut self, from: &std::path::Path, to: &std::path::Path) -> Self {
+        let (from, to) = (from.display().to_string(), to.display().to_string());
+        if let Some(rest) = self.message.strip_prefix(&from) {
+            self.message = printable(&format!("{to}{rest}"));
+        }
         self
     }
 
@@ -67,6 +78,35 @@ impl Error {
     pub fn usage(message: impl Into<String>) -> Self {
         Error::new(ErrorKind::Usage, message)
     }
+}
+
+/// The longest message or hint, in characters: a one-line 200 MB file quoted
+/// in an error must not become a 200 MB message.
+pub const MAX_TEXT: usize = 1000;
+
+/// `text` safe to print on a terminal: control characters (escape sequences,
+/// carriage returns, C1 codes) escaped as `\u{1b}`, and the middle cut out of
+/// text longer than [`MAX_TEXT`] characters, saying how much.
+pub fn printable(text: &str) -> String {
+    let escape = |part: &str| -> String {
+        let mut out = String::with_capacity(part.len());
+        for c in part.chars() {
+            match c {
+                '\n' | '\t' => out.push(c),
+                c if c.is_control() => out.extend(c.escape_unicode()),
+                c => out.push(c),
+            }
+        }
+        out
+    };
+    let n = text.chars().count();
+    if n <= MAX_TEXT {
+        return escape(text);
+    }
+    let (head, tail) = (MAX_TEXT * 3 / 4, MAX_TEXT / 5);
+    let cut = |k: usize| text.char_indices().nth(k).map_or(text.len(), |(i, _)| i);
+    let (start, end) = (cut(head), cut(n - tail));
+    format!("{} [… {} characters cut …] {}", escape(&text[..start]), n - head - tail, escape(&text[end..]))
 }
 
 /// The first [`Error`] in an anyhow chain, if any.
@@ -93,6 +133,20 @@ mod tests {
         let keys = ["replay_mode", "target_processes", "set"];
         assert_eq!(did_you_mean("replay_mod", keys).as_deref(), Some("did you mean replay_mode?"));
         assert_eq!(did_you_mean("zzzz", keys), None);
+    }
+
+    #[test]
+    fn messages_are_printable_and_bounded() {
+        let e = Error::new(ErrorKind::Unparseable, "f.csv:1: \u{1b}[31mred\u{9b}2J\r over");
+        assert_eq!(e.message, r"f.csv:1: \u{1b}[31mred\u{9b}2J\u{d} over");
+        let long = format!("f.csv:1: {}", "x".repeat(5_000_000));
+        let e = Error::new(ErrorKind::Unparseable, long).with_hint("h\u{7}");
+        assert!(e.message.chars().count() < MAX_TEXT + 60, "{}", e.message.len());
+        assert!(e.message.starts_with("f.csv:1: xxx") && e.message.contains("characters cut"));
+        assert_eq!(e.hint.as_deref(), Some(r"h\u{7}"));
+        let named = Error::new(ErrorKind::Unparseable, "/run/ncu/import.csv:3: bad")
+            .naming(std::path::Path::new("/run/ncu/import.csv"), std::path::Path::new("x.csv"));
+        assert_eq!(named.message, "x.csv:3: bad");
     }
 
     #[test]

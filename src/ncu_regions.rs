@@ -80,6 +80,10 @@ pub struct ScopeReport {
 pub struct RegionEntry {
     /// The full nested name (`A::A1`), verbatim.
     pub name: String,
+    /// The bucket of results outside every NVTX range, named `(unattributed)`
+    /// (an application range of that name is a region like any other).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unattributed: bool,
     pub parent: Option<String>,
     pub depth: usize,
     /// NVTX domain; empty for the default domain.
@@ -389,11 +393,13 @@ fn base_unit_name(base: Base, unit: &str) -> String {
 /// Identity of a region: its names, outermost first, and domain. Kept as a
 /// list, not the `::` string: real range names contain `::` themselves
 /// (TensorRT's `ExecutionContext::execute`). Ordered, a parent sorts before
-/// its children.
+/// its children. `outside` marks the bucket of results outside every range,
+/// which a range the application itself named `(unattributed)` is not.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 struct RegionKey {
     names: Vec<String>,
     domain: String,
+    outside: bool,
 }
 
 impl RegionKey {
@@ -403,7 +409,11 @@ impl RegionKey {
 
     /// This region and its ancestors, outermost first.
     fn lineage(&self) -> impl Iterator<Item = RegionKey> + '_ {
-        (1..=self.names.len()).map(|n| RegionKey { names: self.names[..n].to_vec(), domain: self.domain.clone() })
+        (1..=self.names.len()).map(|n| RegionKey {
+            names: self.names[..n].to_vec(),
+            domain: self.domain.clone(),
+            outside: self.outside,
+        })
     }
 }
 
@@ -579,7 +589,10 @@ impl Builder {
         dirs: &BTreeMap<RegionKey, String>,
     ) -> ScopeReport {
         let mut own: BTreeMap<RegionKey, (Acc, BTreeSet<String>, BTreeSet<String>)> = BTreeMap::new();
-        for ((pid, dev, region), acc) in &self.accs {
+        // In key order, not the hash map's: float sums then do not depend on how keys hash.
+        let mut accs: Vec<_> = self.accs.iter().collect();
+        accs.sort_by(|a, b| a.0.cmp(b.0));
+        for ((pid, dev, region), acc) in accs {
             if keep(pid, dev) {
                 let e = own.entry(region.clone()).or_default();
                 e.0.merge(acc);
@@ -597,7 +610,7 @@ impl Builder {
             .collect();
         // Tree order (the keys' order), `(unattributed)` last.
         let mut regions = regions;
-        regions.sort_by_key(|r| r.name == UNATTRIBUTED);
+        regions.sort_by_key(|r| r.unattributed);
         let mut totals = Totals::default();
         for r in regions.iter().filter(|r| r.depth == 0) {
             totals.calls += r.inclusive.calls;
@@ -674,6 +687,7 @@ impl Builder {
             .collect();
         RegionEntry {
             name: key.path(),
+            unattributed: key.outside,
             parent: (names.len() > 1).then(|| regions::join(&names[..names.len() - 1])),
             depth: names.len() - 1,
             domain: key.domain.clone(),
@@ -799,10 +813,12 @@ fn metric_value(section: &str, name: &str, m: &MetricAcc) -> MetricValue {
 
 fn stack_region(nvtx: &[crate::parse::ncu_csv::NvtxFrame]) -> RegionKey {
     match nvtx.last() {
-        None => RegionKey { names: vec![UNATTRIBUTED.into()], domain: String::new() },
-        Some(leaf) => {
-            RegionKey { names: nvtx.iter().map(|f| f.name.clone()).collect(), domain: domain_name(&leaf.domain) }
-        }
+        None => RegionKey { names: vec![UNATTRIBUTED.into()], domain: String::new(), outside: true },
+        Some(leaf) => RegionKey {
+            names: nvtx.iter().map(|f| f.name.clone()).collect(),
+            domain: domain_name(&leaf.domain),
+            outside: false,
+        },
     }
 }
 
@@ -816,8 +832,8 @@ fn range_region(launch: &LaunchView, paths: &[String]) -> RegionKey {
     };
     // `LLM@decode_all` → domain LLM, path decode_all.
     match path.split_once('@') {
-        Some((d, p)) if !d.is_empty() => RegionKey { names: split(p), domain: d.to_string() },
-        _ => RegionKey { names: split(&path), domain: String::new() },
+        Some((d, p)) if !d.is_empty() => RegionKey { names: split(p), domain: d.to_string(), outside: false },
+        _ => RegionKey { names: split(&path), domain: String::new(), outside: false },
     }
 }
 

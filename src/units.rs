@@ -25,12 +25,15 @@ pub enum Locale {
     European,
 }
 
+/// A cell as a value. A number is always finite: `inf`, `nan` and numbers too
+/// big for an f64 (`1e400`) stay text, so that no sum becomes infinite (and
+/// no JSON number `null`); a time that is text counts as untimed.
 pub fn parse_value(text: &str, locale: Locale) -> Value {
     let t = text.trim();
     if t.eq_ignore_ascii_case("n/a") {
         return Value::NotAvailable;
     }
-    parse_number(t, locale).map_or_else(|| Value::Text(t.to_string()), Value::Number)
+    parse_number(t, locale).filter(|v| v.is_finite()).map_or_else(|| Value::Text(t.to_string()), Value::Number)
 }
 
 /// `1,234,567` → 1234567; `7,914.56` → 7914.56; European: `27.595.520`, `65,77`.
@@ -166,6 +169,10 @@ mod tests {
         assert_eq!(parse_number("(128, 1, 1)", c), None);
         assert_eq!(parse_value("n/a", c), Value::NotAvailable);
         assert_eq!(parse_value("(128, 1, 1)", c), Value::Text("(128, 1, 1)".into()));
+        // Never an infinite number: a sum of it would be infinite, and JSON `null`.
+        for text in ["inf", "-inf", "nan", "1e400", "-1e400"] {
+            assert_eq!(parse_value(text, c), Value::Text(text.into()), "{text}");
+        }
     }
 
     #[test]

@@ -1,4 +1,5 @@
 //! Readers of profiler outputs, one per tool and format.
+pub mod input;
 pub mod ncu_csv;
 pub mod ncu_fast;
 pub mod ncu_raw;

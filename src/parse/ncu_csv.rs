@@ -242,9 +242,10 @@ pub fn read_any<R: Read + 'static>(input: R, path: &Path) -> Result<(Layout, Lau
     }
 }
 
+/// The file after its byte-order mark, if any; a directory, FIFO, UTF-16 or
+/// CR-only file is refused by name (parse::input).
 pub(crate) fn open_file(path: &Path) -> Result<std::fs::File, Error> {
-    std::fs::File::open(path)
-        .map_err(|e| Error::new(ErrorKind::Unparseable, format!("{}: {e}", path.display())).with_hint("check the path"))
+    super::input::open_text(path)
 }
 
 impl<R: Read> DetailsReader<R> {
@@ -323,6 +324,10 @@ impl<R: Read> Iterator for DetailsReader<R> {
             };
             let line = row.position().map_or(0, |p| p.line());
             let id = row.get(self.cols.id).unwrap_or_default();
+            if id == "ID" {
+                self.done = true;
+                return Some(Err(repeated_header(&self.path, line)));
+            }
             let done = match &self.pending {
                 Some(p) if p.id != id => self.pending.take(),
                 _ => None,
@@ -380,6 +385,16 @@ pub(crate) fn no_header(path: &Path, log: &[String]) -> Error {
         "ncu produced no results; see its log for why (nothing profiled, a wrong filter, no permission)"
     };
     Error::new(ErrorKind::Unparseable, message).with_hint(hint)
+}
+
+/// A row whose ID cell reads `ID`: the header again, as when two exports are
+/// joined with `cat a.csv b.csv`. Its rows would otherwise count as a result.
+pub(crate) fn repeated_header(path: &Path, line: u64) -> Error {
+    Error::new(
+        ErrorKind::Unparseable,
+        format!("{}:{line}: the header line again (two CSV files joined into one?)", path.display()),
+    )
+    .with_hint("import each export as a file of its own: llmperf import ncu a.csv b.csv")
 }
 
 pub(crate) fn csv_error(path: &Path, e: &csv::Error) -> Error {

@@ -58,7 +58,7 @@ pub fn ingest_blocks(path: &Path, builder: &mut Builder, how: &Attribution, bloc
     std::thread::scope(|scope| -> Result<(), Error> {
         // Owned here, so that any early return hangs up on the workers.
         let to_workers = to_workers;
-        let (to_main, results) = std::sync::mpsc::channel::<(usize, Result<Builder, (usize, Error)>)>();
+        let (to_main, results) = std::sync::mpsc::channel::<(usize, Result<Builder, (usize, Bad)>)>();
         for _ in 0..WORKERS {
             let (from_reader, to_main) = (&from_reader, to_main.clone());
             let template = builder.sibling();
@@ -116,7 +116,7 @@ pub fn ingest_blocks(path: &Path, builder: &mut Builder, how: &Attribution, bloc
 #[derive(Default)]
 struct InOrder {
     next: usize,
-    pending: std::collections::BTreeMap<usize, Result<Builder, (usize, Error)>>,
+    pending: std::collections::BTreeMap<usize, Result<Builder, (usize, Bad)>>,
     /// Byte offset of each block in the file, for error lines.
     starts: Vec<u64>,
 }
@@ -125,7 +125,7 @@ impl InOrder {
     fn take(
         &mut self,
         i: usize,
-        r: Result<Builder, (usize, Error)>,
+        r: Result<Builder, (usize, Bad)>,
         into: &mut Builder,
         path: &Path,
     ) -> Result<(), Error> {
@@ -279,7 +279,7 @@ struct Gather<'a> {
 }
 
 /// Parse whole launches in `buf` into `b`. Err((position, error)) names the place.
-fn parse_block(buf: &[u8], cols: Cols, b: &mut Builder, how: &Attribution) -> Result<(), (usize, Error)> {
+fn parse_block(buf: &[u8], cols: Cols, b: &mut Builder, how: &Attribution) -> Result<(), (usize, Bad)> {
     let mut locale: Option<Locale> = None;
     let mut pos = 0;
     let mut current: Option<Gather> = None;
@@ -289,9 +289,12 @@ fn parse_block(buf: &[u8], cols: Cols, b: &mut Builder, how: &Attribution) -> Re
             pos = tail(buf, pos + g.prefix.len(), g, &mut locale)?;
             continue;
         }
-        let (fields, end) = record(buf, pos).map_err(|p| (p, row_error()))?;
-        let field_text = |i: usize| fields.get(i).map(|f| f.text(buf)).transpose().map_err(|p| (p, utf8_error()));
+        let (fields, end) = record(buf, pos).map_err(|p| (p, Bad::Row))?;
+        let field_text = |i: usize| fields.get(i).map(|f| f.text(buf)).transpose().map_err(|p| (p, Bad::Utf8));
         let id = fields.get(cols.id).map(|f| &buf[f.start..f.end]).unwrap_or_default();
+        if id == b"ID" {
+            return Err((pos, Bad::Header));
+        }
         if current.as_ref().is_some_and(|g| g.id != id) {
             flush(current.take(), b, how);
         }
@@ -309,7 +312,7 @@ fn parse_block(buf: &[u8], cols: Cols, b: &mut Builder, how: &Attribution) -> Re
             });
         }
         let g = current.as_mut().expect("set above");
-        add_metric(buf, &fields[cols.section.min(fields.len())..], g, &mut locale).map_err(|p| (p, utf8_error()))?;
+        add_metric(buf, &fields[cols.section.min(fields.len())..], g, &mut locale).map_err(|p| (p, Bad::Utf8))?;
         pos = end;
     }
     flush(current, b, how);
@@ -332,13 +335,8 @@ fn same_launch(buf: &[u8], pos: usize, g: &Gather) -> bool {
         && buf[pos + n - tail_len..pos + n] == g.prefix[n - tail_len..]
 }
 
-fn tail<'a>(
-    buf: &'a [u8],
-    pos: usize,
-    g: &mut Gather<'a>,
-    locale: &mut Option<Locale>,
-) -> Result<usize, (usize, Error)> {
-    let bad_row = |p| (p, row_error());
+fn tail<'a>(buf: &'a [u8], pos: usize, g: &mut Gather<'a>, locale: &mut Option<Locale>) -> Result<usize, (usize, Bad)> {
+    let bad_row = |p| (p, Bad::Row);
     let mut fields = [Field { raw: 0, start: 0, end: 0, escaped: false }; 4];
     let mut at = pos;
     let mut n = 0;
@@ -351,11 +349,11 @@ fn tail<'a>(
         match buf.get(next) {
             Some(b',') => at = next + 1,
             Some(b'\n') => {
-                add_metric(buf, &fields[..n.min(4)], g, locale).map_err(|p| (p, utf8_error()))?;
+                add_metric(buf, &fields[..n.min(4)], g, locale).map_err(|p| (p, Bad::Utf8))?;
                 return Ok(next + 1);
             }
             Some(b'\r') if buf.get(next + 1) == Some(&b'\n') => {
-                add_metric(buf, &fields[..n.min(4)], g, locale).map_err(|p| (p, utf8_error()))?;
+                add_metric(buf, &fields[..n.min(4)], g, locale).map_err(|p| (p, Bad::Utf8))?;
                 return Ok(next + 2);
             }
             _ => return Err(bad_row(next)),
@@ -393,18 +391,25 @@ fn flush(g: Option<Gather>, b: &mut Builder, how: &Attribution) {
     b.add_view(&view, how);
 }
 
-fn row_error() -> Error {
-    Error::new(ErrorKind::Unparseable, "malformed CSV row (a quote out of place, or the file ends inside a row)")
+/// What is wrong at a place in a block; [`locate`] names the file and line.
+#[derive(Debug, Clone, Copy)]
+enum Bad {
+    /// A quote out of place, or the end of input inside a row.
+    Row,
+    Utf8,
+    /// The header line again, mid-file.
+    Header,
 }
 
-fn utf8_error() -> Error {
-    Error::new(ErrorKind::Unparseable, "invalid UTF-8")
-}
-
-/// Put the file and line in front of a block-relative error.
-fn locate(e: Error, path: &Path, offset: u64) -> Error {
-    let line = line_at(path, offset).map_or(String::new(), |l| format!(":{l}"));
-    Error::new(e.kind, format!("{}{line}: {}", path.display(), e.message)).with_hint(
+/// The error of a block-relative problem, with the file and line in front.
+fn locate(bad: Bad, path: &Path, offset: u64) -> Error {
+    let line = line_at(path, offset).unwrap_or(0);
+    let what = match bad {
+        Bad::Header => return super::ncu_csv::repeated_header(path, line),
+        Bad::Row => "malformed CSV row (a quote out of place, or the file ends inside a row)",
+        Bad::Utf8 => "invalid UTF-8",
+    };
+    Error::new(ErrorKind::Unparseable, format!("{}:{line}: {what}", path.display())).with_hint(
         "the file may be truncated or not an ncu CSV export; render it again with ncu --import R.ncu-rep --csv --page details",
     )
 }

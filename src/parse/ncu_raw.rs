@@ -8,7 +8,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::ncu_csv::{csv_error, parse_nvtx_stack, truncated, Launch, Metric, Records, Rows};
+use super::ncu_csv::{csv_error, parse_nvtx_stack, repeated_header, truncated, Launch, Metric, Records, Rows};
 use crate::error::{Error, ErrorKind};
 use crate::units::{self, Locale};
 
@@ -151,6 +151,10 @@ impl<R: Read> Iterator for RawReader<R> {
                 truncated(&self.rows, &self.path).map(Err)
             }
             Some(Err(e)) => Some(Err(csv_error(&self.path, &e))),
+            Some(Ok(row)) if row.get(0) == Some("ID") => {
+                self.done = true;
+                Some(Err(repeated_header(&self.path, row.position().map_or(0, |p| p.line()))))
+            }
             Some(Ok(row)) => Some(Ok(self.launch_of(&row))),
         }
     }

@@ -20,9 +20,16 @@ pub fn read_kernel_summary(path: &Path) -> Result<Vec<TopKernel>, Error> {
     let bad = |line: u64, what: String| {
         Error::new(ErrorKind::Unparseable, format!("{}:{line}: {what}", path.display())).with_hint(HINT)
     };
-    let mut reader = csv::ReaderBuilder::new().flexible(false).from_path(path).map_err(|e| {
-        Error::new(ErrorKind::Unparseable, format!("{}: {e}", path.display())).with_hint("check the path")
-    })?;
+    // A kernel summary is small (a row per kernel name): read it whole, so
+    // that its last byte tells whether it was cut short.
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut super::input::open_text(path)?, &mut bytes)
+        .map_err(|e| Error::new(ErrorKind::Unparseable, format!("{}: {e}", path.display())))?;
+    if bytes.last().is_some_and(|b| *b != b'\n') {
+        let line = bytes.iter().filter(|b| **b == b'\n').count() + 1;
+        return Err(bad(line as u64, "the file ends in the middle of a row (truncated?)".into()));
+    }
+    let mut reader = csv::ReaderBuilder::new().flexible(false).from_reader(bytes.as_slice());
     let header = reader.headers().map_err(|e| bad(1, format!("malformed CSV: {e}")))?.clone();
     let col = |names: &[&str]| header.iter().position(|h| names.contains(&h.trim()));
     let (Some(total), Some(calls), Some(min), Some(max), Some(name)) = (
@@ -84,12 +91,25 @@ mod tests {
     }
 
     #[test]
+    fn a_row_cut_short_is_named_not_read_as_a_kernel() {
+        let whole = "Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name\n\
+                     60.0,600,3,200.0,200.0,100,300,1.0,k\n\
+                     40.0,400,1,400.0,400.0,400,400,0.0,\"void gemv2N_kernel<int, int, float2, float2>\"\n";
+        assert_eq!(read_kernel_summary(write(whole).path()).unwrap().len(), 2);
+        let cut = &whole[..whole.len() - 8];
+        let e = read_kernel_summary(write(cut).path()).unwrap_err();
+        assert!(e.message.ends_with(":3: the file ends in the middle of a row (truncated?)"), "{}", e.message);
+        // A byte-order mark is not part of the first column's name.
+        assert_eq!(read_kernel_summary(write(&format!("\u{feff}{whole}")).path()).unwrap().len(), 2);
+    }
+
+    #[test]
     fn bad_files_name_the_line() {
         let f = write("Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name\n1,10,1,10,10,10,10,0,a\n1,x,1,1,1,1,1,0,b\n");
         let e = read_kernel_summary(f.path()).unwrap_err();
         assert!(e.message.ends_with(":3: Total Time (ns) is \"x\", not a number"), "{}", e.message);
         let f = write(
-            "Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name\n1,10,1,10,10",
+            "Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name\n1,10,1,10,10\n",
         );
         let e = read_kernel_summary(f.path()).unwrap_err();
         assert!(e.message.contains(":2: the row has a different number of fields"), "{}", e.message);

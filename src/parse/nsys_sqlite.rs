@@ -124,6 +124,29 @@ pub struct Capture {
     pub ranges: Vec<NvtxRange>,
     pub kernels: Vec<Kernel>,
     pub launches: Launches,
+    /// Rows left out because their times are impossible, one line per kind
+    /// with a count (`3 NVTX ranges end before they start: left out`).
+    pub odd: Vec<String>,
+}
+
+/// A row's `end - start` when it is a duration at all: not negative, and
+/// not past i64 (a corrupt or hand-edited export can hold either).
+fn duration(start: i64, end: i64) -> Option<i64> {
+    end.checked_sub(start).filter(|d| *d >= 0)
+}
+
+/// Drop rows whose times are impossible; a note with the count when any were.
+fn drop_odd<T>(rows: &mut Vec<T>, times: impl Fn(&T) -> (i64, i64), what: &str, odd: &mut Vec<String>) {
+    let before = rows.len();
+    rows.retain(|r| {
+        let (start, end) = times(r);
+        duration(start, end).is_some()
+    });
+    let dropped = before - rows.len();
+    if dropped > 0 {
+        tracing::warn!("{dropped} {what} end before they start (or last longer than i64 nanoseconds): left out");
+        odd.push(format!("{dropped} {what} end before they start (or last longer than i64 nanoseconds): left out"));
+    }
 }
 
 /// The host thread and time of a kernel's launch call, by correlation id.
@@ -335,7 +358,10 @@ impl NsysDb {
         for k in &mut kernels {
             k.name = strings.get(&i64::from(k.name)).copied().unwrap_or(0);
         }
-        Ok(Capture { names, ranges, kernels, launches })
+        let (mut ranges, mut odd) = (ranges, Vec::new());
+        drop_odd(&mut ranges, |r| (r.start, r.end), "NVTX ranges", &mut odd);
+        drop_odd(&mut kernels, |k| (k.start, k.end), "kernels", &mut odd);
+        Ok(Capture { names, ranges, kernels, launches, odd })
     }
 
     /// StringIds id → interned name id.

@@ -2,7 +2,7 @@
 //! model alone (deterministic: fixed decimals, model order).
 use std::fmt::Write;
 
-use crate::ncu_regions::{MetricValue, RegionEntry, RegionReportFile, Rollup, ScopeReport, UNATTRIBUTED};
+use crate::ncu_regions::{MetricValue, RegionEntry, RegionReportFile, Rollup, ScopeReport};
 
 pub fn markdown(report: &RegionReportFile) -> String {
     let mut md = String::from("# Nsight Compute: per-region report\n\n");
@@ -88,7 +88,7 @@ pub fn sections_text(region: &RegionEntry, scope: &str) -> String {
     let mut t = String::new();
     let _ = writeln!(t, "Region: {}", region.name);
     let _ = writeln!(t, "Scope: {scope}");
-    if region.name == UNATTRIBUTED {
+    if region.unattributed {
         let _ = writeln!(t, "(kernels launched outside every NVTX range)");
     }
     let _ = writeln!(
