@@ -1,14 +1,20 @@
 //! Subcommands: turn parsed arguments into library calls.
+use std::ffi::OsString;
 use std::io::Write;
 
 use crate::cli::{Cli, Command, ConfigCommand, ImportArgs, ImportCommand, ImportNcuArgs, ProfileArgs, WorkloadArgs};
 use crate::config::{self, LoadOptions, Resolved};
 use crate::error::{Error, ErrorKind};
+use crate::signals::{self, Policy};
 use crate::{doctor, orchestrate};
 
 /// Run a parsed command line. `Ok` carries the exit code of a command that
 /// completed but wants a non-zero status (e.g. doctor not ready).
 pub fn run(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
+    // Profiles and imports stop their children first and keep what they
+    // wrote; the rest have nothing to save and stop at the first signal.
+    let graceful = matches!(cli.command, Command::Profile(_) | Command::Import(_));
+    signals::install(if graceful { Policy::Graceful } else { Policy::Immediate });
     match cli.command {
         Command::Profile(args) => profile(cli.config_dir, args, argv),
         Command::Workload(args) => workload(cli.config_dir, args, argv),
@@ -44,13 +50,23 @@ pub fn run(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
     }
 }
 
-fn load(config_dir: Option<std::path::PathBuf>, overrides: Vec<String>) -> Result<Resolved, Error> {
+fn load(config_dir: Option<std::path::PathBuf>, overrides: Vec<OsString>) -> Result<Resolved, Error> {
+    let overrides = overrides.into_iter().map(utf8_override).collect::<Result<_, _>>()?;
     config::load(&LoadOptions::from_process_env(config_dir, overrides))
+}
+
+/// Keys and values are text: an override in another encoding is named, not guessed at.
+fn utf8_override(arg: OsString) -> Result<String, Error> {
+    arg.into_string().map_err(|raw| {
+        Error::usage(format!("override `{}` is not valid UTF-8", raw.to_string_lossy())).with_hint(
+            "write configuration overrides as UTF-8 text (a file name that is not UTF-8 goes before the overrides)",
+        )
+    })
 }
 
 fn profile(config_dir: Option<std::path::PathBuf>, args: ProfileArgs, argv: Vec<String>) -> anyhow::Result<i32> {
     let mut overrides = args.overrides.clone();
-    overrides.extend(flag_overrides(&args));
+    overrides.extend(flag_overrides(&args).into_iter().map(OsString::from));
     let resolved = load(config_dir, overrides)?;
     let outcome = orchestrate::profile(orchestrate::Request {
         resolved,
@@ -71,11 +87,11 @@ fn workload(config_dir: Option<std::path::PathBuf>, args: WorkloadArgs, argv: Ve
         Some(file) => config::load_resolved(file)?,
         None => {
             let mut overrides = args.overrides.clone();
-            overrides.extend(common_overrides(
-                args.device.as_deref(),
-                args.model.as_deref(),
-                args.output_root.as_deref(),
-            ));
+            overrides.extend(
+                common_overrides(args.device.as_deref(), args.model.as_deref(), args.output_root.as_deref())
+                    .into_iter()
+                    .map(OsString::from),
+            );
             load(config_dir, overrides)?.config
         }
     };
@@ -108,16 +124,16 @@ fn import_ncu(config_dir: Option<std::path::PathBuf>, args: ImportNcuArgs, argv:
 
 /// Files, then overrides: an argument is a file when it names one, an override
 /// when it holds `=`; anything else is a missing file.
-fn split_inputs(inputs: Vec<String>) -> Result<(Vec<std::path::PathBuf>, Vec<String>), Error> {
+fn split_inputs(inputs: Vec<OsString>) -> Result<(Vec<std::path::PathBuf>, Vec<OsString>), Error> {
     let (mut files, mut overrides) = (Vec::new(), Vec::new());
     for arg in inputs {
         let path = std::path::PathBuf::from(&arg);
         if path.exists() {
             files.push(path);
-        } else if arg.contains('=') {
+        } else if arg.as_encoded_bytes().contains(&b'=') {
             overrides.push(arg);
         } else {
-            return Err(Error::usage(format!("{arg}: no such file")).with_hint(
+            return Err(Error::usage(format!("{}: no such file", path.display())).with_hint(
                 "pass .ncu-rep files, or CSVs from `ncu --import R.ncu-rep --csv --page details` (or --page raw)",
             ));
         }

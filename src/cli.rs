@@ -109,7 +109,7 @@ pub struct WorkloadArgs {
     pub resolved_config: Option<PathBuf>,
     /// Configuration overrides.
     #[arg(value_name = "OVERRIDES")]
-    pub overrides: Vec<String>,
+    pub overrides: Vec<OsString>,
 }
 
 #[derive(Debug, Args)]
@@ -137,7 +137,7 @@ pub struct ProfileArgs {
     pub output_root: Option<PathBuf>,
     /// Configuration overrides.
     #[arg(value_name = "OVERRIDES")]
-    pub overrides: Vec<String>,
+    pub overrides: Vec<OsString>,
     /// Emit no NVTX ranges from the built-in workload.
     #[arg(long)]
     pub no_nvtx: bool,
@@ -184,7 +184,7 @@ pub struct ImportNcuArgs {
     /// The reports to read (one or more; each is one pass), then configuration
     /// overrides (KEY=VALUE, e.g. runner.run.top_n_kernels=50).
     #[arg(value_name = "FILE|OVERRIDE", required = true)]
-    pub inputs: Vec<String>,
+    pub inputs: Vec<OsString>,
     /// Output directory (default: a new run directory under runner.artifacts.root).
     #[arg(short = 'o', long = "output", value_name = "DIR")]
     pub output: Option<PathBuf>,
@@ -209,7 +209,7 @@ pub struct ImportArgs {
     pub output: Option<PathBuf>,
     /// Configuration overrides (e.g. runner.run.top_n_kernels=50).
     #[arg(value_name = "OVERRIDES")]
-    pub overrides: Vec<String>,
+    pub overrides: Vec<OsString>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -228,12 +228,12 @@ pub struct ShowArgs {
     pub origin: bool,
     /// Configuration overrides.
     #[arg(value_name = "OVERRIDES")]
-    pub overrides: Vec<String>,
+    pub overrides: Vec<OsString>,
 }
 
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
     /// Configuration overrides (e.g. pipeline.nsys.executable=/opt/nsys/bin/nsys).
     #[arg(value_name = "OVERRIDES")]
-    pub overrides: Vec<String>,
+    pub overrides: Vec<OsString>,
 }

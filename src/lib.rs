@@ -27,6 +27,7 @@ pub mod report;
 pub mod roofline;
 pub mod run_dir;
 pub mod schemas;
+pub mod signals;
 pub mod stats;
 pub mod timings;
 pub mod tools;

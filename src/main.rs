@@ -1,12 +1,14 @@
 //! The llmperf binary: parse arguments, set up logging, run, map errors to exit codes.
 use clap::Parser;
+use std::io::Write;
 use std::process::ExitCode;
 
 use llmperf::cli::Cli;
 use llmperf::error::{self, ErrorKind};
 
 fn main() -> ExitCode {
-    let argv: Vec<String> = std::env::args().collect();
+    // Arguments need not be UTF-8 (file names); the manifest records them lossily.
+    let argv: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -18,10 +20,12 @@ fn main() -> ExitCode {
     match llmperf::app::run(cli, argv) {
         Ok(code) => ExitCode::from(code as u8),
         Err(err) => {
-            eprintln!("error: {err:#}");
+            // stderr may be gone (a closed terminal, 2>/dev/full): the exit code still tells.
+            let mut stderr = std::io::stderr().lock();
+            let _ = writeln!(stderr, "error: {}", error::printable(&format!("{err:#}")));
             let known = error::find(&err);
             if let Some(hint) = known.and_then(|e| e.hint.as_deref()) {
-                eprintln!("hint: {hint}");
+                let _ = writeln!(stderr, "hint: {hint}");
             }
             let kind = known.map_or(ErrorKind::Internal, |e| e.kind);
             ExitCode::from(kind.exit_code() as u8)

@@ -110,6 +110,7 @@ impl<'a> ManifestWriter<'a> {
         };
         let w = ManifestWriter { run, manifest };
         w.save()?;
+        crate::signals::watch_manifest(Some(run.join(MANIFEST_JSON)));
         Ok(w)
     }
 
@@ -124,12 +125,16 @@ impl<'a> ManifestWriter<'a> {
         manifest.ended_at = None;
         manifest.stages.retain(|s| s.name != "reports");
         let mut w = ManifestWriter { run, manifest };
+        crate::signals::watch_manifest(Some(run.join(MANIFEST_JSON)));
         let i = w.begin("import", argv)?;
         w.finish(i, Status::Ok, |_| {})?;
         Ok(w)
     }
 
+    /// Written under the lock a forced stop holds (signals.rs), so that the
+    /// stop's `interrupted` is the last word.
     pub fn save(&self) -> Result<(), Error> {
+        let _guard = crate::signals::MANIFEST.lock();
         self.run.write_json(MANIFEST_JSON, &self.manifest).map(|_| ())
     }
 
@@ -172,6 +177,40 @@ impl<'a> ManifestWriter<'a> {
     pub fn close(&mut self, status: Status) -> Result<(), Error> {
         self.manifest.status = status;
         self.manifest.ended_at = Some(utc_now());
-        self.save()
+        self.save()?;
+        crate::signals::watch_manifest(None);
+        Ok(())
+    }
+
+    /// When an error ends a run early (a stage's `?`): a stage still
+    /// `running` becomes `failed` or `interrupted`, with the error's reason.
+    pub fn end_running(&mut self, error: &Error) {
+        let status = Status::of(Some(error));
+        for s in self.manifest.stages.iter_mut().filter(|s| s.status == Status::Running) {
+            s.status = status;
+            s.ended_at = Some(utc_now());
+            s.reason.get_or_insert_with(|| error.message.clone());
+            s.hint = s.hint.take().or_else(|| error.hint.clone());
+        }
+    }
+}
+
+/// A forced stop's last write (signals.rs, which holds the manifest lock):
+/// the run and its running stages become `interrupted`.
+pub(crate) fn mark_interrupted(path: &std::path::Path) {
+    let Some(mut m) = std::fs::read(path).ok().and_then(|b| serde_json::from_slice::<Manifest>(&b).ok()) else {
+        return;
+    };
+    let now = utc_now();
+    for s in m.stages.iter_mut().filter(|s| s.status == Status::Running) {
+        s.status = Status::Interrupted;
+        s.ended_at = Some(now.clone());
+        s.reason = Some("stopped at once by a second signal".into());
+    }
+    m.status = Status::Interrupted;
+    m.ended_at = Some(now);
+    if let Ok(mut text) = serde_json::to_string_pretty(&m) {
+        text.push('\n');
+        let _ = crate::run_dir::write_atomic(path, text.as_bytes());
     }
 }

@@ -46,10 +46,11 @@ pub fn run(
             let interrupted = e.kind == ErrorKind::Interrupted;
             failure = failure.or(Some(e));
             if interrupted {
-                return Ok(failure);
+                break;
             }
         }
     }
+    crate::signals::check()?;
     let report_error = regions(run, manifest, cfg, &inputs)?;
     Ok(failure.or(report_error))
 }
@@ -101,13 +102,18 @@ fn run_pass(
         .env("LC_ALL", "C")
         .stdout(Sink::File(run.join(&ncu_pass_file(name, "stdout.log"))))
         .stderr(Sink::File(run.join(&ncu_pass_file(name, "stderr.log"))))
-        .timeout((cfg.pipeline.ncu.timeout_s > 0).then(|| Duration::from_secs(cfg.pipeline.ncu.timeout_s)));
+        .timeout((cfg.pipeline.ncu.timeout_s > 0).then(|| Duration::from_secs(cfg.pipeline.ncu.timeout_s)))
+        .stop_gracefully(Duration::from_secs(cfg.pipeline.ncu.stop_timeout_s), ncu::application_of);
     commands.push_str(&format!("{}\n", spec.display()));
     run.write(run_dir::NCU_CMD, commands.as_bytes())?;
     tracing::info!("ncu {name}: {}", spec.display());
     let stage = format!("ncu:{name}");
     let i = manifest.begin(&stage, spec.argv_strings())?;
     let done = crate::orchestrate::with_progress(&stage, || process::run(&spec))?;
+    if done.exit == Exit::Interrupted {
+        // What the stopped ncu wrote is rendered and reported; a further signal stops that.
+        crate::signals::answer();
+    }
     let diagnoses = ncu::diagnose(&std::fs::read_to_string(&log).unwrap_or_default(), cli);
     for d in &diagnoses {
         tracing::warn!("ncu {name}: {} (hint: {})", d.message, d.hint);
@@ -125,7 +131,7 @@ fn run_pass(
     }
     let failure = match done.exit {
         Exit::Code(0) => None,
-        Exit::Interrupted => Some(Error::new(ErrorKind::Interrupted, "interrupted; ncu and the workload were stopped")),
+        Exit::Interrupted => Some(crate::signals::interrupted()),
         _ => Some(
             Error::new(ErrorKind::StageFailed, format!("ncu {}", done.describe()))
                 .with_hint(format!("see ncu/{name}.log and ncu/{name}.stderr.log in the run directory")),
@@ -176,7 +182,11 @@ pub fn render_csv(run: &RunDir, tool: &Tool, report: &Path, pass: &str) -> Resul
             .stdout(Sink::File(run.join(&rel)))
             .stderr(Sink::File(run.join(&ncu_pass_file(pass, &format!("{page}.stderr.log")))))
             .timeout(Some(RENDER_TIMEOUT));
-        if process::run(&spec)?.success() {
+        let done = process::run(&spec)?;
+        if done.exit == Exit::Interrupted {
+            return Err(crate::signals::interrupted());
+        }
+        if done.success() {
             made.push(rel);
         } else {
             tracing::warn!("could not render {} to the {page} page: {}", report.display(), spec.display());

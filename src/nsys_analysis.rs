@@ -29,7 +29,10 @@ pub fn analyze(
     if report.extension().is_some_and(|e| e.eq_ignore_ascii_case("csv")) {
         let copy = run.join(run_dir::NSYS_KERNEL_SUMMARY);
         run_dir::keep_input(report, &copy)?;
-        return ingest(run, manifest, |run| write_summary_outputs(run, &copy, top_n));
+        // Errors name the file the user passed, not the run directory's copy.
+        return ingest(run, manifest, |run| {
+            write_summary_outputs(run, &copy, top_n).map_err(|e| e.naming(&copy, report))
+        });
     }
     let sqlite = if report.extension().is_some_and(|e| e == "sqlite") {
         report.to_path_buf()
@@ -48,6 +51,7 @@ pub fn analyze(
     if let Some(tool) = tool {
         stats(run, manifest, tool, &sqlite)?;
     }
+    crate::signals::check()?;
     ingest(run, manifest, |run| write_outputs(run, &sqlite, top_n))
 }
 
@@ -66,16 +70,15 @@ fn export(
     let i = manifest.begin("nsys_export", spec.argv_strings())?;
     let done = process::run(&spec)?;
     let ok = done.success() && sqlite.is_file() && NsysDb::open(&sqlite).is_ok();
-    let error = (!ok).then(|| {
-        let log = std::fs::read_to_string(run.join("nsys/export.stderr.log")).unwrap_or_default();
-        let why = log.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no SQLite file written").trim().to_string();
-        Error::new(ErrorKind::StageFailed, format!("nsys export of {} failed ({}): {why}", report.display(), done.describe()))
-            .with_hint(format!(
-                "nsys {} cannot read reports from newer nsys versions; export with the nsys that captured it (nsys export --type sqlite) and run `llmperf import nsys FILE.sqlite`",
-                tool.version
-            ))
-    });
-    let status = if ok { Status::Ok } else { Status::Failed };
+    let error = match (ok, done.exit) {
+        (_, process::Exit::Interrupted) => Some(crate::signals::interrupted()),
+        (true, _) => None,
+        (false, _) => {
+            let log = std::fs::read_to_string(run.join("nsys/export.stderr.log")).unwrap_or_default();
+            Some(export_failure(&log, report, &done, tool))
+        }
+    };
+    let status = Status::of(error.as_ref());
     manifest.finish(i, status, |s| {
         s.exit = Some(ExitInfo::from(&done));
         s.artifacts = ["nsys/export.log", "nsys/export.stderr.log"].map(String::from).to_vec();
@@ -86,6 +89,27 @@ fn export(
         s.hint = error.as_ref().and_then(|e| e.hint.clone());
     })?;
     Ok(error.map_or(Ok(sqlite), Err))
+}
+
+/// Why an export failed, from nsys's last words: a report from a newer nsys
+/// (`Version number is invalid: 2023@4@4@54-...`), or a file nsys cannot read
+/// at all (`Section Table Reference magic number mismatch` when cut short,
+/// `Version tag does not contain a delimiter` for other bytes).
+fn export_failure(log: &str, report: &Path, done: &process::Finished, tool: &Tool) -> Error {
+    let why = log.lines().rev().map(str::trim).find(|l| !l.is_empty()).unwrap_or("no SQLite file written");
+    let message = format!("nsys export of {} failed ({}): {why}", report.display(), done.describe());
+    if log.contains("Version number is invalid") {
+        Error::new(ErrorKind::StageFailed, message).with_hint(format!(
+            "nsys {} cannot read reports from newer nsys versions; export with the nsys that captured it (nsys export --type sqlite) and run `llmperf import nsys FILE.sqlite`",
+            tool.version
+        ))
+    } else if done.exit == process::Exit::Code(0) || log.contains("Exportation error") {
+        Error::new(ErrorKind::Unparseable, message).with_hint(
+            "the file is damaged (cut short?) or not an Nsight Systems report: compare its size with the original, or capture again",
+        )
+    } else {
+        Error::new(ErrorKind::StageFailed, message).with_hint("see nsys/export.stderr.log in the run directory")
+    }
 }
 
 /// `nsys stats` CSVs for people and scripts (the numbers in regions.json come
@@ -111,12 +135,16 @@ fn stats(run: &RunDir, manifest: &mut ManifestWriter, tool: &Tool, sqlite: &Path
         .map(|(new, old)| format!("{}_{}.csv", run_dir::NSYS_STATS_BASE, if new_names { new } else { old }))
         .filter(|rel| run.join(rel).is_file())
         .collect();
-    let status = if done.success() { Status::Ok } else { Status::Failed };
+    let status = match done.exit {
+        process::Exit::Interrupted => Status::Interrupted,
+        _ if done.success() => Status::Ok,
+        _ => Status::Failed,
+    };
     let stderr = String::from_utf8_lossy(&done.stderr).trim().to_string();
     manifest.finish(i, status, |s| {
         s.exit = Some(ExitInfo::from(&done));
         s.artifacts = artifacts;
-        if !done.success() {
+        if status == Status::Failed {
             s.reason = Some(format!("nsys stats {}: {}", done.describe(), stderr.lines().last().unwrap_or_default()));
             s.hint =
                 Some("the CSVs are a convenience; regions.json and top_kernels.json come from native ingestion".into());
@@ -133,6 +161,7 @@ pub fn write_outputs(run: &RunDir, sqlite: &Path, top_n: usize) -> Result<(aggre
     run.write_json(run_dir::NSYS_CAPTURE, &db.capture_host())?;
     let capture = db.load()?;
     let read = t.elapsed();
+    crate::signals::check()?;
     let report = aggregate::build(&capture);
     let built = t.elapsed();
     run.write_json(run_dir::NSYS_REGIONS, &report)?;
@@ -190,7 +219,7 @@ fn ingest(
         );
         Ok::<_, Error>(report.notes)
     })();
-    let status = if result.is_ok() { Status::Ok } else { Status::Failed };
+    let status = Status::of(result.as_ref().err());
     let error = result.as_ref().err().cloned();
     manifest.finish(i, status, |s| {
         s.artifacts = if error.is_none() {

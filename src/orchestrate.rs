@@ -14,6 +14,7 @@ use crate::process::{self, Exit, Finished, Sink, Spawn};
 use crate::profile::{ncu, nsys};
 use crate::provenance::{self, Probed};
 use crate::run_dir::{self, absolute, RunDir};
+use crate::signals;
 use crate::tools::Tool;
 
 /// What to profile and how llmperf itself was invoked.
@@ -36,13 +37,12 @@ pub struct Outcome {
 }
 
 pub fn profile(req: Request) -> Result<Outcome, Error> {
-    let cfg = &req.resolved.config.clone();
+    let cfg = &req.resolved.config;
     nsys::validate(&cfg.pipeline.nsys)?;
     let builtin = req.command.is_empty();
     if !builtin {
         check_command(&req.command)?;
     }
-    process::install_interrupt_handler();
     let run = RunDir::create(&cfg.runner.artifacts.root)?;
     tracing::info!("run directory: {}", run.path().display());
     run.write(run_dir::CONFIG_YAML, req.resolved.to_yaml().as_bytes())?;
@@ -58,27 +58,49 @@ pub fn profile(req: Request) -> Result<Outcome, Error> {
     let tools = Probed::probe(cfg);
     run.write_json(run_dir::ENV_JSON, &provenance::collect_env(&tools, builtin))?;
     let mut manifest = ManifestWriter::start(&run, req.llmperf_argv.clone())?;
-
-    let mut error = None;
-    if builtin && cfg.runner.run.baseline {
-        error = baseline_stage(&run, &mut manifest, &app(run_dir::BASELINE_TIMINGS_JSON)?)?;
-    }
-    if error.as_ref().is_none_or(|e| e.kind != ErrorKind::Interrupted) {
-        error = nsys_stage(&run, &mut manifest, &req, &tools.nsys, &nsys_app)?.or(error);
-    }
-    if error.as_ref().is_none_or(|e| e.kind != ErrorKind::Interrupted) {
-        let ncu_error = ncu_stage(&run, &mut manifest, &req, &tools.ncu, &app(run_dir::NCU_TIMINGS_JSON)?)?;
-        error = error.or(ncu_error);
-    }
+    let stages = |manifest: &mut ManifestWriter| -> Result<Option<Error>, Error> {
+        let mut error = None;
+        if builtin && cfg.runner.run.baseline {
+            error = baseline_stage(&run, manifest, &app(run_dir::BASELINE_TIMINGS_JSON)?)?;
+        }
+        if !stopped(&error) {
+            error = nsys_stage(&run, manifest, &req, &tools.nsys, &nsys_app)?.or(error);
+        }
+        if !stopped(&error) {
+            let ncu_error = ncu_stage(&run, manifest, &req, &tools.ncu, &app(run_dir::NCU_TIMINGS_JSON)?)?;
+            error = error.or(ncu_error);
+        }
+        if builtin {
+            provenance::add_model_metadata(&run, provenance::inputs(cfg, &nsys_app, true))?;
+        }
+        // A stopped profiler's capture was analysed: report it, unless the user asked again.
+        if !signals::pending() {
+            reports_stage(&run, manifest)?;
+        }
+        Ok(error.or_else(|| signals::pending().then(signals::interrupted)))
+    };
+    let error = guarded(&mut manifest, stages);
     let status = Status::of(error.as_ref());
-    if builtin {
-        provenance::add_model_metadata(&run, provenance::inputs(cfg, &nsys_app, true))?;
-    }
-    if status != Status::Interrupted {
-        reports_stage(&run, &mut manifest)?;
-    }
     close(&run, manifest, status)?;
     Ok(Outcome { run_dir: run.path().to_path_buf(), status, error })
+}
+
+/// A stage ended the run: later profiler stages do not start.
+fn stopped(error: &Option<Error>) -> bool {
+    error.as_ref().is_some_and(|e| e.kind == ErrorKind::Interrupted)
+}
+
+/// The stages of a run, and the error that ends it. One that escapes a stage
+/// (I/O, a checkpoint after a signal) ends the run all the same: the stage it
+/// left `running` takes the run's status, and the run directory is still the result.
+fn guarded(
+    manifest: &mut ManifestWriter,
+    stages: impl FnOnce(&mut ManifestWriter) -> Result<Option<Error>, Error>,
+) -> Option<Error> {
+    stages(manifest).unwrap_or_else(|e| {
+        manifest.end_running(&e);
+        Some(e)
+    })
 }
 
 /// `runner.run.baseline`: the built-in workload once without any profiler,
@@ -92,7 +114,7 @@ fn baseline_stage(run: &RunDir, manifest: &mut ManifestWriter, app: &[OsString])
     let done = with_progress("baseline", || process::run(&spec))?;
     let failure = match done.exit {
         Exit::Code(0) => None,
-        Exit::Interrupted => Some(Error::new(ErrorKind::Interrupted, "interrupted during the unprofiled baseline run")),
+        Exit::Interrupted => Some(signals::interrupted()),
         _ => Some(
             Error::new(ErrorKind::StageFailed, format!("the unprofiled baseline run {}", done.describe()))
                 .with_hint("see workload/baseline.stderr.log in the run directory"),
@@ -113,7 +135,7 @@ fn baseline_stage(run: &RunDir, manifest: &mut ManifestWriter, app: &[OsString])
 fn reports_stage(run: &RunDir, manifest: &mut ManifestWriter) -> Result<(), Error> {
     let i = manifest.begin("reports", Vec::new())?;
     let result = crate::report::write_summaries(run);
-    manifest.finish(i, if result.is_ok() { Status::Ok } else { Status::Failed }, |s| {
+    manifest.finish(i, Status::of(result.as_ref().err()), |s| {
         s.artifacts = result.as_ref().cloned().unwrap_or_default();
         s.reason = result.as_ref().err().map(|e| e.message.clone());
         s.hint = result.as_ref().err().and_then(|e| e.hint.clone());
@@ -129,29 +151,32 @@ fn close(run: &RunDir, mut manifest: ManifestWriter, status: Status) -> Result<(
 /// `llmperf import nsys FILE`: the nsys analysis of an existing report.
 pub fn import_nsys(resolved: &Resolved, file: &Path, out: Option<&Path>, argv: Vec<String>) -> Result<Outcome, Error> {
     let cfg = &resolved.config;
-    if !file.is_file() {
-        return Err(Error::usage(format!("{}: no such file", file.display()))
-            .with_hint("pass a .nsys-rep, .qdrep, the .sqlite of `nsys export --type sqlite`, or the CSV of `nsys stats --report cuda_gpu_kern_sum`"));
-    }
-    let run = match out {
-        Some(dir) => RunDir::create_at(dir)?,
-        None => RunDir::create(&cfg.runner.artifacts.root)?,
-    };
+    crate::parse::input::check(file)?;
+    let run = output_dir(out, cfg)?;
+    let _lock = run.lock()?;
     run.write(run_dir::CONFIG_YAML, resolved.to_yaml().as_bytes())?;
     let tool = Tool::probe(crate::tools::Kind::Nsys, &cfg.pipeline.nsys.executable).ok();
     let mut manifest = ManifestWriter::extend(&run, argv)?;
     let file = absolute(file);
-    let error = crate::nsys_analysis::analyze(
-        &run,
-        &mut manifest,
-        tool.as_ref(),
-        &file,
-        cfg.runner.run.top_n_kernels as usize,
-    )?;
-    let status = if error.is_some() { Status::Failed } else { Status::Ok };
-    reports_stage(&run, &mut manifest)?;
+    let error = guarded(&mut manifest, |manifest| {
+        let top_n = cfg.runner.run.top_n_kernels as usize;
+        let error = crate::nsys_analysis::analyze(&run, manifest, tool.as_ref(), &file, top_n)?;
+        signals::check()?;
+        reports_stage(&run, manifest)?;
+        Ok(error)
+    });
+    let status = Status::of(error.as_ref());
     close(&run, manifest, status)?;
     Ok(Outcome { run_dir: run.path().to_path_buf(), status, error })
+}
+
+/// The run directory of an import: `-o DIR` (new, empty, or a run directory
+/// to add to), else a new one under the artifacts root.
+fn output_dir(out: Option<&Path>, cfg: &crate::config::Config) -> Result<RunDir, Error> {
+    match out {
+        Some(dir) => RunDir::create_at(dir),
+        None => RunDir::create(&cfg.runner.artifacts.root),
+    }
 }
 
 /// `llmperf report RUN_DIR`: every report rebuilt from the run's raw artifacts
@@ -159,6 +184,7 @@ pub fn import_nsys(resolved: &Resolved, file: &Path, out: Option<&Path>, argv: V
 /// that a newer llmperf, or another machine, can render an old run again.
 pub fn report(dir: &Path) -> Result<PathBuf, Error> {
     let run = RunDir::open(dir)?;
+    let _lock = run.lock()?;
     let cfg = crate::config::load_resolved(&run.join(run_dir::CONFIG_YAML))?;
     let top_n = cfg.runner.run.top_n_kernels as usize;
     if run.join(run_dir::NSYS_SQLITE).is_file() {
@@ -180,7 +206,8 @@ pub fn report(dir: &Path) -> Result<PathBuf, Error> {
 
 /// `llmperf import ncu FILE`: region reports from an existing ncu report or CSV.
 /// The input is copied into the run directory first, so the run can be
-/// rebuilt from it alone.
+/// rebuilt from it alone. An import into a run directory adds its passes to
+/// the ones already there.
 pub fn import_ncu(
     resolved: &Resolved,
     files: &[PathBuf],
@@ -188,46 +215,54 @@ pub fn import_ncu(
     ranges: Vec<String>,
     argv: Vec<String>,
 ) -> Result<Outcome, Error> {
-    if let Some(file) = files.iter().find(|f| !f.is_file()) {
-        return Err(Error::usage(format!("{}: no such file", file.display())).with_hint(
-            "pass a .ncu-rep, or a CSV from `ncu --import R.ncu-rep --csv --page details` (or --page raw)",
-        ));
+    for file in files {
+        crate::parse::input::check(file)?;
     }
     let cfg = &resolved.config;
-    let run = match out {
-        Some(dir) => RunDir::create_at(dir)?,
-        None => RunDir::create(&cfg.runner.artifacts.root)?,
-    };
+    let run = output_dir(out, cfg)?;
+    let _lock = run.lock()?;
     run.write(run_dir::CONFIG_YAML, resolved.to_yaml().as_bytes())?;
     let mut manifest = ManifestWriter::extend(&run, argv)?;
+    let error = guarded(&mut manifest, |manifest| import_ncu_stages(&run, manifest, cfg, files, ranges));
+    let status = Status::of(error.as_ref());
+    close(&run, manifest, status)?;
+    Ok(Outcome { run_dir: run.path().to_path_buf(), status, error })
+}
+
+fn import_ncu_stages(
+    run: &RunDir,
+    manifest: &mut ManifestWriter,
+    cfg: &crate::config::Config,
+    files: &[PathBuf],
+    ranges: Vec<String>,
+) -> Result<Option<Error>, Error> {
     run.subdir(run_dir::NCU_DIR)?;
     // The plan of an import: one pass per file, so that `llmperf report` reads them the same way.
     let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
-    let plan = crate::plan::imported(cfg, ranges, &names);
-    let mut inputs = Vec::new();
-    for (file, pass) in files.iter().zip(&plan.passes) {
+    let earlier = run.read_json::<crate::plan::NcuPlan>(run_dir::NCU_PLAN);
+    let plan = crate::plan::imported(cfg, ranges, &names, earlier.as_ref());
+    let added = &plan.passes[plan.passes.len() - files.len()..];
+    let mut labels = Vec::new();
+    for (file, pass) in files.iter().zip(added) {
         let is_report = file.extension().is_some_and(|e| e == "ncu-rep");
         let copy = run.join(&run_dir::ncu_pass_file(&pass.name, if is_report { "ncu-rep" } else { "csv" }));
         run_dir::keep_input(file, &copy)?;
-        let csv = if is_report {
-            match render_import(&run, &mut manifest, cfg, &copy, &pass.name)? {
-                Ok(csv) => csv,
-                Err(e) => {
-                    manifest.close(Status::Failed)?;
-                    return Ok(Outcome { run_dir: run.path().to_path_buf(), status: Status::Failed, error: Some(e) });
-                }
+        if is_report {
+            if let Err(e) = render_import(run, manifest, cfg, &copy, &pass.name)? {
+                return Ok(Some(e));
             }
         } else {
-            copy
-        };
-        inputs.push(crate::ncu_analysis::Input { csv, attribution: pass.attribution() });
+            labels.push((copy, file.clone()));
+        }
     }
     run.write_json(run_dir::NCU_PLAN, &plan)?;
-    let error = crate::ncu_stage::regions(&run, &mut manifest, cfg, &inputs)?;
-    let status = if error.is_some() { Status::Failed } else { Status::Ok };
-    reports_stage(&run, &mut manifest)?;
-    close(&run, manifest, status)?;
-    Ok(Outcome { run_dir: run.path().to_path_buf(), status, error })
+    let inputs = crate::ncu_stage::saved_inputs(run);
+    signals::check()?;
+    let error = crate::ncu_stage::regions(run, manifest, cfg, &inputs)?
+        .map(|e| labels.iter().fold(e, |e, (copy, file)| e.naming(copy, file)));
+    signals::check()?;
+    reports_stage(run, manifest)?;
+    Ok(error)
 }
 
 /// The `ncu_import` stage: render a copied .ncu-rep to CSV with the installed ncu.
@@ -322,22 +357,28 @@ fn run_workload(cfg: &crate::config::Config, run: &RunDir, nvtx: bool, file: &st
     Ok(())
 }
 
-/// A short table of stage timings on stderr (stdout carries the run directory).
+/// A short table of stage timings on stderr (stdout carries the run directory);
+/// a stderr that cannot be written is no reason to fail.
 fn print_timings(t: &crate::timings::Timings) {
+    use std::fmt::Write;
     let variant = t.model.variant.as_deref().map(|v| format!(" ({v})")).unwrap_or_default();
-    eprintln!(
-        "{}{variant}: {} parameters, {} on {}, batch {}, {} iterations",
+    let mut text = format!(
+        "{}{variant}: {} parameters, {} on {}, batch {}, {} iterations\n",
         t.model.name, t.model.parameters, t.dtype, t.device, t.batch_size, t.iters
     );
-    eprintln!("{:<28} {:>6} {:>11} {:>11} {:>11}", "stage", "calls", "mean ms", "median ms", "p90 ms");
+    let _ = writeln!(text, "{:<28} {:>6} {:>11} {:>11} {:>11}", "stage", "calls", "mean ms", "median ms", "p90 ms");
     for (name, s) in &t.stages {
-        eprintln!("{name:<28} {:>6} {:>11.3} {:>11.3} {:>11.3}", s.count, s.mean_ms, s.median_ms, s.p90_ms);
+        let _ =
+            writeln!(text, "{name:<28} {:>6} {:>11.3} {:>11.3} {:>11.3}", s.count, s.mean_ms, s.median_ms, s.p90_ms);
     }
     if let Some(tps) = t.throughput.decode_tokens_per_s {
-        eprintln!("decode: {tps:.1} tokens/s");
+        let _ = writeln!(text, "decode: {tps:.1} tokens/s");
     }
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
 }
 
+/// The command after `--` must name a program that can run: checked here,
+/// since under nsys a missing program is only "exit code 1" and a log line.
 fn check_command(command: &[OsString]) -> Result<(), Error> {
     let Some(first) = command.first() else {
         return Err(Error::usage("no command to profile")
@@ -347,7 +388,23 @@ fn check_command(command: &[OsString]) -> Result<(), Error> {
         return Err(Error::usage(format!("the command to profile starts with `{}`", first.to_string_lossy()))
             .with_hint("put llmperf's own options before `--` and the program to run right after it"));
     }
-    Ok(())
+    process::find_program(first).map(|_| ())
+}
+
+/// The last `n` bytes of a file (a log that may be long), or nothing.
+fn tail_of(path: &Path, n: u64) -> Vec<u8> {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else { return Vec::new() };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut buf = Vec::new();
+    let _ = f.seek(SeekFrom::Start(len.saturating_sub(n))).and_then(|_| f.read_to_end(&mut buf));
+    buf
+}
+
+/// ": <last line of stderr>" when a child said something there.
+fn last_words(stderr: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stderr);
+    text.lines().rev().map(str::trim).find(|l| !l.is_empty()).map(|l| format!(": {l}")).unwrap_or_default()
 }
 
 /// Run the application under nsys. A missing nsys skips the stage (with a
@@ -370,7 +427,8 @@ fn nsys_stage(
         .stdout(Sink::File(run.join(run_dir::NSYS_STDOUT)))
         .stderr(Sink::File(run.join(run_dir::NSYS_STDERR)))
         .timeout((cfg.timeout_s > 0).then(|| Duration::from_secs(cfg.timeout_s)))
-        .companions(nsys::agents_of);
+        .companions(nsys::agents_of)
+        .stop_gracefully(Duration::from_secs(cfg.stop_timeout_s), nsys::application_of);
     let spec = spec.linger_limit(Duration::from_secs(cfg.postprocess_timeout_s));
     run.write(run_dir::NSYS_CMD, format!("{}\n", spec.display()).as_bytes())?;
     tracing::info!("nsys: {}", spec.display());
@@ -399,7 +457,8 @@ fn nsys_stage(
     if run.join(run_dir::TIMINGS_JSON).is_file() {
         artifacts.push(run_dir::TIMINGS_JSON.into());
     }
-    let (status, failure) = judge_nsys(&done, report.is_some());
+    let said = last_words(&tail_of(&run.join(run_dir::NSYS_STDERR), 4096));
+    let (status, failure) = judge_nsys(&done, report.is_some(), &said, cfg);
     manifest.finish(i, status, |s| {
         s.exit = Some(ExitInfo::from(&done));
         s.artifacts = artifacts;
@@ -407,8 +466,13 @@ fn nsys_stage(
         s.hint = failure.as_ref().and_then(|e| e.hint.clone());
         s.diagnoses = diagnoses;
     })?;
-    // A failed workload's capture is still worth reading.
-    if let (Some(report), false) = (report, done.exit == Exit::Interrupted) {
+    // A failed workload's capture is still worth reading, and so is the
+    // capture of an nsys stopped by a signal: the run goes on to analyse it
+    // (and ends `interrupted`); a further signal stops that analysis.
+    if let Some(report) = report {
+        if done.exit == Exit::Interrupted {
+            signals::answer();
+        }
         let top_n = req.resolved.config.runner.run.top_n_kernels as usize;
         let analysis = crate::nsys_analysis::analyze(run, manifest, Some(tool), &report, top_n)?;
         return Ok(failure.or(analysis));
@@ -418,20 +482,37 @@ fn nsys_stage(
 
 /// nsys exits with the application's status (128+N when a signal killed it)
 /// and still writes the report, so a failing workload keeps its capture.
-fn judge_nsys(done: &Finished, have_report: bool) -> (Status, Option<Error>) {
+fn judge_nsys(
+    done: &Finished,
+    have_report: bool,
+    said: &str,
+    cfg: &crate::config::schema::NsysConfig,
+) -> (Status, Option<Error>) {
     let failed = |msg: String, hint: &str| Some(Error::new(ErrorKind::StageFailed, msg).with_hint(hint));
     let see_log = "see nsys/stderr.log and nsys/stdout.log in the run directory";
+    let lost = format!(
+        "nsys did not write its capture within pipeline.nsys.stop_timeout_s ({} s) of the stop; nsys 2022.4 sometimes hangs converting a capture: run again, or raise that limit for a very large capture",
+        cfg.stop_timeout_s
+    );
     match done.exit {
-        Exit::Interrupted => (
-            Status::Interrupted,
-            Some(
-                Error::new(ErrorKind::Interrupted, "interrupted; nsys and the workload were stopped")
-                    .with_hint("everything written so far is kept in the run directory"),
-            ),
-        ),
+        Exit::Interrupted => {
+            let e = signals::interrupted();
+            let (kept, hint) = match have_report {
+                true => ("nsys was stopped and its capture is analysed", e.hint.unwrap_or_default()),
+                false => ("nsys wrote no capture", lost),
+            };
+            (Status::Interrupted, Some(Error::new(e.kind, format!("{}; {kept}", e.message)).with_hint(hint)))
+        }
         Exit::TimedOut => (
             Status::Failed,
-            failed(format!("nsys {}", done.describe()), "raise pipeline.nsys.timeout_s, or shorten the workload"),
+            failed(
+                format!(
+                    "nsys reached pipeline.nsys.timeout_s ({} s) and was stopped ({})",
+                    cfg.timeout_s,
+                    if have_report { "its capture is analysed" } else { "no capture was written" }
+                ),
+                if have_report { "raise pipeline.nsys.timeout_s, or shorten the workload" } else { &lost },
+            ),
         ),
         Exit::Stalled => (
             Status::Failed,
@@ -459,9 +540,10 @@ fn judge_nsys(done: &Finished, have_report: bool) -> (Status, Option<Error>) {
                 see_log,
             ),
         ),
-        Exit::Code(c) => {
-            (Status::Failed, failed(format!("the profiled command exited with code {c} under nsys"), see_log))
-        }
+        Exit::Code(c) => (
+            Status::Failed,
+            failed(format!("the profiled command exited with code {c} under nsys{said}"), see_log),
+        ),
         Exit::Signal(s) => {
             (Status::Failed, failed(format!("nsys was killed by signal {s} ({})", process::signal_name(s)), see_log))
         }

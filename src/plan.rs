@@ -122,32 +122,53 @@ fn mode_name(mode: RunMode) -> String {
     }
 }
 
-/// The plan of `llmperf import ncu`: one pass named `import`, range
-/// attribution when regions were given with `--range`.
 /// The plan of `llmperf import ncu`: one pass per file, `import` when there is
 /// one file (as before several were allowed), `import01`, `import02`... otherwise
-/// (zero-padded so that they sort).
-pub fn imported(cfg: &crate::config::Config, ranges: Vec<String>, files: &[String]) -> NcuPlan {
+/// (zero-padded so that they sort). An import into a run directory with a plan
+/// adds its passes after the earlier ones, under names not taken yet
+/// (`import02`, ... after `import`), so no earlier input is replaced.
+pub fn imported(
+    cfg: &crate::config::Config,
+    ranges: Vec<String>,
+    files: &[String],
+    earlier: Option<&NcuPlan>,
+) -> NcuPlan {
     let range = !ranges.is_empty();
-    let width = files.len().to_string().len();
-    let name = |i: usize| if files.len() == 1 { "import".to_string() } else { format!("import{:0width$}", i + 1) };
-    NcuPlan {
-        schema: PLAN_SCHEMA.into(),
-        replay_mode: if range { "range" } else { "kernel" }.into(),
-        mode: mode_name(cfg.runner.run.mode),
-        regions_from: if range { "config" } else { "none" }.into(),
-        kernel_filter: None,
-        passes: (0..files.len())
-            .map(|i| Pass {
-                name: name(i),
-                level: None,
-                regions: ranges.clone(),
-                nvtx_include: Vec::new(),
-                nvtx_exclude: Vec::new(),
-                attribution: if range { "range" } else { "nvtx_stack" }.into(),
-            })
-            .collect(),
-        notes: files.iter().map(|f| format!("imported from {f}")).collect(),
+    let taken: Vec<&str> = earlier.map(|p| p.passes.iter().map(|p| p.name.as_str()).collect()).unwrap_or_default();
+    let width = (files.len() + taken.len()).to_string().len().max(2);
+    let names: Vec<String> = if taken.is_empty() && files.len() == 1 {
+        vec!["import".to_string()]
+    } else if taken.is_empty() {
+        let width = files.len().to_string().len();
+        (1..=files.len()).map(|i| format!("import{i:0width$}")).collect()
+    } else {
+        (1..).map(|i| format!("import{i:0width$}")).filter(|n| !taken.contains(&n.as_str())).take(files.len()).collect()
+    };
+    let passes = names.into_iter().map(|name| Pass {
+        name,
+        level: None,
+        regions: ranges.clone(),
+        nvtx_include: Vec::new(),
+        nvtx_exclude: Vec::new(),
+        attribution: if range { "range" } else { "nvtx_stack" }.into(),
+    });
+    let notes = files.iter().map(|f| format!("imported from {f}"));
+    match earlier {
+        Some(plan) => {
+            let mut plan = plan.clone();
+            plan.passes.extend(passes);
+            plan.notes.extend(notes);
+            plan
+        }
+        None => NcuPlan {
+            schema: PLAN_SCHEMA.into(),
+            replay_mode: if range { "range" } else { "kernel" }.into(),
+            mode: mode_name(cfg.runner.run.mode),
+            regions_from: if range { "config" } else { "none" }.into(),
+            kernel_filter: None,
+            passes: passes.collect(),
+            notes: notes.collect(),
+        },
     }
 }
 

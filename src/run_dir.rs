@@ -65,6 +65,15 @@ pub const NCU_TIMINGS_JSON: &str = "workload/timings.ncu.json";
 /// The built-in workload run once without a profiler (`runner.run.baseline`).
 pub const BASELINE_TIMINGS_JSON: &str = "workload/timings.baseline.json";
 
+/// Held by a process that reads and rewrites a run directory's manifest
+/// (imports, `report`); see [`RunDir::lock`].
+pub const LOCK_FILE: &str = ".llmperf-lock";
+
+/// The lock of [`RunDir::lock`]; released when dropped (or when the process ends).
+pub struct Lock {
+    _file: std::fs::File,
+}
+
 #[derive(Debug, Clone)]
 pub struct RunDir {
     path: PathBuf,
@@ -90,11 +99,47 @@ impl RunDir {
         Err(Error::new(ErrorKind::Internal, format!("no free run id under {}", root.display())))
     }
 
-    /// A run directory at a path the user chose (`import -o DIR`), created if needed.
+    /// A run directory at a path the user chose (`import -o DIR`): created if
+    /// needed, or an existing run directory (an import adds to it), or an empty
+    /// directory. Anything else is refused: its files are the user's.
     pub fn create_at(path: &Path) -> Result<Self, Error> {
+        if path.exists() && !path.join(MANIFEST_JSON).is_file() {
+            let entries = std::fs::read_dir(path).map_err(|e| io_error(path, "read", &e))?;
+            if entries.count() > 0 {
+                return Err(Error::usage(format!(
+                    "{} exists and is not a run directory (no {MANIFEST_JSON}): llmperf would write over its files",
+                    path.display()
+                ))
+                .with_hint("name a new or empty directory with -o, or a run directory to add to"));
+            }
+        }
         std::fs::create_dir_all(path).map_err(|e| io_error(path, "create", &e))?;
         let run_id = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         Ok(RunDir { path: path.to_path_buf(), run_id })
+    }
+
+    /// Hold the run directory against other llmperf processes (an advisory
+    /// `flock` on `.llmperf-lock`) until the guard drops: two imports into one
+    /// directory take turns, so neither loses the other's manifest stages.
+    pub fn lock(&self) -> Result<Lock, Error> {
+        use std::os::fd::AsRawFd;
+        let path = self.join(LOCK_FILE);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| io_error(&path, "open the lock file", &e))?;
+        // SAFETY: flock(2) on a descriptor we own.
+        let try_lock = || unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+        if !try_lock() {
+            tracing::info!("waiting for another llmperf using {}", self.path.display());
+            // SAFETY: as above; blocks until the other process is done.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+                return Err(io_error(&path, "lock", &std::io::Error::last_os_error()));
+            }
+        }
+        Ok(Lock { _file: file })
     }
 
     /// An existing run directory (for `report` and `validate`).
@@ -267,16 +312,22 @@ fn random_suffix() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The input, kept in the run directory: a hard link when both are on one
-/// file system (a profile can be gigabytes), else a copy.
+/// The input, kept in the run directory as a copy of its own: written under a
+/// temporary name and renamed into place, so that nothing in the run directory
+/// ever shares an inode with the user's file (a hard link would, and a later
+/// write through it would change the user's file). `std::fs::copy` uses
+/// copy_file_range, which clones the blocks on file systems that can (btrfs, XFS).
 pub fn keep_input(file: &Path, to: &Path) -> Result<(), Error> {
-    if std::fs::hard_link(file, to).is_ok() {
-        return Ok(());
-    }
-    std::fs::copy(file, to).map(|_| ()).map_err(|e| {
+    let dir = to.parent().unwrap_or(Path::new("."));
+    let failed = |e: std::io::Error| {
         Error::new(ErrorKind::Internal, format!("cannot copy {} to {}: {e}", file.display(), to.display()))
             .with_hint("check that the output directory is writable and has room for the input")
-    })
+    };
+    let tmp = tempfile::Builder::new().prefix(".llmperf-").suffix(".tmp").tempfile_in(dir).map_err(failed)?;
+    std::fs::copy(file, tmp.path()).map_err(failed)?;
+    std::fs::set_permissions(tmp.path(), std::os::unix::fs::PermissionsExt::from_mode(0o644)).map_err(failed)?;
+    tmp.persist(to).map_err(|e| failed(e.error))?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -102,7 +102,7 @@ fn bad_inputs_fail_the_stage_and_keep_the_copy() {
     let out = root.path().join("run");
     import(&bad, &out, &[])
         .code(6)
-        .stderr(predicate::str::contains("ncu/import.csv:").and(predicate::str::contains("hint:")));
+        .stderr(predicate::str::contains(format!("{}:", bad.display())).and(predicate::str::contains("hint:")));
     let manifest = json(&out.join("manifest.json"));
     assert_eq!(stage(&manifest, "ncu_regions")["status"], "failed");
     assert_eq!(std::fs::read(out.join("ncu/import.csv")).unwrap(), &text[..text.len() / 2]);

@@ -159,6 +159,10 @@ pub struct NsysConfig {
     pub enable: bool,
     pub executable: String,
     pub timeout_s: u64,
+    /// A stopped nsys (signal, timeout) gets this long to write its capture.
+    /// Defaulted for the config.yaml of runs recorded before the key existed.
+    #[serde(default = "stop_timeout_nsys")]
+    pub stop_timeout_s: u64,
     /// Once the application has exited, nsys must finish converting its capture within this.
     pub postprocess_timeout_s: u64,
     /// Captures to try again when nsys hangs in that conversion.
@@ -208,7 +212,19 @@ pub struct NcuConfig {
     pub enable: bool,
     pub executable: String,
     pub timeout_s: u64,
+    /// A stopped ncu (signal, timeout) gets this long to write its report.
+    #[serde(default = "stop_timeout_ncu")]
+    pub stop_timeout_s: u64,
     pub ncu_cli: NcuCli,
+}
+
+/// The conf/ defaults, for a run's config.yaml written before `stop_timeout_s` existed.
+fn stop_timeout_nsys() -> u64 {
+    120
+}
+
+fn stop_timeout_ncu() -> u64 {
+    60
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -49,6 +49,12 @@ fn escape(name: &str) -> String {
 }
 
 /// Refuse what the installed ncu cannot do, before running it.
+/// The application under ncu: what its `TreeLauncherSubreaper` started
+/// (`ncu` → `TreeLauncherSubreaper` → the application, ncu 2022.3).
+pub fn application_of(ncu_pid: i32) -> Vec<i32> {
+    crate::process::started_by_launcher(ncu_pid, "TreeLauncherSub")
+}
+
 pub fn check_version(cli: &NcuCli, tool: &Tool) -> Result<(), Error> {
     let need = |what: &str, since: Version, fallback: &str| {
         Error::config(format!("{what} needs Nsight Compute {since} or later; the installed ncu is {}", tool.version))

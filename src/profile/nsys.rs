@@ -85,6 +85,12 @@ pub fn agents_of(nsys_pid: i32) -> Vec<i32> {
     })
 }
 
+/// The application under `nsys profile`: what `nsys-launcher` started
+/// (`nsys profile` → `nsys-launcher` → the application, beside `nsys-tee`).
+pub fn application_of(nsys_pid: i32) -> Vec<i32> {
+    crate::process::started_by_launcher(nsys_pid, "nsys-launcher")
+}
+
 /// `nsys export --type sqlite` of `report` into `sqlite`.
 pub fn export_argv(nsys: &Path, report: &Path, sqlite: &Path) -> Vec<OsString> {
     let mut argv: Vec<OsString> = vec![nsys.into()];

@@ -107,3 +107,50 @@ pub fn import_memfusion(root: &Path) -> PathBuf {
         .success();
     out
 }
+
+/// The shared corpus of other projects' public profiler outputs (never copied
+/// into this repository): `LLMPERF_CORPUS`, else `../shared/fixtures` beside
+/// the checkout. None when it is not there.
+pub fn corpus_dir() -> Option<PathBuf> {
+    let dir = match std::env::var_os("LLMPERF_CORPUS") {
+        Some(d) => PathBuf::from(d),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures"),
+    };
+    dir.is_dir().then_some(dir)
+}
+
+/// A file of the corpus, or None after recording the test as skipped
+/// (`make test` counts the records and says how many were skipped, and why).
+pub fn corpus_file(test: &str, rel: &str) -> Option<PathBuf> {
+    let found = corpus_dir().map(|d| d.join(rel)).filter(|p| p.is_file());
+    if found.is_none() {
+        skipped(test, &format!("corpus file {rel} not found (LLMPERF_CORPUS or ../shared/fixtures)"));
+    }
+    found
+}
+
+/// Record a skipped test: one line in target/tmp/skipped-tests.txt, and on stderr.
+pub fn skipped(test: &str, why: &str) {
+    use std::io::Write;
+    eprintln!("SKIPPED {test}: {why}");
+    let log = Path::new(env!("CARGO_TARGET_TMPDIR")).join("skipped-tests.txt");
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(log) {
+        let _ = writeln!(f, "{test}\t{why}");
+    }
+}
+
+/// `let Some(p) = corpus!("real/...") else { return };`: the corpus file for
+/// this test, or None with the skip recorded under the test's name.
+#[macro_export]
+macro_rules! corpus {
+    ($rel:expr) => {
+        $crate::common::corpus_file(
+            &format!("{}::{}", module_path!(), {
+                fn f() {}
+                let name = std::any::type_name_of_val(&f);
+                name.strip_suffix("::f").unwrap_or(name).rsplit("::").next().unwrap_or(name).to_string()
+            }),
+            $rel,
+        )
+    };
+}
