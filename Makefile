@@ -22,10 +22,14 @@ run: build
 	$(BIN) profile
 
 # `cargo test` builds the plugin's test harness, not libllmperf_torch.so itself:
-# build first, so the tests load a plugin from the same sources.
+# build first, so the tests load a plugin from the same sources. Tests that
+# need the shared corpus (LLMPERF_CORPUS, else ../shared/fixtures) skip without
+# it, and the last line says how many did.
 test: setup
 	cargo build $(CARGO_FLAGS)
+	@rm -f target/tmp/skipped-tests.txt
 	cargo test $(CARGO_FLAGS) --all-targets
+	@bash scripts/skipped-tests.sh
 
 # CI also runs this (.ci/run); needs rustup's nightly toolchain.
 fuzz:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# How often does nsys hang after the application exits (REFERENCE §1)?
+# How often does nsys hang after the application exits (docs/internals.md, "The nsys conversion hang")?
 #
 # Profiles the regions workload N times back to back with a short conversion
 # deadline and prints, per capture, the wall time and the nsys stage's

@@ -1,4 +1,4 @@
-//! Subcommands: turn parsed arguments into library calls.
+//! cli: subcommands: turn parsed arguments into library calls.
 use std::ffi::OsString;
 use std::io::Write;
 
@@ -6,7 +6,7 @@ use crate::cli::{Cli, Command, ConfigCommand, ImportArgs, ImportCommand, ImportN
 use crate::config::{self, LoadOptions, Resolved};
 use crate::error::{Error, ErrorKind};
 use crate::signals::{self, Policy};
-use crate::{doctor, orchestrate};
+use crate::{doctor, pipeline};
 
 /// Run a parsed command line. `Ok` carries the exit code of a command that
 /// completed but wants a non-zero status (e.g. doctor not ready).
@@ -21,7 +21,7 @@ pub fn run(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
         Command::Import(ImportCommand::Nsys(args)) => import_nsys(cli.config_dir, args, argv),
         Command::Import(ImportCommand::Ncu(args)) => import_ncu(cli.config_dir, args, argv),
         Command::Report(args) => {
-            let dir = orchestrate::report(&args.run_dir)?;
+            let dir = pipeline::report(&args.run_dir)?;
             print(&format!("{}\n", dir.display()))?;
             Ok(0)
         }
@@ -68,7 +68,7 @@ fn profile(config_dir: Option<std::path::PathBuf>, args: ProfileArgs, argv: Vec<
     let mut overrides = args.overrides.clone();
     overrides.extend(flag_overrides(&args).into_iter().map(OsString::from));
     let resolved = load(config_dir, overrides)?;
-    let outcome = orchestrate::profile(orchestrate::Request {
+    let outcome = pipeline::profile(pipeline::Request {
         resolved,
         command: args.command,
         no_nvtx: args.no_nvtx,
@@ -96,14 +96,14 @@ fn workload(config_dir: Option<std::path::PathBuf>, args: WorkloadArgs, argv: Ve
         }
     };
     let timings = args.timings_file.as_deref().unwrap_or(crate::run_dir::TIMINGS_JSON);
-    let run_dir = orchestrate::workload(&config, args.run_dir.as_deref(), !args.no_nvtx, timings, argv)?;
+    let run_dir = pipeline::workload(&config, args.run_dir.as_deref(), !args.no_nvtx, timings, argv)?;
     print(&format!("{}\n", run_dir.display()))?;
     Ok(0)
 }
 
 fn import_nsys(config_dir: Option<std::path::PathBuf>, args: ImportArgs, argv: Vec<String>) -> anyhow::Result<i32> {
     let resolved = load(config_dir, args.overrides)?;
-    let outcome = orchestrate::import_nsys(&resolved, &args.file, args.output.as_deref(), argv)?;
+    let outcome = pipeline::import_nsys(&resolved, &args.file, args.output.as_deref(), argv)?;
     print(&format!("{}\n", outcome.run_dir.display()))?;
     match outcome.error {
         Some(e) => Err(e.into()),
@@ -114,7 +114,7 @@ fn import_nsys(config_dir: Option<std::path::PathBuf>, args: ImportArgs, argv: V
 fn import_ncu(config_dir: Option<std::path::PathBuf>, args: ImportNcuArgs, argv: Vec<String>) -> anyhow::Result<i32> {
     let (files, overrides) = split_inputs(args.inputs)?;
     let resolved = load(config_dir, overrides)?;
-    let outcome = orchestrate::import_ncu(&resolved, &files, args.output.as_deref(), args.ranges, argv)?;
+    let outcome = pipeline::import_ncu(&resolved, &files, args.output.as_deref(), args.ranges, argv)?;
     print(&format!("{}\n", outcome.run_dir.display()))?;
     match outcome.error {
         Some(e) => Err(e.into()),

@@ -1,5 +1,5 @@
-//! Command-line types (clap derive). No logic here: see app.rs.
-use clap::{Args, Parser, Subcommand, ValueEnum};
+//! cli: command-line types (clap derive). No logic here: see app.rs.
+use clap::{Args, Parser, Subcommand};
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -116,7 +116,7 @@ pub struct WorkloadArgs {
 pub struct ProfileArgs {
     /// Enable Nsight Compute with this replay mode (pipeline.ncu.ncu_cli.replay_mode).
     #[arg(long, value_enum, value_name = "MODE")]
-    pub replay_mode: Option<ReplayModeArg>,
+    pub replay_mode: Option<crate::config::schema::ReplayMode>,
     /// Device for built-in workloads: auto, cpu, cuda, cuda:N (device).
     #[arg(long, value_name = "DEVICE")]
     pub device: Option<String>,
@@ -144,25 +144,6 @@ pub struct ProfileArgs {
     /// The command to profile, after `--` (default: the built-in workload).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<OsString>,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum ReplayModeArg {
-    Kernel,
-    Application,
-    Range,
-    AppRange,
-}
-
-impl ReplayModeArg {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ReplayModeArg::Kernel => "kernel",
-            ReplayModeArg::Application => "application",
-            ReplayModeArg::Range => "range",
-            ReplayModeArg::AppRange => "app-range",
-        }
-    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -4,9 +4,9 @@
 use std::fmt::Write;
 
 use crate::config::Config;
-use crate::host::{self, CounterAccess};
-use crate::libtorch;
-use crate::tools::{Kind, Tool};
+use crate::profile::tools::{Kind, Tool, COUNTER_PERMISSION_HINT};
+use crate::provenance::host::{self, CounterAccess};
+use crate::provenance::libtorch;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Level {
@@ -124,7 +124,7 @@ fn counter_check() -> Check {
             "GPU counter permission",
             Level::Warn,
             "RmProfilingAdminOnly=1: ncu will fail with ERR_NVGPUCTRPERM",
-            Some(host::COUNTER_PERMISSION_HINT.into()),
+            Some(COUNTER_PERMISSION_HINT.into()),
         ),
     }
 }

@@ -75,14 +75,14 @@ impl Error {
         Error::new(ErrorKind::Config, message)
     }
 
-    pub fn usage(message: impl Into<String>) -> Self {
+    pub(crate) fn usage(message: impl Into<String>) -> Self {
         Error::new(ErrorKind::Usage, message)
     }
 }
 
 /// The longest message or hint, in characters: a one-line 200 MB file quoted
 /// in an error must not become a 200 MB message.
-pub const MAX_TEXT: usize = 1000;
+pub(crate) const MAX_TEXT: usize = 1000;
 
 /// `text` safe to print on a terminal: control characters (escape sequences,
 /// carriage returns, C1 codes) escaped as `\u{1b}`, and the middle cut out of
@@ -115,7 +115,7 @@ pub fn find(err: &anyhow::Error) -> Option<&Error> {
 }
 
 /// "did you mean X?" for a misspelt name, when one candidate is close enough.
-pub fn did_you_mean<'a>(wrong: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
+pub(crate) fn did_you_mean<'a>(wrong: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
     candidates
         .into_iter()
         .map(|c| (strsim::jaro_winkler(wrong, c), c))

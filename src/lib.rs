@@ -1,34 +1,61 @@
 //! llmperf: profile deep-learning and LLM inference with Nsight Systems and
-//! Nsight Compute, per NVTX region. See docs/internals.md for the data flow.
+//! Nsight Compute, per NVTX region.
+//!
+//! One direction of data, each stage in its folder or file:
+//!
+//! ```text
+//! cli ─► config ─► plan ─► pipeline ──► profile + process ─► run_dir ─► parse ─► aggregate ─► report
+//!  args   conf/    what     the stages   nsys/ncu argv,      raw files,  CSV,     region     model,
+//!         layers   runs     in order     spawn and stop      manifest    SQLite   trees      md/json/html
+//! ```
+//!
+//! `pipeline` runs the stages in that order; raw outputs are in the run
+//! directory before anything parses them, and `llmperf report` starts again at
+//! `parse`. Imports are layered: a module names only modules on floors below
+//! its own (app; schemas, doctor; pipeline; report; aggregate; parse; plan,
+//! provenance; profile; manifest, plugin, cli; process; run_dir, timings,
+//! config, signals; stats, flops, regions, error, units), with no cycle
+//! (tests/layout.rs checks both).
+//!
+//! - [`cli`], [`app`]: clap types, and each command turned into a library call;
+//! - [`config`]: the embedded `conf/` tree, YAML layering, override grammar;
+//! - [`plan`]: the run's stages and application, the ncu passes (pure);
+//! - [`pipeline`]: `profile`, `import nsys`, `import ncu`, `report`, as lists of stages;
+//! - [`profile`]: nsys and ncu command lines, version and flag checks, log diagnoses;
+//! - [`process`], [`signals`]: the one place that spawns children, and how a run stops;
+//! - [`run_dir`], [`manifest`], [`provenance`]: every file name of a run directory,
+//!   atomic writes, what each stage did, where the run ran;
+//! - [`parse`]: readers of nsys SQLite/CSV and ncu CSV exports (ncu rows go to a sink);
+//! - [`aggregate`]: rows → region trees, kernel selection, roofline sums (pure);
+//! - [`report`]: the typed report model and its renderers, and the one writer of reports;
+//! - [`schemas`]: the JSON Schemas of every artifact, and `llmperf validate`;
+//! - [`doctor`], [`plugin`]: what works here; the dlopen'ed built-in workloads
+//!   (`libllmperf_torch.so`, the `torch/` crate), which share [`regions`],
+//!   [`timings`], [`stats`] and [`flops`] with the reports.
+//!
+//! Modules are public where `torch/`, `tests/` or `fuzz/` use them.
 pub mod aggregate;
 pub mod app;
 pub mod cli;
 pub mod config;
-pub mod doctor;
+pub(crate) mod doctor;
 pub mod error;
 pub mod flops;
-pub mod host;
-pub mod libtorch;
-pub mod manifest;
-pub mod ncu_analysis;
-pub mod ncu_regions;
-pub mod ncu_stage;
-pub mod nsys_analysis;
-pub mod orchestrate;
+pub(crate) mod manifest;
 pub mod parse;
-pub mod peaks;
+pub(crate) mod pipeline;
 pub mod plan;
 pub mod plugin;
-pub mod process;
+pub(crate) mod process;
 pub mod profile;
-pub mod provenance;
+pub(crate) mod provenance;
 pub mod regions;
-pub mod report;
-pub mod roofline;
+pub(crate) mod report;
 pub mod run_dir;
 pub mod schemas;
-pub mod signals;
+pub(crate) mod signals;
 pub mod stats;
+#[cfg(test)]
+mod testdata;
 pub mod timings;
-pub mod tools;
 pub mod units;

@@ -1,11 +1,36 @@
-//! `manifest.json`: what each stage of a run did. Written at the start and
+//! run dir: `manifest.json`, what each stage of a run did. Written at the start and
 //! rewritten (atomically) after every change, so an interrupted or crashed run
 //! still says how far it got. Schema: specs/manifest.md.
 use serde::{Deserialize, Serialize};
 
+use std::path::PathBuf;
+use std::sync::Mutex;
+
 use crate::error::Error;
 use crate::process::{Exit, Finished};
 use crate::run_dir::{utc_now, RunDir, MANIFEST_JSON};
+
+/// The manifest of the run in progress, for a forced stop to mark, and the
+/// lock every manifest write holds, so that the stop's mark is the last word.
+static CURRENT: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+fn watch(path: Option<PathBuf>) {
+    if let Ok(mut current) = CURRENT.lock() {
+        *current = path;
+    }
+    crate::signals::on_forced_stop(mark_current_interrupted);
+}
+
+/// The forced stop's hook: the run in progress and its running stages become
+/// `interrupted`. The lock is kept (forgotten, not released): the process is
+/// about to end, and no write may follow this one.
+fn mark_current_interrupted() {
+    let Ok(current) = CURRENT.lock() else { return };
+    if let Some(path) = current.as_deref() {
+        mark_interrupted(path);
+    }
+    std::mem::forget(current);
+}
 
 pub const SCHEMA: &str = "llmperf.manifest/v1";
 
@@ -18,6 +43,20 @@ pub enum Status {
     Failed,
     Skipped,
     Interrupted,
+}
+
+impl std::fmt::Display for Status {
+    /// As manifest.json spells it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Status::Pending => "pending",
+            Status::Running => "running",
+            Status::Ok => "ok",
+            Status::Failed => "failed",
+            Status::Skipped => "skipped",
+            Status::Interrupted => "interrupted",
+        })
+    }
 }
 
 impl Status {
@@ -110,7 +149,7 @@ impl<'a> ManifestWriter<'a> {
         };
         let w = ManifestWriter { run, manifest };
         w.save()?;
-        crate::signals::watch_manifest(Some(run.join(MANIFEST_JSON)));
+        watch(Some(run.join(MANIFEST_JSON)));
         Ok(w)
     }
 
@@ -125,16 +164,16 @@ impl<'a> ManifestWriter<'a> {
         manifest.ended_at = None;
         manifest.stages.retain(|s| s.name != "reports");
         let mut w = ManifestWriter { run, manifest };
-        crate::signals::watch_manifest(Some(run.join(MANIFEST_JSON)));
+        watch(Some(run.join(MANIFEST_JSON)));
         let i = w.begin("import", argv)?;
         w.finish(i, Status::Ok, |_| {})?;
         Ok(w)
     }
 
-    /// Written under the lock a forced stop holds (signals.rs), so that the
-    /// stop's `interrupted` is the last word.
+    /// Written under the lock a forced stop holds, so that the stop's
+    /// `interrupted` is the last word.
     pub fn save(&self) -> Result<(), Error> {
-        let _guard = crate::signals::MANIFEST.lock();
+        let _guard = CURRENT.lock();
         self.run.write_json(MANIFEST_JSON, &self.manifest).map(|_| ())
     }
 
@@ -178,26 +217,13 @@ impl<'a> ManifestWriter<'a> {
         self.manifest.status = status;
         self.manifest.ended_at = Some(utc_now());
         self.save()?;
-        crate::signals::watch_manifest(None);
+        watch(None);
         Ok(())
-    }
-
-    /// When an error ends a run early (a stage's `?`): a stage still
-    /// `running` becomes `failed` or `interrupted`, with the error's reason.
-    pub fn end_running(&mut self, error: &Error) {
-        let status = Status::of(Some(error));
-        for s in self.manifest.stages.iter_mut().filter(|s| s.status == Status::Running) {
-            s.status = status;
-            s.ended_at = Some(utc_now());
-            s.reason.get_or_insert_with(|| error.message.clone());
-            s.hint = s.hint.take().or_else(|| error.hint.clone());
-        }
     }
 }
 
-/// A forced stop's last write (signals.rs, which holds the manifest lock):
-/// the run and its running stages become `interrupted`.
-pub(crate) fn mark_interrupted(path: &std::path::Path) {
+/// The run and its running stages `interrupted`, written over `path`.
+fn mark_interrupted(path: &std::path::Path) {
     let Some(mut m) = std::fs::read(path).ok().and_then(|b| serde_json::from_slice::<Manifest>(&b).ok()) else {
         return;
     };

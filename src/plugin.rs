@@ -23,9 +23,9 @@ pub const ENV_VAR: &str = "LLMPERF_TORCH_PLUGIN";
 /// Version and source fingerprint both sides must share.
 pub const CONTRACT: &str = concat!(env!("CARGO_PKG_VERSION"), "+", env!("LLMPERF_SOURCE_HASH"));
 /// `fn(len: *mut usize) -> *const u8`: the plugin's [`CONTRACT`].
-pub const CONTRACT_SYMBOL: &str = "llmperf_torch_contract";
+pub(crate) const CONTRACT_SYMBOL: &str = "llmperf_torch_contract";
 /// `fn(request, request_len, reply, ctx) -> c_int`, see [`ReplyFn`].
-pub const CALL_SYMBOL: &str = "llmperf_torch_call";
+pub(crate) const CALL_SYMBOL: &str = "llmperf_torch_call";
 
 /// Called by the plugin exactly once per call with the reply's JSON bytes.
 pub type ReplyFn = unsafe extern "C" fn(ctx: *mut c_void, bytes: *const u8, len: usize);
@@ -87,7 +87,7 @@ pub fn run_workload(cfg: &Config, nvtx: bool) -> Result<Timings, Error> {
 }
 
 /// libtorch's directory and CUDA view, from the plugin.
-pub fn runtime() -> Result<(&'static Plugin, Runtime), Error> {
+pub(crate) fn runtime() -> Result<(&'static Plugin, Runtime), Error> {
     let plugin = load()?;
     match plugin.call(&Request::Info)? {
         Reply::Info(rt) => Ok((plugin, rt)),

@@ -1,4 +1,4 @@
-//! The only place that spawns a child process.
+//! profile: the only place that spawns a child process.
 //!
 //! Children get an argv vector (never a shell string), their own process
 //! group, an optional timeout, and are killed with all their descendants when
@@ -22,6 +22,25 @@ use crate::signals;
 const POLL: Duration = Duration::from_millis(20);
 const GRACE: Duration = Duration::from_secs(3);
 
+/// Finds the processes that belong to a child without descending from it.
+type Companions = Option<fn(i32) -> Vec<i32>>;
+
+/// Running children, by pid, for a forced stop (signals.rs) to kill.
+static CHILDREN: std::sync::Mutex<Vec<(i32, Companions)>> = std::sync::Mutex::new(Vec::new());
+
+/// The forced stop's hook: SIGKILL every running child with its group,
+/// descendants and companions, without waiting.
+fn kill_children() {
+    let children = CHILDREN.lock().map(|c| c.clone()).unwrap_or_default();
+    for (pid, companions) in children {
+        let mut family = descendants(pid);
+        if let Some(find) = companions {
+            family.extend(find(pid));
+        }
+        signal_all(pid, &family, libc::SIGKILL);
+    }
+}
+
 /// Where a child's output goes.
 #[derive(Debug, Clone)]
 pub enum Sink {
@@ -42,7 +61,7 @@ pub struct Spawn {
     pub timeout: Option<Duration>,
     /// Processes that belong to the child but are not its descendants (the
     /// nsys agent is reparented to init): found from the child's pid, killed with it.
-    pub companions: Option<fn(i32) -> Vec<i32>>,
+    pub companions: Companions,
     /// Kill the child if it is still running this long after all of its
     /// descendants have exited (see [`Spawn::linger_limit`]).
     pub linger: Option<Duration>,
@@ -163,7 +182,7 @@ impl Finished {
     pub fn describe(&self) -> String {
         match self.exit {
             Exit::Code(c) => format!("exit code {c}"),
-            Exit::Signal(s) => format!("killed by signal {s} ({})", signal_name(s)),
+            Exit::Signal(s) => format!("killed by signal {s} ({})", signals::name(s)),
             Exit::TimedOut => format!("timed out after {:.0} s and was killed", self.elapsed.as_secs_f64()),
             Exit::Stalled => {
                 format!("stalled after its last phase began and was killed at {:.0} s", self.elapsed.as_secs_f64())
@@ -195,9 +214,14 @@ pub fn run(spec: &Spawn) -> Result<Finished, Error> {
     let start = Instant::now();
     let child = cmd.spawn().map_err(|e| spawn_error(program, &e))?;
     let pid = child.id() as i32;
-    signals::watch_child(pid, spec.companions);
+    signals::on_forced_stop(kill_children);
+    if let Ok(mut c) = CHILDREN.lock() {
+        c.push((pid, spec.companions));
+    }
     let exit = wait(child, spec, start);
-    signals::forget_child(pid);
+    if let Ok(mut c) = CHILDREN.lock() {
+        c.retain(|(p, _)| *p != pid);
+    }
     let exit = exit?;
     Ok(Finished {
         exit,
@@ -412,7 +436,7 @@ fn exit_of(status: ExitStatus) -> Exit {
 }
 
 /// SIGTERM the child's group and descendants, give them a moment, then SIGKILL.
-fn kill_tree(child: &mut Child, companions: Option<fn(i32) -> Vec<i32>>) {
+fn kill_tree(child: &mut Child, companions: Companions) {
     let pid = child.id() as i32;
     let mut family = descendants(pid);
     if let Some(find) = companions {
@@ -428,16 +452,6 @@ fn kill_tree(child: &mut Child, companions: Option<fn(i32) -> Vec<i32>>) {
     }
     signal_all(pid, &family, libc::SIGKILL);
     let _ = child.wait();
-}
-
-/// SIGKILL a child's group, descendants and companions, without waiting:
-/// the forced stop of a second signal (signals.rs).
-pub(crate) fn kill_now(pid: i32, companions: Option<fn(i32) -> Vec<i32>>) {
-    let mut family = descendants(pid);
-    if let Some(find) = companions {
-        family.extend(find(pid));
-    }
-    signal_all(pid, &family, libc::SIGKILL);
 }
 
 fn signal_all(pgid: i32, pids: &[i32], sig: i32) {
@@ -494,23 +508,6 @@ fn parent_of(pid: i32) -> Option<i32> {
     // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
     let after = &stat[stat.rfind(')')? + 1..];
     after.split_whitespace().nth(1)?.parse().ok()
-}
-
-pub fn signal_name(sig: i32) -> &'static str {
-    match sig {
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGINT => "SIGINT",
-        libc::SIGQUIT => "SIGQUIT",
-        libc::SIGILL => "SIGILL",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGPIPE => "SIGPIPE",
-        libc::SIGTERM => "SIGTERM",
-        _ => "signal",
-    }
 }
 
 /// POSIX shell quoting: bare when safe, single quotes otherwise.

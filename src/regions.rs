@@ -5,7 +5,7 @@
 //! (`A::A1`, `decode_all::decode_step::layer_3::attn`).
 
 /// Separator of nested region names in reports.
-pub const SEP: &str = "::";
+pub(crate) const SEP: &str = "::";
 
 /// NVTX domain of the LLM workload's ranges (ncu writes `LLM@prefill/`, nsys `prefill@LLM`).
 pub const LLM_DOMAIN: &str = "LLM";
@@ -36,6 +36,20 @@ pub fn layer(index: usize) -> String {
 /// `block_2`: the range around one residual block.
 pub fn block(index: usize) -> String {
     format!("block_{index}")
+}
+
+/// How profiler results find their NVTX region: one type from the ncu plan
+/// (`ncu/plan.json`, per pass) through the readers and the aggregator to the
+/// region report (`source.attribution`), where the prose is chosen by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Attribution {
+    /// Kernel replay with `--nvtx`: each row's push/pop stack.
+    NvtxStack,
+    /// Range replay: a result is a range, one of the pass's regions.
+    Range,
+    /// Only in a report: kernel replay whose rows carried no NVTX stack.
+    None,
 }
 
 /// Join nested names: `join(["A", "A1"]) == "A::A1"`.

@@ -1,73 +1,164 @@
-//! The only module that names files inside a run directory
+//! run dir: the only module that names files inside a run directory
 //! (`tmp/profile-output/<run_id>/`), and the only one that writes them: every
 //! write goes to a temporary file in the same directory and is renamed into
 //! place, so a reader never sees half a file and an interrupted run keeps
-//! everything already written.
+//! everything already written. Inputs are kept as copies of their own, and a
+//! lock lets processes that rewrite one directory take turns.
 use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, ErrorKind};
 
-pub const ENV_JSON: &str = "env.json";
-pub const CONFIG_YAML: &str = "config.yaml";
-pub const INPUTS_YAML: &str = "inputs.yaml";
-pub const MANIFEST_JSON: &str = "manifest.json";
-pub const NSYS_DIR: &str = "nsys";
-pub const NSYS_CMD: &str = "nsys/cmd.txt";
-pub const NSYS_STDOUT: &str = "nsys/stdout.log";
-pub const NSYS_STDERR: &str = "nsys/stderr.log";
-pub const NSYS_SQLITE: &str = "nsys/report.sqlite";
+pub(crate) const ENV_JSON: &str = "env.json";
+pub(crate) const CONFIG_YAML: &str = "config.yaml";
+pub(crate) const INPUTS_YAML: &str = "inputs.yaml";
+pub(crate) const MANIFEST_JSON: &str = "manifest.json";
+pub(crate) const NSYS_DIR: &str = "nsys";
+pub(crate) const NSYS_CMD: &str = "nsys/cmd.txt";
+pub(crate) const NSYS_STDOUT: &str = "nsys/stdout.log";
+pub(crate) const NSYS_STDERR: &str = "nsys/stderr.log";
+pub(crate) const NSYS_SQLITE: &str = "nsys/report.sqlite";
+pub(crate) const NSYS_EXPORT_LOG: &str = "nsys/export.log";
+pub(crate) const NSYS_EXPORT_STDERR: &str = "nsys/export.stderr.log";
+pub(crate) const NSYS_STATS_LOG: &str = "nsys/stats.log";
 /// `nsys stats -o` base: files are `nsys/stats_<report>.csv`.
-pub const NSYS_STATS_BASE: &str = "nsys/stats";
-pub const NSYS_REGIONS: &str = "nsys/regions.json";
-pub const NSYS_TOP_KERNELS: &str = "nsys/top_kernels.json";
+pub(crate) const NSYS_STATS_BASE: &str = "nsys/stats";
+
+/// `nsys/stats_<report>.csv`, what `nsys stats -o NSYS_STATS_BASE` writes for a report.
+pub(crate) fn nsys_stats_csv(report: &str) -> String {
+    format!("{NSYS_STATS_BASE}_{report}.csv")
+}
+
+/// `nsys/stdout.attempt2.log` for `nsys/stdout.log`: a hung capture's logs, kept.
+pub(crate) fn attempt_log(log: &str, attempt: u32) -> String {
+    log.replace(".log", &format!(".attempt{attempt}.log"))
+}
+pub(crate) const NSYS_REGIONS: &str = "nsys/regions.json";
+pub(crate) const NSYS_TOP_KERNELS: &str = "nsys/top_kernels.json";
 /// The machine of the capture, from its SQLite export.
-pub const NSYS_CAPTURE: &str = "nsys/capture.json";
+pub(crate) const NSYS_CAPTURE: &str = "nsys/capture.json";
 /// An imported `nsys stats` kernel summary CSV (kernels only, no NVTX).
-pub const NSYS_KERNEL_SUMMARY: &str = "nsys/kernel_summary.csv";
+pub(crate) const NSYS_KERNEL_SUMMARY: &str = "nsys/kernel_summary.csv";
 /// Where the kernel totals of a run without its SQLite export come from: an
 /// imported kernel summary, else the stats CSV of the capture (new name, old name).
-pub const NSYS_KERNEL_SUMMARIES: [&str; 3] =
+pub(crate) const NSYS_KERNEL_SUMMARIES: [&str; 3] =
     [NSYS_KERNEL_SUMMARY, "nsys/stats_cuda_gpu_kern_sum.csv", "nsys/stats_gpukernsum.csv"];
+
+/// The first non-empty file of [`NSYS_KERNEL_SUMMARIES`] in a run.
+pub(crate) fn nsys_kernel_summary(run: &RunDir) -> Option<PathBuf> {
+    NSYS_KERNEL_SUMMARIES.iter().map(|f| run.join(f)).find(|p| p.metadata().is_ok_and(|m| m.len() > 0))
+}
 /// nsys appends `.nsys-rep` (2021.3+) or `.qdrep` (older) to this base.
-pub const NSYS_REPORT_BASE: &str = "nsys/report";
-pub const NCU_DIR: &str = "ncu";
-pub const KERNELS_JSON: &str = "kernels.json";
-pub const KERNELS_MD: &str = "kernels.md";
-pub const OPERATORS_JSON: &str = "operators.json";
-pub const OPERATORS_MD: &str = "operators.md";
-pub const SUMMARY_MD: &str = "stakeholder_summary.md";
+pub(crate) const NSYS_REPORT_BASE: &str = "nsys/report";
+
+/// The capture nsys wrote: `nsys/report.nsys-rep`, or `.qdrep` from an older nsys.
+pub(crate) fn nsys_report(run: &RunDir) -> Option<PathBuf> {
+    let base = absolute(&run.join(NSYS_REPORT_BASE));
+    ["nsys-rep", "qdrep"].iter().map(|ext| base.with_extension(ext)).find(|p| p.is_file())
+}
+pub(crate) const NCU_DIR: &str = "ncu";
+pub(crate) const KERNELS_JSON: &str = "kernels.json";
+pub(crate) const KERNELS_MD: &str = "kernels.md";
+pub(crate) const OPERATORS_JSON: &str = "operators.json";
+pub(crate) const OPERATORS_MD: &str = "operators.md";
+pub(crate) const SUMMARY_MD: &str = "stakeholder_summary.md";
 /// One self-contained page with charts (no script, no network).
-pub const REPORT_HTML: &str = "report.html";
-pub const ROOFLINE_JSON: &str = "roofline.json";
+pub(crate) const REPORT_HTML: &str = "report.html";
+pub(crate) const ROOFLINE_JSON: &str = "roofline.json";
 /// The index of a run: stage statuses, diagnoses, links to every file.
-pub const REPORT_MD: &str = "report.md";
-pub const NCU_CMD: &str = "ncu/cmd.txt";
+pub(crate) const REPORT_MD: &str = "report.md";
+pub(crate) const NCU_CMD: &str = "ncu/cmd.txt";
 /// The pass plan: which passes ran, with what filters (specs/ncu-outputs.md).
-pub const NCU_PLAN: &str = "ncu/plan.json";
-pub const NCU_REGIONS_JSON: &str = "ncu/regions/report.json";
-pub const NCU_REGIONS_MD: &str = "ncu/regions/report.md";
+pub(crate) const NCU_PLAN: &str = "ncu/plan.json";
+pub(crate) const NCU_REGIONS_JSON: &str = "ncu/regions/report.json";
+pub(crate) const NCU_REGIONS_MD: &str = "ncu/regions/report.md";
+
+/// The files of one ncu pass (`p0`, `import01`, ...) under `ncu/`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PassFile {
+    /// What `ncu -o` is given; ncu appends `.ncu-rep`.
+    Base,
+    Report,
+    Log,
+    Stdout,
+    Stderr,
+    /// `ncu --import --csv --page raw|details`, and its stderr.
+    Page(Page),
+    PageStderr(Page),
+    /// An imported CSV, kept as it was given.
+    ImportedCsv,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Page {
+    Raw,
+    Details,
+}
+
+impl Page {
+    pub fn name(self) -> &'static str {
+        match self {
+            Page::Raw => "raw",
+            Page::Details => "details",
+        }
+    }
+}
 
 /// `ncu/<pass>.<suffix>`: `p0.ncu-rep`, `p0.log`, `p0.details.csv`, ...
-pub fn ncu_pass_file(pass: &str, suffix: &str) -> String {
-    format!("ncu/{pass}.{suffix}")
+pub(crate) fn pass_file(pass: &str, file: PassFile) -> String {
+    let suffix = match file {
+        PassFile::Base => return format!("{NCU_DIR}/{pass}"),
+        PassFile::Report => "ncu-rep".to_string(),
+        PassFile::Log => "log".to_string(),
+        PassFile::Stdout => "stdout.log".to_string(),
+        PassFile::Stderr => "stderr.log".to_string(),
+        PassFile::Page(p) => format!("{}.csv", p.name()),
+        PassFile::PageStderr(p) => format!("{}.stderr.log", p.name()),
+        PassFile::ImportedCsv => "csv".to_string(),
+    };
+    format!("{NCU_DIR}/{pass}.{suffix}")
 }
 
-/// `ncu/regions/<dir>/<name>` for a sanitized region directory name.
-pub fn ncu_region_file(dir: &str, name: &str) -> String {
-    format!("ncu/regions/{dir}/{name}")
+/// The CSV a pass left: its details page when rendered, else the raw page,
+/// else an imported CSV (`ncu/<pass>.csv`); none when all are missing or empty.
+pub(crate) fn pass_csv(run: &RunDir, pass: &str) -> Option<PathBuf> {
+    [PassFile::Page(Page::Details), PassFile::Page(Page::Raw), PassFile::ImportedCsv]
+        .into_iter()
+        .map(|f| run.join(&pass_file(pass, f)))
+        .find(|p| p.metadata().is_ok_and(|m| m.len() > 0))
 }
-pub const WORKLOAD_DIR: &str = "workload";
-pub const TIMINGS_JSON: &str = "workload/timings.json";
+
+/// The raw page beside a pass's details page (`ncu/pN.raw.csv` for
+/// `ncu/pN.details.csv`), when there is a non-empty one.
+pub(crate) fn raw_page_of(details: &Path) -> Option<PathBuf> {
+    let name = details.file_name()?.to_str()?.strip_suffix(".details.csv")?;
+    let raw = details.with_file_name(format!("{name}.raw.csv"));
+    raw.metadata().is_ok_and(|m| m.len() > 0).then_some(raw)
+}
+
+pub(crate) const NCU_REGIONS_DIR: &str = "ncu/regions";
+pub(crate) const NCU_REGION_JSON: &str = "region.json";
+pub(crate) const NCU_REGION_SECTIONS: &str = "sections.txt";
+/// Every region's `region.json` (`*` is one directory name).
+pub(crate) const NCU_REGION_JSON_PATTERN: &str = "ncu/regions/*/region.json";
+
+/// `ncu/regions/<dir>/<name>` for a sanitized region directory name.
+pub(crate) fn ncu_region_file(dir: &str, name: &str) -> String {
+    format!("{NCU_REGIONS_DIR}/{dir}/{name}")
+}
+pub(crate) const WORKLOAD_DIR: &str = "workload";
+pub(crate) const BASELINE_STDOUT: &str = "workload/baseline.stdout.log";
+pub(crate) const BASELINE_STDERR: &str = "workload/baseline.stderr.log";
+pub(crate) const TIMINGS_JSON: &str = "workload/timings.json";
 /// The built-in workload's timings when it ran under ncu (slowed by replay).
-pub const NCU_TIMINGS_JSON: &str = "workload/timings.ncu.json";
+pub(crate) const NCU_TIMINGS_JSON: &str = "workload/timings.ncu.json";
 /// The built-in workload run once without a profiler (`runner.run.baseline`).
-pub const BASELINE_TIMINGS_JSON: &str = "workload/timings.baseline.json";
+pub(crate) const BASELINE_TIMINGS_JSON: &str = "workload/timings.baseline.json";
 
 /// Held by a process that reads and rewrites a run directory's manifest
 /// (imports, `report`); see [`RunDir::lock`].
-pub const LOCK_FILE: &str = ".llmperf-lock";
+pub(crate) const LOCK_FILE: &str = ".llmperf-lock";
 
 /// The lock of [`RunDir::lock`]; released when dropped (or when the process ends).
 pub struct Lock {
@@ -102,7 +193,7 @@ impl RunDir {
     /// A run directory at a path the user chose (`import -o DIR`): created if
     /// needed, or an existing run directory (an import adds to it), or an empty
     /// directory. Anything else is refused: its files are the user's.
-    pub fn create_at(path: &Path) -> Result<Self, Error> {
+    pub(crate) fn create_at(path: &Path) -> Result<Self, Error> {
         if path.exists() && !path.join(MANIFEST_JSON).is_file() {
             let entries = std::fs::read_dir(path).map_err(|e| io_error(path, "read", &e))?;
             if entries.count() > 0 {
@@ -156,7 +247,7 @@ impl RunDir {
         &self.path
     }
 
-    pub fn run_id(&self) -> &str {
+    pub(crate) fn run_id(&self) -> &str {
         &self.run_id
     }
 
@@ -165,13 +256,13 @@ impl RunDir {
     }
 
     /// `p` relative to the run directory, as manifests record artifacts.
-    pub fn relative(&self, p: &Path) -> String {
+    pub(crate) fn relative(&self, p: &Path) -> String {
         let p = absolute(p);
         p.strip_prefix(absolute(&self.path)).unwrap_or(&p).display().to_string()
     }
 
     /// Create a sub-directory (`nsys`, `ncu`, ...) and return its path.
-    pub fn subdir(&self, rel: &str) -> Result<PathBuf, Error> {
+    pub(crate) fn subdir(&self, rel: &str) -> Result<PathBuf, Error> {
         let dir = self.join(rel);
         std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, "create", &e))?;
         Ok(dir)
@@ -183,7 +274,7 @@ impl RunDir {
         Ok(path)
     }
 
-    pub fn write_json<T: Serialize>(&self, rel: &str, value: &T) -> Result<PathBuf, Error> {
+    pub(crate) fn write_json<T: Serialize>(&self, rel: &str, value: &T) -> Result<PathBuf, Error> {
         let mut text = serde_json::to_string_pretty(value)
             .map_err(|e| Error::new(ErrorKind::Internal, format!("serializing {rel}: {e}")))?;
         text.push('\n');
@@ -191,7 +282,7 @@ impl RunDir {
     }
 
     /// A JSON artifact of the run, if present and readable as `T`.
-    pub fn read_json<T: serde::de::DeserializeOwned>(&self, rel: &str) -> Option<T> {
+    pub(crate) fn read_json<T: serde::de::DeserializeOwned>(&self, rel: &str) -> Option<T> {
         let text = std::fs::read_to_string(self.join(rel)).ok()?;
         serde_json::from_str(&text).ok()
     }
@@ -216,7 +307,7 @@ impl RunDir {
         out
     }
 
-    pub fn write_yaml<T: Serialize>(&self, rel: &str, value: &T) -> Result<PathBuf, Error> {
+    pub(crate) fn write_yaml<T: Serialize>(&self, rel: &str, value: &T) -> Result<PathBuf, Error> {
         let text = serde_yaml::to_string(value)
             .map_err(|e| Error::new(ErrorKind::Internal, format!("serializing {rel}: {e}")))?;
         self.write(rel, text.as_bytes())
@@ -266,7 +357,7 @@ pub fn absolute(p: &Path) -> PathBuf {
 }
 
 /// Write `bytes` to `path` through a temporary sibling and a rename.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| io_error(dir, "create", &e))?;
     let mut tmp = tempfile::Builder::new()
@@ -289,12 +380,12 @@ fn io_error(path: &Path, what: &str, e: &std::io::Error) -> Error {
 }
 
 /// `20261122T130558Z`: sortable, no characters a shell or a file system dislikes.
-pub fn utc_compact(t: std::time::SystemTime) -> String {
+pub(crate) fn utc_compact(t: std::time::SystemTime) -> String {
     humantime::format_rfc3339_seconds(t).to_string().replace(['-', ':'], "")
 }
 
 /// RFC 3339 UTC with milliseconds, for manifests.
-pub fn utc_now() -> String {
+pub(crate) fn utc_now() -> String {
     humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }
 
@@ -317,7 +408,7 @@ fn random_suffix() -> String {
 /// ever shares an inode with the user's file (a hard link would, and a later
 /// write through it would change the user's file). `std::fs::copy` uses
 /// copy_file_range, which clones the blocks on file systems that can (btrfs, XFS).
-pub fn keep_input(file: &Path, to: &Path) -> Result<(), Error> {
+pub(crate) fn keep_input(file: &Path, to: &Path) -> Result<(), Error> {
     let dir = to.parent().unwrap_or(Path::new("."));
     let failed = |e: std::io::Error| {
         Error::new(ErrorKind::Internal, format!("cannot copy {} to {}: {e}", file.display(), to.display()))

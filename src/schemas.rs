@@ -1,10 +1,11 @@
-//! JSON Schemas of the JSON artifacts, generated from the types that write
+//! schemas: JSON Schemas of the JSON artifacts, generated from the types that write
 //! them (published under specs/), and `llmperf validate RUN_DIR`.
 use std::path::Path;
 
 use serde_json::Value;
 
 use crate::error::{Error, ErrorKind};
+use crate::run_dir;
 
 /// A kind of JSON artifact: where it lives in a run directory (`*` = one
 /// path segment), its published schema file, and the schema itself.
@@ -18,60 +19,69 @@ fn schema_of<T: schemars::JsonSchema>() -> Value {
     serde_json::to_value(schemars::schema_for!(T)).expect("a schema serializes")
 }
 
+/// Every JSON artifact, named by run_dir (the one module that names files).
 pub const ARTIFACTS: &[Artifact] = &[
     Artifact {
-        pattern: "nsys/capture.json",
+        pattern: run_dir::NSYS_CAPTURE,
         spec: "nsys-capture.schema.json",
-        schema: schema_of::<crate::parse::nsys_sqlite::CaptureHost>,
+        schema: schema_of::<crate::provenance::capture::CaptureHost>,
     },
-    Artifact { pattern: "roofline.json", spec: "roofline.schema.json", schema: schema_of::<crate::roofline::Roofline> },
-    Artifact { pattern: "manifest.json", spec: "manifest.schema.json", schema: schema_of::<crate::manifest::Manifest> },
-    Artifact { pattern: "env.json", spec: "env.schema.json", schema: schema_of::<crate::provenance::Env> },
     Artifact {
-        pattern: "workload/timings.json",
+        pattern: run_dir::ROOFLINE_JSON,
+        spec: "roofline.schema.json",
+        schema: schema_of::<crate::aggregate::roofline::Roofline>,
+    },
+    Artifact {
+        pattern: run_dir::MANIFEST_JSON,
+        spec: "manifest.schema.json",
+        schema: schema_of::<crate::manifest::Manifest>,
+    },
+    Artifact { pattern: run_dir::ENV_JSON, spec: "env.schema.json", schema: schema_of::<crate::provenance::Env> },
+    Artifact {
+        pattern: run_dir::TIMINGS_JSON,
         spec: "timings.schema.json",
         schema: schema_of::<crate::timings::Timings>,
     },
     Artifact {
-        pattern: "workload/timings.baseline.json",
+        pattern: run_dir::BASELINE_TIMINGS_JSON,
         spec: "timings.schema.json",
         schema: schema_of::<crate::timings::Timings>,
     },
     Artifact {
-        pattern: "workload/timings.ncu.json",
+        pattern: run_dir::NCU_TIMINGS_JSON,
         spec: "timings.schema.json",
         schema: schema_of::<crate::timings::Timings>,
     },
     Artifact {
-        pattern: "nsys/regions.json",
+        pattern: run_dir::NSYS_REGIONS,
         spec: "nsys-regions.schema.json",
-        schema: schema_of::<crate::aggregate::RegionsReport>,
+        schema: schema_of::<crate::aggregate::nsys::RegionsReport>,
     },
     Artifact {
-        pattern: "nsys/top_kernels.json",
+        pattern: run_dir::NSYS_TOP_KERNELS,
         spec: "nsys-top-kernels.schema.json",
-        schema: schema_of::<Vec<crate::aggregate::TopKernel>>,
+        schema: schema_of::<Vec<crate::aggregate::nsys::TopKernel>>,
     },
     Artifact {
-        pattern: "kernels.json",
+        pattern: run_dir::KERNELS_JSON,
         spec: "kernels.schema.json",
-        schema: schema_of::<crate::report::summary::KernelsReport>,
+        schema: schema_of::<crate::report::model::KernelsReport>,
     },
     Artifact {
-        pattern: "operators.json",
+        pattern: run_dir::OPERATORS_JSON,
         spec: "operators.schema.json",
-        schema: schema_of::<crate::report::summary::OperatorsReport>,
+        schema: schema_of::<crate::report::model::OperatorsReport>,
     },
-    Artifact { pattern: "ncu/plan.json", spec: "ncu-plan.schema.json", schema: schema_of::<crate::plan::NcuPlan> },
+    Artifact { pattern: run_dir::NCU_PLAN, spec: "ncu-plan.schema.json", schema: schema_of::<crate::plan::NcuPlan> },
     Artifact {
-        pattern: "ncu/regions/report.json",
+        pattern: run_dir::NCU_REGIONS_JSON,
         spec: "ncu-region-report.schema.json",
-        schema: schema_of::<crate::ncu_regions::RegionReportFile>,
+        schema: schema_of::<crate::aggregate::ncu::RegionReportFile>,
     },
     Artifact {
-        pattern: "ncu/regions/*/region.json",
+        pattern: run_dir::NCU_REGION_JSON_PATTERN,
         spec: "ncu-region.schema.json",
-        schema: schema_of::<crate::ncu_analysis::RegionFile>,
+        schema: schema_of::<crate::report::ncu_regions::RegionFile>,
     },
 ];
 
@@ -113,7 +123,7 @@ fn check(dir: &Path, rel: String) -> Check {
 }
 
 /// Every way `instance` breaks `schema`, as `at /pointer: message`.
-pub fn schema_errors(schema: &Value, instance: &Value) -> Vec<String> {
+pub(crate) fn schema_errors(schema: &Value, instance: &Value) -> Vec<String> {
     match jsonschema::validator_for(schema) {
         Err(e) => vec![format!("invalid schema: {e}")],
         Ok(v) => {
@@ -131,7 +141,7 @@ fn pointer(p: &str) -> &str {
 }
 
 /// The text `llmperf validate` prints, and whether everything passed.
-pub fn render(checks: &[Check]) -> (String, bool) {
+pub(crate) fn render(checks: &[Check]) -> (String, bool) {
     let mut out = String::new();
     let mut ok = true;
     for c in checks {

@@ -1,4 +1,4 @@
-//! What llmperf does on SIGINT (Ctrl-C), SIGTERM, SIGHUP (terminal closed,
+//! profile: what llmperf does on SIGINT (Ctrl-C), SIGTERM, SIGHUP (terminal closed,
 //! ssh dropped) and SIGQUIT: none of them kills it outright.
 //!
 //! - The first signal is *pending*: a running profiler is asked to stop and
@@ -12,7 +12,6 @@
 //!
 //! Commands that do their work in-process with no checks (the built-in
 //! workload) use [`Policy::Immediate`]: the first signal is the second.
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -24,14 +23,9 @@ static LAST: AtomicI32 = AtomicI32::new(0);
 /// Unanswered signals that stop llmperf at once.
 static FORCE_AT: AtomicUsize = AtomicUsize::new(2);
 
-/// Finds the processes that belong to a child without descending from it (process.rs).
-type Companions = Option<fn(i32) -> Vec<i32>>;
-
-/// Running children, by pid: killed (with their groups) on a forced stop.
-static CHILDREN: Mutex<Vec<(i32, Companions)>> = Mutex::new(Vec::new());
-/// The manifest of the run in progress, and the lock every manifest write holds,
-/// so that a forced stop never interleaves with a write.
-pub(crate) static MANIFEST: Mutex<Option<PathBuf>> = Mutex::new(None);
+/// What a forced stop runs before the process ends: process.rs kills the
+/// children it started, manifest.rs marks the run `interrupted`.
+static ON_FORCED_STOP: Mutex<Vec<fn()>> = Mutex::new(Vec::new());
 
 pub const HANDLED: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
 
@@ -60,10 +54,7 @@ pub fn install(policy: Policy) {
                 if unanswered >= FORCE_AT.load(Ordering::SeqCst) {
                     force_stop();
                 }
-                tracing::warn!(
-                    "{} received: stopping (the capture is kept); send it again to stop at once",
-                    crate::process::signal_name(sig)
-                );
+                tracing::warn!("{} received: stopping (the capture is kept); send it again to stop at once", name(sig));
             }
         });
     });
@@ -97,41 +88,44 @@ pub fn check() -> Result<(), Error> {
 /// The error of a stopped run, naming the signal.
 pub fn interrupted() -> Error {
     let sig = LAST.load(Ordering::SeqCst);
-    let name = if sig == 0 { "a signal" } else { crate::process::signal_name(sig) };
-    Error::new(ErrorKind::Interrupted, format!("interrupted by {name}"))
+    let which = if sig == 0 { "a signal" } else { name(sig) };
+    Error::new(ErrorKind::Interrupted, format!("interrupted by {which}"))
         .with_hint("everything written so far is kept in the run directory")
 }
 
-/// A child that a forced stop must kill, until [`forget_child`].
-pub(crate) fn watch_child(pid: i32, companions: Companions) {
-    if let Ok(mut c) = CHILDREN.lock() {
-        c.push((pid, companions));
+/// Run `hook` on a forced stop (once, however often it is registered).
+pub(crate) fn on_forced_stop(hook: fn()) {
+    if let Ok(mut hooks) = ON_FORCED_STOP.lock() {
+        if !hooks.iter().any(|h| std::ptr::fn_addr_eq(*h, hook)) {
+            hooks.push(hook);
+        }
     }
 }
 
-pub(crate) fn forget_child(pid: i32) {
-    if let Ok(mut c) = CHILDREN.lock() {
-        c.retain(|(p, _)| *p != pid);
+/// "SIGINT", "SIGTERM", ... for messages.
+pub fn name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGTERM => "SIGTERM",
+        _ => "signal",
     }
 }
 
-/// The manifest a forced stop marks `interrupted` (None: no run in progress).
-pub(crate) fn watch_manifest(path: Option<PathBuf>) {
-    if let Ok(mut m) = MANIFEST.lock() {
-        *m = path;
-    }
-}
-
-/// Kill every child, mark the manifest, exit 130. Runs on the signal thread;
-/// holding the manifest lock keeps the main thread from writing after us.
+/// Run the hooks (kill every child, mark the manifest), then exit 130. On the
+/// signal thread.
 fn force_stop() -> ! {
-    let children = CHILDREN.lock().map(|c| c.clone()).unwrap_or_default();
-    for (pid, companions) in children {
-        crate::process::kill_now(pid, companions);
-    }
-    let manifest = MANIFEST.lock();
-    if let Ok(Some(path)) = manifest.as_deref() {
-        crate::manifest::mark_interrupted(path);
+    let hooks = ON_FORCED_STOP.lock().map(|h| h.clone()).unwrap_or_default();
+    for hook in hooks {
+        hook();
     }
     let said: &[u8] = match FORCE_AT.load(Ordering::SeqCst) {
         1 => b"error: interrupted\n",

@@ -92,8 +92,3 @@ pub struct DecodeBytes {
     pub kv_cache_bytes_mean: f64,
     pub total_bytes_mean: f64,
 }
-
-/// The JSON Schema of timings.json.
-pub fn json_schema() -> serde_json::Value {
-    serde_json::to_value(schemars::schema_for!(Timings)).expect("schema serializes")
-}

@@ -1,6 +1,6 @@
-//! Values as Nsight Compute prints them, normalized to base units.
+//! parse: values as Nsight Compute prints them, normalized to base units.
 //!
-//! Seen in real files (REFERENCE §5): `"1,275,068,416"` (grouping), `"7,914.56"`,
+//! Seen in real files (the shared corpus): `"1,275,068,416"` (grouping), `"7,914.56"`,
 //! `"27.595.520"` and `"65,77"` (a European locale), `"n/a"` with an empty unit,
 //! and units that change with version and options (`nsecond`/`usecond`/`us`,
 //! `byte`/`Kbyte`/`Mbyte`, `Gbyte/second`/`Gbyte/s`, `cycle/nsecond`/`Ghz`/`hz`, `%`).
@@ -17,7 +17,7 @@ pub enum Value {
 
 /// Number notation of a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Locale {
+pub(crate) enum Locale {
     /// `1,234.5`: comma groups, dot is the decimal mark.
     #[default]
     C,
@@ -28,7 +28,7 @@ pub enum Locale {
 /// A cell as a value. A number is always finite: `inf`, `nan` and numbers too
 /// big for an f64 (`1e400`) stay text, so that no sum becomes infinite (and
 /// no JSON number `null`); a time that is text counts as untimed.
-pub fn parse_value(text: &str, locale: Locale) -> Value {
+pub(crate) fn parse_value(text: &str, locale: Locale) -> Value {
     let t = text.trim();
     if t.eq_ignore_ascii_case("n/a") {
         return Value::NotAvailable;
@@ -37,7 +37,7 @@ pub fn parse_value(text: &str, locale: Locale) -> Value {
 }
 
 /// `1,234,567` → 1234567; `7,914.56` → 7914.56; European: `27.595.520`, `65,77`.
-pub fn parse_number(t: &str, locale: Locale) -> Option<f64> {
+pub(crate) fn parse_number(t: &str, locale: Locale) -> Option<f64> {
     let body = t.strip_prefix(['-', '+']).unwrap_or(t);
     if body.is_empty()
         || !body
@@ -65,7 +65,7 @@ pub fn parse_number(t: &str, locale: Locale) -> Option<f64> {
 /// Guess a file's locale from one value: European when a value uses dots as
 /// group separators (`27.595.520`) or a comma followed by other than 3 digits
 /// (`65,77`); `None` when the value does not tell (`12`, `1,234`, `3.5`).
-pub fn locale_hint(t: &str) -> Option<Locale> {
+pub(crate) fn locale_hint(t: &str) -> Option<Locale> {
     let t = t.trim();
     if t.matches('.').count() > 1 {
         return Some(Locale::European);
@@ -84,7 +84,7 @@ pub fn locale_hint(t: &str) -> Option<Locale> {
 }
 
 /// A numeric value in its base unit; None for n/a and text.
-pub fn in_base(value: &Value, unit: &str) -> Option<(f64, Base)> {
+pub(crate) fn in_base(value: &Value, unit: &str) -> Option<(f64, Base)> {
     match value {
         Value::Number(v) => {
             let (factor, base) = to_base(unit);
@@ -107,7 +107,7 @@ pub enum Base {
 }
 
 /// (factor, base) so that `value × factor` is in `base`.
-pub fn to_base(unit: &str) -> (f64, Base) {
+pub(crate) fn to_base(unit: &str) -> (f64, Base) {
     let u = unit.trim();
     let lower = u.to_ascii_lowercase();
     let time = |f| (f, Base::Nanoseconds);

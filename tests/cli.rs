@@ -197,11 +197,11 @@ fn doctor_fails_when_the_enabled_profiler_is_missing() {
 /// A stand-in for nsys 2022.4's intermittent hang (seen on these machines): it
 /// runs the application (here a short child), then on its first capture hangs
 /// on alone as nsys does; the second capture writes a report. Its `export`
-/// replays a real export (the memfusion fixture) and `stats` writes nothing.
+/// replays a real export (the project's own CPU capture) and `stats` writes nothing.
 fn fake_nsys_hanging_once(dir: &std::path::Path) -> std::path::PathBuf {
     let script = dir.join("nsys");
     let state = dir.join("hung-once");
-    let sqlite = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nsys/memfusion/report1.sqlite");
+    let sqlite = own("runs/cpu_llm_tiny/nsys/report.sqlite");
     write_executable(
         &script,
         &format!(
@@ -275,7 +275,7 @@ fn nsys_hang_without_retries_fails_with_a_hint() {
 #[test]
 fn import_of_a_sqlite_needs_no_nsys_and_bad_files_are_unparseable() {
     let root = tempfile::tempdir().unwrap();
-    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nsys/memfusion/report1.sqlite");
+    let Some(fixture) = corpus_copy!("real/memfusion/report1.sqlite", root.path()) else { return };
     let out = root.path().join("m");
     llmperf()
         .args(["import", "nsys"])

@@ -1,13 +1,16 @@
-//! The bad-input corpus: every broken file gives an error naming the file (and
-//! the line where there is one) with a hint, never a panic. Broken files are
-//! made here by cutting, corrupting or renaming real files of tests/fixtures;
-//! no row is invented.
+//! The bad-input corpus of the ncu readers: every broken file gives an error
+//! naming the file (and the line where there is one) with a hint, never a
+//! panic. Broken files are made here by cutting, corrupting or renaming real
+//! files of the shared corpus; no row is invented. (tests/bad_inputs.rs does
+//! the same for the command line.)
+mod common;
 use std::path::{Path, PathBuf};
 
-use llmperf::parse::ncu_csv;
+use llmperf::parse::ncu as ncu_csv;
 
-fn fixture(name: &str) -> Vec<u8> {
-    std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)).unwrap()
+/// The bytes of a corpus file (None when the corpus lacks it: the test is skipped).
+fn bytes(path: Option<PathBuf>) -> Option<Vec<u8>> {
+    Some(std::fs::read(path?).unwrap())
 }
 
 /// Read every launch; the first error, if any.
@@ -39,19 +42,18 @@ fn assert_error(path: &Path, wanted: &str) {
     assert!(e.hint.as_deref().is_some_and(|h| !h.is_empty()), "no hint for: {}", e.message);
 }
 
-const DETAILS: &str = "ncu/manual_nvtx.ncu2022.3.details.csv";
-const RAW: &str = "ncu/manual_nvtx.ncu2022.3.raw.csv";
+const DETAILS: &str = "real/derived/nsight-training/manual_nvtx.ncu2022.3.details.csv";
+const RAW: &str = "real/derived/nsight-training/manual_nvtx.ncu2022.3.raw.csv";
 
 #[test]
 fn empty_and_header_less_files() {
     let c = Corpus(tempfile::tempdir().unwrap());
     assert_error(&c.file("empty.csv", b""), "empty");
-    assert_error(&c.file("errors.csv", &fixture("ncu/llm-perf-opt_error_only.raw.csv")), "ncu wrote only");
+    let Some(errors) = bytes(corpus!("llm-perf-opt/outputs/2025-10-30/05-23-00/ncu/raw.csv")) else { return };
+    assert_error(&c.file("errors.csv", &errors), "ncu wrote only");
     // Another tool's CSV: nsys stats output is not an ncu CSV.
-    assert_error(
-        &c.file("nsys.csv", &fixture("nsys/memfusion/report1.nsys2022.4_gpukernsum.csv")),
-        "no `\"ID\",...` header",
-    );
+    let Some(nsys) = bytes(corpus!("real/derived/memfusion/report1.nsys2022.4_gpukernsum.csv")) else { return };
+    assert_error(&c.file("nsys.csv", &nsys), "no `\"ID\",...` header");
     // Binary garbage.
     let garbage: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
     assert_error(&c.file("garbage.bin", &garbage), "header");
@@ -61,7 +63,7 @@ fn empty_and_header_less_files() {
 fn truncated_files_name_the_line() {
     let c = Corpus(tempfile::tempdir().unwrap());
     for (name, src) in [("cut.details.csv", DETAILS), ("cut.raw.csv", RAW)] {
-        let text = fixture(src);
+        let Some(text) = bytes(corpus!(src)) else { return };
         for at in [text.len() * 2 / 3 + 5, text.len() - 1] {
             let p = c.file(name, &text[..at]);
             assert_error(&p, "ends in the middle of a row");
@@ -74,13 +76,15 @@ fn truncated_files_name_the_line() {
 #[test]
 fn missing_columns_and_wrong_layouts() {
     let c = Corpus(tempfile::tempdir().unwrap());
-    let text = String::from_utf8(fixture(DETAILS)).unwrap();
+    let Some(details) = bytes(corpus!(DETAILS)) else { return };
+    let Some(raw) = bytes(corpus!(RAW)) else { return };
+    let text = String::from_utf8(details).unwrap();
     let no_value = text.replacen("\"Metric Value\"", "\"Value\"", 1);
     assert_error(&c.file("no_value.csv", no_value.as_bytes()), "no column Metric Value");
-    let no_kernel = String::from_utf8(fixture(RAW)).unwrap().replacen("\"Kernel Name\"", "\"Name\"", 1);
+    let raw = String::from_utf8(raw).unwrap();
+    let no_kernel = raw.replacen("\"Kernel Name\"", "\"Name\"", 1);
     assert_error(&c.file("no_kernel.csv", no_kernel.as_bytes()), "no column Kernel Name");
     // A raw page without its units row (the row cut out).
-    let raw = String::from_utf8(fixture(RAW)).unwrap();
     let mut lines: Vec<&str> = raw.split_inclusive('\n').collect();
     lines.remove(1);
     assert_error(&c.file("no_units.csv", lines.concat().as_bytes()), "expected the units row");
@@ -89,8 +93,8 @@ fn missing_columns_and_wrong_layouts() {
 #[test]
 fn non_utf8_bytes_name_the_line() {
     let c = Corpus(tempfile::tempdir().unwrap());
-    let mut text = fixture(DETAILS);
-    let at = text.windows(11).position(|w| w == b"daxpy_kernel"[..11].as_ref()).unwrap();
+    let Some(mut text) = bytes(corpus!(DETAILS)) else { return };
+    let at = text.windows(11).position(|w| w == &b"daxpy_kernel"[..11]).unwrap();
     text[at] = 0xff;
     let p = c.file("latin1.csv", &text);
     let e = read(&p).unwrap_err();
@@ -100,7 +104,8 @@ fn non_utf8_bytes_name_the_line() {
 #[test]
 fn huge_kernel_names_are_kept_whole() {
     let c = Corpus(tempfile::tempdir().unwrap());
-    let text = String::from_utf8(fixture(DETAILS)).unwrap();
+    let Some(details) = bytes(corpus!(DETAILS)) else { return };
+    let text = String::from_utf8(details).unwrap();
     let huge = format!("daxpy_kernel<{}>", "float, ".repeat(150_000));
     let p = c.file("huge.csv", text.replace("daxpy_kernel", &huge).as_bytes());
     let (_, launches) = ncu_csv::open_any(&p).unwrap();

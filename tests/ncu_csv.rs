@@ -1,16 +1,16 @@
-//! The ncu details CSV reader on real files (tests/fixtures/ncu, see PROVENANCE.md):
+//! The ncu CSV readers on real files (the shared corpus, see its PROVENANCE.md):
 //! numbers equal the file's values after unit normalization.
+mod common;
 use llmperf::error::ErrorKind;
-use llmperf::parse::ncu_csv::{self, Launch};
+use llmperf::parse::ncu::{self as ncu_csv, Launch};
 use llmperf::units::{Base, Value};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ncu").join(name)
-}
+const KERNEL_0013: &str =
+    "llm-perf-opt/reports/20251107-dsocr/ncu-v2/kernel_0013_178ff748c21ea29399b8568af3cd1f02/ncu.details.csv";
 
-fn launches(name: &str) -> Vec<Launch> {
-    ncu_csv::open(&fixture(name)).unwrap().collect::<Result<_, _>>().unwrap()
+fn launches(path: &Path) -> Vec<Launch> {
+    ncu_csv::open(path).unwrap().collect::<Result<_, _>>().unwrap()
 }
 
 fn base(l: &Launch, metric: &str) -> Option<(f64, Base)> {
@@ -19,7 +19,8 @@ fn base(l: &Launch, metric: &str) -> Option<(f64, Base)> {
 
 #[test]
 fn ncu_2025_rtx5090_details() {
-    let all = launches("kernel_0013_ncu.details.csv");
+    let Some(path) = corpus!(KERNEL_0013) else { return };
+    let all = launches(&path);
     assert_eq!(all.len(), 1);
     let l = &all[0];
     assert!(l
@@ -43,7 +44,8 @@ fn ncu_2025_rtx5090_details() {
 
 #[test]
 fn ncu_2022_3_export_with_nvtx_stacks() {
-    let all = launches("manual_nvtx.ncu2022.3.details.csv");
+    let Some(path) = corpus!("real/derived/nsight-training/manual_nvtx.ncu2022.3.details.csv") else { return };
+    let all = launches(&path);
     assert_eq!(all.len(), 3);
     let names: Vec<_> = all.iter().map(|l| l.kernel_name.as_str()).collect();
     assert_eq!(names[0], "init_data_kernel(int, double *)");
@@ -61,7 +63,8 @@ fn ncu_2022_3_export_with_nvtx_stacks() {
 
 #[test]
 fn ncu_2021_report_with_na_and_multiline_rules() {
-    let all = launches("report.ncu2022.3.details.csv");
+    let Some(path) = corpus!("real/derived/gpu-ray-tracer/report.ncu2022.3.details.csv") else { return };
+    let all = launches(&path);
     assert_eq!(all.len(), 3);
     // "GPU Speed Of Light","Duration","usecond","29.34" (a 2020-era section name)
     assert_eq!(all[0].duration_ns(), Some(29_340.0));
@@ -74,7 +77,8 @@ fn ncu_2021_report_with_na_and_multiline_rules() {
 
 #[test]
 fn ncu_2024_1_base_units_and_metric_names() {
-    let all = launches("profile.ncu2024.1.details.csv");
+    let Some(path) = corpus!("real/derived/parallel_programming_ex3/profile.ncu2024.1.details.csv") else { return };
+    let all = launches(&path);
     assert_eq!(all.len(), 6);
     // gpu__time_duration.sum in nsecond: 105216, 817634848, ...
     let durations: Vec<_> = all.iter().map(|l| l.duration_ns().unwrap()).collect();
@@ -84,9 +88,11 @@ fn ncu_2024_1_base_units_and_metric_names() {
 
 #[test]
 fn error_only_file_reports_ncus_own_message() {
-    let err = ncu_csv::open(&fixture("llm-perf-opt_error_only.raw.csv")).err().unwrap();
+    // A file of llm-perf-opt meant to be a CSV that holds only ncu's `==ERROR==` lines.
+    let Some(path) = corpus!("llm-perf-opt/outputs/2025-10-30/05-23-00/ncu/raw.csv") else { return };
+    let err = ncu_csv::open(&path).err().unwrap();
     assert_eq!(err.kind, ErrorKind::Unparseable);
-    assert!(err.message.contains("llm-perf-opt_error_only.raw.csv: no CSV header"), "{}", err.message);
+    assert!(err.message.contains("ncu/raw.csv: no CSV header"), "{}", err.message);
     assert!(err.message.contains("did not match any section"), "{}", err.message);
     assert!(err.hint.unwrap().contains("ncu --list-sections"));
 }
@@ -111,7 +117,8 @@ fn bad_inputs_are_errors_with_file_and_line() {
     assert!(err.message.contains("raw.csv:1: not an ncu details CSV"), "{}", err.message);
     assert!(err.hint.unwrap().contains("raw layout"));
     // A file cut in the middle of a quoted field (a killed export).
-    let text = std::fs::read(fixture("kernel_0013_ncu.details.csv")).unwrap();
+    let Some(source) = corpus!(KERNEL_0013) else { return };
+    let text = std::fs::read(source).unwrap();
     let cut = write("cut.csv", &text[..text.len() / 2 + 7]);
     let result: Result<Vec<_>, _> = ncu_csv::open(&cut).unwrap().collect();
     match result {
@@ -132,7 +139,11 @@ fn bad_inputs_are_errors_with_file_and_line() {
 /// does not care; the parallel reader declines the unusual order.
 #[test]
 fn ncu_2025_section_export_with_body_item_label() {
-    let path = fixture("kernel_0013_ncu.section_SpeedOfLight_RooflineChart.csv");
+    let Some(path) = corpus!(
+        "llm-perf-opt/reports/20251107-dsocr/ncu-v2/kernel_0013_178ff748c21ea29399b8568af3cd1f02/ncu.section_SpeedOfLight_RooflineChart.csv"
+    ) else {
+        return;
+    };
     let (_, all) = ncu_csv::open_any(&path).unwrap();
     let all: Vec<Launch> = all.collect::<Result<_, _>>().unwrap();
     assert_eq!(all.len(), 1);
@@ -145,6 +156,33 @@ fn ncu_2025_section_export_with_body_item_label() {
     assert_eq!((m.section.as_str(), m.unit.as_str()), ("GPU Speed Of Light Roofline Chart", "inst/cycle"));
     assert_eq!(base(l, "Theoretical Predicated-On FFMA Thread Instructions Executed"), Some((21760.0, Base::Other)));
     assert_eq!(base(l, "Theoretical Predicated-On DFMA Thread Instructions Executed"), Some((340.0, Base::Other)));
-    let mut b = llmperf::ncu_regions::Builder::new(Default::default());
-    assert!(!llmperf::parse::ncu_fast::ingest(&path, &mut b, &llmperf::ncu_regions::Attribution::NvtxStack).unwrap());
+    let mut b = llmperf::aggregate::ncu::Builder::new(Default::default());
+    assert!(!ncu_csv::ingest(&path, &mut b, llmperf::regions::Attribution::NvtxStack, &[]).unwrap());
+}
+
+/// The raw page of a `--set full` profile (H800, ncu 2023.3, rendered by
+/// 2024.1) has no FLOP counts, only the SOL roofline rates. By hand, over the
+/// 4 launches of `distribution_elementwise_grid_stride_kernel`:
+/// Σ (2·ffma + fadd + fmul + 2·dfma + dadd + dmul).per_cycle_elapsed ×
+/// smsp__cycles_elapsed.avg.per_second × gpu__time_duration = 556,332,500.9
+/// FLOPs in 87,136 ns; DRAM read + write = 42,597,632 bytes. The fifth
+/// launch (flash_fwd_kernel) reads `nan` everywhere and has no point.
+#[test]
+fn sol_rates_of_a_raw_page_give_the_hand_computed_roofline_point() {
+    let Some(path) = corpus!("real/derived/sglang-fork/profile.ncu2024.1.raw.csv") else { return };
+    let mut acc = llmperf::aggregate::roofline::RooflineAcc::default();
+    let (_, rows) = ncu_csv::open_any(&path).unwrap();
+    for launch in rows {
+        ncu_csv::with_view(&launch.unwrap(), |view| acc.add(view));
+    }
+    let r = acc.finish();
+    assert_eq!((r.launches, r.launches_with_counters, r.points.len()), (5, 4, 1));
+    assert!(r.flop_metrics.contains(&"smsp__cycles_elapsed.avg.per_second".to_string()));
+    let p = &r.points[0];
+    assert!(p.kernel_name.contains("distribution_elementwise_grid_stride_kernel"), "{}", p.kernel_name);
+    assert_eq!((p.calls, p.gpu_time_ns, p.dram_bytes), (4, 87_136.0, 42_597_632.0));
+    assert!((p.flops - 556_332_500.89).abs() < 1.0, "{}", p.flops);
+    assert!((p.arithmetic_intensity - 13.06017).abs() < 1e-4, "{}", p.arithmetic_intensity);
+    assert!((p.achieved_flop_per_s - 6.384646e12).abs() / 6.384646e12 < 1e-6, "{}", p.achieved_flop_per_s);
+    assert!(p.sm_throughput_pct.is_some() && p.dram_throughput_pct.is_some());
 }

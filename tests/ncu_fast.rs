@@ -1,41 +1,45 @@
-//! The parallel details reader (parse::ncu_fast) gives the region reports of
-//! the streaming reader (parse::ncu_csv), on every real details file, with
-//! blocks small enough that launches straddle reads; and it fails the same
-//! way on broken files.
-use std::path::{Path, PathBuf};
+//! The parallel details reader (parse::ncu's `ingest`) gives the region
+//! reports of the streaming reader, on every real details file of the corpus,
+//! with blocks small enough that launches straddle reads; and it fails the
+//! same way on broken files.
+mod common;
+use std::path::Path;
 
-use llmperf::ncu_regions::{Attribution, Builder, Options, ScopeReport, Stamp};
-use llmperf::parse::{ncu_csv, ncu_fast};
-use llmperf::roofline::Roofline;
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ncu").join(name)
-}
+use llmperf::aggregate::ncu::{Builder, Options, ScopeReport, Stamp};
+use llmperf::aggregate::roofline::Roofline;
+use llmperf::parse::ncu as reader;
+use llmperf::regions::Attribution;
 
 const DETAILS: [&str; 4] = [
-    "kernel_0013_ncu.details.csv",
-    "manual_nvtx.ncu2022.3.details.csv",
-    "report.ncu2022.3.details.csv",
-    "profile.ncu2024.1.details.csv",
+    "llm-perf-opt/reports/20251107-dsocr/ncu-v2/kernel_0013_178ff748c21ea29399b8568af3cd1f02/ncu.details.csv",
+    NVTX_DETAILS,
+    "real/derived/gpu-ray-tracer/report.ncu2022.3.details.csv",
+    "real/derived/parallel_programming_ex3/profile.ncu2024.1.details.csv",
 ];
+const NVTX_DETAILS: &str = "real/derived/nsight-training/manual_nvtx.ncu2022.3.details.csv";
 
 fn options() -> Options {
     Options { aggregate: true, ..Options::default() }
 }
 
 /// The region scopes and the roofline the builder gathered alongside.
-fn streamed(path: &Path, how: &Attribution) -> (Vec<ScopeReport>, Roofline) {
+fn streamed(path: &Path, how: Attribution, regions: &[String]) -> (Vec<ScopeReport>, Roofline) {
     let mut b = Builder::new(options());
-    for l in ncu_csv::open(path).unwrap() {
-        b.add(&l.unwrap(), how);
+    for l in reader::open(path).unwrap() {
+        b.add_launch(&l.unwrap(), how, regions);
     }
     let roofline = b.take_roofline().finish();
     (b.finish(&Stamp::default()), roofline)
 }
 
-fn fast(path: &Path, how: &Attribution, block: usize) -> Result<(Vec<ScopeReport>, Roofline), llmperf::error::Error> {
+fn fast(
+    path: &Path,
+    how: Attribution,
+    regions: &[String],
+    block: usize,
+) -> Result<(Vec<ScopeReport>, Roofline), llmperf::error::Error> {
     let mut b = Builder::new(options());
-    assert!(ncu_fast::ingest_blocks(path, &mut b, how, block)?, "the fast path takes {}", path.display());
+    assert!(reader::ingest_blocks(path, &mut b, how, regions, block)?, "the fast path takes {}", path.display());
     let roofline = b.take_roofline().finish();
     Ok((b.finish(&Stamp::default()), roofline))
 }
@@ -67,11 +71,11 @@ fn assert_same(a: &serde_json::Value, b: &serde_json::Value, at: &str) {
 #[test]
 fn fast_and_streaming_readers_agree_on_every_real_details_file() {
     for name in DETAILS {
-        let path = fixture(name);
-        for how in [Attribution::NvtxStack, Attribution::Range(vec!["A".into()])] {
-            let want = serde_json::to_value(streamed(&path, &how)).unwrap();
+        let Some(path) = corpus!(name) else { return };
+        for (how, regions) in [(Attribution::NvtxStack, vec![]), (Attribution::Range, vec!["A".to_string()])] {
+            let want = serde_json::to_value(streamed(&path, how, &regions)).unwrap();
             for block in [1 << 20, 4096, 1000] {
-                let got = serde_json::to_value(fast(&path, &how, block).unwrap()).unwrap();
+                let got = serde_json::to_value(fast(&path, how, &regions, block).unwrap()).unwrap();
                 assert_same(&want, &got, &format!("{name} block {block}"));
             }
         }
@@ -80,12 +84,13 @@ fn fast_and_streaming_readers_agree_on_every_real_details_file() {
 
 #[test]
 fn broken_files_fail_with_file_and_line() {
+    let Some(source) = corpus!(NVTX_DETAILS) else { return };
     let dir = tempfile::tempdir().unwrap();
-    let text = std::fs::read(fixture("manual_nvtx.ncu2022.3.details.csv")).unwrap();
+    let text = std::fs::read(source).unwrap();
     let cut = dir.path().join("cut.csv");
     std::fs::write(&cut, &text[..text.len() * 2 / 3 + 3]).unwrap();
     for block in [1 << 20, 4096] {
-        let e = fast(&cut, &Attribution::NvtxStack, block).unwrap_err();
+        let e = fast(&cut, Attribution::NvtxStack, &[], block).unwrap_err();
         assert!(e.message.starts_with(&format!("{}:", cut.display())), "{}", e.message);
         assert!(e.message.contains("ends inside a row"), "{}", e.message);
         assert!(e.hint.is_some());
@@ -96,21 +101,22 @@ fn broken_files_fail_with_file_and_line() {
     let latin1 = dir.path().join("latin1.csv");
     std::fs::write(&latin1, &bad).unwrap();
     let line = 1 + text[..at].iter().filter(|&&b| b == b'\n').count();
-    let e = fast(&latin1, &Attribution::NvtxStack, 1 << 20).unwrap_err();
+    let e = fast(&latin1, Attribution::NvtxStack, &[], 1 << 20).unwrap_err();
     assert!(e.message.contains(&format!("latin1.csv:{line}: invalid UTF-8")), "{} (want line {line})", e.message);
 }
 
 #[test]
 fn files_it_does_not_handle_are_left_to_the_streaming_reader() {
     // A raw page, and a details file behind `==PROF==` lines.
+    let Some(raw) = corpus!("real/derived/nsight-training/manual_nvtx.ncu2022.3.raw.csv") else { return };
+    let Some(details) = corpus!(NVTX_DETAILS) else { return };
     let dir = tempfile::tempdir().unwrap();
-    let raw = fixture("manual_nvtx.ncu2022.3.raw.csv");
     let mut b = Builder::new(options());
-    assert!(!ncu_fast::ingest(&raw, &mut b, &Attribution::NvtxStack).unwrap());
+    assert!(!reader::ingest(&raw, &mut b, Attribution::NvtxStack, &[]).unwrap());
     let prof = dir.path().join("prof.csv");
     let mut text = b"==PROF== Connected to process 1\n".to_vec();
-    text.extend(std::fs::read(fixture("manual_nvtx.ncu2022.3.details.csv")).unwrap());
+    text.extend(std::fs::read(details).unwrap());
     std::fs::write(&prof, text).unwrap();
-    assert!(!ncu_fast::ingest(&prof, &mut b, &Attribution::NvtxStack).unwrap());
+    assert!(!reader::ingest(&prof, &mut b, Attribution::NvtxStack, &[]).unwrap());
     assert_eq!(b.results(), 0);
 }

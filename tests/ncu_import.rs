@@ -1,12 +1,14 @@
-//! `llmperf import ncu` and `llmperf validate` on real recorded ncu outputs.
+//! `llmperf import ncu` and `llmperf validate` on real recorded ncu outputs
+//! (the shared corpus; llmperf is handed copies).
 mod common;
 use common::*;
 use predicates::prelude::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ncu").join(name)
-}
+const DETAILS: &str = "real/derived/nsight-training/manual_nvtx.ncu2022.3.details.csv";
+const RAW: &str = "real/derived/nsight-training/manual_nvtx.ncu2022.3.raw.csv";
+const REPORT: &str = "real/nsight-training/manual_nvtx.ncu-rep";
+const NO_NVTX: &str = "real/derived/parallel_programming_ex3/profile.ncu2024.1.details.csv";
 
 fn import(file: &Path, out: &Path, extra: &[&str]) -> assert_cmd::assert::Assert {
     llmperf().args(["import", "ncu"]).arg(file).arg("-o").arg(out).args(extra).assert()
@@ -32,12 +34,17 @@ fn regions(dir: &Path) -> Vec<(String, u64, f64)> {
 #[test]
 fn details_raw_and_the_report_itself_give_the_same_regions() {
     let root = tempfile::tempdir().unwrap();
+    let (Some(details_csv), Some(raw_csv), Some(report)) =
+        (corpus_copy!(DETAILS, root.path()), corpus_copy!(RAW, root.path()), corpus_copy!(REPORT, root.path()))
+    else {
+        return;
+    };
     let details = root.path().join("details");
-    import(&fixture("manual_nvtx.ncu2022.3.details.csv"), &details, &[]).success();
+    import(&details_csv, &details, &[]).success();
     let raw = root.path().join("raw");
-    import(&fixture("manual_nvtx.ncu2022.3.raw.csv"), &raw, &[]).success();
+    import(&raw_csv, &raw, &[]).success();
     let rep = root.path().join("rep");
-    import(&fixture("manual_nvtx.ncu-rep"), &rep, &[]).success();
+    import(&report, &rep, &[]).success();
     let want = regions(&details);
     assert_eq!(want.len(), 4);
     assert_eq!((want[0].0.as_str(), want[0].1), ("run_test", 3));
@@ -62,8 +69,9 @@ fn details_raw_and_the_report_itself_give_the_same_regions() {
 #[test]
 fn files_without_nvtx_land_in_unattributed_and_say_so() {
     let root = tempfile::tempdir().unwrap();
+    let Some(file) = corpus_copy!(NO_NVTX, root.path()) else { return };
     let out = root.path().join("run");
-    import(&fixture("profile.ncu2024.1.details.csv"), &out, &[]).success();
+    import(&file, &out, &[]).success();
     let r = regions(&out);
     assert_eq!(r.len(), 1);
     assert_eq!((r[0].0.as_str(), r[0].1), ("(unattributed)", 6));
@@ -75,9 +83,10 @@ fn files_without_nvtx_land_in_unattributed_and_say_so() {
 #[test]
 fn selection_and_range_attribution_from_the_command_line() {
     let root = tempfile::tempdir().unwrap();
+    let Some(file) = corpus_copy!(DETAILS, root.path()) else { return };
     let out = root.path().join("sel");
     import(
-        &fixture("manual_nvtx.ncu2022.3.details.csv"),
+        &file,
         &out,
         &["report.kernels.include=[\"regex:^(daxpy|init)\"]", "report.kernels.exclude=[\"regex:^init\"]"],
     )
@@ -89,15 +98,16 @@ fn selection_and_range_attribution_from_the_command_line() {
     assert_eq!(sel["include_patterns"][0], "regex:^(daxpy|init)");
     assert_eq!(sel["kernels_excluded"], 2);
     let out = root.path().join("range");
-    import(&fixture("manual_nvtx.ncu2022.3.details.csv"), &out, &["--range", "decode_all"]).success();
+    import(&file, &out, &["--range", "decode_all"]).success();
     assert_eq!(regions(&out), [("decode_all".to_string(), 3, 0.42221)]);
 }
 
 #[test]
 fn bad_inputs_fail_the_stage_and_keep_the_copy() {
     let root = tempfile::tempdir().unwrap();
+    let Some(file) = corpus_copy!(DETAILS, root.path()) else { return };
     let bad = root.path().join("cut.csv");
-    let text = std::fs::read(fixture("manual_nvtx.ncu2022.3.details.csv")).unwrap();
+    let text = std::fs::read(&file).unwrap();
     std::fs::write(&bad, &text[..text.len() / 2]).unwrap();
     let out = root.path().join("run");
     import(&bad, &out, &[])
@@ -112,7 +122,7 @@ fn bad_inputs_fail_the_stage_and_keep_the_copy() {
         .code(2)
         .stderr(predicate::str::contains("no such file").and(predicate::str::contains("hint:")));
     let bad_pattern = root.path().join("pattern");
-    import(&fixture("manual_nvtx.ncu2022.3.details.csv"), &bad_pattern, &["report.kernels.include=[\"regex:(\"]"])
+    import(&file, &bad_pattern, &["report.kernels.include=[\"regex:(\"]"])
         .code(3)
         .stderr(predicate::str::contains("bad kernel pattern"));
 }
@@ -120,8 +130,9 @@ fn bad_inputs_fail_the_stage_and_keep_the_copy() {
 #[test]
 fn validate_names_the_file_and_place_that_break_a_schema() {
     let root = tempfile::tempdir().unwrap();
+    let Some(file) = corpus_copy!(DETAILS, root.path()) else { return };
     let out = root.path().join("run");
-    import(&fixture("manual_nvtx.ncu2022.3.details.csv"), &out, &[]).success();
+    import(&file, &out, &[]).success();
     let path = out.join("ncu/regions/run_test__daxpy/region.json");
     let text = std::fs::read_to_string(&path).unwrap().replacen("\"calls\": 1", "\"calls\": \"one\"", 1);
     std::fs::write(&path, text).unwrap();

@@ -111,9 +111,10 @@ echo "==PROF== Report: $out.ncu-rep" > "$log"
 }
 
 /// `llmperf profile --no-nsys ARGS -- true` with the fake ncu replaying the
-/// recorded nsight-training report; the run directory.
-fn profile_with_recorded_report(root: &std::path::Path, args: &[&str]) -> std::path::PathBuf {
-    let report = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ncu/manual_nvtx.ncu-rep");
+/// recorded nsight-training report (a copy from the corpus); the run
+/// directory, or None when the corpus lacks the report (`test` is skipped).
+fn profile_with_recorded_report(test: &str, root: &std::path::Path, args: &[&str]) -> Option<std::path::PathBuf> {
+    let report = corpus_copy(test, "real/nsight-training/manual_nvtx.ncu-rep", root)?;
     let fake = fake_ncu_replaying(root, &report);
     let out = llmperf()
         .args(["profile", "--no-nsys", "-o"])
@@ -127,13 +128,15 @@ fn profile_with_recorded_report(root: &std::path::Path, args: &[&str]) -> std::p
         .get_output()
         .stdout
         .clone();
-    run_dir(&out)
+    Some(run_dir(&out))
 }
 
 #[test]
 fn a_recorded_real_report_is_rendered_and_read_back() {
     let root = tempfile::tempdir().unwrap();
-    let dir = profile_with_recorded_report(root.path(), &["--replay-mode", "kernel"]);
+    let Some(dir) = profile_with_recorded_report(&this_test!(), root.path(), &["--replay-mode", "kernel"]) else {
+        return;
+    };
     let manifest = json(&dir.join("manifest.json"));
     let ncu = stage(&manifest, "ncu:p0");
     let artifacts: Vec<_> = ncu["artifacts"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
@@ -143,7 +146,7 @@ fn a_recorded_real_report_is_rendered_and_read_back() {
     assert!(ncu["diagnoses"].as_array().unwrap().is_empty());
     // The rendering by the real ncu 2022.3, read back by llmperf's reader.
     let launches: Vec<_> =
-        llmperf::parse::ncu_csv::open(&dir.join("ncu/p0.details.csv")).unwrap().collect::<Result<_, _>>().unwrap();
+        llmperf::parse::ncu::open(&dir.join("ncu/p0.details.csv")).unwrap().collect::<Result<_, _>>().unwrap();
     assert_eq!(launches.len(), 3);
     let stack: Vec<_> = launches[0].nvtx.iter().map(|f| f.name.as_str()).collect();
     assert_eq!(stack, ["run_test", "init_data"]);
@@ -157,10 +160,13 @@ fn a_recorded_real_report_is_rendered_and_read_back() {
 #[test]
 fn kernel_replay_flow_writes_per_region_reports() {
     let root = tempfile::tempdir().unwrap();
-    let dir = profile_with_recorded_report(
+    let Some(dir) = profile_with_recorded_report(
+        &this_test!(),
         root.path(),
         &["--replay-mode", "kernel", "pipeline.ncu.ncu_cli.sections=[SpeedOfLight]"],
-    );
+    ) else {
+        return;
+    };
     let report = json(&dir.join("ncu/regions/report.json"));
     assert_eq!(report["source"]["attribution"], "nvtx_stack");
     let agg = &report["scopes"][0];
@@ -186,10 +192,13 @@ fn kernel_replay_flow_writes_per_region_reports() {
 #[test]
 fn range_replay_flow_runs_a_pass_per_level_and_writes_each_region() {
     let root = tempfile::tempdir().unwrap();
-    let dir = profile_with_recorded_report(
+    let Some(dir) = profile_with_recorded_report(
+        &this_test!(),
         root.path(),
         &["--replay-mode", "range", "--nvtx-include", "A", "--nvtx-include", "A::A1"],
-    );
+    ) else {
+        return;
+    };
     let manifest = json(&dir.join("manifest.json"));
     let argv = |pass: &str| -> Vec<String> {
         let a = stage(&manifest, pass)["argv"].as_array().unwrap().clone();

@@ -402,10 +402,6 @@ fn torchscript_workload_capture_has_forward_ranges() {
     assert_eq!(count(&nvtx_ranges(&dir.join("nsys/report.nsys-rep")), "forward"), 4);
 }
 
-fn nsys_fixture(rel: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nsys").join(rel)
-}
-
 /// Rows of an `nsys stats --format csv` file, keyed by header.
 fn stats_rows(path: &Path) -> Vec<std::collections::HashMap<String, String>> {
     let mut r = csv::Reader::from_path(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -451,10 +447,11 @@ fn live_capture_regions_equal_nsys_nvtxsum_of_the_same_run() {
 fn import_of_a_real_qdrep_exports_and_matches_gpukernsum() {
     let _nsys = nsys_lock();
     let root = tempfile::tempdir().unwrap();
+    let Some(qdrep) = corpus_copy!("real/abacus/report1.qdrep", root.path()) else { return };
     let out = root.path().join("imported");
     llmperf()
         .args(["import", "nsys"])
-        .arg(nsys_fixture("abacus/report1.qdrep"))
+        .arg(&qdrep)
         .arg("-o")
         .arg(&out)
         .timeout(Duration::from_secs(600))
@@ -480,10 +477,11 @@ fn import_of_a_real_qdrep_exports_and_matches_gpukernsum() {
 fn import_of_a_report_too_new_for_this_nsys_fails_with_a_hint() {
     let _nsys = nsys_lock();
     let root = tempfile::tempdir().unwrap();
+    let Some(report) = corpus_copy!("real/DD2360-llm.c/report1.nsys-rep", root.path()) else { return };
     let out = root.path().join("imported");
     llmperf()
         .args(["import", "nsys"])
-        .arg(nsys_fixture("dd2360/report1.nsys-rep"))
+        .arg(&report)
         .arg("-o")
         .arg(&out)
         .timeout(Duration::from_secs(600))

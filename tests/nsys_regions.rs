@@ -1,24 +1,25 @@
 //! Native ingestion of nsys SQLite exports against nsys's own reports on the
-//! same real files (tests/fixtures/nsys, see PROVENANCE.md).
-use llmperf::aggregate::{self, RegionsReport};
+//! same real files (the shared corpus: real/ and real/derived/, see its PROVENANCE.md).
+mod common;
+use llmperf::aggregate::nsys::{self as aggregate, RegionsReport};
 use llmperf::error::ErrorKind;
 use llmperf::parse::nsys_sqlite::NsysDb;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nsys").join(rel)
-}
+const MEMFUSION: &str = "real/memfusion/report1.sqlite";
+const ABACUS: &str = "real/derived/abacus/report1.nsys2022.4.sqlite";
 
-fn ingest(rel: &str) -> (RegionsReport, Vec<aggregate::TopKernel>, usize) {
-    let capture = NsysDb::open(&fixture(rel)).unwrap().load().unwrap();
+fn ingest(path: &Path) -> (RegionsReport, Vec<aggregate::TopKernel>, usize) {
+    let capture = NsysDb::open(path).unwrap().load().unwrap();
     let report = aggregate::build(&capture);
     (report, aggregate::top_kernels(&capture, 0), capture.kernels.len())
 }
 
-/// Rows of an `nsys stats --format csv` file as header → value maps.
+/// Rows of an `nsys stats --format csv` file of the corpus as header → value maps.
 fn stats_csv(rel: &str) -> Vec<HashMap<String, String>> {
-    let mut r = csv::Reader::from_path(fixture(rel)).unwrap();
+    let path = common::corpus_dir().expect("the corpus, checked by the caller").join(rel);
+    let mut r = csv::Reader::from_path(path).unwrap();
     let header: Vec<String> = r.headers().unwrap().iter().map(str::to_string).collect();
     r.records().map(|rec| header.iter().cloned().zip(rec.unwrap().iter().map(str::to_string)).collect()).collect()
 }
@@ -43,7 +44,8 @@ fn assert_kernels_equal_gpukernsum(top: &[aggregate::TopKernel], csv: &str) {
 
 #[test]
 fn memfusion_regions_equal_nsys_nvtxsum() {
-    let (report, _, _) = ingest("memfusion/report1.sqlite");
+    let Some(db) = corpus!(MEMFUSION) else { return };
+    let (report, _, _) = ingest(&db);
     // nvtxsum aggregates by `Domain:name`; so do we, over paths and threads.
     let mut ours: HashMap<String, (i64, i64)> = HashMap::new();
     for r in &report.regions {
@@ -51,7 +53,7 @@ fn memfusion_regions_equal_nsys_nvtxsum() {
         e.0 += r.instances as i64;
         e.1 += r.inclusive_ns;
     }
-    let rows = stats_csv("memfusion/report1.nsys2022.4_nvtxsum.csv");
+    let rows = stats_csv("real/derived/memfusion/report1.nsys2022.4_nvtxsum.csv");
     assert_eq!(rows.len(), 59);
     assert_eq!(ours.len(), rows.len());
     for row in rows {
@@ -66,13 +68,14 @@ fn memfusion_regions_equal_nsys_nvtxsum() {
 
 #[test]
 fn memfusion_kernels_equal_nsys_gpukernsum_and_nvtxkernsum() {
-    let (report, top, total_kernels) = ingest("memfusion/report1.sqlite");
-    assert_kernels_equal_gpukernsum(&top, "memfusion/report1.nsys2022.4_gpukernsum.csv");
+    let Some(db) = corpus!(MEMFUSION) else { return };
+    let (report, top, total_kernels) = ingest(&db);
+    assert_kernels_equal_gpukernsum(&top, "real/derived/memfusion/report1.nsys2022.4_gpukernsum.csv");
     assert_eq!(total_kernels, 36);
     // nvtxkernsum counts each kernel in every range on its launching thread's stack.
     let mut per_range: HashMap<String, (usize, i64)> = HashMap::new();
     let mut outside = (0usize, 0i64);
-    for row in stats_csv("memfusion/report1.nsys2022.4_nvtxkernsum.csv") {
+    for row in stats_csv("real/derived/memfusion/report1.nsys2022.4_nvtxkernsum.csv") {
         let v = (int(&row, "Kern Inst") as usize, int(&row, "Total Time (ns)"));
         if row["NVTX Range"] == "None" {
             outside = (outside.0 + v.0, outside.1 + v.1);
@@ -89,7 +92,8 @@ fn memfusion_kernels_equal_nsys_gpukernsum_and_nvtxkernsum() {
 
 #[test]
 fn inclusive_totals_reconcile_with_children_plus_self() {
-    let (report, _, total_kernels) = ingest("memfusion/report1.sqlite");
+    let Some(db) = corpus!(MEMFUSION) else { return };
+    let (report, _, total_kernels) = ingest(&db);
     for r in &report.regions {
         let children: Vec<_> = report.regions.iter().filter(|c| c.parent.as_deref() == Some(r.path.as_str())).collect();
         let kids_time: i64 = children.iter().map(|c| c.inclusive_ns).sum();
@@ -111,12 +115,13 @@ fn inclusive_totals_reconcile_with_children_plus_self() {
 
 #[test]
 fn abacus_without_nvtx_puts_every_kernel_in_unattributed() {
-    let (report, top, total_kernels) = ingest("abacus/report1.nsys2022.4.sqlite");
+    let Some(db) = corpus!(ABACUS) else { return };
+    let (report, top, total_kernels) = ingest(&db);
     assert!(report.regions.is_empty());
     assert_eq!(total_kernels, 23805);
     assert_eq!(report.unattributed.kernel_count, 23805);
     assert!(report.notes.iter().any(|n| n.contains("no NVTX ranges")));
-    assert_kernels_equal_gpukernsum(&top, "abacus/report1.nsys2022.4_gpukernsum.csv");
+    assert_kernels_equal_gpukernsum(&top, "real/derived/abacus/report1.nsys2022.4_gpukernsum.csv");
     assert!(top.windows(2).all(|w| w[0].total_ns >= w[1].total_ns));
     let share: f64 = top.iter().map(|k| k.share_pct).sum();
     assert!((share - 100.0).abs() < 1e-6);
@@ -124,9 +129,10 @@ fn abacus_without_nvtx_puts_every_kernel_in_unattributed() {
 
 #[test]
 fn uvmtorch_without_kernel_table_is_empty_with_notes() {
-    let db = NsysDb::open(&fixture("uvmtorch/report1.sqlite")).unwrap();
+    let Some(path) = corpus!("real/uvmtorch/report1.sqlite") else { return };
+    let db = NsysDb::open(&path).unwrap();
     assert!(db.export_version().is_some_and(|v| v.starts_with("2025.3")), "META_DATA_EXPORT read");
-    let (report, top, n) = ingest("uvmtorch/report1.sqlite");
+    let (report, top, n) = ingest(&path);
     assert_eq!((report.regions.len(), top.len(), n), (0, 0, 0));
     assert!(report.notes.iter().any(|n| n.contains("no CUDA kernels")));
 }
@@ -146,7 +152,8 @@ fn bad_inputs_name_the_file_and_hint() {
     assert!(err.message.contains("text.sqlite"), "{}", err.message);
 
     let truncated = dir.path().join("truncated.sqlite");
-    let bytes = std::fs::read(fixture("memfusion/report1.sqlite")).unwrap();
+    // A copy of the project's own capture, cut.
+    let bytes = std::fs::read(common::own("runs/cpu_llm_tiny/nsys/report.sqlite")).unwrap();
     std::fs::write(&truncated, &bytes[..bytes.len() / 3]).unwrap();
     let err = match NsysDb::open(&truncated) {
         Err(e) => e,
@@ -164,8 +171,10 @@ fn bad_inputs_name_the_file_and_hint() {
 /// regions.json and top_kernels.json of a real capture follow their published schemas (tests/specs.rs).
 #[test]
 fn nsys_outputs_follow_their_schemas() {
-    let (regions_schema, top_schema) = aggregate::json_schemas();
-    let (report, top, _) = ingest("memfusion/report1.sqlite");
+    let Some(db) = corpus!(MEMFUSION) else { return };
+    let schema = |rel: &str| (llmperf::schemas::artifact_of(rel).unwrap().schema)();
+    let (regions_schema, top_schema) = (schema("nsys/regions.json"), schema("nsys/top_kernels.json"));
+    let (report, top, _) = ingest(&db);
     for (schema, value) in
         [(&regions_schema, serde_json::to_value(&report).unwrap()), (&top_schema, serde_json::to_value(&top).unwrap())]
     {
@@ -173,4 +182,38 @@ fn nsys_outputs_follow_their_schemas() {
         let errors: Vec<String> = validator.iter_errors(&value).map(|e| e.to_string()).collect();
         assert!(errors.is_empty(), "{errors:?}");
     }
+}
+
+/// Deep mode end to end on real kernel names: the top kernels of a real nsys
+/// capture (abacus, PyTorch fp16 ResNet: long templated names) become an ncu
+/// kernel filter that matches exactly those names, on the ncu command line.
+#[test]
+fn deep_mode_filter_from_a_real_capture_matches_exactly_its_top_kernels() {
+    let Some(db) = corpus!(ABACUS) else { return };
+    let capture = NsysDb::open(&db).unwrap().load().unwrap();
+    let top = aggregate::top_kernels(&capture, 10);
+    let names: Vec<String> = top.iter().map(|k| k.name.clone()).collect();
+    let cfg = llmperf::config::load(&llmperf::config::LoadOptions::default()).unwrap().config;
+    let cli = &cfg.pipeline.ncu.ncu_cli;
+    let plan = llmperf::plan::ncu::plan(cli, cfg.runner.run.mode, Some(&names), None);
+    let filter = plan.kernel_filter.clone().expect("deep mode narrows to the top kernels");
+    assert_eq!(filter.source, "nsys_top_n");
+    assert_eq!(filter.kernels, names);
+    // ncu's regex: is ECMAScript; for these patterns the regex crate agrees.
+    let re = regex::Regex::new(filter.expression.strip_prefix("regex:").unwrap()).unwrap();
+    for k in &names {
+        assert!(re.is_match(k), "{k}");
+    }
+    let others: Vec<String> = aggregate::top_kernels(&capture, 0).into_iter().skip(10).map(|k| k.name).collect();
+    assert!(!others.is_empty());
+    for k in &others {
+        assert!(!re.is_match(k), "{k} is not among the top 10");
+    }
+    // The argv carries it with the demangled base.
+    let pass_cli = plan.passes[0].cli(cli, &plan);
+    let argv =
+        llmperf::profile::ncu::profile_argv(Path::new("ncu"), &pass_cli, Path::new("p0"), Path::new("p0.log"), &[]);
+    let argv: Vec<String> = argv.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    assert!(argv.windows(2).any(|w| w[0] == "--kernel-name" && w[1] == filter.expression));
+    assert!(argv.windows(2).any(|w| w == ["--kernel-name-base", "demangled"]));
 }

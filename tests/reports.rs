@@ -2,20 +2,24 @@
 //! alone: on a copy of a run directory it gives the same bytes, timestamps aside.
 mod common;
 use common::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ncu").join(name)
-}
+const KERNEL_0013: &str =
+    "llm-perf-opt/reports/20251107-dsocr/ncu-v2/kernel_0013_178ff748c21ea29399b8568af3cd1f02/ncu.details.csv";
 
 #[test]
 fn report_reproduces_an_imported_ncu_run() {
     let root = tempfile::tempdir().unwrap();
-    for (name, extra) in
-        [("manual_nvtx.ncu2022.3.details.csv", vec![]), ("kernel_0013_ncu.details.csv", vec!["--range", "decode"])]
+    for (i, (rel, extra)) in [
+        ("real/derived/nsight-training/manual_nvtx.ncu2022.3.details.csv", vec![]),
+        (KERNEL_0013, vec!["--range", "decode"]),
+    ]
+    .into_iter()
+    .enumerate()
     {
-        let out = root.path().join(name);
-        llmperf().args(["import", "ncu"]).arg(fixture(name)).arg("-o").arg(&out).args(&extra).assert().success();
+        let Some(file) = corpus_copy!(rel, root.path()) else { return };
+        let out = root.path().join(format!("run{i}"));
+        llmperf().args(["import", "ncu"]).arg(file).arg("-o").arg(&out).args(&extra).assert().success();
         assert!(out.join("stakeholder_summary.md").is_file() && out.join("report.md").is_file());
         assert_report_reproduces(&out);
     }
@@ -24,7 +28,7 @@ fn report_reproduces_an_imported_ncu_run() {
 #[test]
 fn report_reproduces_an_imported_nsys_capture_with_its_kernels() {
     let root = tempfile::tempdir().unwrap();
-    let out = import_memfusion(root.path());
+    let Some(out) = import_memfusion(&this_test!(), root.path()) else { return };
     let kernels = json(&out.join("kernels.json"));
     assert_eq!(kernels["source"], "nsys");
     let top = json(&out.join("nsys/top_kernels.json"));
@@ -52,12 +56,17 @@ fn report_reproduces_an_imported_nsys_capture_with_its_kernels() {
 #[test]
 fn kernel_summary_csv_import_equals_the_sqlite_import() {
     let root = tempfile::tempdir().unwrap();
-    let nsys = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nsys/abacus");
-    let import = |file: &str, out: &str| {
+    let (Some(summary), Some(db)) = (
+        corpus_copy!("real/derived/abacus/report1.nsys2022.4_gpukernsum.csv", root.path()),
+        corpus_copy!("real/derived/abacus/report1.nsys2022.4.sqlite", root.path()),
+    ) else {
+        return;
+    };
+    let import = |file: &Path, out: &str| {
         let out = root.path().join(out);
         llmperf()
             .args(["import", "nsys"])
-            .arg(nsys.join(file))
+            .arg(file)
             .arg("-o")
             .arg(&out)
             .args(["pipeline.nsys.executable=/nonexistent", "runner.run.top_n_kernels=0"])
@@ -65,8 +74,8 @@ fn kernel_summary_csv_import_equals_the_sqlite_import() {
             .success();
         out
     };
-    let from_csv = import("report1.nsys2022.4_gpukernsum.csv", "csv");
-    let from_db = import("report1.nsys2022.4.sqlite", "db");
+    let from_csv = import(&summary, "csv");
+    let from_db = import(&db, "db");
     let key = |dir: &Path| -> Vec<(String, u64, u64, u64, u64)> {
         json(&dir.join("nsys/top_kernels.json"))
             .as_array()
@@ -101,7 +110,7 @@ fn kernel_summary_csv_import_equals_the_sqlite_import() {
 fn roofline_point_from_ncu_counters_by_hand() {
     let root = tempfile::tempdir().unwrap();
     let out = root.path().join("run");
-    let csv = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/dsocr/ncu/kernel_0013.details.csv");
+    let Some(csv) = corpus_copy!(KERNEL_0013, root.path()) else { return };
     llmperf().args(["import", "ncu"]).arg(&csv).arg("-o").arg(&out).assert().success();
     let r = json(&out.join("roofline.json"));
     assert_eq!((r["launches"].as_u64(), r["launches_with_counters"].as_u64()), (Some(1), Some(1)));

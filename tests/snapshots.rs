@@ -1,8 +1,8 @@
 //! Snapshots (insta) of every Markdown and JSON report, for two run
 //! directories built from real data only:
-//! - DeepSeek-OCR on an RTX 5090 (tests/fixtures/dsocr): the nsys kernel
-//!   summary of the whole run and the ncu details of its top 20 kernels,
-//!   imported into one run directory;
+//! - DeepSeek-OCR on an RTX 5090 (the shared corpus, llm-perf-opt): the nsys
+//!   kernel summary of the whole run and the ncu details of its top 20
+//!   kernels, imported into one run directory;
 //! - llm_tiny profiled under the real nsys on this project's CPU machine
 //!   (tests/fixtures/runs/cpu_llm_tiny: the raw artifacts of that run), its
 //!   reports rebuilt by `llmperf report`.
@@ -11,15 +11,14 @@
 //! (or INSTA_UPDATE=always) after reading it. Timestamps are blanked first.
 mod common;
 use common::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Beyond common::REPORTS (report.html is checked in tests/html.rs, not snapshotted).
 const MORE: [&str; 5] =
     ["roofline.json", "nsys/regions.json", "nsys/top_kernels.json", "nsys/capture.json", "ncu/regions/report.md"];
 
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
-}
+const DSOCR_KERNEL_SUMMARY: &str =
+    "llm-perf-opt/reports/20251107-dsocr/nsys/all-stage/nsys/summary_cuda_gpu_kern_sum.csv";
 
 /// Snapshot every report the run has, and `extra`; the list of those it has is a snapshot too.
 fn snapshot_reports(run: &Path, prefix: &str, extra: &[&str]) {
@@ -40,17 +39,9 @@ fn snapshot_reports(run: &Path, prefix: &str, extra: &[&str]) {
 fn deepseek_ocr_rtx5090_reports() {
     let root = tempfile::tempdir().unwrap();
     let run = root.path().join("dsocr");
-    let d = fixtures().join("dsocr");
-    llmperf()
-        .args(["import", "nsys"])
-        .arg(d.join("all-stage.cuda_gpu_kern_sum.csv"))
-        .arg("-o")
-        .arg(&run)
-        .assert()
-        .success();
-    let mut ncu: Vec<PathBuf> = std::fs::read_dir(d.join("ncu")).unwrap().map(|e| e.unwrap().path()).collect();
-    ncu.sort();
-    assert_eq!(ncu.len(), 20);
+    let Some(summary) = corpus_copy!(DSOCR_KERNEL_SUMMARY, root.path()) else { return };
+    let Some(ncu) = dsocr_ncu(&this_test!(), root.path()) else { return };
+    llmperf().args(["import", "nsys"]).arg(&summary).arg("-o").arg(&run).assert().success();
     llmperf().args(["import", "ncu"]).args(&ncu).arg("-o").arg(&run).assert().success();
     // The two imports share one run directory and one manifest.
     let manifest = json(&run.join("manifest.json"));
@@ -69,9 +60,7 @@ fn deepseek_ocr_rtx5090_reports() {
 fn deepseek_ocr_rtx5090_ncu_only_reports() {
     let root = tempfile::tempdir().unwrap();
     let run = root.path().join("dsocr-ncu");
-    let mut ncu: Vec<PathBuf> =
-        std::fs::read_dir(fixtures().join("dsocr/ncu")).unwrap().map(|e| e.unwrap().path()).collect();
-    ncu.sort();
+    let Some(ncu) = dsocr_ncu(&this_test!(), root.path()) else { return };
     llmperf().args(["import", "ncu"]).args(&ncu).arg("-o").arg(&run).assert().success();
     let summary = std::fs::read_to_string(run.join("stakeholder_summary.md")).unwrap();
     assert!(summary.contains("| FLOP/byte (ncu) | SM % (ncu) | DRAM % (ncu) |"), "{summary}");
@@ -83,7 +72,7 @@ fn deepseek_ocr_rtx5090_ncu_only_reports() {
 fn cpu_llm_tiny_capture_reports() {
     let root = tempfile::tempdir().unwrap();
     let run = root.path().join("cpu_llm_tiny");
-    copy_dir(&fixtures().join("runs/cpu_llm_tiny"), &run);
+    copy_dir(&own("runs/cpu_llm_tiny"), &run);
     llmperf().arg("report").arg(&run).assert().success();
     snapshot_reports(&run, "cpu_llm_tiny", &[]);
 }

@@ -3,18 +3,20 @@
 //! errors are fine, panics are not.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use llmperf::ncu_regions::{Attribution, Builder, Options, Stamp};
-use llmperf::parse::{ncu_csv, ncu_fast};
+use llmperf::aggregate::ncu::{Builder, Options, Stamp};
+use llmperf::parse::ncu as reader;
+use llmperf::regions::Attribution;
 
 fuzz_target!(|data: &[u8]| {
     fast(data);
     let path = std::path::Path::new("fuzz.csv");
-    let Ok((_, launches)) = ncu_csv::read_any(std::io::Cursor::new(data.to_vec()), path) else { return };
+    let Ok((_, launches)) = reader::read_any(std::io::Cursor::new(data.to_vec()), path) else { return };
     let mut builder = Builder::new(Options { aggregate: true, ..Options::default() });
-    let range = Attribution::Range(vec!["A".into(), "A::A1".into()]);
+    let regions = ["A".to_string(), "A::A1".to_string()];
     for (i, launch) in launches.enumerate() {
         let Ok(launch) = launch else { return };
-        builder.add(&launch, if i % 2 == 0 { &Attribution::NvtxStack } else { &range });
+        let how = if i % 2 == 0 { Attribution::NvtxStack } else { Attribution::Range };
+        builder.add_launch(&launch, how, &regions);
     }
     let _ = builder.finish(&Stamp::default());
 });
@@ -27,7 +29,7 @@ fn fast(data: &[u8]) {
         return;
     }
     let mut builder = Builder::new(Options { aggregate: true, ..Options::default() });
-    if let Ok(true) = ncu_fast::ingest_blocks(file.path(), &mut builder, &Attribution::NvtxStack, 512) {
+    if let Ok(true) = reader::ingest_blocks(file.path(), &mut builder, Attribution::NvtxStack, &[], 512) {
         let _ = builder.finish(&Stamp::default());
     }
 }

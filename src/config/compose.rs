@@ -1,4 +1,4 @@
-//! Hydra-style composition: `config.yaml`'s defaults list picks one option per
+//! config: Hydra-style composition: `config.yaml`'s defaults list picks one option per
 //! group; group overrides change the picks; the result is an ordered list of
 //! YAML layers, each placed at its package (`pipeline.ncu`, `model`, ...).
 use serde_yaml::{Mapping, Value};
@@ -19,7 +19,7 @@ pub struct Choice {
 
 /// A group choice from the command line (`group[@package]=option`).
 #[derive(Debug, Clone)]
-pub struct GroupOverride {
+pub(crate) struct GroupOverride {
     pub group: String,
     pub package: Option<String>,
     pub option: String,
@@ -34,12 +34,12 @@ pub struct Layer {
 }
 
 #[derive(Debug, Clone)]
-pub struct Composition {
+pub(crate) struct Composition {
     pub choices: Vec<Choice>,
     pub layers: Vec<Layer>,
 }
 
-pub fn compose(tree: &ConfTree, groups: &[GroupOverride]) -> Result<Composition, Error> {
+pub(crate) fn compose(tree: &ConfTree, groups: &[GroupOverride]) -> Result<Composition, Error> {
     let roots = parse_files(tree.read(ROOT_FILE)?)?;
     if roots.is_empty() {
         return Err(Error::config("no config.yaml in the configuration tree")
@@ -90,7 +90,7 @@ fn parse_files(files: Vec<ConfFile>) -> Result<Vec<(String, Mapping)>, Error> {
         .collect()
 }
 
-pub fn yaml_error(label: &str, e: &serde_yaml::Error) -> Error {
+pub(crate) fn yaml_error(label: &str, e: &serde_yaml::Error) -> Error {
     let at = e.location().map(|l| format!(":{}:{}", l.line(), l.column())).unwrap_or_default();
     Error::config(format!("{label}{at}: malformed YAML: {e}"))
         .with_hint("fix the YAML at that line (indentation, a missing `:` or an unclosed quote or bracket)")
@@ -196,7 +196,7 @@ fn load_choice(tree: &ConfTree, choice: &Choice) -> Result<Vec<Layer>, Error> {
 }
 
 /// Place `value` at a dotted package path: `nest("a.b", v)` is `{a: {b: v}}`.
-pub fn nest(package: &str, value: Value) -> Value {
+pub(crate) fn nest(package: &str, value: Value) -> Value {
     package.rsplit('.').filter(|p| !p.is_empty()).fold(value, |inner, key| {
         let mut m = Mapping::new();
         m.insert(Value::String(key.into()), inner);

@@ -1,4 +1,4 @@
-//! Configuration: the embedded `conf/` tree (or a user's `--config-dir` over
+//! config: configuration: the embedded `conf/` tree (or a user's `--config-dir` over
 //! it), composed Hydra-style, layered with figment:
 //!
 //! embedded files < `--config-dir` files < `LLMPERF_*` environment < command-line overrides
@@ -14,9 +14,9 @@ use figment::value::{Dict, Map, Value};
 use figment::{Figment, Metadata, Profile, Provider};
 use std::path::PathBuf;
 
-pub use compose::Choice;
+pub(crate) use compose::Choice;
 use compose::{GroupOverride, Layer};
-pub use overrides::Override;
+pub(crate) use overrides::Override;
 pub use schema::Config;
 use tree::ConfTree;
 
@@ -34,7 +34,7 @@ pub struct LoadOptions {
 
 impl LoadOptions {
     /// Options with this process's `LLMPERF_*` environment.
-    pub fn from_process_env(config_dir: Option<PathBuf>, overrides: Vec<String>) -> Self {
+    pub(crate) fn from_process_env(config_dir: Option<PathBuf>, overrides: Vec<String>) -> Self {
         let env = std::env::vars().filter(|(k, _)| k.starts_with(ENV_PREFIX)).collect();
         LoadOptions { config_dir, env, overrides }
     }
@@ -50,12 +50,12 @@ pub struct Resolved {
 
 impl Resolved {
     /// The resolved configuration as YAML (what `config show` prints and runs record).
-    pub fn to_yaml(&self) -> String {
+    pub(crate) fn to_yaml(&self) -> String {
         serde_yaml::to_string(&self.config).expect("config serializes")
     }
 
     /// Every leaf key with its value (as JSON) and the layer that set it, sorted by key.
-    pub fn origins(&self) -> Vec<(String, String, String)> {
+    pub(crate) fn origins(&self) -> Vec<(String, String, String)> {
         let merged: Value = self.figment.extract().unwrap_or(Value::from(Dict::new()));
         let mut out = Vec::new();
         leaves("", &merged, &mut out);
@@ -117,7 +117,7 @@ pub fn load(opts: &LoadOptions) -> Result<Resolved, Error> {
 
 /// A configuration already resolved and written by llmperf (a run's
 /// `config.yaml`), read as is: no composition, no layers.
-pub fn load_resolved(path: &std::path::Path) -> Result<Config, Error> {
+pub(crate) fn load_resolved(path: &std::path::Path) -> Result<Config, Error> {
     let text =
         std::fs::read_to_string(path).map_err(|e| Error::config(format!("cannot read {}: {e}", path.display())))?;
     serde_yaml::from_str(&text).map_err(|e| compose::yaml_error(&path.display().to_string(), &e))

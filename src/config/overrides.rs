@@ -1,4 +1,4 @@
-//! The command-line override grammar, a subset of Hydra's (specs/overrides.md):
+//! config: the command-line override grammar, a subset of Hydra's (specs/overrides.md):
 //!
 //! ```text
 //! a.b.c=value                  set an existing key (value parsed as YAML)
@@ -12,7 +12,7 @@ use serde_yaml::Value;
 use crate::error::Error;
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum Override {
+pub(crate) enum Override {
     Set { key: String, value: Value, add: bool, raw: String },
     Delete { key: String, raw: String },
     Group { group: String, package: Option<String>, option: String, raw: String },

@@ -1,4 +1,4 @@
-//! The typed configuration. Every struct denies unknown keys so that a typo in
+//! config: the typed configuration. Every struct denies unknown keys so that a typo in
 //! a YAML file or an environment variable is an error, not a silent no-op.
 //! Defaults live in conf/ (embedded), not here.
 use serde::{Deserialize, Deserializer, Serialize};
@@ -268,7 +268,8 @@ pub enum TargetProcesses {
     ApplicationOnly,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// Also `--replay-mode` on the command line, and `replay_mode` in ncu/plan.json.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum ReplayMode {
     Kernel,
@@ -340,7 +341,7 @@ pub struct RunSettings {
     pub baseline: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum RunMode {
     Deep,

@@ -1,4 +1,4 @@
-//! The configuration file tree: the `conf/` directory embedded in the binary,
+//! config: the configuration file tree: the `conf/` directory embedded in the binary,
 //! optionally overlaid by a user's `--config-dir`.
 //!
 //! A file in the user's directory is layered over the embedded file of the same
@@ -13,14 +13,14 @@ static EMBEDDED: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/conf");
 
 /// One YAML file found in the tree.
 #[derive(Debug, Clone)]
-pub struct ConfFile {
+pub(crate) struct ConfFile {
     /// Shown in `config show --origin` and error messages.
     pub label: String,
     pub text: String,
 }
 
 #[derive(Debug, Clone, Default)]
-pub struct ConfTree {
+pub(crate) struct ConfTree {
     user_dir: Option<PathBuf>,
 }
 
@@ -51,12 +51,12 @@ impl ConfTree {
     }
 
     /// An embedded data file (not a configuration layer), e.g. `hardware/gpu_peaks.yaml`.
-    pub fn embedded_data(rel: &str) -> Option<&'static str> {
+    pub(crate) fn embedded_data(rel: &str) -> Option<&'static str> {
         EMBEDDED.get_file(rel).and_then(|f| f.contents_utf8())
     }
 
     /// Whether `group` names a directory of the tree.
-    pub fn is_group(&self, group: &str) -> bool {
+    pub(crate) fn is_group(&self, group: &str) -> bool {
         EMBEDDED.get_dir(group).is_some() || self.user_path(group).is_some_and(|p| p.is_dir())
     }
 
@@ -76,7 +76,7 @@ impl ConfTree {
     }
 
     /// The sub-directories of a group (e.g. the models under `model/`), sorted.
-    pub fn subgroups(&self, group: &str) -> Vec<String> {
+    pub(crate) fn subgroups(&self, group: &str) -> Vec<String> {
         let mut names: Vec<String> = EMBEDDED
             .get_dir(group)
             .map(|d| d.dirs().map(|d| d.path().to_path_buf()).collect::<Vec<PathBuf>>())

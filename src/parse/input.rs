@@ -1,4 +1,4 @@
-//! Files the user hands us, before any reader sees them: a regular file that
+//! parse: files the user hands us, before any reader sees them: a regular file that
 //! can be read (a directory, a FIFO that would block the read, or a device is
 //! named as such), and, for text, an encoding the readers handle: UTF-8 with or
 //! without a byte-order mark. UTF-16 and CR-only line ends are named with the
@@ -43,7 +43,7 @@ pub fn open(path: &Path) -> Result<File, Error> {
 
 /// A text file opened after its UTF-8 byte-order mark, if it has one.
 /// UTF-16 and CR-only files are refused with the command that converts them.
-pub fn open_text(path: &Path) -> Result<File, Error> {
+pub(crate) fn open_text(path: &Path) -> Result<File, Error> {
     let mut file = open(path)?;
     let mut head = Vec::new();
     (&mut file).take(SNIFF).read_to_end(&mut head).map_err(|e| unreadable(path, &e))?;

@@ -1,7 +1,10 @@
-//! Readers of profiler outputs, one per tool and format.
+//! parse: readers of profiler outputs, one per tool and format. A reader
+//! turns bytes into rows and names nothing that consumes them.
+//! - [`input`]: a user's file checked before any reader sees it;
+//! - [`ncu`]: Nsight Compute CSV exports (details and raw pages) into a [`ncu::LaunchSink`];
+//! - [`nsys_sqlite`]: an Nsight Systems SQLite export (ranges, kernels, launch calls);
+//! - [`nsys_csv`]: an `nsys stats` kernel summary CSV.
 pub mod input;
-pub mod ncu_csv;
-pub mod ncu_fast;
-pub mod ncu_raw;
+pub mod ncu;
 pub mod nsys_csv;
 pub mod nsys_sqlite;

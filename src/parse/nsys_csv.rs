@@ -1,4 +1,4 @@
-//! The kernel summary CSV of `nsys stats`: `cuda_gpu_kern_sum` (2023.1+) or
+//! parse: the kernel summary CSV of `nsys stats`: `cuda_gpu_kern_sum` (2023.1+) or
 //! `gpukernsum` (before), with `--format csv`. Columns are found by name:
 //! `Total Time (ns)`, `Instances`, `Min (ns)`, `Max (ns)`, `Name` (older
 //! renderings spell `Minimum (ns)`/`Maximum (ns)`). Some versions add
@@ -7,16 +7,22 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use crate::aggregate::TopKernel;
 use crate::error::{Error, ErrorKind};
+
+/// One kernel name's rows of the summary, added up.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct KernelSum {
+    pub name: String,
+    /// (calls, total ns, min ns, max ns).
+    pub sums: (usize, i64, i64, i64),
+}
 
 const HINT: &str =
     "pass the CSV of `nsys stats --report cuda_gpu_kern_sum --format csv` (gpukernsum before nsys 2023.1), \
                     or the report itself (.nsys-rep, .qdrep, .sqlite)";
 
-/// Every kernel name with its calls, total, min and max, sorted by total time
-/// (longest first, then by name); `share_pct` from the totals.
-pub fn read_kernel_summary(path: &Path) -> Result<Vec<TopKernel>, Error> {
+/// Every kernel name with its calls, total, min and max (rows of one name added up).
+pub(crate) fn read_kernel_summary(path: &Path) -> Result<Vec<KernelSum>, Error> {
     let bad = |line: u64, what: String| {
         Error::new(ErrorKind::Unparseable, format!("{}:{line}: {what}", path.display())).with_hint(HINT)
     };
@@ -63,7 +69,7 @@ pub fn read_kernel_summary(path: &Path) -> Result<Vec<TopKernel>, Error> {
         let e = by_name.entry(record.get(name).unwrap_or_default().to_string()).or_insert((0, 0, i64::MAX, i64::MIN));
         *e = (e.0 + n as usize, e.1 + t, e.2.min(lo), e.3.max(hi));
     }
-    Ok(crate::aggregate::top_kernel_rows(by_name.into_iter(), 0))
+    Ok(by_name.into_iter().map(|(name, sums)| KernelSum { name, sums }).collect())
 }
 
 #[cfg(test)]
@@ -85,9 +91,7 @@ mod tests {
         );
         let rows = read_kernel_summary(f.path()).unwrap();
         assert_eq!(rows.len(), 1);
-        let k = &rows[0];
-        assert_eq!((k.calls, k.total_ns, k.min_ns, k.max_ns), (4, 1000, 100, 400));
-        assert_eq!((k.mean_ns, k.share_pct), (250.0, 100.0));
+        assert_eq!(rows[0], KernelSum { name: "k".into(), sums: (4, 1000, 100, 400) });
     }
 
     #[test]

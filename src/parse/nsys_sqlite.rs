@@ -1,4 +1,4 @@
-//! The SQLite export of an Nsight Systems report (`nsys export --type sqlite`).
+//! parse: the SQLite export of an Nsight Systems report (`nsys export --type sqlite`).
 //!
 //! Tables and columns differ between nsys versions and are absent when nothing
 //! of their kind was traced, so every query first checks what exists:
@@ -15,39 +15,11 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, ErrorKind};
+use crate::provenance::capture::{CaptureGpu, CaptureHost};
 
 const PUSH_POP: i64 = 59;
 const START_END: i64 = 60;
 const DOMAIN_CREATE: i64 = 75;
-
-/// `nsys/capture.json`: the machine a capture was taken on, from its export.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CaptureHost {
-    /// The nsys that wrote the SQLite export (`EXPORT_PRODUCT_VERSION`).
-    pub exported_by: Option<String>,
-    pub hostname: Option<String>,
-    pub os: Option<String>,
-    pub cpu: Option<String>,
-    pub cpu_cores: Option<i64>,
-    /// As recorded (`NvDriverVersion`; older captures encode 450.51.05 as 4505105).
-    pub driver_version: Option<String>,
-    /// Where the capturing nsys was installed (its version is in the path).
-    pub nsys_target_dir: Option<String>,
-    pub gpus: Vec<CaptureGpu>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CaptureGpu {
-    pub id: Option<i64>,
-    pub name: Option<String>,
-    pub chip: Option<String>,
-    pub sm_count: Option<i64>,
-    pub memory_bytes: Option<i64>,
-    pub memory_bandwidth_bytes_per_s: Option<i64>,
-    pub bus: Option<String>,
-}
 
 pub struct NsysDb {
     conn: Connection,
@@ -78,7 +50,7 @@ impl Default for Names {
 }
 
 impl Names {
-    pub fn intern(&mut self, name: &str) -> u32 {
+    pub(crate) fn intern(&mut self, name: &str) -> u32 {
         if let Some(&id) = self.ids.get(name) {
             return id;
         }
@@ -170,7 +142,7 @@ pub struct Launches {
 const NO_THREAD: i64 = i64::MIN;
 
 impl Launches {
-    pub fn from_rows(rows: Vec<(i64, Launch)>) -> Launches {
+    pub(crate) fn from_rows(rows: Vec<(i64, Launch)>) -> Launches {
         let (Some(min), Some(max)) = (rows.iter().map(|r| r.0).min(), rows.iter().map(|r| r.0).max()) else {
             return Launches::default();
         };
@@ -195,12 +167,12 @@ impl Launches {
 }
 
 /// nsys packs the process id into globalTid/globalPid: pid = (gid >> 24) & 0xFFFFFF.
-pub fn pid_of(global_id: i64) -> i64 {
+pub(crate) fn pid_of(global_id: i64) -> i64 {
     (global_id >> 24) & 0xFF_FFFF
 }
 
 /// The thread id is the low 24 bits of globalTid.
-pub fn tid_of(global_tid: i64) -> i64 {
+pub(crate) fn tid_of(global_tid: i64) -> i64 {
     global_tid & 0xFF_FFFF
 }
 
@@ -240,7 +212,7 @@ impl NsysDb {
         &self.path
     }
 
-    pub fn has_table(&self, t: &str) -> bool {
+    pub(crate) fn has_table(&self, t: &str) -> bool {
         self.tables.contains(t)
     }
 
@@ -270,7 +242,7 @@ impl NsysDb {
     /// The machine of the capture, as the export records it: `TARGET_INFO_GPU`
     /// (one row per GPU) and `TARGET_INFO_SYSTEM_ENV` (name/value rows). Absent
     /// tables and columns leave fields empty.
-    pub fn capture_host(&self) -> CaptureHost {
+    pub(crate) fn capture_host(&self) -> CaptureHost {
         let env = |name: &str| -> Option<String> {
             if !self.has_table("TARGET_INFO_SYSTEM_ENV") {
                 return None;

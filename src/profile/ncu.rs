@@ -1,26 +1,27 @@
-//! Nsight Compute: region selectors, the `ncu` command line built from
+//! profile: Nsight Compute: region selectors, the `ncu` command line built from
 //! `pipeline.ncu.ncu_cli`, and what its log says happened.
 //!
 //! ncu 2022.3 takes the application right after its options and refuses `--`.
 use std::ffi::OsString;
 use std::path::Path;
 
+use super::tools::{Tool, Version};
 use crate::config::schema::{
     AppReplayMatch, CacheControl, ClockControl, GraphProfiling, KernelNameBase, NcuCli, ReplayMode, TargetProcesses,
 };
 use crate::error::Error;
 use crate::manifest::Diagnosis;
 use crate::regions;
-use crate::tools::{Tool, Version};
+use crate::run_dir::Page;
 
-/// Characters with a meaning in ncu's push/pop expressions (REFERENCE §3).
+/// Characters with a meaning in ncu's push/pop expressions (the `--nvtx-include` grammar of the Nsight Compute CLI documentation).
 const QUANTIFIERS: &[char] = &['/', '[', ']', '+', '*', '@', ',', '\\'];
 
 /// Compile a region the way reports name it into an ncu NVTX expression for
 /// push/pop ranges: `A` → `A/`, `A::A1` → `A/A1/`, `LLM@decode_all` →
 /// `LLM@decode_all/`. `expr:` passes a raw ncu expression through unchanged,
 /// and so does a `regex:` expression.
-pub fn compile_selector(selector: &str) -> String {
+pub(crate) fn compile_selector(selector: &str) -> String {
     if let Some(raw) = selector.strip_prefix("expr:") {
         return raw.to_string();
     }
@@ -51,11 +52,11 @@ fn escape(name: &str) -> String {
 /// Refuse what the installed ncu cannot do, before running it.
 /// The application under ncu: what its `TreeLauncherSubreaper` started
 /// (`ncu` → `TreeLauncherSubreaper` → the application, ncu 2022.3).
-pub fn application_of(ncu_pid: i32) -> Vec<i32> {
+pub(crate) fn application_of(ncu_pid: i32) -> Vec<i32> {
     crate::process::started_by_launcher(ncu_pid, "TreeLauncherSub")
 }
 
-pub fn check_version(cli: &NcuCli, tool: &Tool) -> Result<(), Error> {
+pub(crate) fn check_version(cli: &NcuCli, tool: &Tool) -> Result<(), Error> {
     let need = |what: &str, since: Version, fallback: &str| {
         Error::config(format!("{what} needs Nsight Compute {since} or later; the installed ncu is {}", tool.version))
             .with_hint(fallback.to_string())
@@ -77,7 +78,7 @@ pub fn check_version(cli: &NcuCli, tool: &Tool) -> Result<(), Error> {
 
 /// The options llmperf puts on an ncu command line (up to `--export` and its
 /// value) that `help` (the installed ncu's `--help`) does not list.
-pub fn unsupported_flags(argv: &[OsString], help: &str) -> Vec<String> {
+pub(crate) fn unsupported_flags(argv: &[OsString], help: &str) -> Vec<String> {
     let mut flags = Vec::new();
     for a in argv.iter().skip(1).map(|a| a.to_string_lossy()) {
         if a.starts_with("--") {
@@ -97,7 +98,7 @@ pub fn unsupported_flags(argv: &[OsString], help: &str) -> Vec<String> {
 }
 
 /// Refuse options the installed ncu does not have, naming them.
-pub fn check_flags(cli: &NcuCli, tool: &Tool) -> Result<(), Error> {
+pub(crate) fn check_flags(cli: &NcuCli, tool: &Tool) -> Result<(), Error> {
     let Some(help) = tool.help_text() else { return Ok(()) };
     let argv = profile_argv(&tool.path, cli, Path::new("p0"), Path::new("p0.log"), &[]);
     let missing = unsupported_flags(&argv, &help);
@@ -185,8 +186,29 @@ pub fn profile_argv(ncu: &Path, cli: &NcuCli, output_base: &Path, log: &Path, ap
     argv
 }
 
+/// `ncu --import REPORT --csv --page raw|details`: the raw page in base units,
+/// the details page with metric names where this ncu can print them (2022.4+).
+pub(crate) fn import_argv(tool: &Tool, report: &Path, page: Page) -> Vec<OsString> {
+    let mut argv: Vec<OsString> = vec![
+        tool.path.clone().into(),
+        "--import".into(),
+        report.into(),
+        "--csv".into(),
+        "--page".into(),
+        page.name().into(),
+    ];
+    match page {
+        Page::Raw => argv.extend(["--print-units", "base"].map(OsString::from)),
+        Page::Details if tool.has_print_metric_name() => {
+            argv.extend(["--print-metric-name", "name"].map(OsString::from))
+        }
+        Page::Details => {}
+    }
+    argv
+}
+
 /// Known outcomes in an ncu log, each with what to do about it.
-pub fn diagnose(log: &str, cli: &NcuCli) -> Vec<Diagnosis> {
+pub(crate) fn diagnose(log: &str, cli: &NcuCli) -> Vec<Diagnosis> {
     let mut out = Vec::new();
     let mut add = |code: &str, message: String, hint: String| out.push(Diagnosis { code: code.into(), message, hint });
     let empty_ranges = log.matches("Skipping invalid capture range (RecordStatusEmpty)").count();
@@ -221,7 +243,7 @@ pub fn diagnose(log: &str, cli: &NcuCli) -> Vec<Diagnosis> {
         add(
             "counter_permission",
             "no permission to read GPU performance counters (ERR_NVGPUCTRPERM)".into(),
-            crate::host::COUNTER_PERMISSION_HINT.into(),
+            super::tools::COUNTER_PERMISSION_HINT.into(),
         );
     }
     if let Some(line) = log.lines().find(|l| l.contains("did not match any section")) {
@@ -232,6 +254,44 @@ pub fn diagnose(log: &str, cli: &NcuCli) -> Vec<Diagnosis> {
         );
     }
     out
+}
+
+/// `ncu --list-sections` of ncu 2022.3 (tests/fixtures/ncu/list-sections.ncu2022.3.txt,
+/// checked against it in tests):
+/// the identifier a user configures → the name the CSV prints.
+const SECTIONS: &[(&str, &str)] = &[
+    ("ComputeWorkloadAnalysis", "Compute Workload Analysis"),
+    ("InstructionStats", "Instruction Statistics"),
+    ("LaunchStats", "Launch Statistics"),
+    ("MemoryWorkloadAnalysis", "Memory Workload Analysis"),
+    ("MemoryWorkloadAnalysis_Chart", "Memory Workload Analysis Chart"),
+    ("MemoryWorkloadAnalysis_Deprecated", "(Deprecated) Memory Workload Analysis"),
+    ("MemoryWorkloadAnalysis_Tables", "Memory Workload Analysis Tables"),
+    ("Nvlink", "NVLink"),
+    ("Nvlink_Tables", "NVLink Tables"),
+    ("Nvlink_Topology", "NVLink Topology"),
+    ("Occupancy", "Occupancy"),
+    ("SchedulerStats", "Scheduler Statistics"),
+    ("SourceCounters", "Source Counters"),
+    ("SpeedOfLight", "GPU Speed Of Light Throughput"),
+    (
+        "SpeedOfLight_HierarchicalDoubleRooflineChart",
+        "GPU Speed Of Light Hierarchical Roofline Chart (Double Precision)",
+    ),
+    ("SpeedOfLight_HierarchicalHalfRooflineChart", "GPU Speed Of Light Hierarchical Roofline Chart (Half Precision)"),
+    (
+        "SpeedOfLight_HierarchicalSingleRooflineChart",
+        "GPU Speed Of Light Hierarchical Roofline Chart (Single Precision)",
+    ),
+    ("SpeedOfLight_HierarchicalTensorRooflineChart", "GPU Speed Of Light Hierarchical Roofline Chart (Tensor Core)"),
+    ("SpeedOfLight_RooflineChart", "GPU Speed Of Light Roofline Chart"),
+    ("WarpStateStats", "Warp State Statistics"),
+];
+
+/// A section identifier's display name; a display name (or an identifier
+/// newer than the table) passes through.
+pub(crate) fn section_display_name(id: &str) -> &str {
+    SECTIONS.iter().find(|(i, _)| *i == id).map_or(id, |(_, d)| d)
 }
 
 #[cfg(test)]

@@ -1,4 +1,6 @@
-//! Nsight Systems: the `nsys profile` command line built from `pipeline.nsys`.
+//! profile: Nsight Systems command lines (`nsys profile` from `pipeline.nsys`,
+//! `nsys export`, `nsys stats`), where its application and agent run, and
+//! what a hang looks like.
 //!
 //! nsys 2022.4 takes the application right after its options and refuses a
 //! `--` separator ("option is ambiguous"), so the application must not start
@@ -9,18 +11,19 @@ use std::path::Path;
 use crate::config::schema::{CaptureRange, CudaGraphTrace, NsysConfig, NsysSample};
 use crate::error::Error;
 
-pub fn hang_diagnosis(attempt: u32, grace_s: u64) -> crate::manifest::Diagnosis {
+/// The manifest's diagnosis of a capture nsys hung converting.
+pub(crate) fn hang_diagnosis(attempt: u32, grace_s: u64) -> crate::manifest::Diagnosis {
     crate::manifest::Diagnosis {
         code: "nsys_postprocess_hang".into(),
         message: format!(
             "attempt {attempt}: the application exited but nsys did not finish within {grace_s} s; nsys and its agent were killed"
         ),
-        hint: "a known Nsight Systems 2022.4 problem on some hosts (REFERENCE §1); the capture is retried up to pipeline.nsys.hang_retries times".into(),
+        hint: "a known Nsight Systems 2022.4 problem on some hosts (docs/internals.md, \"The nsys conversion hang\"); the capture is retried up to pipeline.nsys.hang_retries times".into(),
     }
 }
 
 /// Makes nsys match NVTX ranges by any string, not only registered ones.
-pub const REGISTER_ONLY_ENV: &str = "--env-var=NSYS_NVTX_PROFILER_REGISTER_ONLY=0";
+pub(crate) const REGISTER_ONLY_ENV: &str = "--env-var=NSYS_NVTX_PROFILER_REGISTER_ONLY=0";
 
 /// Reject combinations nsys would refuse (or silently ignore).
 pub fn validate(cfg: &NsysConfig) -> Result<(), Error> {
@@ -77,7 +80,7 @@ pub fn profile_argv(nsys: &Path, cfg: &NsysConfig, output_base: &Path, app: &[Os
 /// The agent of the `nsys profile` process `nsys_pid`. It is reparented to
 /// init, so it is no descendant; its session is named `profile-<app>-<nsys pid>`:
 /// `nsys --start-agent --session-name=profile-sleep-14580 --shm-name=...`
-pub fn agents_of(nsys_pid: i32) -> Vec<i32> {
+pub(crate) fn agents_of(nsys_pid: i32) -> Vec<i32> {
     let suffix = format!("-{nsys_pid}");
     crate::process::find_processes(|cmd| {
         cmd.contains("--start-agent")
@@ -87,12 +90,12 @@ pub fn agents_of(nsys_pid: i32) -> Vec<i32> {
 
 /// The application under `nsys profile`: what `nsys-launcher` started
 /// (`nsys profile` → `nsys-launcher` → the application, beside `nsys-tee`).
-pub fn application_of(nsys_pid: i32) -> Vec<i32> {
+pub(crate) fn application_of(nsys_pid: i32) -> Vec<i32> {
     crate::process::started_by_launcher(nsys_pid, "nsys-launcher")
 }
 
 /// `nsys export --type sqlite` of `report` into `sqlite`.
-pub fn export_argv(nsys: &Path, report: &Path, sqlite: &Path) -> Vec<OsString> {
+pub(crate) fn export_argv(nsys: &Path, report: &Path, sqlite: &Path) -> Vec<OsString> {
     let mut argv: Vec<OsString> = vec![nsys.into()];
     argv.extend(["export", "--type", "sqlite", "--force-overwrite", "true", "--output"].map(OsString::from));
     argv.push(sqlite.into());
@@ -101,11 +104,11 @@ pub fn export_argv(nsys: &Path, report: &Path, sqlite: &Path) -> Vec<OsString> {
 }
 
 /// The `nsys stats` reports llmperf saves: (name since 2023.1, name before).
-pub const STATS_REPORTS: [(&str, &str); 3] =
+pub(crate) const STATS_REPORTS: [(&str, &str); 3] =
     [("nvtx_sum", "nvtxsum"), ("cuda_gpu_kern_sum", "gpukernsum"), ("cuda_api_sum", "cudaapisum")];
 
 /// `nsys stats --format csv -o <base>` writes `<base>_<report>.csv` per report.
-pub fn stats_argv(nsys: &Path, sqlite: &Path, out_base: &Path, new_names: bool) -> Vec<OsString> {
+pub(crate) fn stats_argv(nsys: &Path, sqlite: &Path, out_base: &Path, new_names: bool) -> Vec<OsString> {
     let names: Vec<&str> = STATS_REPORTS.iter().map(|(new, old)| if new_names { *new } else { *old }).collect();
     let mut argv: Vec<OsString> = vec![nsys.into(), "stats".into(), "--report".into(), names.join(",").into()];
     argv.extend(["--format", "csv", "--force-overwrite", "true", "--output"].map(OsString::from));
@@ -115,7 +118,7 @@ pub fn stats_argv(nsys: &Path, sqlite: &Path, out_base: &Path, new_names: bool) 
 }
 
 /// nsys's answer to a report name it does not know (2022.4 for the 2023.1 names).
-pub fn unknown_report(stderr: &str) -> bool {
+pub(crate) fn unknown_report(stderr: &str) -> bool {
     stderr.contains("could not be found")
 }
 

@@ -1,16 +1,17 @@
-//! `report.html`: one self-contained page (inline CSS and SVG, no script, no
+//! report: `report.html`, one self-contained page (inline CSS and SVG, no script, no
 //! network) with the run's charts and tables. Every drawn value carries a
 //! `data-*` attribute with the number it stands for, so a test can check the
 //! pictures against the JSON.
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use super::summary::{self, Derived, Inputs, KernelsReport, StageUse};
+use super::model::{Derived, Inputs, KernelsReport, OperatorsReport, StageUse};
+use super::peaks::Peak;
 
 const WIDTH: f64 = 900.0;
 
 pub fn render(inputs: &Inputs, d: &Derived) -> String {
-    let id = inputs.manifest.as_ref().and_then(|m| m["run_id"].as_str()).unwrap_or("");
+    let id = inputs.manifest.as_ref().map_or("", |m| m.run_id.as_str());
     let mut h = String::new();
     let _ = write!(
         h,
@@ -190,7 +191,7 @@ struct RoofPoint {
     color: &'static str,
 }
 
-fn roofline(h: &mut String, inputs: &Inputs, uses: &[StageUse], peak: Option<&crate::peaks::Peak>) {
+fn roofline(h: &mut String, inputs: &Inputs, uses: &[StageUse], peak: Option<&Peak>) {
     h.push_str("<h2>Roofline</h2>\n");
     let mut points: Vec<RoofPoint> = uses
         .iter()
@@ -288,7 +289,7 @@ fn roofline(h: &mut String, inputs: &Inputs, uses: &[StageUse], peak: Option<&cr
     let _ = writeln!(h, "<p class=\"note\">{}.</p>", esc(&notes.join("; ")));
 }
 
-fn tables(h: &mut String, inputs: &Inputs, k: &KernelsReport, ops: &summary::OperatorsReport) {
+fn tables(h: &mut String, inputs: &Inputs, k: &KernelsReport, ops: &OperatorsReport) {
     if let Some(t) = &inputs.timings {
         h.push_str("<h2>Stages</h2>\n<table><tr><th>stage</th><th>calls</th><th>mean ms</th><th>median ms</th><th>p90 ms</th><th>total ms</th></tr>\n");
         for (name, s) in &t.stages {

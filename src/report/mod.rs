@@ -1,35 +1,44 @@
-//! Reports for people, rebuilt from a run directory's artifacts alone, so that
-//! `llmperf report RUN_DIR` gives the same bytes as the run did.
+//! report: what people read, rebuilt from a run directory's artifacts alone
+//! (so `llmperf report RUN_DIR` gives the same bytes as the run did). The
+//! typed model and what is derived from it (model.rs), pure renderers
+//! (summary.rs, html.rs, ncu_regions.rs, peaks for MFU), and this module, the
+//! one writer of report files.
 pub mod html;
+pub mod model;
 pub mod ncu_regions;
+pub mod peaks;
 pub mod summary;
 
 use std::fmt::Write;
 
+use crate::aggregate::ncu::RegionReportFile;
+use crate::aggregate::roofline::Roofline;
 use crate::error::Error;
 use crate::run_dir::{self, RunDir};
-use summary::Inputs;
+use model::{Derived, Inputs};
 
-/// What the reports read, each part if present and readable.
-pub fn inputs(run: &RunDir) -> Inputs {
-    Inputs {
-        config: crate::config::load_resolved(&run.join(run_dir::CONFIG_YAML)).ok(),
-        env: run.read_json(run_dir::ENV_JSON),
-        manifest: run.read_json(run_dir::MANIFEST_JSON),
-        timings: run.read_json(run_dir::TIMINGS_JSON),
-        baseline: run.read_json(run_dir::BASELINE_TIMINGS_JSON),
-        nsys_regions: run.read_json(run_dir::NSYS_REGIONS),
-        nsys_top: run.read_json(run_dir::NSYS_TOP_KERNELS),
-        capture: run.read_json(run_dir::NSYS_CAPTURE),
-        ncu: run.read_json(run_dir::NCU_REGIONS_JSON),
-        roofline: run.read_json(run_dir::ROOFLINE_JSON),
+/// `ncu/regions/`: report.json, report.md, one directory per region
+/// (region.json, sections.txt); and roofline.json when ncu gave counters.
+pub fn write_ncu_regions(run: &RunDir, report: &RegionReportFile, roofline: &Roofline) -> Result<Vec<String>, Error> {
+    let mut written = vec![
+        run.relative(&run.write_json(run_dir::NCU_REGIONS_JSON, report)?),
+        run.relative(&run.write(run_dir::NCU_REGIONS_MD, ncu_regions::markdown(report).as_bytes())?),
+    ];
+    if roofline.source == "ncu" {
+        written.push(run.relative(&run.write_json(run_dir::ROOFLINE_JSON, roofline)?));
     }
+    for (dir, file, sections) in ncu_regions::per_region(report) {
+        run.write_json(&run_dir::ncu_region_file(dir, run_dir::NCU_REGION_JSON), &file)?;
+        run.write(&run_dir::ncu_region_file(dir, run_dir::NCU_REGION_SECTIONS), sections.as_bytes())?;
+        written.push(run_dir::ncu_region_file(dir, ""));
+    }
+    Ok(written)
 }
 
-/// kernels.json/md, operators.json/md and stakeholder_summary.md.
+/// kernels.json/md, operators.json/md, stakeholder_summary.md and report.html.
 pub fn write_summaries(run: &RunDir) -> Result<Vec<String>, Error> {
-    let inputs = inputs(run);
-    let d = summary::Derived::of(&inputs);
+    let inputs = Inputs::read(run);
+    let d = Derived::of(&inputs);
     run.write_json(run_dir::KERNELS_JSON, &d.kernels)?;
     run.write(run_dir::KERNELS_MD, summary::kernels_md(&d.kernels).as_bytes())?;
     run.write_json(run_dir::OPERATORS_JSON, &d.operators)?;
@@ -50,33 +59,20 @@ pub fn write_summaries(run: &RunDir) -> Result<Vec<String>, Error> {
 
 /// `report.md`: the stages and their diagnoses, then every file of the run.
 pub fn write_index(run: &RunDir) -> Result<(), Error> {
-    let manifest: serde_json::Value = run.read_json(run_dir::MANIFEST_JSON).unwrap_or_default();
+    let manifest = run.read_json::<crate::manifest::Manifest>(run_dir::MANIFEST_JSON);
     // The manifest's run id, not the directory's name: a copied run renders the same.
-    let id = manifest["run_id"].as_str().unwrap_or("");
-    let mut md = format!("# Run {id}\n\nStatus: **{}**.\n\n", manifest["status"].as_str().unwrap_or("unknown"));
+    let id = manifest.as_ref().map_or("", |m| m.run_id.as_str());
+    let status = manifest.as_ref().map_or("unknown".to_string(), |m| m.status.to_string());
+    let mut md = format!("# Run {id}\n\nStatus: **{status}**.\n\n");
     md.push_str("| stage | status | reason |\n|---|---|---|\n");
-    let stages = manifest["stages"].as_array().cloned().unwrap_or_default();
-    for s in &stages {
-        let _ = writeln!(
-            md,
-            "| {} | {} | {} |",
-            s["name"].as_str().unwrap_or("?"),
-            s["status"].as_str().unwrap_or("?"),
-            s["reason"].as_str().unwrap_or("").replace('|', "\\|")
-        );
+    let stages = manifest.as_ref().map(|m| m.stages.as_slice()).unwrap_or_default();
+    for s in stages {
+        let reason = s.reason.as_deref().unwrap_or("").replace('|', "\\|");
+        let _ = writeln!(md, "| {} | {} | {reason} |", s.name, s.status);
     }
     let diagnoses: Vec<String> = stages
         .iter()
-        .flat_map(|s| {
-            let stage = s["name"].as_str().unwrap_or("?").to_string();
-            s["diagnoses"].as_array().cloned().unwrap_or_default().into_iter().map(move |d| {
-                format!(
-                    "- {stage}: {} — hint: {}",
-                    d["message"].as_str().unwrap_or(""),
-                    d["hint"].as_str().unwrap_or("")
-                )
-            })
-        })
+        .flat_map(|s| s.diagnoses.iter().map(move |d| format!("- {}: {} — hint: {}", s.name, d.message, d.hint)))
         .collect();
     if !diagnoses.is_empty() {
         let _ = writeln!(md, "\n## Diagnoses\n\n{}", diagnoses.join("\n"));

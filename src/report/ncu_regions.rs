@@ -1,14 +1,61 @@
-//! `ncu/regions/report.md` and each region's `sections.txt`, from the report
-//! model alone (deterministic: fixed decimals, model order).
+//! report: the Nsight Compute region report rendered: `ncu/regions/report.md`,
+//! each region's `sections.txt`, and the `region.json` view of one region in
+//! every scope, from the report model alone (deterministic: fixed decimals,
+//! model order).
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use crate::ncu_regions::{MetricValue, RegionEntry, RegionReportFile, Rollup, ScopeReport};
+use serde::Serialize;
+
+use crate::aggregate::ncu::{MetricValue, RegionEntry, RegionReportFile, Rollup, ScopeReport};
+use crate::regions::Attribution;
+
+/// `ncu/regions/<dir>/region.json`: one region's entry in every scope it appears in.
+#[derive(Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RegionFile<'a> {
+    pub name: &'a str,
+    pub domain: &'a str,
+    pub dir: &'a str,
+    pub scopes: Vec<ScopedEntry<'a>>,
+}
+
+#[derive(Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScopedEntry<'a> {
+    pub scope: &'a str,
+    pub region: &'a RegionEntry,
+}
+
+/// Each region's directory with its `region.json` model and `sections.txt` text.
+pub(crate) fn per_region(report: &RegionReportFile) -> Vec<(&str, RegionFile<'_>, String)> {
+    let mut by_dir: BTreeMap<&str, Vec<(&str, &RegionEntry)>> = BTreeMap::new();
+    for scope in &report.scopes {
+        for region in &scope.regions {
+            by_dir.entry(region.dir.as_str()).or_default().push((scope.scope.as_str(), region));
+        }
+    }
+    by_dir
+        .into_iter()
+        .map(|(dir, entries)| {
+            let (_, first) = entries[0];
+            let text: Vec<String> = entries.iter().map(|(scope, region)| sections_text(region, scope)).collect();
+            let file = RegionFile {
+                name: &first.name,
+                domain: &first.domain,
+                dir,
+                scopes: entries.iter().map(|(scope, region)| ScopedEntry { scope, region }).collect(),
+            };
+            (dir, file, text.join("\n"))
+        })
+        .collect()
+}
 
 pub fn markdown(report: &RegionReportFile) -> String {
     let mut md = String::from("# Nsight Compute: per-region report\n\n");
     let src = &report.source;
     let _ = writeln!(md, "- source: {} ({} layout, {} results)", src.files.join(", "), src.layout, src.results);
-    let _ = writeln!(md, "- attribution: {}", attribution_text(&src.attribution));
+    let _ = writeln!(md, "- attribution: {}", attribution_text(src.attribution));
     let _ = writeln!(md, "- sections: {}", list_or(&report.sections, "all present"));
     let _ = writeln!(md, "- metrics: {}", list_or(&report.metrics, "all present"));
     if let Some(sel) = report.scopes.first().and_then(|s| s.regions.first()).map(|r| &r.selection) {
@@ -30,15 +77,15 @@ pub fn markdown(report: &RegionReportFile) -> String {
     md
 }
 
-fn attribution_text(a: &str) -> &'static str {
+fn attribution_text(a: Attribution) -> &'static str {
     match a {
-        "nvtx_stack" => {
+        Attribution::NvtxStack => {
             "each kernel to the NVTX push/pop ranges open at its launch (kernel replay); parents include their children"
         }
-        "range" => {
+        Attribution::Range => {
             "each result is one NVTX range (range replay); values are the range's own, nothing is summed up the tree"
         }
-        _ => "no NVTX data: every kernel is in (unattributed)",
+        Attribution::None => "no NVTX data: every kernel is in (unattributed)",
     }
 }
 

@@ -1,169 +1,12 @@
-//! The reports people act on, from a run directory's artifacts alone:
-//! `kernels.json/md`, `operators.json/md`, `stakeholder_summary.md` and the
-//! `report.md` index. Deterministic: no clock, fixed decimals, sorted input.
-use std::collections::BTreeMap;
+//! report: the Markdown reports people act on, rendered from the model
+//! (report/model.rs): `kernels.md`, `operators.md` and `stakeholder_summary.md`.
+//! Deterministic: no clock, fixed decimals, sorted input.
 use std::fmt::Write;
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
-
+use super::model::{Derived, Inputs, KernelsReport, OperatorsReport, StageUse};
 use super::ncu_regions::short;
-use crate::aggregate::{RegionsReport, TopKernel};
-use crate::config::Config;
-use crate::ncu_regions::RegionReportFile;
-use crate::peaks::{self, Peak};
-use crate::timings::Timings;
-
-/// Everything the reports read; each part may be missing.
-pub struct Inputs {
-    pub config: Option<Config>,
-    pub env: Option<Value>,
-    pub manifest: Option<Value>,
-    pub timings: Option<Timings>,
-    /// The same workload without a profiler (`runner.run.baseline`).
-    pub baseline: Option<Timings>,
-    pub nsys_regions: Option<RegionsReport>,
-    pub nsys_top: Option<Vec<TopKernel>>,
-    /// The capture's machine (nsys/capture.json), for runs without env.json (imports).
-    pub capture: Option<crate::parse::nsys_sqlite::CaptureHost>,
-    pub ncu: Option<RegionReportFile>,
-    /// Per-kernel points from the ncu counters (roofline.json).
-    pub roofline: Option<crate::roofline::Roofline>,
-}
-
-/// `kernels.json`.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct KernelsReport {
-    /// `nsys` (GPU time from the timeline), `ncu` (replayed, slower than production) or `none`.
-    pub source: String,
-    pub note: Option<String>,
-    pub kernels: Vec<KernelRow>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct KernelRow {
-    pub kernel_name: String,
-    pub device: String,
-    pub total_ms: f64,
-    pub calls: u64,
-    pub mean_ms: f64,
-    /// Share of all kernels' GPU time in the source.
-    pub share_pct: f64,
-}
-
-/// `operators.json`: NVTX ranges below the stages (`layer_3::attn`, ...).
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct OperatorsReport {
-    /// `nsys` (timeline, with GPU time) or `timings` (the workload's own clock).
-    pub source: String,
-    pub operators: Vec<OperatorRow>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct OperatorRow {
-    pub name: String,
-    pub total_ms: f64,
-    pub calls: u64,
-    pub mean_ms: f64,
-    /// GPU time of the kernels launched inside (nsys, kernels attributed).
-    pub gpu_ms: Option<f64>,
-}
-
-pub fn kernels(inputs: &Inputs) -> KernelsReport {
-    if let Some(top) = inputs.nsys_top.as_ref().filter(|t| !t.is_empty()) {
-        let rows = top
-            .iter()
-            .map(|k| KernelRow {
-                kernel_name: k.name.clone(),
-                device: "all".into(),
-                total_ms: k.total_ns as f64 / 1e6,
-                calls: k.calls as u64,
-                mean_ms: k.mean_ns / 1e6,
-                share_pct: k.share_pct,
-            })
-            .collect();
-        return KernelsReport { source: "nsys".into(), note: None, kernels: rows };
-    }
-    if let Some(scope) = inputs.ncu.as_ref().and_then(|r| r.scopes.first()) {
-        let mut by_name: BTreeMap<(String, String), (u64, f64)> = BTreeMap::new();
-        for r in scope.regions.iter().filter(|r| r.depth == 0) {
-            for k in &r.kernels {
-                let e = by_name.entry((k.kernel_name.clone(), k.device.clone())).or_default();
-                e.0 += k.calls;
-                e.1 += k.total_ms;
-            }
-        }
-        let all: f64 = by_name.values().map(|v| v.1).sum();
-        let mut rows: Vec<KernelRow> = by_name
-            .into_iter()
-            .map(|((kernel_name, device), (calls, total_ms))| KernelRow {
-                kernel_name,
-                device,
-                total_ms,
-                calls,
-                mean_ms: total_ms / calls.max(1) as f64,
-                share_pct: if all > 0.0 { 100.0 * total_ms / all } else { 0.0 },
-            })
-            .collect();
-        rows.sort_by(|a, b| b.total_ms.total_cmp(&a.total_ms).then_with(|| a.kernel_name.cmp(&b.kernel_name)));
-        let note = Some(
-            "from ncu: kernels were replayed (serialized, clocks locked): times are slower than production".into(),
-        );
-        return KernelsReport { source: "ncu".into(), note, kernels: rows };
-    }
-    KernelsReport {
-        source: "none".into(),
-        note: Some("no CUDA kernels: nsys saw none (CPU run, or CUDA not traced) and ncu profiled none".into()),
-        kernels: Vec::new(),
-    }
-}
-
-pub fn operators(inputs: &Inputs) -> OperatorsReport {
-    if let Some(regions) = inputs.nsys_regions.as_ref().filter(|r| r.regions.iter().any(|r| r.depth > 0)) {
-        let mut by_path: BTreeMap<&str, (i64, usize, i64, usize)> = BTreeMap::new();
-        for r in regions.regions.iter().filter(|r| r.depth > 0) {
-            let e = by_path.entry(&r.path).or_default();
-            e.0 += r.inclusive_ns;
-            e.1 += r.instances;
-            e.2 += r.gpu_time_ns;
-            e.3 += r.kernel_count;
-        }
-        let rows = by_path
-            .into_iter()
-            .map(|(name, (ns, calls, gpu, kernels))| OperatorRow {
-                name: name.to_string(),
-                total_ms: ns as f64 / 1e6,
-                calls: calls as u64,
-                mean_ms: ns as f64 / 1e6 / calls.max(1) as f64,
-                gpu_ms: (kernels > 0).then_some(gpu as f64 / 1e6),
-            })
-            .collect();
-        return OperatorsReport { source: "nsys".into(), operators: sorted(rows) };
-    }
-    let rows = inputs
-        .timings
-        .iter()
-        .flat_map(|t| t.operators.iter())
-        .map(|(name, s)| OperatorRow {
-            name: name.clone(),
-            total_ms: s.total_ms,
-            calls: s.count as u64,
-            mean_ms: s.mean_ms,
-            gpu_ms: None,
-        })
-        .collect();
-    OperatorsReport { source: "timings".into(), operators: sorted(rows) }
-}
-
-fn sorted(mut rows: Vec<OperatorRow>) -> Vec<OperatorRow> {
-    rows.sort_by(|a, b| b.total_ms.total_cmp(&a.total_ms).then_with(|| a.name.cmp(&b.name)));
-    rows
-}
+use super::peaks::Peak;
+use crate::provenance::capture::CaptureHost;
 
 pub fn kernels_md(k: &KernelsReport) -> String {
     let mut md = format!("# Top kernels\n\nSource: {}.\n", k.source);
@@ -198,87 +41,6 @@ pub fn operators_md(o: &OperatorsReport) -> String {
     md
 }
 
-/// One stage's utilization.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StageUse {
-    pub stage: String,
-    pub flops_per_call: f64,
-    pub mean_ms: f64,
-    pub achieved_flops: f64,
-    pub mfu_pct: Option<f64>,
-    /// Decode only: bytes per step and MBU.
-    pub bytes_per_call: Option<f64>,
-    pub mbu_pct: Option<f64>,
-}
-
-/// MFU per stage with an analytic FLOP count, and MBU for the decode step.
-pub fn utilization(t: &Timings, peak: &Peak) -> Vec<StageUse> {
-    t.flops
-        .per_call
-        .iter()
-        .filter_map(|(stage, &flops)| {
-            let s = t.stages.get(stage)?;
-            let achieved = flops / (s.mean_ms / 1e3);
-            let bytes = t.decode_bytes.as_ref().filter(|_| stage.ends_with("decode_step")).map(|b| b.total_bytes_mean);
-            Some(StageUse {
-                stage: stage.clone(),
-                flops_per_call: flops,
-                mean_ms: s.mean_ms,
-                achieved_flops: achieved,
-                mfu_pct: peak.flops.map(|p| 100.0 * achieved / p),
-                bytes_per_call: bytes,
-                mbu_pct: bytes.zip(peak.bytes_per_s).map(|(b, p)| 100.0 * b / (s.mean_ms / 1e3) / p),
-            })
-        })
-        .collect()
-}
-
-/// The peak for this run: override, GPU table, or the CPU calibration.
-pub fn peak_of(inputs: &Inputs) -> Option<Peak> {
-    let hw = inputs.config.as_ref().map(|c| c.hardware.clone())?;
-    let Some(t) = inputs.timings.as_ref() else {
-        // No workload (an import, a user's command): only the user's own peaks,
-        // which give the roofline its roofs.
-        return hw.peak_tflops.and_then(|_| peaks::choose(&hw, "", None, "", None).ok());
-    };
-    let gpu = gpu_name(inputs, &t.device);
-    peaks::choose(&hw, &t.device, gpu.as_deref(), &t.dtype, t.calibration.as_ref()).ok()
-}
-
-fn gpu_name(inputs: &Inputs, device: &str) -> Option<String> {
-    let index: u64 = device.strip_prefix("cuda:")?.parse().ok()?;
-    let devices = inputs.env.as_ref()?.pointer("/gpus/devices")?.as_array()?;
-    let d = devices.iter().find(|d| d["index"].as_u64() == Some(index))?;
-    d["name"].as_str().map(String::from)
-}
-
-fn text(v: Option<&Value>) -> String {
-    match v {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Null) | None => "–".into(),
-        Some(other) => other.to_string(),
-    }
-}
-
-/// What the reports derive from their inputs, computed once for every renderer.
-pub struct Derived {
-    pub kernels: KernelsReport,
-    pub operators: OperatorsReport,
-    pub peak: Option<Peak>,
-    pub uses: Vec<StageUse>,
-}
-
-impl Derived {
-    pub fn of(inputs: &Inputs) -> Derived {
-        let peak = peak_of(inputs);
-        let uses = match (&inputs.timings, &peak) {
-            (Some(t), Some(p)) => utilization(t, p),
-            _ => Vec::new(),
-        };
-        Derived { kernels: kernels(inputs), operators: operators(inputs), peak, uses }
-    }
-}
-
 /// `stakeholder_summary.md`.
 pub fn stakeholder_summary(inputs: &Inputs, d: &Derived) -> String {
     let mut md = String::from("# Stakeholder summary\n\n");
@@ -297,23 +59,46 @@ fn environment(md: &mut String, inputs: &Inputs) {
         return capture_environment(md, c);
     }
     let env = inputs.env.as_ref();
-    let at = |p: &str| text(env.and_then(|e| e.pointer(p)));
+    let dash = |v: Option<String>| v.unwrap_or_else(|| "–".into());
     md.push_str("## Environment\n\n| item | value |\n|---|---|\n");
-    let gpus: Vec<String> = env
-        .and_then(|e| e.pointer("/gpus/devices"))
-        .and_then(Value::as_array)
-        .map(|a| a.iter().map(|d| format!("{}: {}", text(d.get("index")), text(d.get("name")))).collect())
-        .unwrap_or_default();
-    let gpu = if gpus.is_empty() { format!("none ({})", at("/gpus/note")) } else { gpus.join(", ") };
-    let driver =
-        env.and_then(|e| e.pointer("/gpus/devices/0/driver_version")).map_or("–".to_string(), |v| text(Some(v)));
+    let gpus: Vec<String> =
+        env.map(|e| e.gpus.devices.iter().map(|d| format!("{}: {}", d.index, d.name)).collect()).unwrap_or_default();
+    let gpu = match gpus.is_empty() {
+        true => format!("none ({})", dash(env.and_then(|e| e.gpus.note.clone()))),
+        false => gpus.join(", "),
+    };
+    let driver = dash(env.and_then(|e| e.gpus.devices.first()).map(|d| d.driver_version.clone()));
+    let tool = |f: fn(&crate::provenance::Tools) -> &crate::provenance::ToolFact| {
+        dash(env.and_then(|e| f(&e.tools).version.clone()))
+    };
     let rows = [
         ("GPU", gpu),
-        ("CPU", format!("{} ({} logical cores)", at("/cpu/model"), at("/cpu/logical_cores"))),
-        ("driver / CUDA", format!("{driver} / {}", at("/gpus/driver_cuda_version"))),
-        ("nsys / ncu", format!("{} / {}", at("/tools/nsys/version"), at("/tools/ncu/version"))),
-        ("libtorch", format!("{} (CUDA build {})", at("/libtorch/version"), at("/libtorch/cuda_build"))),
-        ("llmperf", format!("{} ({})", at("/llmperf/version"), at("/llmperf/git_revision"))),
+        (
+            "CPU",
+            format!(
+                "{} ({} logical cores)",
+                dash(env.map(|e| e.cpu.model.clone())),
+                dash(env.map(|e| e.cpu.logical_cores.to_string()))
+            ),
+        ),
+        ("driver / CUDA", format!("{driver} / {}", dash(env.and_then(|e| e.gpus.driver_cuda_version.clone())))),
+        ("nsys / ncu", format!("{} / {}", tool(|t| &t.nsys), tool(|t| &t.ncu))),
+        (
+            "libtorch",
+            format!(
+                "{} (CUDA build {})",
+                dash(env.and_then(|e| e.libtorch.version.clone())),
+                dash(env.and_then(|e| e.libtorch.cuda_build.clone()))
+            ),
+        ),
+        (
+            "llmperf",
+            format!(
+                "{} ({})",
+                dash(env.map(|e| e.llmperf.version.clone())),
+                dash(env.map(|e| e.llmperf.git_revision.clone()))
+            ),
+        ),
     ];
     for (k, v) in rows {
         let _ = writeln!(md, "| {k} | {v} |");
@@ -342,7 +127,7 @@ fn environment(md: &mut String, inputs: &Inputs) {
 
 /// An imported nsys capture: its own machine, from the export (no env.json:
 /// the machine llmperf ran on is not the one that was profiled).
-fn capture_environment(md: &mut String, c: &crate::parse::nsys_sqlite::CaptureHost) {
+fn capture_environment(md: &mut String, c: &CaptureHost) {
     let s = |v: &Option<String>| v.clone().unwrap_or_else(|| "–".into());
     let gpus: Vec<String> = c
         .gpus
@@ -410,7 +195,7 @@ fn aggregates(md: &mut String, inputs: &Inputs) {
 }
 
 /// Overhead of profiling: the measured loop under nsys against the same loop
-/// without a profiler. Past 25% (REFERENCE §8) the summary warns.
+/// without a profiler. Past 25% the summary warns.
 pub const OVERHEAD_LIMIT_PCT: f64 = 25.0;
 
 fn overhead(md: &mut String, inputs: &Inputs) -> Option<String> {
@@ -518,7 +303,7 @@ fn top_operators(md: &mut String, ops: &OperatorsReport) {
 /// throughputs too, matched by kernel name ("–" when ncu did not see that name;
 /// no such columns when none of the top kernels has a match, e.g. nsys and ncu
 /// name them differently).
-fn top_kernels(md: &mut String, k: &KernelsReport, roofline: Option<&crate::roofline::Roofline>) {
+fn top_kernels(md: &mut String, k: &KernelsReport, roofline: Option<&crate::aggregate::roofline::Roofline>) {
     md.push_str("## Top Kernels\n\n");
     if k.kernels.is_empty() {
         let _ = writeln!(md, "{}\n", k.note.as_deref().unwrap_or("No kernels."));
@@ -625,7 +410,7 @@ fn narrative(md: &mut String, inputs: &Inputs, ops: &OperatorsReport, k: &Kernel
 
 /// A rule-based reading of one kernel's ncu counters (roofline.json): which
 /// unit is busy, and what usually helps.
-fn kernel_reading(p: &crate::roofline::Point) -> String {
+fn kernel_reading(p: &crate::aggregate::roofline::Point) -> String {
     let shape = format!("{:.2} FLOP/byte", p.arithmetic_intensity);
     match (p.sm_throughput_pct, p.dram_throughput_pct) {
         (Some(sm), Some(dram)) if dram >= 60.0 && dram >= sm => format!(
@@ -666,7 +451,17 @@ fn sm_throughput(inputs: &Inputs) -> Option<(String, f64)> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::model::utilization;
     use super::*;
+    use crate::timings::Timings;
+
+    /// env.json of the project's own CPU run (tests/fixtures/runs), with these GPUs.
+    fn env_with(devices: serde_json::Value) -> crate::provenance::Env {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/runs/cpu_llm_tiny/env.json");
+        let mut env: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        env["gpus"]["devices"] = devices;
+        serde_json::from_value(env).unwrap()
+    }
 
     /// A decoder run's timings (our own format), numbers chosen to check by hand.
     fn timings() -> Timings {
@@ -709,7 +504,7 @@ mod tests {
 
     #[test]
     fn kernel_readings_follow_the_busier_unit() {
-        let point = |sm: Option<f64>, dram: Option<f64>| crate::roofline::Point {
+        let point = |sm: Option<f64>, dram: Option<f64>| crate::aggregate::roofline::Point {
             kernel_name: "k".into(),
             device: "0".into(),
             calls: 1,
@@ -762,9 +557,9 @@ mod tests {
 
     #[test]
     fn the_summary_names_its_peak_or_why_there_is_none() {
-        let env = serde_json::json!({"gpus": {"devices": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "driver_version": "570"}]}});
+        let env = env_with(serde_json::json!([{"index": 0, "name": "NVIDIA H100 80GB HBM3", "driver_version": "570"}]));
         let config = crate::config::load(&crate::config::LoadOptions::default()).unwrap().config;
-        let inputs = |env: Value| Inputs {
+        let inputs = |env: crate::provenance::Env| Inputs {
             config: Some(config.clone()),
             env: Some(env),
             manifest: None,
@@ -794,7 +589,8 @@ mod tests {
             md.contains("| `decode_all::decode_step` | 2.000 G | 2.0000 | 1.000 T | 0.10% | 1.000 G | 14.93% |"),
             "{md}"
         );
-        let unknown = serde_json::json!({"gpus": {"devices": [{"index": 0, "name": "NVIDIA GeForce RTX 5090"}]}});
+        let unknown =
+            env_with(serde_json::json!([{"index": 0, "name": "NVIDIA GeForce RTX 5090", "driver_version": "570"}]));
         let i = inputs(unknown);
         let md = stakeholder_summary(&i, &Derived::of(&i));
         assert!(md.contains("MFU not computed: unknown peak for NVIDIA GeForce RTX 5090"), "{md}");

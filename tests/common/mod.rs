@@ -93,10 +93,11 @@ pub fn assert_report_reproduces(dir: &Path) {
 }
 
 /// `llmperf import nsys` of the real memfusion capture (TensorRT ResNet,
-/// kernels under NVTX ranges) into `root/run`; the run directory.
-pub fn import_memfusion(root: &Path) -> PathBuf {
+/// kernels under NVTX ranges; the shared corpus) into `root/run`; the run
+/// directory, or None when the corpus lacks it (`test` is then skipped).
+pub fn import_memfusion(test: &str, root: &Path) -> Option<PathBuf> {
     let out = root.join("run");
-    let db = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nsys/memfusion/report1.sqlite");
+    let db = corpus_copy(test, "real/memfusion/report1.sqlite", root)?;
     llmperf()
         .args(["import", "nsys"])
         .arg(&db)
@@ -105,7 +106,7 @@ pub fn import_memfusion(root: &Path) -> PathBuf {
         .arg("pipeline.nsys.executable=/nonexistent")
         .assert()
         .success();
-    out
+    Some(out)
 }
 
 /// The shared corpus of other projects' public profiler outputs (never copied
@@ -129,6 +130,11 @@ pub fn corpus_file(test: &str, rel: &str) -> Option<PathBuf> {
     found
 }
 
+/// A file the project made itself (`tests/fixtures/...`: its own captures).
+pub fn own(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel)
+}
+
 /// Record a skipped test: one line in target/tmp/skipped-tests.txt, and on stderr.
 pub fn skipped(test: &str, why: &str) {
     use std::io::Write;
@@ -139,18 +145,81 @@ pub fn skipped(test: &str, why: &str) {
     }
 }
 
+/// A copy of a corpus file in `dir`: what llmperf is handed, so that no
+/// version of it (an old one a test is checked against) can write to the
+/// shared corpus. None as [`corpus_file`].
+pub fn corpus_copy(test: &str, rel: &str, dir: &Path) -> Option<PathBuf> {
+    let src = corpus_file(test, rel)?;
+    let to = dir.join(src.file_name().expect("a file name"));
+    std::fs::copy(&src, &to).unwrap();
+    Some(to)
+}
+
+/// The DeepSeek-OCR ncu details of its top 20 kernels (RTX 5090, ncu 2025.1;
+/// corpus `llm-perf-opt/reports/20251107-dsocr/ncu-v2/kernel_NNNN_<hash>/`),
+/// copied into `dir` as `kernel_NNNN.details.csv`, in kernel order.
+pub fn dsocr_ncu(test: &str, dir: &Path) -> Option<Vec<PathBuf>> {
+    let Some(root) = corpus_dir().map(|d| d.join("llm-perf-opt/reports/20251107-dsocr/ncu-v2")).filter(|d| d.is_dir())
+    else {
+        skipped(test, "corpus directory llm-perf-opt/reports/20251107-dsocr/ncu-v2 not found");
+        return None;
+    };
+    let mut kernels: Vec<(String, PathBuf)> = std::fs::read_dir(&root)
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().to_string_lossy().into_owned();
+            let n = name.strip_prefix("kernel_")?.split('_').next()?.to_string();
+            Some((n, root.join(&name).join("ncu.details.csv")))
+        })
+        .collect();
+    kernels.sort();
+    assert_eq!(kernels.len(), 20, "the 20 kernels of the DeepSeek-OCR bundle");
+    let out = dir.join("dsocr-ncu-inputs");
+    std::fs::create_dir_all(&out).unwrap();
+    Some(
+        kernels
+            .into_iter()
+            .map(|(n, src)| {
+                let to = out.join(format!("kernel_{n}.details.csv"));
+                std::fs::copy(src, &to).unwrap();
+                to
+            })
+            .collect(),
+    )
+}
+
+/// The name of the test function this expands in, for skip records.
+#[macro_export]
+macro_rules! test_name {
+    () => {{
+        fn f() {}
+        let name = std::any::type_name_of_val(&f);
+        let name = name.strip_suffix("::f").unwrap_or(name);
+        name.rsplit("::").next().unwrap_or(name).to_string()
+    }};
+}
+
+/// `binary::test_function` of the test this expands in.
+#[macro_export]
+macro_rules! this_test {
+    () => {
+        format!("{}::{}", module_path!(), $crate::test_name!())
+    };
+}
+
 /// `let Some(p) = corpus!("real/...") else { return };`: the corpus file for
 /// this test, or None with the skip recorded under the test's name.
 #[macro_export]
 macro_rules! corpus {
     ($rel:expr) => {
-        $crate::common::corpus_file(
-            &format!("{}::{}", module_path!(), {
-                fn f() {}
-                let name = std::any::type_name_of_val(&f);
-                name.strip_suffix("::f").unwrap_or(name).rsplit("::").next().unwrap_or(name).to_string()
-            }),
-            $rel,
-        )
+        $crate::common::corpus_file(&$crate::this_test!(), $rel)
+    };
+}
+
+/// `let Some(p) = corpus_copy!("real/...", dir) else { return };`: a copy in `dir`.
+#[macro_export]
+macro_rules! corpus_copy {
+    ($rel:expr, $dir:expr) => {
+        $crate::common::corpus_copy(&$crate::this_test!(), $rel, $dir)
     };
 }

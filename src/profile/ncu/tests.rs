@@ -1,6 +1,5 @@
 use super::*;
 use crate::config::{load, LoadOptions};
-use crate::tools::Kind;
 
 fn cli(overrides: &[&str]) -> NcuCli {
     let opts = LoadOptions { overrides: overrides.iter().map(|s| s.to_string()).collect(), ..Default::default() };
@@ -37,7 +36,7 @@ fn selectors_compile_to_push_pop_expressions() {
 
 #[test]
 fn raw_expressions_pass_through() {
-    // The expression examples of REFERENCE §3, given raw.
+    // Expression examples of the Nsight Compute CLI documentation, given raw.
     for raw in ["A/", "[A", "B]", "A/+/C", "A/*/C", "Domain@A/", "A,B", "A"] {
         assert_eq!(compile_selector(&format!("expr:{raw}")), raw);
     }
@@ -108,7 +107,7 @@ fn each_option_maps_to_its_flag() {
 
 #[test]
 fn versions_without_the_replay_mode_are_refused() {
-    let tool = |v| Tool { kind: Kind::Ncu, path: "ncu".into(), version: v, version_text: String::new() };
+    let tool = |v| Tool { path: "ncu".into(), version: v, version_text: String::new() };
     let here = tool(Version::new(2022, 3, 0));
     assert!(check_version(&cli(&["pipeline.ncu.ncu_cli.replay_mode=range"]), &here).is_ok());
     let err = check_version(&cli(&["pipeline.ncu.ncu_cli.replay_mode=app-range"]), &here).unwrap_err();
@@ -134,11 +133,35 @@ fn real_logs_become_diagnoses() {
     // A raw push/pop name without the trailing '/': the most common mistake.
     let d = diagnose(kernel, &cli(&["pipeline.ncu.ncu_cli.nvtx.include=[\"expr:decode\"]"]));
     assert!(d[0].hint.contains("decode/"), "{}", d[0].hint);
-    let error_only = include_str!("../../../tests/fixtures/ncu/llm-perf-opt_error_only.raw.csv");
-    assert_eq!(diagnose(error_only, &cli(&[]))[0].code, "unknown_section");
     let perm =
         "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters";
     assert!(diagnose(perm, &cli(&[]))[0].hint.contains("NVreg_RestrictProfilingToAdminUsers"));
+}
+
+/// An "ncu CSV" of llm-perf-opt (ncu 2025.1) that holds only the log lines.
+#[test]
+fn a_real_error_only_log_names_the_unknown_section() {
+    let Some(path) = crate::testdata::corpus("a_real_error_only_log_names_the_unknown_section", ERROR_ONLY) else {
+        return;
+    };
+    let error_only = std::fs::read_to_string(path).unwrap();
+    assert_eq!(diagnose(&error_only, &cli(&[]))[0].code, "unknown_section");
+}
+
+const ERROR_ONLY: &str = "llm-perf-opt/outputs/2025-10-30/05-23-00/ncu/raw.csv";
+
+/// `ncu --list-sections` of ncu 2022.3, captured on this project's machine.
+#[test]
+fn section_table_matches_the_recorded_listing() {
+    let listing = std::fs::read_to_string(crate::testdata::own("ncu/list-sections.ncu2022.3.txt")).unwrap();
+    let rows: Vec<&str> = listing.lines().skip(3).filter(|l| !l.starts_with('-')).collect();
+    assert_eq!(rows.len(), SECTIONS.len());
+    for (id, display) in SECTIONS {
+        let row = rows.iter().find(|l| l.split_whitespace().next() == Some(id)).unwrap();
+        assert!(row.contains(display), "{row}");
+        assert_eq!(section_display_name(id), *display);
+    }
+    assert_eq!(section_display_name("GPU Speed Of Light Throughput"), "GPU Speed Of Light Throughput");
 }
 
 #[test]

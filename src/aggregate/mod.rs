@@ -1,0 +1,10 @@
+//! aggregate: parsed rows → the region models the reports render. Pure: no
+//! file is read or written here.
+//! - [`nsys`]: the NVTX region tree of an nsys capture, kernels attributed, top kernels;
+//! - [`ncu`]: ncu results → per-region reports (scopes, roll-ups), a [`crate::parse::ncu::LaunchSink`];
+//! - [`roofline`]: per-kernel FLOP, byte and time sums for `roofline.json`;
+//! - [`select`]: which kernels a report keeps.
+pub mod ncu;
+pub mod nsys;
+pub mod roofline;
+pub mod select;

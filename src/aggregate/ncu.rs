@@ -1,0 +1,741 @@
+//! aggregate: Nsight Compute results → per-NVTX-region reports. Pure: launches in, report model out.
+//!
+//! Attribution (docs/internals.md, "ncu regions"):
+//! - kernel replay with `--nvtx`: a kernel belongs to the push/pop ranges on its
+//!   row's NVTX stack, exclusively to the innermost and inclusively to every
+//!   enclosing one; an empty stack (or no NVTX column) puts it in `(unattributed)`;
+//! - range replay: a result *is* a range. Its region is the configured region
+//!   whose name ncu printed as the result's name, else the pass's only region,
+//!   else `(unattributed)`. A range's counters already cover everything inside
+//!   it, so nothing is summed up the tree and exclusive values are absent.
+//!
+//! Metric roll-up over a region's launches, by kind (`Rollup`): counts, bytes and
+//! times add; percentages, rates, ratios and launch configuration are weighted
+//! by each launch's GPU time; `.max`/`.min` keep the max/min; `n/a` stays n/a.
+use std::collections::{BTreeMap, BTreeSet};
+
+use rustc_hash::FxHashMap as HashMap;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::roofline::RooflineAcc;
+pub use super::select::Selection;
+use crate::parse::ncu::{Launch, LaunchSink, LaunchView, MetricRef, NvtxFrame};
+use crate::profile::ncu::section_display_name;
+use crate::regions::{self, Attribution};
+use crate::units::{Base, Value};
+
+pub(crate) const REPORT_SCHEMA: &str = "llmperf.ncu-regions/v1";
+/// The top-level region of kernels outside every NVTX range.
+pub(crate) const UNATTRIBUTED: &str = "(unattributed)";
+/// ncu's section for `--metrics`.
+pub(crate) const COMMAND_LINE_SECTION: &str = "Command line profiler metrics";
+const DEFAULT_DOMAIN: &str = "<default domain>";
+
+/// `ncu/regions/report.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RegionReportFile {
+    pub schema: String,
+    pub generated_at: String,
+    /// sha256 (first 16 hex digits) of the resolved configuration that produced the run.
+    pub config_fingerprint: String,
+    pub source: Source,
+    /// Why the report holds no regions, when it holds none.
+    pub note: Option<String>,
+    /// Sections and metrics the report was asked for (empty = everything present).
+    pub sections: Vec<String>,
+    pub metrics: Vec<String>,
+    pub scopes: Vec<ScopeReport>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Source {
+    /// The CSV files read, relative to the run directory when inside it.
+    pub files: Vec<String>,
+    /// `details` or `raw`.
+    pub layout: String,
+    /// `nvtx_stack` (kernel replay), `range` (range replay) or `none` (no NVTX data).
+    pub attribution: Attribution,
+    /// Results read (kernel launches, or ranges in range replay).
+    pub results: u64,
+}
+
+/// One scope: `aggregate`, `process:<pid>` or `device:<id>`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScopeReport {
+    pub scope: String,
+    pub generated_at: String,
+    pub config_fingerprint: String,
+    pub regions: Vec<RegionEntry>,
+    /// Over the top-level regions (which include `(unattributed)`).
+    pub totals: Totals,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RegionEntry {
+    /// The full nested name (`A::A1`), verbatim.
+    pub name: String,
+    /// The bucket of results outside every NVTX range, named `(unattributed)`
+    /// (an application range of that name is a region like any other).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unattributed: bool,
+    pub parent: Option<String>,
+    pub depth: usize,
+    /// NVTX domain; empty for the default domain.
+    pub domain: String,
+    /// Set when every result of the region came from one device / process.
+    pub device: Option<String>,
+    pub process_id: Option<String>,
+    /// Directory under `ncu/regions/` with region.json and sections.txt.
+    pub dir: String,
+    pub inclusive: Totals,
+    /// Results whose innermost region is this one; absent in range replay.
+    pub exclusive: Option<Totals>,
+    /// Inclusive roll-up of the configured sections' metrics, by section then name.
+    pub metrics: Vec<MetricValue>,
+    /// Configured sections that have data in this region.
+    pub sections: Vec<String>,
+    /// Inclusive, by total time, longest first.
+    pub kernels: Vec<KernelRecord>,
+    pub selection: SelectionRecord,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Totals {
+    pub calls: u64,
+    /// GPU time of the results that report one (`gpu__time_duration.sum` / Duration).
+    pub gpu_time_ms: f64,
+    /// Results without a duration metric: counted in calls, not in time.
+    pub untimed_calls: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KernelRecord {
+    pub kernel_name: String,
+    pub device: String,
+    pub total_ms: f64,
+    pub calls: u64,
+    pub mean_ms: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SelectionRecord {
+    pub include_patterns: Vec<String>,
+    pub exclude_patterns: Vec<String>,
+    pub kernels_selected: u64,
+    pub kernels_excluded: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Rollup {
+    Sum,
+    /// Weighted by each result's GPU time (1 when it has none).
+    WeightedMean,
+    Max,
+    Min,
+    /// A text value: kept when every result agrees, else "(varies)".
+    Text,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MetricValue {
+    pub section: String,
+    pub name: String,
+    /// The base unit of `value`: ns, byte, byte/second, hz, %, or the unit as printed.
+    pub unit: String,
+    pub rollup: Rollup,
+    /// null when every result said n/a (never 0), or for text.
+    pub value: Option<f64>,
+    pub text: Option<String>,
+    /// Results with a value / with n/a.
+    pub samples: u64,
+    pub not_available: u64,
+}
+
+/// What to keep, and how to report it.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub selection: Selection,
+    /// Section identifiers (`SpeedOfLight`) or display names; empty = all.
+    pub sections: Vec<String>,
+    /// Metric names given with `--metrics`.
+    pub metrics: Vec<String>,
+    pub aggregate: bool,
+}
+
+/// Per (process, device, region): what the region's own results add up to.
+#[derive(Debug, Clone, Default)]
+struct Acc {
+    calls: u64,
+    untimed: u64,
+    time_ns: f64,
+    excluded: u64,
+    /// kernel name → (calls, total ns).
+    kernels: BTreeMap<String, (u64, f64)>,
+    /// section → metric name → accumulator (looked up by &str: no allocation per row).
+    metrics: HashMap<String, HashMap<String, MetricAcc>>,
+}
+
+#[derive(Debug, Clone)]
+struct MetricAcc {
+    unit: String,
+    rollup: Rollup,
+    sum: f64,
+    weighted: f64,
+    weight: f64,
+    max: f64,
+    min: f64,
+    text: Option<String>,
+    samples: u64,
+    not_available: u64,
+}
+
+impl MetricAcc {
+    fn new(unit: String, rollup: Rollup) -> MetricAcc {
+        MetricAcc {
+            unit,
+            rollup,
+            sum: 0.0,
+            weighted: 0.0,
+            weight: 0.0,
+            max: f64::NEG_INFINITY,
+            min: f64::INFINITY,
+            text: None,
+            samples: 0,
+            not_available: 0,
+        }
+    }
+
+    fn add(&mut self, value: f64, weight: f64) {
+        self.sum += value;
+        self.weighted += value * weight;
+        self.weight += weight;
+        self.max = self.max.max(value);
+        self.min = self.min.min(value);
+        self.samples += 1;
+    }
+
+    fn add_text(&mut self, text: &str) {
+        self.text = match self.text.take() {
+            None if self.samples == 0 => Some(text.to_string()),
+            Some(t) if t == text => Some(t),
+            _ => Some("(varies)".to_string()),
+        };
+        self.samples += 1;
+    }
+
+    fn merge(&mut self, o: &MetricAcc) {
+        self.sum += o.sum;
+        self.weighted += o.weighted;
+        self.weight += o.weight;
+        self.max = self.max.max(o.max);
+        self.min = self.min.min(o.min);
+        if let Some(t) = &o.text {
+            let samples = self.samples;
+            self.add_text(t);
+            self.samples = samples + o.samples;
+        } else {
+            self.samples += o.samples;
+        }
+        self.not_available += o.not_available;
+    }
+
+    fn value(&self) -> Option<f64> {
+        if self.rollup == Rollup::Text || self.samples == 0 {
+            return None;
+        }
+        Some(match self.rollup {
+            Rollup::Sum => self.sum,
+            Rollup::WeightedMean => self.weighted / self.weight,
+            Rollup::Max => self.max,
+            Rollup::Min => self.min,
+            Rollup::Text => unreachable!(),
+        })
+    }
+}
+
+impl Acc {
+    fn merge(&mut self, o: &Acc) {
+        self.calls += o.calls;
+        self.untimed += o.untimed;
+        self.time_ns += o.time_ns;
+        self.excluded += o.excluded;
+        for (k, (c, t)) in &o.kernels {
+            let e = self.kernels.entry(k.clone()).or_default();
+            e.0 += c;
+            e.1 += t;
+        }
+        for (section, by_name) in &o.metrics {
+            let mine = self.metrics.entry(section.clone()).or_default();
+            for (name, m) in by_name {
+                match mine.get_mut(name) {
+                    Some(acc) => acc.merge(m),
+                    None => {
+                        mine.insert(name.clone(), m.clone());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// How a metric adds up over launches: by name suffix first (metric names),
+/// then by unit and section (the labels older ncu versions print).
+pub(crate) fn rollup_of(metric: &MetricRef, base: Option<Base>) -> Rollup {
+    let name: &str = &metric.name;
+    let Some(base) = base else { return Rollup::Text };
+    if name.ends_with(".max") || name.starts_with("Max ") {
+        return Rollup::Max;
+    }
+    if name.ends_with(".min") || name.starts_with("Min ") {
+        return Rollup::Min;
+    }
+    let per_launch_setting = metric.section == "Launch Statistics"
+        || metric.section == "Occupancy"
+        || name.starts_with("launch__")
+        || name.starts_with("device__")
+        || name.contains(" Per ")
+        || name.contains("Size");
+    let average = [".avg", ".pct", ".ratio", ".per_"].iter().any(|s| name.contains(s));
+    if per_launch_setting || average {
+        return Rollup::WeightedMean;
+    }
+    let additive_unit = ["cycle", "inst", "sector", "request", "wavefront", "warp", "thread", "block"];
+    match base {
+        Base::Nanoseconds | Base::Bytes => Rollup::Sum,
+        Base::Percent | Base::BytesPerSecond | Base::Hertz => Rollup::WeightedMean,
+        Base::Other if additive_unit.contains(&metric.unit.trim()) || name.ends_with(".sum") => Rollup::Sum,
+        Base::Other => Rollup::WeightedMean,
+    }
+}
+
+fn base_unit_name(base: Base, unit: &str) -> String {
+    match base {
+        Base::Nanoseconds => "ns".into(),
+        Base::Bytes => "byte".into(),
+        Base::BytesPerSecond => "byte/second".into(),
+        Base::Hertz => "hz".into(),
+        Base::Percent => "%".into(),
+        Base::Other => unit.trim().to_string(),
+    }
+}
+
+/// Identity of a region: its names, outermost first, and domain. Kept as a
+/// list, not the `::` string: real range names contain `::` themselves
+/// (TensorRT's `ExecutionContext::execute`). Ordered, a parent sorts before
+/// its children. `outside` marks the bucket of results outside every range,
+/// which a range the application itself named `(unattributed)` is not.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct RegionKey {
+    names: Vec<String>,
+    domain: String,
+    outside: bool,
+}
+
+impl RegionKey {
+    fn path(&self) -> String {
+        regions::join(&self.names)
+    }
+
+    /// This region and its ancestors, outermost first.
+    fn lineage(&self) -> impl Iterator<Item = RegionKey> + '_ {
+        (1..=self.names.len()).map(|n| RegionKey {
+            names: self.names[..n].to_vec(),
+            domain: self.domain.clone(),
+            outside: self.outside,
+        })
+    }
+}
+
+/// Streams launches into per-(process, device, region) accumulators.
+pub struct Builder {
+    opts: Options,
+    /// Display names of the configured sections (plus the `--metrics` section).
+    wanted_sections: Option<BTreeSet<String>>,
+    /// How the results so far found their regions: `range` once any result is
+    /// a range, else `nvtx_stack` once any carried a push/pop stack, else `none`.
+    seen: Attribution,
+    results: u64,
+    accs: HashMap<(String, String, RegionKey), Acc>,
+    /// Every result's roofline counters, selected or not (roofline.json).
+    roofline: RooflineAcc,
+}
+
+impl Builder {
+    pub fn new(opts: Options) -> Builder {
+        let wanted_sections = (!opts.sections.is_empty()).then(|| {
+            let mut s: BTreeSet<String> = opts.sections.iter().map(|id| section_display_name(id).to_string()).collect();
+            s.insert(COMMAND_LINE_SECTION.to_string());
+            s
+        });
+        Builder {
+            opts,
+            wanted_sections,
+            seen: Attribution::None,
+            results: 0,
+            accs: HashMap::default(),
+            roofline: RooflineAcc::default(),
+        }
+    }
+
+    /// A parsed launch (the streaming readers' rows).
+    pub fn add_launch(&mut self, launch: &Launch, how: Attribution, regions: &[String]) {
+        crate::parse::ncu::with_view(launch, |view| self.add(view, how, regions));
+    }
+
+    /// The roofline sums gathered since the last call.
+    pub fn take_roofline(&mut self) -> RooflineAcc {
+        std::mem::take(&mut self.roofline)
+    }
+
+    /// How the results so far found their regions, taken together.
+    pub fn attribution(&self) -> Attribution {
+        self.seen
+    }
+
+    fn in_range_mode(&self) -> bool {
+        self.seen == Attribution::Range
+    }
+}
+
+/// `range` over `nvtx_stack` over `none`: what a report's results were, taken together.
+fn wider(a: Attribution, b: Attribution) -> Attribution {
+    match (a, b) {
+        (Attribution::Range, _) | (_, Attribution::Range) => Attribution::Range,
+        (Attribution::NvtxStack, _) | (_, Attribution::NvtxStack) => Attribution::NvtxStack,
+        _ => Attribution::None,
+    }
+}
+
+impl LaunchSink for Builder {
+    /// One launch (or range result) with borrowed metric rows.
+    fn add(&mut self, launch: &LaunchView, how: Attribution, regions: &[String]) {
+        self.results += 1;
+        self.roofline.add(launch);
+        let region = match how {
+            Attribution::Range => range_region(launch, regions),
+            Attribution::NvtxStack | Attribution::None => stack_region(launch.nvtx),
+        };
+        let found = match how {
+            Attribution::Range => Attribution::Range,
+            _ if launch.nvtx.is_empty() => Attribution::None,
+            _ => Attribution::NvtxStack,
+        };
+        self.seen = wider(self.seen, found);
+        let key = (launch.process_id.to_string(), launch.device(), region);
+        let Builder { opts, wanted_sections, accs, .. } = self;
+        let acc = accs.entry(key).or_default();
+        if !opts.selection.keeps(launch.kernel_name) {
+            acc.excluded += 1;
+            return;
+        }
+        let duration = launch.duration_ns();
+        acc.calls += 1;
+        match duration {
+            Some(d) => acc.time_ns += d,
+            None => acc.untimed += 1,
+        }
+        // Kernel names run to thousands of characters: copied once per region, not per launch.
+        if !acc.kernels.contains_key(launch.kernel_name) {
+            acc.kernels.insert(launch.kernel_name.to_string(), (0, 0.0));
+        }
+        let k = acc.kernels.get_mut(launch.kernel_name).expect("inserted above");
+        k.0 += 1;
+        k.1 += duration.unwrap_or(0.0);
+        let weight = duration.filter(|d| *d > 0.0).unwrap_or(1.0);
+        for m in launch.metrics {
+            if !wants(opts, wanted_sections.as_ref(), m) {
+                continue;
+            }
+            let base = m.base();
+            let by_name = match acc.metrics.get_mut(&*m.section) {
+                Some(b) => b,
+                None => acc.metrics.entry(m.section.to_string()).or_default(),
+            };
+            let entry = match by_name.get_mut(&*m.name) {
+                Some(e) => e,
+                None => {
+                    let b = base.map(|(_, b)| b);
+                    let unit = b.map_or_else(|| m.unit.to_string(), |b| base_unit_name(b, &m.unit));
+                    by_name.entry(m.name.to_string()).or_insert(MetricAcc::new(unit, rollup_of(m, b)))
+                }
+            };
+            match (&m.value, base) {
+                (Value::NotAvailable, _) => entry.not_available += 1,
+                (_, Some((v, _))) if entry.rollup != Rollup::Text => entry.add(v, weight),
+                (Value::Text(t), _) => entry.add_text(t),
+                (Value::Number(v), _) => entry.add_text(&v.to_string()),
+            }
+        }
+    }
+
+    /// Fold another builder's results into this one (the parallel reader's
+    /// blocks, in file order).
+    fn absorb(&mut self, other: Builder) {
+        self.results += other.results;
+        self.roofline.absorb(other.roofline);
+        self.seen = wider(self.seen, other.seen);
+        for (k, acc) in other.accs {
+            match self.accs.get_mut(&k) {
+                Some(mine) => mine.merge(&acc),
+                None => {
+                    self.accs.insert(k, acc);
+                }
+            }
+        }
+    }
+
+    /// A new, empty builder with the same options.
+    fn split(&self) -> Builder {
+        Builder::new(self.opts.clone())
+    }
+}
+
+impl Builder {
+    pub fn results(&self) -> u64 {
+        self.results
+    }
+
+    /// The scopes: aggregate (unless turned off), then each process, then each device.
+    pub fn finish(&self, stamp: &Stamp) -> Vec<ScopeReport> {
+        let dirs = self.dirs();
+        let mut scopes = Vec::new();
+        if self.opts.aggregate {
+            scopes.push(self.scope("aggregate", |_, _| true, stamp, &dirs));
+        }
+        let pids: BTreeSet<&String> = self.accs.keys().map(|k| &k.0).collect();
+        for pid in pids {
+            scopes.push(self.scope(&format!("process:{pid}"), |p, _| p == pid, stamp, &dirs));
+        }
+        let devices: BTreeSet<&String> = self.accs.keys().map(|k| &k.1).collect();
+        for dev in devices {
+            scopes.push(self.scope(&format!("device:{dev}"), |_, d| d == dev, stamp, &dirs));
+        }
+        scopes
+    }
+
+    /// One directory name per region (and ancestor) over all scopes, so that a
+    /// region has the same directory in every scope.
+    fn dirs(&self) -> BTreeMap<RegionKey, String> {
+        let mut keys = BTreeSet::new();
+        for (_, _, key) in self.accs.keys() {
+            keys.extend(key.lineage());
+        }
+        let paths: Vec<String> = keys.iter().map(RegionKey::path).collect();
+        let dirs = crate::run_dir::sanitize_names(paths.iter().map(String::as_str));
+        keys.into_iter().zip(dirs).collect()
+    }
+
+    fn scope(
+        &self,
+        name: &str,
+        keep: impl Fn(&String, &String) -> bool,
+        stamp: &Stamp,
+        dirs: &BTreeMap<RegionKey, String>,
+    ) -> ScopeReport {
+        let mut own: BTreeMap<RegionKey, (Acc, BTreeSet<String>, BTreeSet<String>)> = BTreeMap::new();
+        // In key order, not the hash map's: float sums then do not depend on how keys hash.
+        let mut accs: Vec<_> = self.accs.iter().collect();
+        accs.sort_by(|a, b| a.0.cmp(b.0));
+        for ((pid, dev, region), acc) in accs {
+            if keep(pid, dev) {
+                let e = own.entry(region.clone()).or_default();
+                e.0.merge(acc);
+                e.1.insert(pid.clone());
+                e.2.insert(dev.clone());
+            }
+        }
+        let tree = self.inclusive(&own);
+        let regions: Vec<RegionEntry> = tree
+            .iter()
+            .map(|(key, (incl, pids, devs))| {
+                let excl = own.get(key).map(|o| &o.0);
+                self.entry(key, incl, excl, pids, devs, dirs.get(key).cloned().unwrap_or_default())
+            })
+            .collect();
+        // Tree order (the keys' order), `(unattributed)` last.
+        let mut regions = regions;
+        regions.sort_by_key(|r| r.unattributed);
+        let mut totals = Totals::default();
+        for r in regions.iter().filter(|r| r.depth == 0) {
+            totals.calls += r.inclusive.calls;
+            totals.gpu_time_ms += r.inclusive.gpu_time_ms;
+            totals.untimed_calls += r.inclusive.untimed_calls;
+        }
+        ScopeReport {
+            scope: name.to_string(),
+            generated_at: stamp.generated_at.clone(),
+            config_fingerprint: stamp.config_fingerprint.clone(),
+            regions,
+            totals,
+        }
+    }
+
+    /// Every region and its ancestors, each with the merge of its own results
+    /// and (kernel replay) those of every region nested in it.
+    #[allow(clippy::type_complexity)]
+    fn inclusive(
+        &self,
+        own: &BTreeMap<RegionKey, (Acc, BTreeSet<String>, BTreeSet<String>)>,
+    ) -> BTreeMap<RegionKey, (Acc, BTreeSet<String>, BTreeSet<String>)> {
+        let mut tree: BTreeMap<RegionKey, (Acc, BTreeSet<String>, BTreeSet<String>)> = BTreeMap::new();
+        for (key, (acc, pids, devs)) in own {
+            for ancestor in key.lineage() {
+                let is_self = ancestor.names.len() == key.names.len();
+                let e = tree.entry(ancestor).or_default();
+                if is_self || !self.in_range_mode() {
+                    e.0.merge(acc);
+                    e.1.extend(pids.iter().cloned());
+                    e.2.extend(devs.iter().cloned());
+                }
+            }
+        }
+        tree
+    }
+
+    fn entry(
+        &self,
+        key: &RegionKey,
+        incl: &Acc,
+        excl: Option<&Acc>,
+        pids: &BTreeSet<String>,
+        devs: &BTreeSet<String>,
+        dir: String,
+    ) -> RegionEntry {
+        let names = &key.names;
+        let single = |s: &BTreeSet<String>| (s.len() == 1).then(|| s.iter().next().cloned()).flatten();
+        let device = single(devs).unwrap_or_default();
+        let mut kernels: Vec<KernelRecord> = incl
+            .kernels
+            .iter()
+            .map(|(name, (calls, ns))| KernelRecord {
+                kernel_name: name.clone(),
+                device: device.clone(),
+                total_ms: ns / 1e6,
+                calls: *calls,
+                mean_ms: ns / 1e6 / *calls as f64,
+            })
+            .collect();
+        kernels.sort_by(|a, b| b.total_ms.total_cmp(&a.total_ms).then_with(|| a.kernel_name.cmp(&b.kernel_name)));
+        let mut metrics: Vec<MetricValue> = incl
+            .metrics
+            .iter()
+            .flat_map(|(section, by_name)| by_name.iter().map(move |(name, m)| metric_value(section, name, m)))
+            .collect();
+        metrics.sort_by(|a, b| (&a.section, &a.name).cmp(&(&b.section, &b.name)));
+        let sections: Vec<String> = metrics
+            .iter()
+            .map(|m| m.section.clone())
+            .filter(|s| !s.is_empty())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        RegionEntry {
+            name: key.path(),
+            unattributed: key.outside,
+            parent: (names.len() > 1).then(|| regions::join(&names[..names.len() - 1])),
+            depth: names.len() - 1,
+            domain: key.domain.clone(),
+            device: single(devs),
+            process_id: single(pids),
+            dir,
+            inclusive: totals_of(incl),
+            exclusive: (!self.in_range_mode()).then(|| excl.map(totals_of).unwrap_or_default()),
+            metrics,
+            sections,
+            kernels,
+            selection: SelectionRecord {
+                include_patterns: self.opts.selection.include_patterns.clone(),
+                exclude_patterns: self.opts.selection.exclude_patterns.clone(),
+                kernels_selected: incl.calls,
+                kernels_excluded: incl.excluded,
+            },
+        }
+    }
+}
+
+/// A details row of a wanted section, or a raw column among the wanted metrics
+/// (the raw page has no sections).
+fn wants(opts: &Options, sections: Option<&BTreeSet<String>>, m: &MetricRef) -> bool {
+    if m.section.is_empty() {
+        return opts.metrics.is_empty()
+            || opts.metrics.iter().any(|x| *x == m.name)
+            || m.name == "gpu__time_duration.sum";
+    }
+    sections.is_none_or(|s| s.contains(&*m.section))
+}
+
+/// Generation stamp shared by every scope.
+#[derive(Debug, Clone, Default)]
+pub struct Stamp {
+    pub generated_at: String,
+    pub config_fingerprint: String,
+}
+
+fn totals_of(a: &Acc) -> Totals {
+    Totals { calls: a.calls, gpu_time_ms: a.time_ns / 1e6, untimed_calls: a.untimed }
+}
+
+fn metric_value(section: &str, name: &str, m: &MetricAcc) -> MetricValue {
+    MetricValue {
+        section: section.to_string(),
+        name: name.to_string(),
+        unit: m.unit.clone(),
+        rollup: m.rollup,
+        value: m.value(),
+        text: m.text.clone(),
+        samples: m.samples,
+        not_available: m.not_available,
+    }
+}
+
+fn stack_region(nvtx: &[NvtxFrame]) -> RegionKey {
+    match nvtx.last() {
+        None => RegionKey { names: vec![UNATTRIBUTED.into()], domain: String::new(), outside: true },
+        Some(leaf) => RegionKey {
+            names: nvtx.iter().map(|f| f.name.clone()).collect(),
+            domain: domain_name(&leaf.domain),
+            outside: false,
+        },
+    }
+}
+
+fn range_region(launch: &LaunchView, paths: &[String]) -> RegionKey {
+    let leaf = |p: &str| p.rsplit(regions::SEP).next().unwrap_or(p).to_string();
+    let named = paths.iter().find(|p| **p == launch.kernel_name || leaf(p) == launch.kernel_name);
+    let path = match (named, paths) {
+        (Some(p), _) => p.clone(),
+        (None, [only]) => only.clone(),
+        _ => return stack_region(launch.nvtx),
+    };
+    // `LLM@decode_all` → domain LLM, path decode_all.
+    match path.split_once('@') {
+        Some((d, p)) if !d.is_empty() => RegionKey { names: split(p), domain: d.to_string(), outside: false },
+        _ => RegionKey { names: split(&path), domain: String::new(), outside: false },
+    }
+}
+
+/// A configured region (`A::A1`): `::` separates the names there.
+fn split(path: &str) -> Vec<String> {
+    path.split(regions::SEP).map(String::from).collect()
+}
+
+fn domain_name(ncu: &str) -> String {
+    if ncu == DEFAULT_DOMAIN {
+        String::new()
+    } else {
+        ncu.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,221 @@
+//! Region attribution and roll-up on real ncu files (the shared corpus).
+use super::*;
+use crate::parse::ncu as reader;
+
+fn opts() -> Options {
+    Options { aggregate: true, ..Options::default() }
+}
+
+/// The scopes of a corpus file read whole, or None when the corpus lacks it
+/// (the test then returns, recorded as skipped).
+fn scopes(file: &str, opts: Options, how: Attribution, regions: &[&str]) -> Option<Vec<ScopeReport>> {
+    let path = crate::testdata::corpus(&format!("aggregate::ncu::tests ({file})"), file)?;
+    let regions: Vec<String> = regions.iter().map(|r| r.to_string()).collect();
+    let mut b = Builder::new(opts);
+    let (_, launches) = reader::open_any(&path).unwrap();
+    for l in launches {
+        b.add_launch(&l.unwrap(), how, &regions);
+    }
+    Some(b.finish(&Stamp::default()))
+}
+
+fn region<'a>(scope: &'a ScopeReport, name: &str) -> &'a RegionEntry {
+    scope.regions.iter().find(|r| r.name == name).unwrap_or_else(|| panic!("no region {name}"))
+}
+
+fn metric<'a>(r: &'a RegionEntry, name: &str) -> &'a MetricValue {
+    r.metrics.iter().find(|m| m.name == name).unwrap_or_else(|| panic!("no metric {name} in {}", r.name))
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * b.abs().max(1.0)
+}
+
+const NVTX_DETAILS: &str = "real/derived/nsight-training/manual_nvtx.ncu2022.3.details.csv";
+const NO_NVTX_DETAILS: &str = "real/derived/parallel_programming_ex3/profile.ncu2024.1.details.csv";
+
+#[test]
+fn nvtx_stacks_nest_and_parents_include_their_children() {
+    let Some(all) = scopes(NVTX_DETAILS, opts(), Attribution::NvtxStack, &[]) else { return };
+    let agg = &all[0];
+    assert_eq!(agg.scope, "aggregate");
+    let names: Vec<&str> = agg.regions.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["run_test", "run_test::check_results", "run_test::daxpy", "run_test::init_data"]);
+    let top = region(agg, "run_test");
+    assert_eq!((top.depth, top.parent.as_deref()), (0, None));
+    // Durations in the file: 84.48 + 249.22 + 88.51 usecond.
+    assert!(close(top.inclusive.gpu_time_ms, 0.42221), "{}", top.inclusive.gpu_time_ms);
+    assert_eq!(top.inclusive.calls, 3);
+    assert_eq!(top.exclusive, Some(Totals::default()));
+    let daxpy = region(agg, "run_test::daxpy");
+    assert_eq!((daxpy.depth, daxpy.parent.as_deref()), (1, Some("run_test")));
+    assert!(close(daxpy.inclusive.gpu_time_ms, 0.24922));
+    assert_eq!(daxpy.kernels[0].kernel_name, "daxpy_kernel(int, double, double *, double *)");
+    // Inclusive parent = children + self, within ±1% (exactly, here).
+    let children: f64 = agg.regions.iter().filter(|r| r.depth == 1).map(|r| r.inclusive.gpu_time_ms).sum();
+    let own = top.exclusive.as_ref().unwrap().gpu_time_ms;
+    assert!(((children + own) - top.inclusive.gpu_time_ms).abs() <= 0.01 * top.inclusive.gpu_time_ms);
+    assert_eq!(agg.totals.calls, 3);
+}
+
+#[test]
+fn metrics_roll_up_by_kind() {
+    let Some(all) = scopes(NVTX_DETAILS, opts(), Attribution::NvtxStack, &[]) else { return };
+    let top = region(&all[0], "run_test");
+    // Counts add: Elapsed Cycles 124056 + 379490 + 122573.
+    let cycles = metric(top, "Elapsed Cycles");
+    assert_eq!((cycles.rollup, cycles.value), (Rollup::Sum, Some(626119.0)));
+    // Percentages are weighted by GPU time: (88.20·84.48 + 90.72·249.22 + 94.74·88.51) / 422.21.
+    let dram = metric(top, "DRAM Throughput");
+    assert_eq!(dram.rollup, Rollup::WeightedMean);
+    assert!(close(dram.value.unwrap(), 38445.8118 / 422.21), "{:?}", dram.value);
+    // Launch configuration is weighted too, never summed: registers 16, 16, 32.
+    let regs = metric(top, "Registers Per Thread");
+    assert!(close(regs.value.unwrap(), 8171.52 / 422.21));
+    // Durations add, in nanoseconds.
+    let d = metric(top, "Duration");
+    assert_eq!((d.unit.as_str(), d.rollup), ("ns", Rollup::Sum));
+    assert!(close(d.value.unwrap(), 422210.0));
+}
+
+#[test]
+fn not_available_stays_not_available() {
+    // gpu-ray-tracer: 27 n/a values in the file.
+    let Some(all) =
+        scopes("real/derived/gpu-ray-tracer/report.ncu2022.3.details.csv", opts(), Attribution::NvtxStack, &[])
+    else {
+        return;
+    };
+    let r = region(&all[0], UNATTRIBUTED);
+    let na: Vec<&MetricValue> = r.metrics.iter().filter(|m| m.not_available > 0).collect();
+    assert!(!na.is_empty());
+    for m in na.iter().filter(|m| m.samples == 0) {
+        assert_eq!(m.value, None, "{} must stay n/a, not 0", m.name);
+    }
+}
+
+#[test]
+fn raw_and_details_pages_of_one_report_agree() {
+    let Some(details) = scopes(NVTX_DETAILS, opts(), Attribution::NvtxStack, &[]) else { return };
+    for raw in ["manual_nvtx.ncu2022.3.raw.csv", "manual_nvtx.ncu2024.1.raw.csv"] {
+        let Some(raw) = scopes(&format!("real/derived/nsight-training/{raw}"), opts(), Attribution::NvtxStack, &[])
+        else {
+            return;
+        };
+        for (d, r) in details[0].regions.iter().zip(&raw[0].regions) {
+            assert_eq!(d.name, r.name);
+            assert_eq!(d.inclusive.calls, r.inclusive.calls);
+            // The details page rounds to 2 decimals (84.48 us); raw keeps every digit.
+            let (a, b) = (d.inclusive.gpu_time_ms, r.inclusive.gpu_time_ms);
+            assert!((a - b).abs() <= 1e-4 * a, "{}: {a} vs {b}", d.name);
+        }
+    }
+}
+
+#[test]
+fn kernel_selection_include_exclude() {
+    if crate::testdata::corpus("kernel_selection_include_exclude", NVTX_DETAILS).is_none() {
+        return;
+    }
+    let select = |inc: &[&str], exc: &[&str]| {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let o = Options { selection: Selection::new(&s(inc), &s(exc)).unwrap(), ..opts() };
+        let all = scopes(NVTX_DETAILS, o, Attribution::NvtxStack, &[]).unwrap();
+        let top = region(&all[0], "run_test").clone();
+        (top.kernels.iter().map(|k| k.kernel_name.split('(').next().unwrap().to_string()).collect::<Vec<_>>(), top)
+    };
+    let (names, top) = select(&["regex:_kernel"], &[]);
+    assert_eq!(names.len(), 3);
+    assert_eq!(top.selection.kernels_excluded, 0);
+    let (names, top) = select(&["regex:^(daxpy|init)"], &[]);
+    assert_eq!(names, ["daxpy_kernel", "init_data_kernel"]);
+    assert_eq!((top.selection.kernels_selected, top.selection.kernels_excluded), (2, 1));
+    // Exclude wins over include.
+    let (names, top) = select(&["regex:^(daxpy|init)"], &["regex:^daxpy"]);
+    assert_eq!(names, ["init_data_kernel"]);
+    assert_eq!(top.selection.include_patterns, ["regex:^(daxpy|init)"]);
+    assert_eq!(top.selection.exclude_patterns, ["regex:^daxpy"]);
+    let (names, _) = select(&[], &["check_results_kernel(int, double, double *)"]);
+    assert_eq!(names, ["daxpy_kernel", "init_data_kernel"]);
+    assert!(Selection::new(&["regex:(".into()], &[]).unwrap_err().hint.is_some());
+}
+
+#[test]
+fn configured_sections_decide_what_is_kept() {
+    if crate::testdata::corpus("configured_sections_decide_what_is_kept", NVTX_DETAILS).is_none() {
+        return;
+    }
+    let with = |sections: &[&str]| {
+        let o = Options { sections: sections.iter().map(|s| s.to_string()).collect(), ..opts() };
+        let all = scopes(NVTX_DETAILS, o, Attribution::NvtxStack, &[]).unwrap();
+        region(&all[0], "run_test").sections.clone()
+    };
+    assert_eq!(with(&["SpeedOfLight"]), ["GPU Speed Of Light Throughput"]);
+    assert_eq!(with(&["Occupancy"]), ["Occupancy"]);
+    assert_eq!(with(&["SpeedOfLight", "LaunchStats"]), ["GPU Speed Of Light Throughput", "Launch Statistics"]);
+    // Everything present: the `SpeedOfLight` rows are rules only, without metrics.
+    assert_eq!(with(&[]), ["GPU Speed Of Light Throughput", "Launch Statistics", "Occupancy", "Source Counters"]);
+}
+
+#[test]
+fn files_without_nvtx_land_in_unattributed_per_process_and_device() {
+    let Some(all) = scopes(NO_NVTX_DETAILS, opts(), Attribution::NvtxStack, &[]) else { return };
+    let names: Vec<&str> = all.iter().map(|s| s.scope.as_str()).collect();
+    assert_eq!(names[0], "aggregate");
+    assert!(names.iter().any(|s| s.starts_with("process:")), "{names:?}");
+    assert!(names.contains(&"device:0"), "{names:?}");
+    for s in &all {
+        assert_eq!(s.regions.len(), 1);
+        assert_eq!(s.regions[0].name, UNATTRIBUTED);
+        assert_eq!(s.totals.calls, 6, "{}", s.scope);
+    }
+    let Some(no_agg) = scopes(NO_NVTX_DETAILS, Options { aggregate: false, ..opts() }, Attribution::NvtxStack, &[])
+    else {
+        return;
+    };
+    assert!(no_agg.iter().all(|s| s.scope != "aggregate"));
+}
+
+#[test]
+fn range_results_belong_to_the_pass_region_and_are_not_summed_up() {
+    // A recorded kernel-replay report read as if it were one range pass for
+    // `run_test::daxpy`: every result goes to that region; the parent exists
+    // for the tree but sums nothing in range mode.
+    let Some(all) = scopes(NVTX_DETAILS, opts(), Attribution::Range, &["run_test::daxpy"]) else { return };
+    let agg = &all[0];
+    let r = region(agg, "run_test::daxpy");
+    assert_eq!(r.inclusive.calls, 3);
+    assert_eq!(r.exclusive, None);
+    assert_eq!(region(agg, "run_test").inclusive.calls, 0);
+    // With several regions in one pass, a result is matched by its name.
+    let Some(all) = scopes(NVTX_DETAILS, opts(), Attribution::Range, &["A", "B"]) else { return };
+    // No result is named A or B: they fall back to their NVTX stacks.
+    assert!(all[0].regions.iter().all(|r| r.name.starts_with("run_test")));
+}
+
+/// Range names may contain `::` themselves (TensorRT names its ranges
+/// `ExecutionContext::execute`, seen in the memfusion nsys capture): nesting
+/// comes from the stack, not from splitting names.
+#[test]
+fn range_names_with_double_colons_keep_their_nesting() {
+    let Some(path) = crate::testdata::corpus("range_names_with_double_colons_keep_their_nesting", NVTX_DETAILS) else {
+        return;
+    };
+    let (_, launches) = reader::open_any(&path).unwrap();
+    let mut launch = launches.into_iter().next().unwrap().unwrap();
+    let frame = |name: &str| NvtxFrame { domain: "<default domain>".into(), name: name.into() };
+    launch.nvtx = vec![frame("ExecutionContext::execute"), frame("conv1")];
+    let mut b = Builder::new(opts());
+    b.add_launch(&launch, Attribution::NvtxStack, &[]);
+    let scope = &b.finish(&Stamp::default())[0];
+    let got: Vec<(&str, usize, Option<&str>)> =
+        scope.regions.iter().map(|r| (r.name.as_str(), r.depth, r.parent.as_deref())).collect();
+    assert_eq!(
+        got,
+        [
+            ("ExecutionContext::execute", 0, None),
+            ("ExecutionContext::execute::conv1", 1, Some("ExecutionContext::execute"))
+        ]
+    );
+    assert_eq!(scope.totals.calls, 1);
+}

@@ -1,0 +1,442 @@
+//! parse: the fast path for big details CSVs: the same rows as [`super::details`],
+//! read on every core with far less work per row.
+//!
+//! Why it is fast: in the details layout every row of a launch repeats the
+//! launch's identity columns (ID, process, the kernel's full name, which may
+//! be thousands of characters, ...) before `"Section Name"`. The first row of a
+//! launch is parsed whole; each further row only has to start with the same
+//! bytes (one memcmp) and its few metric columns are parsed. The file is cut
+//! into blocks at launch boundaries; each block goes to a worker with its own
+//! sink ([`LaunchSink::split`]), and the parts are merged in file order, so the result does
+//! not depend on scheduling. Memory stays flat: a few blocks are in flight.
+//!
+//! A launch boundary is found without parsing from the start: a record starts
+//! at `\n"` followed by anything but `"` (inside a quoted field every `"` is
+//! doubled), and a launch starts where the ID changes.
+use std::io::Read;
+use std::path::Path;
+
+use super::rows::{io_error, open_file, parse_nvtx_stack, LaunchView, MetricRef, NvtxFrame};
+use super::LaunchSink;
+use crate::error::{Error, ErrorKind};
+use crate::regions::Attribution;
+use crate::units::{self, Locale};
+
+const BLOCK: usize = 8 << 20;
+const WORKERS: usize = 2;
+
+/// Column positions; every identity column comes before Section Name, and
+/// Metric Name, Unit and Value follow it in that order.
+#[derive(Debug, Clone, Copy)]
+struct Cols {
+    id: usize,
+    process_id: Option<usize>,
+    kernel: usize,
+    device: Option<usize>,
+    nvtx: Option<usize>,
+    section: usize,
+}
+
+/// Read a details CSV file into `sink`. `Ok(false)`: the file's layout is
+/// not one this path handles (the caller uses the streaming reader).
+pub fn ingest<S: LaunchSink>(path: &Path, sink: &mut S, how: Attribution, regions: &[String]) -> Result<bool, Error> {
+    ingest_blocks(path, sink, how, regions, BLOCK)
+}
+
+/// [`ingest`] with blocks of about `block` bytes (tests use tiny ones so that
+/// launches straddle reads).
+pub fn ingest_blocks<S: LaunchSink>(
+    path: &Path,
+    sink: &mut S,
+    how: Attribution,
+    regions: &[String],
+    block: usize,
+) -> Result<bool, Error> {
+    let mut file = open_file(path)?;
+    let mut head = Vec::with_capacity(block);
+    (&mut file).take(1 << 16).read_to_end(&mut head).map_err(|e| io_error(path, &e))?;
+    let Some((cols, data_start)) = header(&head) else { return Ok(false) };
+    let mut carry = head.split_off(data_start);
+    let (to_workers, from_reader) = std::sync::mpsc::sync_channel::<(usize, Vec<u8>)>(WORKERS);
+    let from_reader = std::sync::Mutex::new(from_reader);
+    // Blocks come back from the workers to be filled again: no fresh pages per block.
+    let spare: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
+    let spare = &spare;
+    std::thread::scope(|scope| -> Result<(), Error> {
+        // Owned here, so that any early return hangs up on the workers.
+        let to_workers = to_workers;
+        let (to_main, results) = std::sync::mpsc::channel::<(usize, Result<S, (usize, Bad)>)>();
+        for _ in 0..WORKERS {
+            let (from_reader, to_main) = (&from_reader, to_main.clone());
+            let template = sink.split();
+            scope.spawn(move || loop {
+                let job = from_reader.lock().map(|r| r.recv());
+                let Ok(Ok((seq, block))) = job else { return };
+                let mut b = template.split();
+                let r = parse_block(&block, cols, &mut b, how, regions).map(|_| b);
+                if let Ok(mut s) = spare.lock() {
+                    s.push(block);
+                }
+                if to_main.send((seq, r)).is_err() {
+                    return;
+                }
+            });
+        }
+        drop(to_main);
+        let mut merge = InOrder::default();
+        let mut eof = false;
+        let mut offset = data_start as u64;
+        while !eof || !carry.is_empty() {
+            if !eof {
+                let n = (&mut file).take(block as u64).read_to_end(&mut carry).map_err(|e| io_error(path, &e))?;
+                eof = n == 0;
+            }
+            let cut = if eof { Some(carry.len()) } else { last_launch_start(&carry, cols.id) };
+            let Some(cut) = cut.filter(|&c| c > 0) else { continue };
+            // The unfinished launch moves to a recycled buffer; the block goes out.
+            let mut next = spare.lock().ok().and_then(|mut s| s.pop()).unwrap_or_default();
+            next.clear();
+            next.reserve(block + carry.len() - cut);
+            next.extend_from_slice(&carry[cut..]);
+            carry.truncate(cut);
+            merge.starts.push(offset);
+            offset += carry.len() as u64;
+            if to_workers.send((merge.starts.len() - 1, std::mem::replace(&mut carry, next))).is_err() {
+                break;
+            }
+            // Fold in what is done, in file order: partial results do not pile up.
+            while let Ok((i, r)) = results.try_recv() {
+                merge.take(i, r, sink, path)?;
+            }
+        }
+        drop(to_workers);
+        for (i, r) in results {
+            merge.take(i, r, sink, path)?;
+        }
+        Ok(())
+    })?;
+    Ok(true)
+}
+
+/// Partial results folded into the sink in block order (so sums do not
+/// depend on scheduling, and the first broken row is the one reported).
+struct InOrder<S> {
+    next: usize,
+    pending: std::collections::BTreeMap<usize, Result<S, (usize, Bad)>>,
+    /// Byte offset of each block in the file, for error lines.
+    starts: Vec<u64>,
+}
+
+impl<S> Default for InOrder<S> {
+    fn default() -> Self {
+        InOrder { next: 0, pending: Default::default(), starts: Vec::new() }
+    }
+}
+
+impl<S: LaunchSink> InOrder<S> {
+    fn take(&mut self, i: usize, r: Result<S, (usize, Bad)>, into: &mut S, path: &Path) -> Result<(), Error> {
+        self.pending.insert(i, r);
+        while let Some(r) = self.pending.remove(&self.next) {
+            match r {
+                Ok(b) => into.absorb(b),
+                Err((at, e)) => return Err(locate(e, path, self.starts[self.next] + at as u64)),
+            }
+            self.next += 1;
+        }
+        Ok(())
+    }
+}
+
+/// The header's columns and where the data starts; None when the file has
+/// `==PROF==` lines first, or columns in an order this path does not handle.
+fn header(buf: &[u8]) -> Option<(Cols, usize)> {
+    if !buf.starts_with(b"\"ID\",") {
+        return None;
+    }
+    let (fields, end) = record(buf, 0).ok()?;
+    let names: Vec<String> = fields.iter().map(|f| f.text(buf).ok().map(|c| c.into_owned())).collect::<Option<_>>()?;
+    let find = |n: &str| names.iter().position(|h| h == n);
+    let section = find("Section Name")?;
+    let ok = find("Metric Name") == Some(section + 1)
+        && find("Metric Unit") == Some(section + 2)
+        && find("Metric Value") == Some(section + 3);
+    let kernel = find("Kernel Name")?;
+    let cols = Cols {
+        id: find("ID")?,
+        process_id: find("Process ID"),
+        kernel,
+        device: find("Device"),
+        nvtx: names.iter().position(|h| h.starts_with("thread Domain:Push/Pop_Range")),
+        section,
+    };
+    let before = [Some(cols.id), cols.process_id, Some(kernel), cols.device, cols.nvtx];
+    (ok && before.iter().flatten().all(|&i| i < section)).then_some((cols, end))
+}
+
+/// A field's bytes (quotes stripped) and whether it holds doubled quotes.
+#[derive(Debug, Clone, Copy)]
+struct Field {
+    /// Where the field begins in the record (its opening quote, if quoted).
+    raw: usize,
+    start: usize,
+    end: usize,
+    escaped: bool,
+}
+
+impl Field {
+    /// The field's text. Only the fields used are checked for UTF-8: checking
+    /// whole blocks cost more than the rest of the parse, since most bytes are
+    /// the identity columns repeated on every row of a launch.
+    fn text<'a>(&self, buf: &'a [u8]) -> Result<std::borrow::Cow<'a, str>, usize> {
+        let s = std::str::from_utf8(&buf[self.start..self.end]).map_err(|e| self.start + e.valid_up_to())?;
+        Ok(if self.escaped { s.replace("\"\"", "\"").into() } else { s.into() })
+    }
+}
+
+/// One record from `pos`: its fields and the position after its newline.
+/// Err(position) on a quote out of place or the end of input inside quotes.
+fn record(buf: &[u8], mut pos: usize) -> Result<(Vec<Field>, usize), usize> {
+    let mut fields = Vec::with_capacity(24);
+    loop {
+        let (field, next) = field(buf, pos)?;
+        fields.push(field);
+        match buf.get(next) {
+            Some(b',') => pos = next + 1,
+            Some(b'\r') if buf.get(next + 1) == Some(&b'\n') => return Ok((fields, next + 2)),
+            Some(b'\n') => return Ok((fields, next + 1)),
+            None => return Err(next),
+            Some(_) => return Err(next),
+        }
+    }
+}
+
+/// A field from `pos`: quoted (`"..."` with `""` escapes) or bare.
+fn field(buf: &[u8], pos: usize) -> Result<(Field, usize), usize> {
+    if buf.get(pos) != Some(&b'"') {
+        let end = memchr::memchr3(b',', b'\n', b'\r', &buf[pos..]).map_or(buf.len(), |i| pos + i);
+        return Ok((Field { raw: pos, start: pos, end, escaped: false }, end));
+    }
+    let start = pos + 1;
+    let mut at = start;
+    let mut escaped = false;
+    loop {
+        let q = memchr::memchr(b'"', &buf[at..]).map(|i| at + i).ok_or(buf.len())?;
+        if buf.get(q + 1) == Some(&b'"') {
+            escaped = true;
+            at = q + 2;
+            continue;
+        }
+        return Ok((Field { raw: pos, start, end: q, escaped }, q + 1));
+    }
+}
+
+/// The start of the last launch that begins in `buf` (after offset 0), i.e.
+/// a record start whose ID differs from the record before it.
+fn last_launch_start(buf: &[u8], id_col: usize) -> Option<usize> {
+    let mut after = record_start_before(buf, buf.len())?;
+    let id = id_at(buf, after, id_col)?;
+    let mut at = after;
+    while let Some(prev) = record_start_before(buf, at) {
+        if id_at(buf, prev, id_col)? != id {
+            return Some(after);
+        }
+        after = prev;
+        at = prev;
+    }
+    None
+}
+
+/// The last position p < `before` where a record starts: `\n"` + a byte other than `"`.
+fn record_start_before(buf: &[u8], before: usize) -> Option<usize> {
+    let mut end = before;
+    loop {
+        let nl = memchr::memrchr(b'\n', &buf[..end])?;
+        let p = nl + 1;
+        if p + 1 < before && buf[p] == b'"' && buf[p + 1] != b'"' {
+            return Some(p);
+        }
+        end = nl;
+    }
+}
+
+fn id_at(buf: &[u8], start: usize, id_col: usize) -> Option<&[u8]> {
+    let mut pos = start;
+    for i in 0.. {
+        let (f, next) = field(buf, pos).ok()?;
+        if i == id_col {
+            return Some(&buf[f.start..f.end]);
+        }
+        pos = next + 1;
+    }
+    None
+}
+
+/// One launch being gathered: identity from its first row, metric rows borrowed.
+struct Gather<'a> {
+    prefix: &'a [u8],
+    /// Bytes of the ID field and its comma at the start of every row.
+    id_field_len: usize,
+    id: &'a [u8],
+    process_id: std::borrow::Cow<'a, str>,
+    kernel: std::borrow::Cow<'a, str>,
+    device: Option<std::borrow::Cow<'a, str>>,
+    nvtx: Vec<NvtxFrame>,
+    metrics: Vec<MetricRef<'a>>,
+}
+
+/// Parse whole launches in `buf` into `b`. Err((position, error)) names the place.
+fn parse_block<S: LaunchSink>(
+    buf: &[u8],
+    cols: Cols,
+    b: &mut S,
+    how: Attribution,
+    regions: &[String],
+) -> Result<(), (usize, Bad)> {
+    let mut locale: Option<Locale> = None;
+    let mut pos = 0;
+    let mut current: Option<Gather> = None;
+    while pos < buf.len() {
+        if current.as_ref().is_some_and(|g| same_launch(buf, pos, g)) {
+            let g = current.as_mut().expect("checked");
+            pos = tail(buf, pos + g.prefix.len(), g, &mut locale)?;
+            continue;
+        }
+        let (fields, end) = record(buf, pos).map_err(|p| (p, Bad::Row))?;
+        let field_text = |i: usize| fields.get(i).map(|f| f.text(buf)).transpose().map_err(|p| (p, Bad::Utf8));
+        let id = fields.get(cols.id).map(|f| &buf[f.start..f.end]).unwrap_or_default();
+        if id == b"ID" {
+            return Err((pos, Bad::Header));
+        }
+        if current.as_ref().is_some_and(|g| g.id != id) {
+            flush(current.take(), b, how, regions);
+        }
+        if current.is_none() {
+            let nvtx = field_text(cols.nvtx.unwrap_or(usize::MAX))?.map(|c| parse_nvtx_stack(&c)).unwrap_or_default();
+            current = Some(Gather {
+                prefix: &buf[pos..fields.get(cols.section).map_or(end, |f| f.raw)],
+                id_field_len: fields.get(cols.id + 1).map_or(0, |f| f.raw - pos),
+                id,
+                process_id: field_text(cols.process_id.unwrap_or(usize::MAX))?.unwrap_or_default(),
+                kernel: field_text(cols.kernel)?.unwrap_or_default(),
+                device: field_text(cols.device.unwrap_or(usize::MAX))?,
+                nvtx,
+                metrics: Vec::with_capacity(64),
+            });
+        }
+        let g = current.as_mut().expect("set above");
+        add_metric(buf, &fields[cols.section.min(fields.len())..], g, &mut locale).map_err(|p| (p, Bad::Utf8))?;
+        pos = end;
+    }
+    flush(current, b, how, regions);
+    Ok(())
+}
+
+/// The fields after the shared prefix of a row (Section Name onwards).
+/// A further row of the launch `g`: it starts with the launch's ID field, is
+/// long enough, has a field boundary where Section Name starts, and ends its
+/// identity part with the same bytes. (Comparing all of it, kernel name
+/// included, cost a tenth of the run; identity columns are per launch.)
+fn same_launch(buf: &[u8], pos: usize, g: &Gather) -> bool {
+    let n = g.prefix.len();
+    let id_len = g.id_field_len;
+    let tail_len = 64.min(n);
+    buf.len() > pos + n
+        && buf[pos..pos + id_len] == g.prefix[..id_len]
+        && buf[pos + n - 1] == b','
+        && buf[pos + n] == b'"'
+        && buf[pos + n - tail_len..pos + n] == g.prefix[n - tail_len..]
+}
+
+fn tail<'a>(buf: &'a [u8], pos: usize, g: &mut Gather<'a>, locale: &mut Option<Locale>) -> Result<usize, (usize, Bad)> {
+    let bad_row = |p| (p, Bad::Row);
+    let mut fields = [Field { raw: 0, start: 0, end: 0, escaped: false }; 4];
+    let mut at = pos;
+    let mut n = 0;
+    loop {
+        let (f, next) = field(buf, at).map_err(bad_row)?;
+        if n < 4 {
+            fields[n] = f;
+        }
+        n += 1;
+        match buf.get(next) {
+            Some(b',') => at = next + 1,
+            Some(b'\n') => {
+                add_metric(buf, &fields[..n.min(4)], g, locale).map_err(|p| (p, Bad::Utf8))?;
+                return Ok(next + 1);
+            }
+            Some(b'\r') if buf.get(next + 1) == Some(&b'\n') => {
+                add_metric(buf, &fields[..n.min(4)], g, locale).map_err(|p| (p, Bad::Utf8))?;
+                return Ok(next + 2);
+            }
+            _ => return Err(bad_row(next)),
+        }
+    }
+}
+
+/// Section, Metric Name, Unit, Value: a metric row (rule rows have no name).
+fn add_metric<'a>(buf: &'a [u8], f: &[Field], g: &mut Gather<'a>, locale: &mut Option<Locale>) -> Result<(), usize> {
+    if f.len() < 4 || f[1].start == f[1].end {
+        return Ok(());
+    }
+    let raw = f[3].text(buf)?;
+    if locale.is_none() {
+        *locale = units::locale_hint(&raw);
+    }
+    g.metrics.push(MetricRef {
+        section: f[0].text(buf)?,
+        name: f[1].text(buf)?,
+        unit: f[2].text(buf)?,
+        value: units::parse_value(&raw, locale.unwrap_or_default()),
+    });
+    Ok(())
+}
+
+fn flush<S: LaunchSink>(g: Option<Gather>, b: &mut S, how: Attribution, regions: &[String]) {
+    let Some(g) = g else { return };
+    let view = LaunchView {
+        process_id: &g.process_id,
+        kernel_name: &g.kernel,
+        device: g.device.as_deref(),
+        nvtx: &g.nvtx,
+        metrics: &g.metrics,
+    };
+    b.add(&view, how, regions);
+}
+
+/// What is wrong at a place in a block; [`locate`] names the file and line.
+#[derive(Debug, Clone, Copy)]
+enum Bad {
+    /// A quote out of place, or the end of input inside a row.
+    Row,
+    Utf8,
+    /// The header line again, mid-file.
+    Header,
+}
+
+/// The error of a block-relative problem, with the file and line in front.
+fn locate(bad: Bad, path: &Path, offset: u64) -> Error {
+    let line = line_at(path, offset).unwrap_or(0);
+    let what = match bad {
+        Bad::Header => return super::rows::repeated_header(path, line),
+        Bad::Row => "malformed CSV row (a quote out of place, or the file ends inside a row)",
+        Bad::Utf8 => "invalid UTF-8",
+    };
+    Error::new(ErrorKind::Unparseable, format!("{}:{line}: {what}", path.display())).with_hint(
+        "the file may be truncated or not an ncu CSV export; render it again with ncu --import R.ncu-rep --csv --page details",
+    )
+}
+
+/// 1-based line of a byte offset (only on the error path: reads the file again).
+fn line_at(path: &Path, offset: u64) -> Option<u64> {
+    let f = std::fs::File::open(path).ok()?;
+    let mut r = std::io::BufReader::new(f).take(offset);
+    let mut buf = vec![0u8; 1 << 20];
+    let mut lines = 1;
+    loop {
+        let n = r.read(&mut buf).ok()?;
+        if n == 0 {
+            return Some(lines);
+        }
+        lines += memchr::memchr_iter(b'\n', &buf[..n]).count() as u64;
+    }
+}

@@ -1,0 +1,300 @@
+//! parse: the rows both ncu CSV layouts are read into, and the plumbing they share:
+//! a launch (or range result) with its metrics and NVTX stack, owned
+//! ([`Launch`]) or borrowed ([`LaunchView`], the parallel reader's rows); the
+//! CSV reader that starts at the `"ID",...` header; truncation and error text.
+use std::borrow::Cow;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+
+use crate::error::{Error, ErrorKind};
+use crate::units::{self, Base, Value};
+
+/// One metric of one launch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Metric {
+    pub section: String,
+    pub name: String,
+    /// The unit as printed.
+    pub unit: String,
+    pub value: Value,
+}
+
+impl Metric {
+    /// The value in its base unit (ns, byte, byte/second, hz, %), if numeric.
+    pub fn base(&self) -> Option<(f64, Base)> {
+        units::in_base(&self.value, &self.unit)
+    }
+}
+
+/// One NVTX push/pop range open when a kernel launched.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NvtxFrame {
+    /// `<default domain>` for the default domain, as ncu prints it.
+    pub domain: String,
+    pub name: String,
+}
+
+/// One profiled kernel launch (or range, in range replay) with its metrics.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Launch {
+    pub id: String,
+    pub process_id: String,
+    pub process_name: String,
+    pub kernel_name: String,
+    pub device: Option<String>,
+    pub block_size: Option<String>,
+    pub grid_size: Option<String>,
+    /// Push/pop ranges open on the launching thread, outermost first (with `--nvtx`).
+    pub nvtx: Vec<NvtxFrame>,
+    pub metrics: Vec<Metric>,
+    /// Rule rows (empty Metric Name): (rule name, section).
+    pub rules: Vec<(String, String)>,
+    /// 1-based line of the launch's first row, for messages.
+    pub line: u64,
+}
+
+impl Launch {
+    pub fn metric(&self, name: &str) -> Option<&Metric> {
+        self.metrics.iter().find(|m| m.name == name)
+    }
+
+    /// GPU time of the launch: `gpu__time_duration.sum`, else the `Duration` of
+    /// a `GPU Speed Of Light` section (labels instead of metric names before 2022.4).
+    pub fn duration_ns(&self) -> Option<f64> {
+        let i = duration_row(self.metrics.iter().map(|m| (m.section.as_str(), m.name.as_str())))?;
+        self.metrics[i].base().filter(|(_, b)| *b == Base::Nanoseconds).map(|(v, _)| v)
+    }
+}
+
+/// Which of a result's (section, metric name) rows holds its GPU time:
+/// `gpu__time_duration.sum`, else the `Duration` of a `GPU Speed Of Light`
+/// section (labels instead of metric names before 2022.4).
+pub(crate) fn duration_row<'a>(rows: impl Iterator<Item = (&'a str, &'a str)>) -> Option<usize> {
+    let mut speed_of_light = None;
+    for (i, (section, name)) in rows.enumerate() {
+        if name == "gpu__time_duration.sum" {
+            return Some(i);
+        }
+        if speed_of_light.is_none() && name == "Duration" && section.starts_with("GPU Speed Of Light") {
+            speed_of_light = Some(i);
+        }
+    }
+    speed_of_light
+}
+
+/// The input from its `"ID",...` header line on, as a CSV reader. The
+/// `==PROF==`/`==WARNING==`/`==ERROR==` lines before it name the cause when
+/// there is no header.
+pub(crate) type Rows<R> = csv::Reader<std::io::Chain<std::io::Cursor<Vec<u8>>, BufReader<Tail<R>>>>;
+pub(crate) type Records<R> = csv::StringRecordsIntoIter<std::io::Chain<std::io::Cursor<Vec<u8>>, BufReader<Tail<R>>>>;
+
+/// A reader that remembers the last byte it read: ncu ends every CSV with a
+/// newline, so a file that does not was cut short (a killed export, a full disk).
+pub(crate) struct Tail<R> {
+    inner: R,
+    last: Option<u8>,
+}
+
+impl<R: Read> Read for Tail<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n > 0 {
+            self.last = Some(buf[n - 1]);
+        }
+        Ok(n)
+    }
+}
+
+/// After the last record: did the input stop in the middle of a row?
+pub(crate) fn truncated<R: Read>(rows: &Records<R>, path: &Path) -> Option<Error> {
+    let (_, buffered) = rows.reader().get_ref().get_ref();
+    let last = buffered.get_ref().last;
+    let line = rows.reader().position().line();
+    (last.is_some_and(|b| b != b'\n')).then(|| {
+        Error::new(ErrorKind::Unparseable, format!("{}:{line}: the file ends in the middle of a row (truncated?)", path.display()))
+            .with_hint("ncu ends every CSV with a newline: render it again with ncu --import R.ncu-rep --csv (the .ncu-rep is kept in the run directory)")
+    })
+}
+
+pub(crate) fn skip_to_header<R: Read>(input: R, path: &Path) -> Result<Rows<R>, Error> {
+    let mut reader = BufReader::with_capacity(1 << 20, Tail { inner: input, last: None });
+    let mut log_lines = Vec::new();
+    let mut line = Vec::new();
+    let header = loop {
+        line.clear();
+        let n = reader.read_until(b'\n', &mut line).map_err(|e| io_error(path, &e))?;
+        if n == 0 {
+            return Err(no_header(path, &log_lines));
+        }
+        let text = String::from_utf8_lossy(&line);
+        if text.starts_with("\"ID\"") {
+            break line.clone();
+        }
+        if text.starts_with("==") {
+            log_lines.push(text.trim_end().to_string());
+        }
+    };
+    let rows = csv::ReaderBuilder::new()
+        .flexible(true)
+        .has_headers(true)
+        .from_reader(std::io::Cursor::new(header).chain(reader));
+    Ok(rows)
+}
+
+/// The file after its byte-order mark, if any; a directory, FIFO, UTF-16 or
+/// CR-only file is refused by name (parse::input).
+pub(crate) fn open_file(path: &Path) -> Result<std::fs::File, Error> {
+    crate::parse::input::open_text(path)
+}
+
+/// `129325  "<default domain>:run_test:none:none:RGB:0xff00ff00:ASCII:run_test"  "..." `:
+/// a thread id, then one quoted `domain:name:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg`
+/// tuple per open range, outermost first.
+pub(crate) fn parse_nvtx_stack(cell: &str) -> Vec<NvtxFrame> {
+    cell.split('"')
+        .skip(1)
+        .step_by(2)
+        .filter(|t| !t.is_empty())
+        .map(|tuple| {
+            let (domain, rest) = tuple.split_once(':').unwrap_or(("", tuple));
+            NvtxFrame { domain: domain.to_string(), name: range_name(rest) }
+        })
+        .collect()
+}
+
+/// `name:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg`, where the name (and the
+/// message, usually the same text) may itself contain `:`: take the shortest
+/// name followed by exactly five fields and the name again; else the first field.
+fn range_name(rest: &str) -> String {
+    for (i, _) in rest.match_indices(':') {
+        let name = &rest[..i];
+        if let Some(middle) = rest[i + 1..].strip_suffix(&format!(":{name}")) {
+            if middle.split(':').count() == 5 {
+                return name.to_string();
+            }
+        }
+    }
+    rest.split(':').next().unwrap_or_default().to_string()
+}
+
+pub(crate) fn no_header(path: &Path, log: &[String]) -> Error {
+    let first = log.iter().find(|l| l.starts_with("==ERROR==")).or(log.first());
+    let message = match first {
+        Some(l) => format!("{}: no CSV header; ncu wrote only: {l}", path.display()),
+        None if log.is_empty() => format!("{}: empty, or no `\"ID\",...` header line", path.display()),
+        None => unreachable!(),
+    };
+    let hint = if log.iter().any(|l| l.contains("did not match any section")) {
+        "a --section name is not known to this ncu: list them with `ncu --list-sections` and fix pipeline.ncu.ncu_cli.sections"
+    } else {
+        "ncu produced no results; see its log for why (nothing profiled, a wrong filter, no permission)"
+    };
+    Error::new(ErrorKind::Unparseable, message).with_hint(hint)
+}
+
+/// A row whose ID cell reads `ID`: the header again, as when two exports are
+/// joined with `cat a.csv b.csv`. Its rows would otherwise count as a result.
+pub(crate) fn repeated_header(path: &Path, line: u64) -> Error {
+    Error::new(
+        ErrorKind::Unparseable,
+        format!("{}:{line}: the header line again (two CSV files joined into one?)", path.display()),
+    )
+    .with_hint("import each export as a file of its own: llmperf import ncu a.csv b.csv")
+}
+
+pub(crate) fn csv_error(path: &Path, e: &csv::Error) -> Error {
+    let line = e.position().map(|p| format!(":{}", p.line())).unwrap_or_default();
+    Error::new(ErrorKind::Unparseable, format!("{}{line}: malformed CSV: {e}", path.display()))
+        .with_hint("the file may be truncated or not an ncu CSV export; render it again with ncu --import R.ncu-rep --csv --page details")
+}
+
+pub(crate) fn io_error(path: &Path, e: &std::io::Error) -> Error {
+    Error::new(ErrorKind::Unparseable, format!("{}: {e}", path.display()))
+}
+
+/// One metric row, borrowed from wherever it was read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricRef<'a> {
+    pub section: Cow<'a, str>,
+    pub name: Cow<'a, str>,
+    pub unit: Cow<'a, str>,
+    pub value: Value,
+}
+
+impl<'a> MetricRef<'a> {
+    pub fn of(m: &'a Metric) -> MetricRef<'a> {
+        MetricRef {
+            section: Cow::Borrowed(&m.section),
+            name: Cow::Borrowed(&m.name),
+            unit: Cow::Borrowed(&m.unit),
+            value: m.value.clone(),
+        }
+    }
+
+    /// The value in its base unit, if numeric.
+    pub fn base(&self) -> Option<(f64, Base)> {
+        units::in_base(&self.value, &self.unit)
+    }
+}
+
+/// `f` on a view of a parsed launch.
+pub fn with_view<R>(launch: &Launch, f: impl FnOnce(&LaunchView) -> R) -> R {
+    let metrics: Vec<MetricRef> = launch.metrics.iter().map(MetricRef::of).collect();
+    f(&LaunchView {
+        process_id: &launch.process_id,
+        kernel_name: &launch.kernel_name,
+        device: launch.device.as_deref(),
+        nvtx: &launch.nvtx,
+        metrics: &metrics,
+    })
+}
+
+/// One launch (or range result), borrowed.
+pub struct LaunchView<'a> {
+    pub process_id: &'a str,
+    pub kernel_name: &'a str,
+    /// The Device column (2024.1+), if the file has one.
+    pub device: Option<&'a str>,
+    pub nvtx: &'a [NvtxFrame],
+    pub metrics: &'a [MetricRef<'a>],
+}
+
+impl LaunchView<'_> {
+    /// `gpu__time_duration.sum`, else the `Duration` of a `GPU Speed Of Light`
+    /// section (labels instead of metric names before 2022.4), in ns.
+    pub fn duration_ns(&self) -> Option<f64> {
+        let i = duration_row(self.metrics.iter().map(|m| (&*m.section, &*m.name)))?;
+        self.metrics[i].base().filter(|(_, b)| *b == Base::Nanoseconds).map(|(v, _)| v)
+    }
+
+    /// The Device column, else the raw page's device index, else "unknown".
+    pub fn device(&self) -> String {
+        if let Some(d) = self.device.filter(|d| !d.is_empty()) {
+            return d.to_string();
+        }
+        match self.metrics.iter().find(|m| m.name == "device__attribute_device_index").map(|m| &m.value) {
+            Some(Value::Number(n)) => format!("{n}"),
+            _ => "unknown".into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nvtx_stack_cell_verbatim_from_a_2022_3_export() {
+        let cell = r#"129325  "<default domain>:run_test:none:none:RGB:0xff00ff00:ASCII:run_test"  "<default domain>:init_data:none:none:RGB:0xffffff00:ASCII:init_data" "#;
+        let frames = parse_nvtx_stack(cell);
+        let names: Vec<_> = frames.iter().map(|f| (f.domain.as_str(), f.name.as_str())).collect();
+        assert_eq!(names, [("<default domain>", "run_test"), ("<default domain>", "init_data")]);
+        assert!(parse_nvtx_stack("").is_empty());
+    }
+
+    #[test]
+    fn range_names_with_colons_survive() {
+        assert_eq!(range_name("layer_3::attn:none:none:RGB:0xff00ff00:ASCII:layer_3::attn"), "layer_3::attn");
+        assert_eq!(range_name("odd"), "odd");
+    }
+}

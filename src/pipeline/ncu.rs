@@ -1,0 +1,400 @@
+//! pipeline: the Nsight Compute stages. A profile plans its passes
+//! (`ncu/plan.json`), runs each under `LC_ALL=C` with its own log, turns the
+//! log into diagnoses and renders each report to raw and details CSV; an
+//! import copies its inputs and renders a `.ncu-rep`. Then the `ncu_regions`
+//! stage reads every pass's CSV into the region aggregator and writes
+//! `ncu/regions/` and `roofline.json`. Every raw file is written before
+//! anything parses it and kept on failure.
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use sha2::Digest;
+
+use super::stage::{self, Done, Gate, StageOutcome, Verdict};
+use crate::aggregate::ncu::{Builder, Options, RegionReportFile, Source, Stamp, REPORT_SCHEMA, UNATTRIBUTED};
+use crate::aggregate::nsys::{RegionsReport, TopKernel};
+use crate::aggregate::roofline::{Roofline, RooflineAcc};
+use crate::aggregate::select::Selection;
+use crate::config::schema::NcuCli;
+use crate::config::Config;
+use crate::error::{Error, ErrorKind};
+use crate::manifest::{ExitInfo, ManifestWriter};
+use crate::parse::ncu::{self as reader, Layout};
+use crate::plan::ncu::{self as ncu_plan, FoundRegion, NcuPlan, Pass};
+use crate::process::{self, Exit, Sink, Spawn};
+use crate::profile::ncu;
+use crate::profile::tools::{Kind, Tool};
+use crate::regions::Attribution;
+use crate::run_dir::{self, absolute, pass_file, Page, PassFile, RunDir};
+use crate::signals;
+
+const RENDER_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// The ncu stage of a profile, when enabled, found, and able to do what the
+/// configuration asks of this ncu version: plan, run every pass, then report.
+pub(crate) fn profile(
+    run: &RunDir,
+    manifest: &mut ManifestWriter,
+    verdict: &mut Verdict,
+    cfg: &Config,
+    probe: &Result<Tool, Error>,
+    app: &[OsString],
+) -> Result<(), Error> {
+    let tool = match stage::gate(manifest, "ncu", cfg.pipeline.ncu.enable, probe)? {
+        Gate::Run(t) => t,
+        Gate::Skipped(outcome) => {
+            verdict.add(outcome);
+            return Ok(());
+        }
+    };
+    let cli = &cfg.pipeline.ncu.ncu_cli;
+    if let Err(e) = ncu::check_version(cli, tool).and_then(|_| ncu::check_flags(cli, tool)) {
+        verdict.add(stage::unavailable(manifest, "ncu", e)?);
+        return Ok(());
+    }
+    run.subdir(run_dir::NCU_DIR)?;
+    let plan = plan_from_run(run, cfg);
+    run.write_json(run_dir::NCU_PLAN, &plan)?;
+    for note in &plan.notes {
+        tracing::info!("ncu plan: {note}");
+    }
+    let mut commands = String::new();
+    for pass in &plan.passes {
+        let cli = pass.cli(cli, &plan);
+        let with = PassRun { cfg, tool, cli: &cli, app };
+        let outcome = run_pass(run, manifest, &with, &pass.name, &mut commands)?;
+        let stopped = matches!(outcome, StageOutcome::Interrupted(_));
+        verdict.add(outcome);
+        if stopped {
+            break;
+        }
+    }
+    if let Err(e) = signals::check() {
+        verdict.add(StageOutcome::Interrupted(e));
+        return Ok(());
+    }
+    verdict.add(regions(run, manifest, cfg)?);
+    Ok(())
+}
+
+/// The plan, with what nsys found in this run (top kernels, regions) if it ran.
+fn plan_from_run(run: &RunDir, cfg: &Config) -> NcuPlan {
+    let top: Option<Vec<String>> =
+        run.read_json::<Vec<TopKernel>>(run_dir::NSYS_TOP_KERNELS).map(|t| t.into_iter().map(|k| k.name).collect());
+    let found: Option<Vec<FoundRegion>> = run.read_json::<RegionsReport>(run_dir::NSYS_REGIONS).map(|r| {
+        let mut v: Vec<FoundRegion> = r
+            .regions
+            .into_iter()
+            .filter(|r| r.style == "PushPop")
+            .map(|r| FoundRegion { path: r.path, domain: r.domain })
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    });
+    ncu_plan::plan(&cfg.pipeline.ncu.ncu_cli, cfg.runner.run.mode, top.as_deref(), found.as_deref())
+}
+
+/// What a pass's application and tool are run with.
+struct PassRun<'a> {
+    cfg: &'a Config,
+    tool: &'a Tool,
+    cli: &'a NcuCli,
+    app: &'a [OsString],
+}
+
+/// One pass: `ncu` under `LC_ALL=C`, its log's diagnoses, its report rendered.
+fn run_pass(
+    run: &RunDir,
+    manifest: &mut ManifestWriter,
+    with: &PassRun,
+    name: &str,
+    commands: &mut String,
+) -> Result<StageOutcome, Error> {
+    let (tool, cli) = (with.tool, with.cli);
+    let spec = pass_spec(run, with, name);
+    commands.push_str(&format!("{}\n", spec.display()));
+    run.write(run_dir::NCU_CMD, commands.as_bytes())?;
+    tracing::info!("ncu {name}: {}", spec.display());
+    let stage_name = format!("ncu:{name}");
+    stage::run(manifest, &stage_name, spec.argv_strings(), || {
+        let done = stage::with_progress(&stage_name, || process::run(&spec))?;
+        if done.exit == Exit::Interrupted {
+            // What the stopped ncu wrote is rendered and reported; a further signal stops that.
+            signals::answer();
+        }
+        let log = std::fs::read_to_string(run.join(&pass_file(name, PassFile::Log))).unwrap_or_default();
+        let diagnoses = ncu::diagnose(&log, cli);
+        for d in &diagnoses {
+            tracing::warn!("ncu {name}: {} (hint: {})", d.message, d.hint);
+        }
+        let mut artifacts = vec![run_dir::NCU_CMD.to_string()];
+        artifacts.extend([PassFile::Log, PassFile::Stdout, PassFile::Stderr].map(|f| pass_file(name, f)));
+        let report = run.join(&pass_file(name, PassFile::Report));
+        if report.is_file() {
+            artifacts.push(pass_file(name, PassFile::Report));
+            artifacts.extend(render_csv(run, tool, &report, name)?);
+        }
+        let failure = match done.exit {
+            Exit::Code(0) => None,
+            Exit::Interrupted => Some(signals::interrupted()),
+            _ => Some(Error::new(ErrorKind::StageFailed, format!("ncu {}", done.describe())).with_hint(format!(
+                "see {} and {} in the run directory",
+                pass_file(name, PassFile::Log),
+                pass_file(name, PassFile::Stderr)
+            ))),
+        };
+        Ok(Done::of(failure).exit(ExitInfo::from(&done)).artifacts(artifacts).diagnoses(diagnoses))
+    })
+}
+
+fn pass_spec(run: &RunDir, with: &PassRun, name: &str) -> Spawn {
+    let ncu_cfg = &with.cfg.pipeline.ncu;
+    let base = absolute(&run.join(&pass_file(name, PassFile::Base)));
+    let log = absolute(&run.join(&pass_file(name, PassFile::Log)));
+    Spawn::new(ncu::profile_argv(&with.tool.path, with.cli, &base, &log, with.app))
+        .env("LC_ALL", "C")
+        .stdout(Sink::File(run.join(&pass_file(name, PassFile::Stdout))))
+        .stderr(Sink::File(run.join(&pass_file(name, PassFile::Stderr))))
+        .timeout((ncu_cfg.timeout_s > 0).then(|| Duration::from_secs(ncu_cfg.timeout_s)))
+        .stop_gracefully(Duration::from_secs(ncu_cfg.stop_timeout_s), ncu::application_of)
+}
+
+/// `ncu --import` a report to the raw and details CSV layouts, next to it.
+fn render_csv(run: &RunDir, tool: &Tool, report: &Path, pass: &str) -> Result<Vec<String>, Error> {
+    let mut made = Vec::new();
+    for page in [Page::Raw, Page::Details] {
+        let rel = pass_file(pass, PassFile::Page(page));
+        let spec = Spawn::new(ncu::import_argv(tool, report, page))
+            .env("LC_ALL", "C")
+            .stdout(Sink::File(run.join(&rel)))
+            .stderr(Sink::File(run.join(&pass_file(pass, PassFile::PageStderr(page)))))
+            .timeout(Some(RENDER_TIMEOUT));
+        let done = process::run(&spec)?;
+        if done.exit == Exit::Interrupted {
+            return Err(signals::interrupted());
+        }
+        if done.success() {
+            made.push(rel);
+        } else {
+            tracing::warn!("could not render {} to the {} page: {}", report.display(), page.name(), spec.display());
+        }
+    }
+    Ok(made)
+}
+
+/// `llmperf import ncu FILE...` into `run`: each file a pass of its own, added
+/// after the passes already there; a `.ncu-rep` rendered with the installed ncu.
+pub(crate) fn import(
+    run: &RunDir,
+    manifest: &mut ManifestWriter,
+    verdict: &mut Verdict,
+    cfg: &Config,
+    files: &[PathBuf],
+    ranges: Vec<String>,
+) -> Result<(), Error> {
+    run.subdir(run_dir::NCU_DIR)?;
+    let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+    let earlier = run.read_json::<NcuPlan>(run_dir::NCU_PLAN);
+    let plan = ncu_plan::imported(cfg, ranges, &names, earlier.as_ref());
+    let added = &plan.passes[plan.passes.len() - files.len()..];
+    let mut labels = Vec::new();
+    for (file, pass) in files.iter().zip(added) {
+        let is_report = file.extension().is_some_and(|e| e == "ncu-rep");
+        let copy = run.join(&pass_file(&pass.name, if is_report { PassFile::Report } else { PassFile::ImportedCsv }));
+        run_dir::keep_input(file, &copy)?;
+        if !is_report {
+            labels.push((copy, file.clone()));
+            continue;
+        }
+        let outcome = render_import(run, manifest, cfg, &copy, &pass.name)?;
+        if outcome.error().is_some() {
+            verdict.add(outcome);
+            return Ok(());
+        }
+    }
+    run.write_json(run_dir::NCU_PLAN, &plan)?;
+    if let Err(e) = signals::check() {
+        verdict.add(StageOutcome::Interrupted(e));
+        return Ok(());
+    }
+    // Errors name the files the user passed, not the run directory's copies.
+    let outcome = match regions(run, manifest, cfg)? {
+        StageOutcome::Failed(e) => StageOutcome::Failed(labels.iter().fold(e, |e, (copy, file)| e.naming(copy, file))),
+        other => other,
+    };
+    verdict.add(outcome);
+    Ok(())
+}
+
+/// The `ncu_import` stage: render a copied .ncu-rep to CSV with the installed ncu.
+fn render_import(
+    run: &RunDir,
+    manifest: &mut ManifestWriter,
+    cfg: &Config,
+    report: &Path,
+    pass: &str,
+) -> Result<StageOutcome, Error> {
+    let stage_name = if pass == "import" { "ncu_import".to_string() } else { format!("ncu_import:{pass}") };
+    let tool = match Tool::probe(Kind::Ncu, &cfg.pipeline.ncu.executable) {
+        Ok(t) => t,
+        Err(e) => {
+            let e = e.with_hint("install Nsight Compute, or pass a CSV made elsewhere with `ncu --import R.ncu-rep --csv --page details`");
+            return stage::unavailable(manifest, "ncu_import", e);
+        }
+    };
+    stage::run(manifest, &stage_name, Vec::new(), || {
+        let made = render_csv(run, &tool, report, pass)?;
+        let error = run_dir::pass_csv(run, pass).is_none().then(|| {
+            Error::new(ErrorKind::Unparseable, format!("{} {} could not render {}", tool.path.display(), tool.version, report.display()))
+                .with_hint("a report newer than this ncu cannot be read: render it with the ncu that wrote it, then import the CSV (see the ncu/*.stderr.log files of the run directory)")
+        });
+        Ok(Done::of(error).artifacts(made))
+    })
+}
+
+/// One CSV to read, and how its results find their regions.
+#[derive(Debug, Clone)]
+pub(crate) struct Input {
+    pub csv: PathBuf,
+    pub attribution: Attribution,
+    /// The pass's regions (range attribution).
+    pub regions: Vec<String>,
+}
+
+/// The CSVs that a run's ncu passes or `import ncu` left (per ncu/plan.json),
+/// with how their results find regions: what `llmperf report` reads again.
+pub(crate) fn saved_inputs(run: &RunDir) -> Vec<Input> {
+    let Some(plan) = run.read_json::<NcuPlan>(run_dir::NCU_PLAN) else { return Vec::new() };
+    plan.passes.iter().filter_map(|p| input_of(run, p)).collect()
+}
+
+fn input_of(run: &RunDir, pass: &Pass) -> Option<Input> {
+    let csv = run_dir::pass_csv(run, &pass.name)?;
+    Some(Input { csv, attribution: pass.attribution, regions: pass.regions.clone() })
+}
+
+/// The `ncu_regions` stage: the run's CSVs → ncu/regions/ and roofline.json. A
+/// parse failure fails this stage (with the file and line) and leaves every
+/// raw file in place.
+pub(crate) fn regions(run: &RunDir, manifest: &mut ManifestWriter, cfg: &Config) -> Result<StageOutcome, Error> {
+    stage::run(manifest, "ncu_regions", Vec::new(), || {
+        let (report, roofline) = build_for_run(run, cfg, &saved_inputs(run))?;
+        if let Some(n) = &report.note {
+            tracing::warn!("ncu regions: {n}");
+        }
+        let artifacts = crate::report::write_ncu_regions(run, &report, &roofline)?;
+        Ok(Done { note: report.note.clone(), ..Done::ok(artifacts) })
+    })
+}
+
+/// Report options from the configuration.
+fn options(cfg: &Config) -> Result<Options, Error> {
+    let cli = &cfg.pipeline.ncu.ncu_cli;
+    Ok(Options {
+        selection: Selection::new(&cfg.report.kernels.include, &cfg.report.kernels.exclude)?,
+        sections: cli.sections.clone(),
+        metrics: cli.metrics.clone(),
+        aggregate: cfg.report.aggregate,
+    })
+}
+
+/// sha256 of the resolved config.yaml, first 16 hex digits.
+fn fingerprint(config_yaml: &str) -> String {
+    let digest = sha2::Sha256::digest(config_yaml.as_bytes());
+    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+/// The region report and the roofline of a run's CSVs, with the run's
+/// configuration and a fresh stamp (config fingerprint from its config.yaml).
+pub(crate) fn build_for_run(
+    run: &RunDir,
+    cfg: &Config,
+    inputs: &[Input],
+) -> Result<(RegionReportFile, Roofline), Error> {
+    let config_yaml = std::fs::read_to_string(run.join(run_dir::CONFIG_YAML)).unwrap_or_default();
+    let stamp = Stamp { generated_at: run_dir::utc_now(), config_fingerprint: fingerprint(&config_yaml) };
+    build(inputs, options(cfg)?, stamp, run)
+}
+
+/// Read every input once into one report and the roofline. A pass's raw page,
+/// when it has one, gives its roofline instead (the SOL roofline rates are not
+/// on the details page); a raw page that cannot be read leaves the details' sums.
+fn build(inputs: &[Input], opts: Options, stamp: Stamp, run: &RunDir) -> Result<(RegionReportFile, Roofline), Error> {
+    let sections = opts.sections.clone();
+    let metrics = opts.metrics.clone();
+    let mut builder = Builder::new(opts);
+    let mut layouts = Vec::new();
+    let mut roofline = RooflineAcc::default();
+    for input in inputs {
+        layouts.push(read_into(&mut builder, input)?);
+        let read = builder.take_roofline();
+        roofline.absorb(match run_dir::raw_page_of(&input.csv).map(|raw| roofline_of(&raw)) {
+            Some(Ok(from_raw)) => from_raw,
+            Some(Err(e)) => {
+                tracing::warn!("roofline from {} instead: {}", input.csv.display(), e.message);
+                read
+            }
+            None => read,
+        });
+    }
+    let source = Source {
+        files: inputs.iter().map(|i| run.relative(&i.csv)).collect(),
+        layout: match layouts.first() {
+            Some(Layout::Raw) => "raw".into(),
+            _ => "details".into(),
+        },
+        attribution: builder.attribution(),
+        results: builder.results(),
+    };
+    let scopes = builder.finish(&stamp);
+    let report = RegionReportFile {
+        schema: REPORT_SCHEMA.into(),
+        generated_at: stamp.generated_at,
+        config_fingerprint: stamp.config_fingerprint,
+        note: note(&source),
+        source,
+        sections,
+        metrics,
+        scopes,
+    };
+    Ok((report, roofline.finish()))
+}
+
+/// A details CSV file on every core (parse::ncu's fast reader); anything else
+/// (the raw page, `==PROF==` preambles, unusual column orders) streamed.
+fn read_into(builder: &mut Builder, input: &Input) -> Result<Layout, Error> {
+    if reader::ingest(&input.csv, builder, input.attribution, &input.regions)? {
+        return Ok(Layout::Details);
+    }
+    let (layout, launches) = reader::open_any(&input.csv)?;
+    for launch in launches {
+        builder.add_launch(&launch?, input.attribution, &input.regions);
+    }
+    Ok(layout)
+}
+
+/// The roofline sums of one ncu CSV, read on its own: the raw page of a pass,
+/// which carries the SOL roofline rates that the details page does not print.
+fn roofline_of(csv: &Path) -> Result<RooflineAcc, Error> {
+    let mut acc = RooflineAcc::default();
+    let (_, rows) = reader::open_any(csv)?;
+    for launch in rows {
+        reader::with_view(&launch?, |view| acc.add(view));
+    }
+    Ok(acc)
+}
+
+fn note(source: &Source) -> Option<String> {
+    match (source.results, source.attribution) {
+        (0, _) => Some(
+            "ncu profiled nothing: no region-specific profiling was performed (see the ncu stage's diagnoses in manifest.json)"
+                .into(),
+        ),
+        (n, Attribution::None) => Some(format!(
+            "the profile holds no NVTX data: no region-specific profiling was performed; all {n} results are in {UNATTRIBUTED}"
+        )),
+        _ => None,
+    }
+}

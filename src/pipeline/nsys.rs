@@ -1,0 +1,395 @@
+//! pipeline: the Nsight Systems stages. `capture` runs the application under
+//! `nsys profile` (again when nsys hangs converting, up to hang_retries);
+//! `analyze`, after a capture or for `llmperf import nsys`, exports the report
+//! to SQLite, saves `nsys stats` CSVs beside it, and ingests the export natively
+//! into `nsys/regions.json` and `nsys/top_kernels.json` (specs/nsys-outputs.md).
+//! Each step is a manifest stage; raw files stay whatever fails.
+use std::ffi::OsString;
+use std::path::Path;
+use std::time::Duration;
+
+use super::stage::{self, Done, Gate, StageOutcome, Verdict};
+use crate::aggregate;
+use crate::config::schema::NsysConfig;
+use crate::config::Config;
+use crate::error::{Error, ErrorKind};
+use crate::manifest::{Diagnosis, ExitInfo, ManifestWriter};
+use crate::parse::nsys_sqlite::NsysDb;
+use crate::process::{self, Exit, Finished, Sink, Spawn};
+use crate::profile::nsys;
+use crate::profile::tools::Tool;
+use crate::run_dir::{self, absolute, RunDir};
+use crate::signals;
+
+const EXPORT_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// Run the application under nsys, then analyse the capture. A missing nsys
+/// skips the stage (with a hint) rather than failing the run before
+/// provenance is written.
+pub(crate) fn capture(
+    run: &RunDir,
+    manifest: &mut ManifestWriter,
+    verdict: &mut Verdict,
+    cfg: &Config,
+    probe: &Result<Tool, Error>,
+    app: &[OsString],
+) -> Result<(), Error> {
+    let nsys_cfg = &cfg.pipeline.nsys;
+    let tool = match stage::gate(manifest, "nsys", nsys_cfg.enable, probe)? {
+        Gate::Run(t) => t,
+        Gate::Skipped(outcome) => {
+            verdict.add(outcome);
+            return Ok(());
+        }
+    };
+    run.subdir(run_dir::NSYS_DIR)?;
+    let base = absolute(&run.join(run_dir::NSYS_REPORT_BASE));
+    let spec = Spawn::new(nsys::profile_argv(&tool.path, nsys_cfg, &base, app))
+        .stdout(Sink::File(run.join(run_dir::NSYS_STDOUT)))
+        .stderr(Sink::File(run.join(run_dir::NSYS_STDERR)))
+        .timeout((nsys_cfg.timeout_s > 0).then(|| Duration::from_secs(nsys_cfg.timeout_s)))
+        .companions(nsys::agents_of)
+        .stop_gracefully(Duration::from_secs(nsys_cfg.stop_timeout_s), nsys::application_of)
+        .linger_limit(Duration::from_secs(nsys_cfg.postprocess_timeout_s));
+    run.write(run_dir::NSYS_CMD, format!("{}\n", spec.display()).as_bytes())?;
+    tracing::info!("nsys: {}", spec.display());
+    let mut report = None;
+    let mut stopped = false;
+    let outcome = stage::run(manifest, "nsys", spec.argv_strings(), || {
+        let (done, diagnoses, kept_logs) = run_with_retries(run, &spec, nsys_cfg)?;
+        report = run_dir::nsys_report(run);
+        stopped = done.exit == Exit::Interrupted;
+        let mut artifacts =
+            vec![run_dir::NSYS_CMD.to_string(), run_dir::NSYS_STDOUT.into(), run_dir::NSYS_STDERR.into()];
+        artifacts.extend(kept_logs);
+        artifacts.extend(report.as_ref().map(|r| run.relative(r)));
+        if run.join(run_dir::TIMINGS_JSON).is_file() {
+            artifacts.push(run_dir::TIMINGS_JSON.into());
+        }
+        let said = last_words(&tail_of(&run.join(run_dir::NSYS_STDERR), 4096));
+        let failure = judge(&done, report.is_some(), &said, nsys_cfg);
+        Ok(Done::of(failure).exit(ExitInfo::from(&done)).artifacts(artifacts).diagnoses(diagnoses))
+    })?;
+    verdict.add(outcome);
+    // A failed workload's capture is still worth reading, and so is the
+    // capture of an nsys stopped by a signal: the run goes on to analyse it
+    // (and ends `interrupted`); a further signal stops that analysis.
+    if let Some(report) = report {
+        if stopped {
+            signals::answer();
+        }
+        analyze(run, manifest, verdict, Some(tool), &report, cfg.runner.run.top_n_kernels as usize)?;
+    }
+    Ok(())
+}
+
+/// `nsys profile`, again after a conversion hang (`Exit::Stalled`), keeping
+/// each hung attempt's logs; a diagnosis per hang.
+fn run_with_retries(
+    run: &RunDir,
+    spec: &Spawn,
+    cfg: &NsysConfig,
+) -> Result<(Finished, Vec<Diagnosis>, Vec<String>), Error> {
+    let mut diagnoses = Vec::new();
+    let mut kept_logs = Vec::new();
+    let attempts = 1 + cfg.hang_retries;
+    let mut attempt = 1;
+    loop {
+        let done = stage::with_progress("nsys", || process::run(spec))?;
+        if done.exit == Exit::Stalled {
+            diagnoses.push(nsys::hang_diagnosis(attempt, cfg.postprocess_timeout_s));
+        }
+        if done.exit != Exit::Stalled || attempt == attempts {
+            return Ok((done, diagnoses, kept_logs));
+        }
+        kept_logs.extend(keep_attempt_logs(run, attempt));
+        tracing::warn!("nsys hung converting its capture (attempt {attempt} of {attempts}); capturing again");
+        attempt += 1;
+    }
+}
+
+/// Keep a hung attempt's logs as `nsys/stdout.attemptN.log` before the next attempt overwrites them.
+fn keep_attempt_logs(run: &RunDir, attempt: u32) -> Vec<String> {
+    let mut kept = Vec::new();
+    for log in [run_dir::NSYS_STDOUT, run_dir::NSYS_STDERR] {
+        let to = run_dir::attempt_log(log, attempt);
+        if std::fs::rename(run.join(log), run.join(&to)).is_ok() {
+            kept.push(to);
+        }
+    }
+    kept
+}
+
+/// nsys exits with the application's status (128+N when a signal killed it)
+/// and still writes the report, so a failing workload keeps its capture.
+fn judge(done: &Finished, have_report: bool, said: &str, cfg: &NsysConfig) -> Option<Error> {
+    let failed = |msg: String, hint: &str| Some(Error::new(ErrorKind::StageFailed, msg).with_hint(hint));
+    let see_log = format!("see {} and {} in the run directory", run_dir::NSYS_STDERR, run_dir::NSYS_STDOUT);
+    let lost = format!(
+        "nsys did not write its capture within pipeline.nsys.stop_timeout_s ({} s) of the stop; nsys 2022.4 sometimes hangs converting a capture: run again, or raise that limit for a very large capture",
+        cfg.stop_timeout_s
+    );
+    match done.exit {
+        Exit::Interrupted => {
+            let e = signals::interrupted();
+            let (kept, hint) = match have_report {
+                true => ("nsys was stopped and its capture is analysed", e.hint.unwrap_or_default()),
+                false => ("nsys wrote no capture", lost),
+            };
+            Some(Error::new(e.kind, format!("{}; {kept}", e.message)).with_hint(hint))
+        }
+        Exit::TimedOut => failed(
+            format!(
+                "nsys reached pipeline.nsys.timeout_s ({} s) and was stopped ({})",
+                cfg.timeout_s,
+                if have_report { "its capture is analysed" } else { "no capture was written" }
+            ),
+            if have_report { "raise pipeline.nsys.timeout_s, or shorten the workload" } else { &lost },
+        ),
+        Exit::Stalled => failed(
+            "nsys hung converting its capture after the application finished".into(),
+            "a known Nsight Systems 2022.4 problem on some hosts: run again, or raise pipeline.nsys.hang_retries (pipeline.nsys.postprocess_timeout_s for very large captures)",
+        ),
+        Exit::Code(0) if have_report => None,
+        Exit::Code(0) => failed(
+            "nsys exited 0 but wrote no report".into(),
+            &format!("nsys needs its importer (scripts/setup.sh links it; docs/internals.md); {see_log}"),
+        ),
+        Exit::Code(c) if c > 128 && c - 128 < 32 => failed(
+            format!("the profiled command was killed by signal {} ({}) under nsys", c - 128, signals::name(c - 128)),
+            &see_log,
+        ),
+        Exit::Code(c) => failed(format!("the profiled command exited with code {c} under nsys{said}"), &see_log),
+        Exit::Signal(s) => failed(format!("nsys was killed by signal {s} ({})", signals::name(s)), &see_log),
+    }
+}
+
+/// The last `n` bytes of a file (a log that may be long), or nothing.
+fn tail_of(path: &Path, n: u64) -> Vec<u8> {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else { return Vec::new() };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut buf = Vec::new();
+    let _ = f.seek(SeekFrom::Start(len.saturating_sub(n))).and_then(|_| f.read_to_end(&mut buf));
+    buf
+}
+
+/// ": <last line of stderr>" when a child said something there.
+fn last_words(stderr: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stderr);
+    text.lines().rev().map(str::trim).find(|l| !l.is_empty()).map(|l| format!(": {l}")).unwrap_or_default()
+}
+
+/// Export (unless `report` is already SQLite), stats, then native ingestion;
+/// for a kernel summary CSV, its ingestion alone.
+pub(crate) fn analyze(
+    run: &RunDir,
+    manifest: &mut ManifestWriter,
+    verdict: &mut Verdict,
+    tool: Option<&Tool>,
+    report: &Path,
+    top_n: usize,
+) -> Result<(), Error> {
+    run.subdir(run_dir::NSYS_DIR)?;
+    if report.extension().is_some_and(|e| e.eq_ignore_ascii_case("csv")) {
+        let copy = run.join(run_dir::NSYS_KERNEL_SUMMARY);
+        run_dir::keep_input(report, &copy)?;
+        // Errors name the file the user passed, not the run directory's copy.
+        let outcome =
+            ingest(manifest, || write_summary_outputs(run, &copy, top_n).map_err(|e| e.naming(&copy, report)))?;
+        verdict.add(outcome);
+        return Ok(());
+    }
+    let sqlite = if report.extension().is_some_and(|e| e == "sqlite") {
+        report.to_path_buf()
+    } else {
+        let Some(tool) = tool else {
+            let e = Error::new(ErrorKind::ProfilerUnavailable, "nsys is needed to export a .nsys-rep/.qdrep to SQLite")
+                .with_hint("install Nsight Systems, or pass the .sqlite of `nsys export --type sqlite`");
+            verdict.add(stage::unavailable(manifest, "nsys_export", e)?);
+            return Ok(());
+        };
+        match export(run, manifest, tool, report)? {
+            StageOutcome::Ok => absolute(&run.join(run_dir::NSYS_SQLITE)),
+            failed => {
+                verdict.add(failed);
+                return Ok(());
+            }
+        }
+    };
+    if let Some(tool) = tool {
+        // A convenience: its failure is recorded, not the run's.
+        let _ = stats(run, manifest, tool, &sqlite)?;
+    }
+    if let Err(e) = signals::check() {
+        verdict.add(StageOutcome::Interrupted(e));
+        return Ok(());
+    }
+    verdict.add(ingest(manifest, || write_outputs(run, &sqlite, top_n))?);
+    Ok(())
+}
+
+/// `nsys export --type sqlite` into `nsys/report.sqlite`.
+fn export(run: &RunDir, manifest: &mut ManifestWriter, tool: &Tool, report: &Path) -> Result<StageOutcome, Error> {
+    let sqlite = absolute(&run.join(run_dir::NSYS_SQLITE));
+    let spec = Spawn::new(nsys::export_argv(&tool.path, report, &sqlite))
+        .stdout(Sink::File(run.join(run_dir::NSYS_EXPORT_LOG)))
+        .stderr(Sink::File(run.join(run_dir::NSYS_EXPORT_STDERR)))
+        .timeout(Some(EXPORT_TIMEOUT))
+        .companions(nsys::agents_of);
+    stage::run(manifest, "nsys_export", spec.argv_strings(), || {
+        let done = process::run(&spec)?;
+        let ok = done.success() && sqlite.is_file() && NsysDb::open(&sqlite).is_ok();
+        let error = match (ok, done.exit) {
+            (_, Exit::Interrupted) => Some(signals::interrupted()),
+            (true, _) => None,
+            (false, _) => {
+                let log = std::fs::read_to_string(run.join(run_dir::NSYS_EXPORT_STDERR)).unwrap_or_default();
+                Some(export_failure(&log, report, &done, tool))
+            }
+        };
+        let mut artifacts = vec![run_dir::NSYS_EXPORT_LOG.to_string(), run_dir::NSYS_EXPORT_STDERR.into()];
+        if ok {
+            artifacts.push(run_dir::NSYS_SQLITE.into());
+        }
+        Ok(Done::of(error).exit(ExitInfo::from(&done)).artifacts(artifacts))
+    })
+}
+
+/// Why an export failed, from nsys's last words: a report from a newer nsys
+/// (`Version number is invalid: 2023@4@4@54-...`), or a file nsys cannot read
+/// at all (`Section Table Reference magic number mismatch` when cut short,
+/// `Version tag does not contain a delimiter` for other bytes).
+fn export_failure(log: &str, report: &Path, done: &Finished, tool: &Tool) -> Error {
+    let why = log.lines().rev().map(str::trim).find(|l| !l.is_empty()).unwrap_or("no SQLite file written");
+    let message = format!("nsys export of {} failed ({}): {why}", report.display(), done.describe());
+    if log.contains("Version number is invalid") {
+        Error::new(ErrorKind::StageFailed, message).with_hint(format!(
+            "nsys {} cannot read reports from newer nsys versions; export with the nsys that captured it (nsys export --type sqlite) and run `llmperf import nsys FILE.sqlite`",
+            tool.version
+        ))
+    } else if done.exit == Exit::Code(0) || log.contains("Exportation error") {
+        Error::new(ErrorKind::Unparseable, message).with_hint(
+            "the file is damaged (cut short?) or not an Nsight Systems report: compare its size with the original, or capture again",
+        )
+    } else {
+        Error::new(ErrorKind::StageFailed, message)
+            .with_hint(format!("see {} in the run directory", run_dir::NSYS_EXPORT_STDERR))
+    }
+}
+
+/// `nsys stats` CSVs for people and scripts (the numbers in regions.json come
+/// from native ingestion). New report names first, old ones when nsys refuses.
+fn stats(run: &RunDir, manifest: &mut ManifestWriter, tool: &Tool, sqlite: &Path) -> Result<StageOutcome, Error> {
+    let base = absolute(&run.join(run_dir::NSYS_STATS_BASE));
+    let mut new_names = tool.has_new_report_names();
+    let (spec, done) = loop {
+        let spec = Spawn::new(nsys::stats_argv(&tool.path, sqlite, &base, new_names))
+            .stdout(Sink::File(run.join(run_dir::NSYS_STATS_LOG)))
+            .stderr(Sink::Capture)
+            .timeout(Some(EXPORT_TIMEOUT));
+        let done = process::run(&spec)?;
+        if new_names && nsys::unknown_report(&String::from_utf8_lossy(&done.stderr)) {
+            new_names = false;
+            continue;
+        }
+        break (spec, done);
+    };
+    let artifacts: Vec<String> = nsys::STATS_REPORTS
+        .iter()
+        .map(|(new, old)| run_dir::nsys_stats_csv(if new_names { new } else { old }))
+        .filter(|rel| run.join(rel).is_file())
+        .collect();
+    let error = match done.exit {
+        Exit::Interrupted => Some(signals::interrupted()),
+        _ if done.success() => None,
+        _ => {
+            let stderr = String::from_utf8_lossy(&done.stderr).trim().to_string();
+            Some(
+                Error::new(
+                    ErrorKind::StageFailed,
+                    format!("nsys stats {}: {}", done.describe(), stderr.lines().last().unwrap_or_default()),
+                )
+                .with_hint("the CSVs are a convenience; regions.json and top_kernels.json come from native ingestion"),
+            )
+        }
+    };
+    stage::run(manifest, "nsys_stats", spec.argv_strings(), || {
+        Ok(Done::of(error).exit(ExitInfo::from(&done)).artifacts(artifacts))
+    })
+}
+
+/// Native ingestion: `nsys/capture.json`, `nsys/regions.json` and
+/// `nsys/top_kernels.json` from the SQLite export. Returns the region report
+/// and the number of kernels.
+pub(crate) fn write_outputs(
+    run: &RunDir,
+    sqlite: &Path,
+    top_n: usize,
+) -> Result<(aggregate::nsys::RegionsReport, usize), Error> {
+    let t = std::time::Instant::now();
+    let db = NsysDb::open(sqlite)?;
+    run.write_json(run_dir::NSYS_CAPTURE, &db.capture_host())?;
+    let capture = db.load()?;
+    let read = t.elapsed();
+    signals::check()?;
+    let report = aggregate::nsys::build(&capture);
+    let built = t.elapsed();
+    run.write_json(run_dir::NSYS_REGIONS, &report)?;
+    run.write_json(run_dir::NSYS_TOP_KERNELS, &aggregate::nsys::top_kernels(&capture, top_n))?;
+    tracing::debug!(
+        "nsys ingestion: read {read:.2?}, regions {:.2?}, written {:.2?}",
+        built - read,
+        t.elapsed() - built
+    );
+    Ok((report, capture.kernels.len()))
+}
+
+/// `nsys/regions.json` and `nsys/top_kernels.json` from a kernel summary CSV
+/// (parse::nsys_csv): no regions, and every kernel unattributed, with a note.
+pub(crate) fn write_summary_outputs(
+    run: &RunDir,
+    csv: &Path,
+    top_n: usize,
+) -> Result<(aggregate::nsys::RegionsReport, usize), Error> {
+    let rows = crate::parse::nsys_csv::read_kernel_summary(csv)?;
+    let mut kernels = aggregate::nsys::top_kernel_rows(rows.into_iter().map(|r| (r.name, r.sums)), 0);
+    let count: usize = kernels.iter().map(|k| k.calls).sum();
+    let note = format!(
+        "{} is a kernel summary without NVTX ranges: no regions, every kernel is unattributed",
+        run.relative(csv)
+    );
+    let report = aggregate::nsys::RegionsReport::kernels_only(count, kernels.iter().map(|k| k.total_ns).sum(), note);
+    if top_n > 0 {
+        kernels.truncate(top_n);
+    }
+    run.write_json(run_dir::NSYS_REGIONS, &report)?;
+    run.write_json(run_dir::NSYS_TOP_KERNELS, &kernels)?;
+    Ok((report, count))
+}
+
+/// The `nsys_regions` stage around one of the two writers above.
+fn ingest(
+    manifest: &mut ManifestWriter,
+    write: impl FnOnce() -> Result<(aggregate::nsys::RegionsReport, usize), Error>,
+) -> Result<StageOutcome, Error> {
+    stage::run(manifest, "nsys_regions", Vec::new(), || {
+        let (report, kernels) = write()?;
+        tracing::info!(
+            "nsys: {} regions, {} kernels ({} unattributed)",
+            report.regions.len(),
+            kernels,
+            report.unattributed.kernel_count
+        );
+        let diagnoses = report
+            .notes
+            .iter()
+            .map(|n| Diagnosis {
+                code: "nsys_empty".into(),
+                message: n.clone(),
+                hint: "trace cuda and nvtx (pipeline.nsys.trace) and run kernels inside NVTX ranges".into(),
+            })
+            .collect();
+        Ok(Done::ok(vec![run_dir::NSYS_REGIONS.into(), run_dir::NSYS_TOP_KERNELS.into()]).diagnoses(diagnoses))
+    })
+}

@@ -1,0 +1,200 @@
+//! pipeline: one stage of a run and how it is recorded. A stage's work returns
+//! a [`Done`] (its outcome as a value, with what the manifest keeps); [`run`]
+//! records it once. Failure is a value here: only a manifest that cannot be
+//! written is an `Err`.
+use std::time::Duration;
+
+use crate::error::{Error, ErrorKind};
+use crate::manifest::{Diagnosis, ExitInfo, ManifestWriter, Status};
+use crate::profile::tools::Tool;
+
+/// How a stage ended.
+#[derive(Debug)]
+pub(crate) enum StageOutcome {
+    Ok,
+    Failed(Error),
+    Interrupted(Error),
+    /// Not run: disabled (no error), or a wanted profiler is unavailable.
+    Skipped(Option<Error>),
+}
+
+impl StageOutcome {
+    /// Ok without an error; interrupted or failed by the error's kind.
+    pub(crate) fn of(error: Option<Error>) -> StageOutcome {
+        match error {
+            None => StageOutcome::Ok,
+            Some(e) if e.kind == ErrorKind::Interrupted => StageOutcome::Interrupted(e),
+            Some(e) => StageOutcome::Failed(e),
+        }
+    }
+
+    fn status(&self) -> Status {
+        match self {
+            StageOutcome::Ok => Status::Ok,
+            StageOutcome::Failed(_) => Status::Failed,
+            StageOutcome::Interrupted(_) => Status::Interrupted,
+            StageOutcome::Skipped(_) => Status::Skipped,
+        }
+    }
+
+    pub(crate) fn error(&self) -> Option<&Error> {
+        match self {
+            StageOutcome::Ok | StageOutcome::Skipped(None) => None,
+            StageOutcome::Failed(e) | StageOutcome::Interrupted(e) | StageOutcome::Skipped(Some(e)) => Some(e),
+        }
+    }
+}
+
+/// What a stage did: its outcome and what the manifest keeps of it.
+#[derive(Debug)]
+pub(crate) struct Done {
+    pub outcome: StageOutcome,
+    pub exit: Option<ExitInfo>,
+    pub artifacts: Vec<String>,
+    pub diagnoses: Vec<Diagnosis>,
+    /// For the reader of an ok stage (the manifest's `reason`).
+    pub note: Option<String>,
+}
+
+impl Done {
+    pub(crate) fn new(outcome: StageOutcome) -> Done {
+        Done { outcome, exit: None, artifacts: Vec::new(), diagnoses: Vec::new(), note: None }
+    }
+
+    /// Ok with these artifacts.
+    pub(crate) fn ok(artifacts: Vec<String>) -> Done {
+        Done { artifacts, ..Done::new(StageOutcome::Ok) }
+    }
+
+    pub(crate) fn of(error: Option<Error>) -> Done {
+        Done::new(StageOutcome::of(error))
+    }
+
+    pub(crate) fn artifacts(mut self, artifacts: Vec<String>) -> Done {
+        self.artifacts = artifacts;
+        self
+    }
+
+    pub(crate) fn exit(mut self, exit: ExitInfo) -> Done {
+        self.exit = Some(exit);
+        self
+    }
+
+    pub(crate) fn diagnoses(mut self, diagnoses: Vec<Diagnosis>) -> Done {
+        self.diagnoses = diagnoses;
+        self
+    }
+}
+
+/// A stage: `running` in the manifest, the work, then one record of how it
+/// ended (status, reason and hint from the outcome's error). An error the
+/// work returns is the stage's failure (or interruption), not the caller's.
+pub(crate) fn run(
+    manifest: &mut ManifestWriter,
+    name: &str,
+    argv: Vec<String>,
+    work: impl FnOnce() -> Result<Done, Error>,
+) -> Result<StageOutcome, Error> {
+    let i = manifest.begin(name, argv)?;
+    let done = work().unwrap_or_else(|e| Done::of(Some(e)));
+    record(manifest, i, done)
+}
+
+fn record(manifest: &mut ManifestWriter, i: usize, done: Done) -> Result<StageOutcome, Error> {
+    let Done { outcome, exit, artifacts, diagnoses, note } = done;
+    manifest.finish(i, outcome.status(), |s| {
+        s.exit = exit;
+        s.artifacts = artifacts;
+        s.diagnoses = diagnoses;
+        s.reason = outcome.error().map(|e| e.message.clone()).or(note);
+        s.hint = outcome.error().and_then(|e| e.hint.clone());
+    })?;
+    Ok(outcome)
+}
+
+/// A stage that does not run, with why and how to make it run.
+pub(crate) fn skip(manifest: &mut ManifestWriter, name: &str, reason: &str, hint: &str) -> Result<StageOutcome, Error> {
+    manifest.skip(name, reason, hint)?;
+    Ok(StageOutcome::Skipped(None))
+}
+
+/// A stage that was wanted but cannot run: skipped, and the run's error.
+pub(crate) fn unavailable(manifest: &mut ManifestWriter, name: &str, error: Error) -> Result<StageOutcome, Error> {
+    manifest.skip(name, &error.message, error.hint.as_deref().unwrap_or_default())?;
+    Ok(StageOutcome::Skipped(Some(error)))
+}
+
+/// The run so far: the first error decides its status and exit code.
+#[derive(Debug, Default)]
+pub(crate) struct Verdict {
+    error: Option<Error>,
+}
+
+impl Verdict {
+    pub(crate) fn add(&mut self, outcome: StageOutcome) {
+        let error = match outcome {
+            StageOutcome::Ok | StageOutcome::Skipped(None) => None,
+            StageOutcome::Failed(e) | StageOutcome::Interrupted(e) | StageOutcome::Skipped(Some(e)) => Some(e),
+        };
+        if self.error.is_none() {
+            self.error = error;
+        }
+    }
+
+    /// A signal stopped the run: later profiler stages do not start.
+    pub(crate) fn stopped(&self) -> bool {
+        self.error.as_ref().is_some_and(|e| e.kind == ErrorKind::Interrupted)
+    }
+
+    pub(crate) fn status(&self) -> Status {
+        Status::of(self.error.as_ref())
+    }
+
+    pub(crate) fn into_error(self) -> Option<Error> {
+        self.error
+    }
+}
+
+/// Whether a profiler stage runs: enabled and found. Otherwise it is recorded
+/// as skipped, with the reason and a hint (and an error when it was wanted).
+pub(crate) enum Gate<'t> {
+    Run(&'t Tool),
+    Skipped(StageOutcome),
+}
+
+pub(crate) fn gate<'t>(
+    manifest: &mut ManifestWriter,
+    stage: &str,
+    enabled: bool,
+    probe: &'t Result<Tool, Error>,
+) -> Result<Gate<'t>, Error> {
+    if !enabled {
+        let reason = format!("disabled (pipeline.{stage}.enable=false)");
+        let hint = match stage {
+            "ncu" => "enable with --replay-mode MODE or pipeline.ncu.enable=true".to_string(),
+            _ => format!("enable with pipeline.{stage}.enable=true"),
+        };
+        return Ok(Gate::Skipped(skip(manifest, stage, &reason, &hint)?));
+    }
+    match probe {
+        Ok(t) => Ok(Gate::Run(t)),
+        Err(e) => Ok(Gate::Skipped(unavailable(manifest, stage, e.clone())?)),
+    }
+}
+
+/// A spinner with the stage and elapsed time on a terminal; nothing otherwise
+/// (the stage's start and end are logged either way).
+pub(crate) fn with_progress<T>(stage: &str, f: impl FnOnce() -> T) -> T {
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} {msg} {elapsed}") {
+        bar.set_style(style);
+    }
+    bar.set_message(format!("{stage}: running"));
+    bar.enable_steady_tick(Duration::from_millis(200));
+    let start = std::time::Instant::now();
+    let out = f();
+    bar.finish_and_clear();
+    tracing::info!("{stage} finished in {:.1} s", start.elapsed().as_secs_f64());
+    out
+}

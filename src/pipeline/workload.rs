@@ -1,0 +1,92 @@
+//! pipeline: the built-in workload outside the profilers: `llmperf workload`
+//! (alone, or re-executed by `profile` under a profiler) and the unprofiled
+//! baseline run of `runner.run.baseline`.
+use std::path::{Path, PathBuf};
+
+use super::stage::{self, Done, StageOutcome};
+use crate::config::Config;
+use crate::error::{Error, ErrorKind};
+use crate::manifest::{ExitInfo, ManifestWriter, Status};
+use crate::plan::RunPlan;
+use crate::process::{self, Exit, Sink, Spawn};
+use crate::provenance;
+use crate::run_dir::{self, RunDir};
+
+/// `runner.run.baseline`: the built-in workload once without any profiler,
+/// its timings in their own file, for the overhead disclosure.
+pub(crate) fn baseline(run: &RunDir, manifest: &mut ManifestWriter, plan: &RunPlan) -> Result<StageOutcome, Error> {
+    let spec = Spawn::new(plan.app_argv(run, run_dir::BASELINE_TIMINGS_JSON))
+        .stdout(Sink::File(run.join(run_dir::BASELINE_STDOUT)))
+        .stderr(Sink::File(run.join(run_dir::BASELINE_STDERR)));
+    run.subdir(run_dir::WORKLOAD_DIR)?;
+    stage::run(manifest, "baseline", spec.argv_strings(), || {
+        let done = stage::with_progress("baseline", || process::run(&spec))?;
+        let failure = match done.exit {
+            Exit::Code(0) => None,
+            Exit::Interrupted => Some(crate::signals::interrupted()),
+            _ => Some(
+                Error::new(ErrorKind::StageFailed, format!("the unprofiled baseline run {}", done.describe()))
+                    .with_hint(format!("see {} in the run directory", run_dir::BASELINE_STDERR)),
+            ),
+        };
+        Ok(Done::of(failure).exit(ExitInfo::from(&done)).artifacts(vec![run_dir::BASELINE_TIMINGS_JSON.into()]))
+    })
+}
+
+/// `llmperf workload`: run the built-in workload without a profiler, into
+/// `run_dir` (under `profile`) or a new run directory, and write its timings.
+pub fn workload(
+    cfg: &Config,
+    run_dir: Option<&Path>,
+    nvtx: bool,
+    timings: &str,
+    argv: Vec<String>,
+) -> Result<PathBuf, Error> {
+    if let Some(dir) = run_dir {
+        let run = RunDir::open(dir)?;
+        run_workload(cfg, &run, nvtx, timings)?;
+        return Ok(run.path().to_path_buf());
+    }
+    let run = RunDir::create(&cfg.runner.artifacts.root)?;
+    run.write_yaml(run_dir::CONFIG_YAML, cfg)?;
+    run.write_yaml(run_dir::INPUTS_YAML, &provenance::inputs(cfg, &[], true))?;
+    let mut manifest = ManifestWriter::start(&run, argv.clone())?;
+    let mut failure = None;
+    let outcome = stage::run(&mut manifest, "workload", argv, || {
+        let result = run_workload(cfg, &run, nvtx, timings);
+        let artifacts = result.iter().map(|_| run_dir::TIMINGS_JSON.to_string()).collect();
+        failure = result.err();
+        Ok(Done::of(failure.clone()).artifacts(artifacts))
+    })?;
+    provenance::add_model_metadata(&run, provenance::inputs(cfg, &[], true))?;
+    manifest.close(if outcome.error().is_some() { Status::Failed } else { Status::Ok })?;
+    failure.map_or(Ok(run.path().to_path_buf()), Err)
+}
+
+fn run_workload(cfg: &Config, run: &RunDir, nvtx: bool, file: &str) -> Result<(), Error> {
+    let timings = crate::plugin::run_workload(cfg, nvtx)?;
+    run.subdir(run_dir::WORKLOAD_DIR)?;
+    run.write_json(file, &timings)?;
+    print_timings(&timings);
+    Ok(())
+}
+
+/// A short table of stage timings on stderr (stdout carries the run directory);
+/// a stderr that cannot be written is no reason to fail.
+fn print_timings(t: &crate::timings::Timings) {
+    use std::fmt::Write;
+    let variant = t.model.variant.as_deref().map(|v| format!(" ({v})")).unwrap_or_default();
+    let mut text = format!(
+        "{}{variant}: {} parameters, {} on {}, batch {}, {} iterations\n",
+        t.model.name, t.model.parameters, t.dtype, t.device, t.batch_size, t.iters
+    );
+    let _ = writeln!(text, "{:<28} {:>6} {:>11} {:>11} {:>11}", "stage", "calls", "mean ms", "median ms", "p90 ms");
+    for (name, s) in &t.stages {
+        let _ =
+            writeln!(text, "{name:<28} {:>6} {:>11.3} {:>11.3} {:>11.3}", s.count, s.mean_ms, s.median_ms, s.p90_ms);
+    }
+    if let Some(tps) = t.throughput.decode_tokens_per_s {
+        let _ = writeln!(text, "decode: {tps:.1} tokens/s");
+    }
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
+}

@@ -1,0 +1,180 @@
+//! profile: finding nsys / ncu and what their versions can do.
+//!
+//! Versions are probed (`--version`), never assumed: flags and report names
+//! changed across releases (NVIDIA's release notes; docs/internals.md).
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::error::{Error, ErrorKind};
+use crate::process::{self, Sink, Spawn};
+
+const PROBE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The fix for `ERR_NVGPUCTRPERM` (no permission to read GPU performance counters).
+pub(crate) const COUNTER_PERMISSION_HINT: &str = "run llmperf as root, or allow all users: echo 'options nvidia NVreg_RestrictProfilingToAdminUsers=0' | sudo tee /etc/modprobe.d/nvidia-profiling.conf, then reboot (https://developer.nvidia.com/ERR_NVGPUCTRPERM)";
+
+/// A `YEAR.MINOR.PATCH` Nsight version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+pub(crate) struct Version {
+    pub year: u32,
+    pub minor: u32,
+    pub patch: u32,
+}
+
+impl Version {
+    pub const fn new(year: u32, minor: u32, patch: u32) -> Self {
+        Version { year, minor, patch }
+    }
+
+    /// The first `YYYY.M[.P...]` in `text`.
+    pub(crate) fn find_in(text: &str) -> Option<Version> {
+        let re = regex::Regex::new(r"\b(20\d\d)\.(\d+)(?:\.(\d+))?").expect("valid regex");
+        let c = re.captures(text)?;
+        let num = |i: usize| c.get(i).map_or(Some(0), |m| m.as_str().parse().ok());
+        Some(Version { year: num(1)?, minor: num(2)?, patch: num(3)? })
+    }
+}
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}.{}", self.year, self.minor, self.patch)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Nsys,
+    Ncu,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Nsys => "nsys",
+            Kind::Ncu => "ncu",
+        }
+    }
+
+    pub(crate) fn install_hint(self) -> &'static str {
+        match self {
+            Kind::Nsys => "install Nsight Systems (scripts/setup.sh does it on Debian hosts without an NVIDIA driver; on GPU hosts use NVIDIA's CUDA toolkit) or set pipeline.nsys.executable, or pass --no-nsys",
+            Kind::Ncu => "install Nsight Compute (scripts/setup.sh does it on Debian hosts without an NVIDIA driver; on GPU hosts use NVIDIA's CUDA toolkit) or set pipeline.ncu.executable, or pass --no-ncu",
+        }
+    }
+}
+
+/// A located, version-probed profiler.
+#[derive(Debug, Clone)]
+pub(crate) struct Tool {
+    pub path: PathBuf,
+    pub version: Version,
+    /// The `--version` output, trimmed, for provenance.
+    pub version_text: String,
+}
+
+impl Tool {
+    /// Locate `executable` (a name looked up on PATH, or a path) and probe its version.
+    pub(crate) fn probe(kind: Kind, executable: &str) -> Result<Tool, Error> {
+        let path = find_executable(executable).ok_or_else(|| {
+            Error::new(
+                ErrorKind::ProfilerUnavailable,
+                format!("{} not found: `{executable}` is not on PATH", kind.name()),
+            )
+            .with_hint(kind.install_hint())
+        })?;
+        let spec = Spawn::new([path.as_os_str(), "--version".as_ref()])
+            .stdout(Sink::Capture)
+            .stderr(Sink::Capture)
+            .timeout(Some(PROBE_TIMEOUT));
+        let done = process::run(&spec)?;
+        let text = String::from_utf8_lossy(&done.stdout).trim().to_string();
+        let version = Version::find_in(&text).filter(|_| done.success()).ok_or_else(|| {
+            Error::new(
+                ErrorKind::ProfilerUnavailable,
+                format!("`{} --version` ({}) printed no version: {text:?}", path.display(), done.describe()),
+            )
+            .with_hint(format!("check that {} is a working {} installation", path.display(), kind.name()))
+        })?;
+        Ok(Tool { path, version, version_text: text })
+    }
+
+    /// `<tool> --help`, to check flags against what this installation has.
+    /// None when it does not answer (then nothing is refused up front).
+    pub(crate) fn help_text(&self) -> Option<String> {
+        let spec = Spawn::new([self.path.as_os_str(), "--help".as_ref()])
+            .stdout(Sink::Capture)
+            .stderr(Sink::Null)
+            .timeout(Some(PROBE_TIMEOUT));
+        let done = process::run(&spec).ok()?;
+        let text = String::from_utf8_lossy(&done.stdout).into_owned();
+        (done.success() && text.contains("--")).then_some(text)
+    }
+
+    /// ncu `--replay-mode range` (2022.1+).
+    pub(crate) fn has_range_replay(&self) -> bool {
+        self.version >= Version::new(2022, 1, 0)
+    }
+
+    /// ncu `--replay-mode app-range` (2023.1+).
+    pub(crate) fn has_app_range_replay(&self) -> bool {
+        self.version >= Version::new(2023, 1, 0)
+    }
+
+    /// ncu `--print-metric-name` (2022.4+).
+    pub(crate) fn has_print_metric_name(&self) -> bool {
+        self.version >= Version::new(2022, 4, 0)
+    }
+
+    /// nsys report names: `cuda_gpu_kern_sum` (2023.1+) or `gpukernsum` (older).
+    pub(crate) fn has_new_report_names(&self) -> bool {
+        self.version >= Version::new(2023, 1, 0)
+    }
+}
+
+/// `name` on PATH, or `name` itself when it contains a `/`.
+pub(crate) fn find_executable(name: &str) -> Option<PathBuf> {
+    let is_exec = |p: &Path| {
+        use std::os::unix::fs::PermissionsExt;
+        p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if name.contains('/') {
+        let p = PathBuf::from(name);
+        return is_exec(&p).then_some(p);
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?).map(|dir| dir.join(name)).find(|p| is_exec(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_from_real_banners() {
+        // Verbatim `--version` output of the Debian packages installed by setup.sh.
+        let nsys = "NVIDIA Nsight Systems version 2022.4.2.1-df9881f";
+        let ncu = "NVIDIA (R) Nsight Compute Command Line Profiler\nCopyright (c) 2018-2022 NVIDIA Corporation\nVersion 2022.3.0.0 (build 31729285) (public-release)";
+        assert_eq!(Version::find_in(nsys), Some(Version::new(2022, 4, 2)));
+        assert_eq!(Version::find_in(ncu), Some(Version::new(2022, 3, 0)));
+        assert_eq!(Version::find_in("no version here"), None);
+    }
+
+    #[test]
+    fn capabilities_follow_versions() {
+        let tool = |v| Tool { path: "ncu".into(), version: v, version_text: String::new() };
+        let old = tool(Version::new(2021, 3, 0));
+        let here = tool(Version::new(2022, 3, 0));
+        let new = tool(Version::new(2023, 1, 1));
+        assert!(!old.has_range_replay() && here.has_range_replay());
+        assert!(!here.has_app_range_replay() && new.has_app_range_replay());
+        assert!(!here.has_print_metric_name() && new.has_print_metric_name());
+        assert!(!here.has_new_report_names() && new.has_new_report_names());
+    }
+
+    #[test]
+    fn missing_tool_is_profiler_unavailable_with_hint() {
+        let err = Tool::probe(Kind::Ncu, "llmperf-no-such-ncu").unwrap_err();
+        assert_eq!(err.kind, ErrorKind::ProfilerUnavailable);
+        assert!(err.hint.unwrap().contains("--no-ncu"));
+    }
+}

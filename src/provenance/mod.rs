@@ -1,0 +1,166 @@
+//! provenance: `env.json` (machine, tools, libraries) and
+//! `inputs.yaml` (what was profiled). Written at the start of a run, so even a
+//! run that dies early says where it ran; inputs.yaml gains the model metadata
+//! once a built-in workload has run.
+use serde::{Deserialize, Serialize};
+use std::ffi::OsString;
+
+use crate::config::Config;
+use crate::error::Error;
+pub mod capture;
+pub mod host;
+pub mod libtorch;
+
+use crate::profile::tools::{Kind, Tool};
+use crate::run_dir::utc_now;
+use host::{CounterAccess, Cpu, Gpus, Os};
+use libtorch::Libtorch;
+
+pub const ENV_SCHEMA: &str = "llmperf.env/v1";
+
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Env {
+    pub schema: String,
+    pub collected_at: String,
+    pub os: Os,
+    pub cpu: Cpu,
+    pub gpus: Gpus,
+    pub gpu_counter_access: CounterAccess,
+    pub tools: Tools,
+    pub libtorch: Libtorch,
+    pub llmperf: Llmperf,
+}
+
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Tools {
+    pub nsys: ToolFact,
+    pub ncu: ToolFact,
+}
+
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ToolFact {
+    pub path: Option<String>,
+    pub version: Option<String>,
+    pub version_text: Option<String>,
+    pub error: Option<String>,
+}
+
+impl ToolFact {
+    fn of(probe: &Result<Tool, Error>) -> Self {
+        match probe {
+            Ok(t) => ToolFact {
+                path: Some(t.path.display().to_string()),
+                version: Some(t.version.to_string()),
+                version_text: Some(t.version_text.clone()),
+                error: None,
+            },
+            Err(e) => ToolFact { path: None, version: None, version_text: None, error: Some(e.message.clone()) },
+        }
+    }
+}
+
+/// The profilers of a run, probed once and shared by the stages and env.json.
+pub struct Probed {
+    pub nsys: Result<Tool, Error>,
+    pub ncu: Result<Tool, Error>,
+}
+
+impl Probed {
+    pub fn probe(cfg: &Config) -> Self {
+        Probed {
+            nsys: Tool::probe(Kind::Nsys, &cfg.pipeline.nsys.executable),
+            ncu: Tool::probe(Kind::Ncu, &cfg.pipeline.ncu.executable),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Llmperf {
+    pub version: String,
+    pub git_revision: String,
+}
+
+pub fn llmperf() -> Llmperf {
+    Llmperf { version: env!("CARGO_PKG_VERSION").into(), git_revision: env!("LLMPERF_GIT_REV").into() }
+}
+
+/// `builtin`: the run's workload is a built-in one, so libtorch is loaded and
+/// described; a user's command does not use llmperf's libtorch, and loading it
+/// (~0.5 s, ~500 MB) would describe nothing about the run.
+pub fn collect_env(tools: &Probed, builtin: bool) -> Env {
+    Env {
+        schema: ENV_SCHEMA.into(),
+        collected_at: utc_now(),
+        os: host::os(),
+        cpu: host::cpu(),
+        gpus: host::gpus(),
+        gpu_counter_access: host::counter_access(),
+        tools: Tools { nsys: ToolFact::of(&tools.nsys), ncu: ToolFact::of(&tools.ncu) },
+        libtorch: if builtin {
+            libtorch::info()
+        } else {
+            Libtorch::not_loaded("not loaded: the workload is a user command")
+        },
+        llmperf: llmperf(),
+    }
+}
+
+/// A run's provenance, before any stage runs: `config.yaml` (the resolved
+/// configuration), `inputs.yaml` (what is profiled) and `env.json`.
+pub fn write(
+    run: &crate::run_dir::RunDir,
+    resolved: &crate::config::Resolved,
+    app: &[OsString],
+    builtin: bool,
+    tools: &Probed,
+) -> Result<(), Error> {
+    use crate::run_dir::{CONFIG_YAML, ENV_JSON, INPUTS_YAML};
+    run.write(CONFIG_YAML, resolved.to_yaml().as_bytes())?;
+    run.write_yaml(INPUTS_YAML, &inputs(&resolved.config, app, builtin))?;
+    run.write_json(ENV_JSON, &collect_env(tools, builtin))?;
+    Ok(())
+}
+
+/// `inputs.yaml`: the profiled command and, for built-in workloads, the model.
+#[derive(Debug, Serialize)]
+pub struct Inputs {
+    pub schema: &'static str,
+    pub workload: Workload,
+    pub device: String,
+    /// What the built-in workload reported about its model (parameter count,
+    /// layers, hidden size, heads, vocab, dtype, input shapes), once it has run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_metadata: Option<crate::timings::ModelMeta>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Workload {
+    /// `command` (a user's command after `--`) or `builtin`.
+    pub kind: &'static str,
+    pub argv: Vec<String>,
+    /// The model configuration, for built-in workloads.
+    pub model: Option<serde_yaml::Value>,
+}
+
+pub fn inputs(cfg: &Config, argv: &[OsString], builtin: bool) -> Inputs {
+    let model = builtin.then(|| serde_yaml::to_value(&cfg.model).unwrap_or(serde_yaml::Value::Null));
+    Inputs {
+        schema: "llmperf.inputs/v1",
+        workload: Workload {
+            kind: if builtin { "builtin" } else { "command" },
+            argv: argv.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
+            model,
+        },
+        device: cfg.device.to_string(),
+        model_metadata: None,
+    }
+}
+
+/// Complete `inputs.yaml` with the model metadata from `workload/timings.json`, if the workload wrote it.
+pub fn add_model_metadata(run: &crate::run_dir::RunDir, mut inputs: Inputs) -> Result<(), crate::error::Error> {
+    if let Some(t) = run.read_json::<crate::timings::Timings>(crate::run_dir::TIMINGS_JSON) {
+        inputs.model_metadata = Some(t.model);
+        run.write_yaml(crate::run_dir::INPUTS_YAML, &inputs)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,259 @@
+//! report: the model the reports render, typed, and what is derived from it
+//! once for every renderer: the inputs read back from a run directory
+//! (config, env.json, manifest.json, timings, the nsys and ncu outputs), the
+//! `kernels.json` and `operators.json` models, the peak and the utilization.
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::peaks::{self, Peak};
+use crate::aggregate::ncu::RegionReportFile;
+use crate::aggregate::nsys::{RegionsReport, TopKernel};
+use crate::aggregate::roofline::Roofline;
+use crate::config::Config;
+use crate::manifest::Manifest;
+use crate::provenance::capture::CaptureHost;
+use crate::provenance::Env;
+use crate::run_dir::{self, RunDir};
+use crate::timings::Timings;
+
+impl Inputs {
+    /// What the reports read, each part if present and readable.
+    pub fn read(run: &RunDir) -> Inputs {
+        Inputs {
+            config: crate::config::load_resolved(&run.join(run_dir::CONFIG_YAML)).ok(),
+            env: run.read_json(run_dir::ENV_JSON),
+            manifest: run.read_json(run_dir::MANIFEST_JSON),
+            timings: run.read_json(run_dir::TIMINGS_JSON),
+            baseline: run.read_json(run_dir::BASELINE_TIMINGS_JSON),
+            nsys_regions: run.read_json(run_dir::NSYS_REGIONS),
+            nsys_top: run.read_json(run_dir::NSYS_TOP_KERNELS),
+            capture: run.read_json(run_dir::NSYS_CAPTURE),
+            ncu: run.read_json(run_dir::NCU_REGIONS_JSON),
+            roofline: run.read_json(run_dir::ROOFLINE_JSON),
+        }
+    }
+}
+
+/// Everything the reports read; each part may be missing.
+pub struct Inputs {
+    pub config: Option<Config>,
+    pub env: Option<Env>,
+    pub manifest: Option<Manifest>,
+    pub timings: Option<Timings>,
+    /// The same workload without a profiler (`runner.run.baseline`).
+    pub baseline: Option<Timings>,
+    pub nsys_regions: Option<RegionsReport>,
+    pub nsys_top: Option<Vec<TopKernel>>,
+    /// The capture's machine (nsys/capture.json), for runs without env.json (imports).
+    pub capture: Option<CaptureHost>,
+    pub ncu: Option<RegionReportFile>,
+    /// Per-kernel points from the ncu counters (roofline.json).
+    pub roofline: Option<Roofline>,
+}
+
+/// `kernels.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KernelsReport {
+    /// `nsys` (GPU time from the timeline), `ncu` (replayed, slower than production) or `none`.
+    pub source: String,
+    pub note: Option<String>,
+    pub kernels: Vec<KernelRow>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KernelRow {
+    pub kernel_name: String,
+    pub device: String,
+    pub total_ms: f64,
+    pub calls: u64,
+    pub mean_ms: f64,
+    /// Share of all kernels' GPU time in the source.
+    pub share_pct: f64,
+}
+
+/// `operators.json`: NVTX ranges below the stages (`layer_3::attn`, ...).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OperatorsReport {
+    /// `nsys` (timeline, with GPU time) or `timings` (the workload's own clock).
+    pub source: String,
+    pub operators: Vec<OperatorRow>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OperatorRow {
+    pub name: String,
+    pub total_ms: f64,
+    pub calls: u64,
+    pub mean_ms: f64,
+    /// GPU time of the kernels launched inside (nsys, kernels attributed).
+    pub gpu_ms: Option<f64>,
+}
+
+pub fn kernels(inputs: &Inputs) -> KernelsReport {
+    if let Some(top) = inputs.nsys_top.as_ref().filter(|t| !t.is_empty()) {
+        let rows = top
+            .iter()
+            .map(|k| KernelRow {
+                kernel_name: k.name.clone(),
+                device: "all".into(),
+                total_ms: k.total_ns as f64 / 1e6,
+                calls: k.calls as u64,
+                mean_ms: k.mean_ns / 1e6,
+                share_pct: k.share_pct,
+            })
+            .collect();
+        return KernelsReport { source: "nsys".into(), note: None, kernels: rows };
+    }
+    if let Some(scope) = inputs.ncu.as_ref().and_then(|r| r.scopes.first()) {
+        let mut by_name: BTreeMap<(String, String), (u64, f64)> = BTreeMap::new();
+        for r in scope.regions.iter().filter(|r| r.depth == 0) {
+            for k in &r.kernels {
+                let e = by_name.entry((k.kernel_name.clone(), k.device.clone())).or_default();
+                e.0 += k.calls;
+                e.1 += k.total_ms;
+            }
+        }
+        let all: f64 = by_name.values().map(|v| v.1).sum();
+        let mut rows: Vec<KernelRow> = by_name
+            .into_iter()
+            .map(|((kernel_name, device), (calls, total_ms))| KernelRow {
+                kernel_name,
+                device,
+                total_ms,
+                calls,
+                mean_ms: total_ms / calls.max(1) as f64,
+                share_pct: if all > 0.0 { 100.0 * total_ms / all } else { 0.0 },
+            })
+            .collect();
+        rows.sort_by(|a, b| b.total_ms.total_cmp(&a.total_ms).then_with(|| a.kernel_name.cmp(&b.kernel_name)));
+        let note = Some(
+            "from ncu: kernels were replayed (serialized, clocks locked): times are slower than production".into(),
+        );
+        return KernelsReport { source: "ncu".into(), note, kernels: rows };
+    }
+    KernelsReport {
+        source: "none".into(),
+        note: Some("no CUDA kernels: nsys saw none (CPU run, or CUDA not traced) and ncu profiled none".into()),
+        kernels: Vec::new(),
+    }
+}
+
+pub fn operators(inputs: &Inputs) -> OperatorsReport {
+    if let Some(regions) = inputs.nsys_regions.as_ref().filter(|r| r.regions.iter().any(|r| r.depth > 0)) {
+        let mut by_path: BTreeMap<&str, (i64, usize, i64, usize)> = BTreeMap::new();
+        for r in regions.regions.iter().filter(|r| r.depth > 0) {
+            let e = by_path.entry(&r.path).or_default();
+            e.0 += r.inclusive_ns;
+            e.1 += r.instances;
+            e.2 += r.gpu_time_ns;
+            e.3 += r.kernel_count;
+        }
+        let rows = by_path
+            .into_iter()
+            .map(|(name, (ns, calls, gpu, kernels))| OperatorRow {
+                name: name.to_string(),
+                total_ms: ns as f64 / 1e6,
+                calls: calls as u64,
+                mean_ms: ns as f64 / 1e6 / calls.max(1) as f64,
+                gpu_ms: (kernels > 0).then_some(gpu as f64 / 1e6),
+            })
+            .collect();
+        return OperatorsReport { source: "nsys".into(), operators: sorted(rows) };
+    }
+    let rows = inputs
+        .timings
+        .iter()
+        .flat_map(|t| t.operators.iter())
+        .map(|(name, s)| OperatorRow {
+            name: name.clone(),
+            total_ms: s.total_ms,
+            calls: s.count as u64,
+            mean_ms: s.mean_ms,
+            gpu_ms: None,
+        })
+        .collect();
+    OperatorsReport { source: "timings".into(), operators: sorted(rows) }
+}
+
+fn sorted(mut rows: Vec<OperatorRow>) -> Vec<OperatorRow> {
+    rows.sort_by(|a, b| b.total_ms.total_cmp(&a.total_ms).then_with(|| a.name.cmp(&b.name)));
+    rows
+}
+
+/// One stage's utilization.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StageUse {
+    pub stage: String,
+    pub flops_per_call: f64,
+    pub mean_ms: f64,
+    pub achieved_flops: f64,
+    pub mfu_pct: Option<f64>,
+    /// Decode only: bytes per step and MBU.
+    pub bytes_per_call: Option<f64>,
+    pub mbu_pct: Option<f64>,
+}
+
+/// MFU per stage with an analytic FLOP count, and MBU for the decode step.
+pub fn utilization(t: &Timings, peak: &Peak) -> Vec<StageUse> {
+    t.flops
+        .per_call
+        .iter()
+        .filter_map(|(stage, &flops)| {
+            let s = t.stages.get(stage)?;
+            let achieved = flops / (s.mean_ms / 1e3);
+            let bytes = t.decode_bytes.as_ref().filter(|_| stage.ends_with("decode_step")).map(|b| b.total_bytes_mean);
+            Some(StageUse {
+                stage: stage.clone(),
+                flops_per_call: flops,
+                mean_ms: s.mean_ms,
+                achieved_flops: achieved,
+                mfu_pct: peak.flops.map(|p| 100.0 * achieved / p),
+                bytes_per_call: bytes,
+                mbu_pct: bytes.zip(peak.bytes_per_s).map(|(b, p)| 100.0 * b / (s.mean_ms / 1e3) / p),
+            })
+        })
+        .collect()
+}
+
+/// The peak for this run: override, GPU table, or the CPU calibration.
+pub fn peak_of(inputs: &Inputs) -> Option<Peak> {
+    let hw = inputs.config.as_ref().map(|c| c.hardware.clone())?;
+    let Some(t) = inputs.timings.as_ref() else {
+        // No workload (an import, a user's command): only the user's own peaks,
+        // which give the roofline its roofs.
+        return hw.peak_tflops.and_then(|_| peaks::choose(&hw, "", None, "", None).ok());
+    };
+    let gpu = gpu_name(inputs, &t.device);
+    peaks::choose(&hw, &t.device, gpu.as_deref(), &t.dtype, t.calibration.as_ref()).ok()
+}
+
+fn gpu_name(inputs: &Inputs, device: &str) -> Option<String> {
+    let index: u32 = device.strip_prefix("cuda:")?.parse().ok()?;
+    let devices = &inputs.env.as_ref()?.gpus.devices;
+    devices.iter().find(|d| d.index == index).map(|d| d.name.clone())
+}
+
+/// What the reports derive from their inputs, computed once for every renderer.
+pub struct Derived {
+    pub kernels: KernelsReport,
+    pub operators: OperatorsReport,
+    pub peak: Option<Peak>,
+    pub uses: Vec<StageUse>,
+}
+
+impl Derived {
+    pub fn of(inputs: &Inputs) -> Derived {
+        let peak = peak_of(inputs);
+        let uses = match (&inputs.timings, &peak) {
+            (Some(t), Some(p)) => utilization(t, p),
+            _ => Vec::new(),
+        };
+        Derived { kernels: kernels(inputs), operators: operators(inputs), peak, uses }
+    }
+}
