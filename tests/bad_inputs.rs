@@ -36,10 +36,7 @@ fn inode(p: &Path) -> u64 {
 
 /// Per scope 0: (name, unattributed, calls).
 fn ncu_regions(dir: &Path) -> Vec<(String, bool, u64)> {
-    let report = json(&dir.join("ncu/regions/report.json"));
-    report["scopes"][0]["regions"]
-        .as_array()
-        .unwrap()
+    ncu_scope_regions(dir)
         .iter()
         .map(|r| {
             let bucket = r.get("unattributed").and_then(|b| b.as_bool()).unwrap_or(false);

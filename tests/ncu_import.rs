@@ -16,10 +16,7 @@ fn import(file: &Path, out: &Path, extra: &[&str]) -> assert_cmd::assert::Assert
 
 /// (name, calls, GPU ms) of the aggregate scope.
 fn regions(dir: &Path) -> Vec<(String, u64, f64)> {
-    let report = json(&dir.join("ncu/regions/report.json"));
-    report["scopes"][0]["regions"]
-        .as_array()
-        .unwrap()
+    ncu_scope_regions(dir)
         .iter()
         .map(|r| {
             (

@@ -50,7 +50,8 @@ pub fn profile(req: Request) -> Result<Outcome, Error> {
     let run = RunDir::create(&cfg.runner.artifacts.root)?;
     tracing::info!("run directory: {}", run.path().display());
     let tools = Probed::probe(cfg);
-    provenance::write(&run, &req.resolved, &plan.app_argv(&run, run_dir::TIMINGS_JSON), plan.builtin(), &tools)?;
+    let app = plan.app_argv(&run, run_dir::TIMINGS_JSON);
+    provenance::write(&run, &req.resolved, &app, plan.builtin(), &tools)?;
     let mut manifest = ManifestWriter::start(&run, req.llmperf_argv.clone())?;
     let mut verdict = Verdict::default();
     let stages = (|| {
@@ -58,15 +59,13 @@ pub fn profile(req: Request) -> Result<Outcome, Error> {
             verdict.add(workload::baseline(&run, &mut manifest, &plan)?);
         }
         if !verdict.stopped() {
-            let app = plan.app_argv(&run, run_dir::TIMINGS_JSON);
             nsys::capture(&run, &mut manifest, &mut verdict, cfg, &tools.nsys, &app)?;
         }
         if !verdict.stopped() {
-            let app = plan.app_argv(&run, run_dir::NCU_TIMINGS_JSON);
-            ncu::profile(&run, &mut manifest, &mut verdict, cfg, &tools.ncu, &app)?;
+            let ncu_app = plan.app_argv(&run, run_dir::NCU_TIMINGS_JSON);
+            ncu::profile(&run, &mut manifest, &mut verdict, cfg, &tools.ncu, &ncu_app)?;
         }
         if plan.builtin() {
-            let app = plan.app_argv(&run, run_dir::TIMINGS_JSON);
             provenance::add_model_metadata(&run, provenance::inputs(cfg, &app, true))?;
         }
         Ok(())

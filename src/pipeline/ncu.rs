@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use sha2::Digest;
 
-use super::stage::{self, Done, Gate, StageOutcome, Verdict};
+use super::stage::{self, Done, StageOutcome, Verdict};
 use crate::aggregate::ncu::{Builder, Options, RegionReportFile, Source, Stamp, REPORT_SCHEMA, UNATTRIBUTED};
 use crate::aggregate::nsys::{RegionsReport, TopKernel};
 use crate::aggregate::roofline::{Roofline, RooflineAcc};
@@ -41,13 +41,7 @@ pub(crate) fn profile(
     probe: &Result<Tool, Error>,
     app: &[OsString],
 ) -> Result<(), Error> {
-    let tool = match stage::gate(manifest, "ncu", cfg.pipeline.ncu.enable, probe)? {
-        Gate::Run(t) => t,
-        Gate::Skipped(outcome) => {
-            verdict.add(outcome);
-            return Ok(());
-        }
-    };
+    let Some(tool) = stage::gate(manifest, verdict, "ncu", cfg.pipeline.ncu.enable, probe)? else { return Ok(()) };
     let cli = &cfg.pipeline.ncu.ncu_cli;
     if let Err(e) = ncu::check_version(cli, tool).and_then(|_| ncu::check_flags(cli, tool)) {
         verdict.add(stage::unavailable(manifest, "ncu", e)?);

@@ -8,7 +8,7 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::time::Duration;
 
-use super::stage::{self, Done, Gate, StageOutcome, Verdict};
+use super::stage::{self, Done, StageOutcome, Verdict};
 use crate::aggregate;
 use crate::config::schema::NsysConfig;
 use crate::config::Config;
@@ -35,13 +35,7 @@ pub(crate) fn capture(
     app: &[OsString],
 ) -> Result<(), Error> {
     let nsys_cfg = &cfg.pipeline.nsys;
-    let tool = match stage::gate(manifest, "nsys", nsys_cfg.enable, probe)? {
-        Gate::Run(t) => t,
-        Gate::Skipped(outcome) => {
-            verdict.add(outcome);
-            return Ok(());
-        }
-    };
+    let Some(tool) = stage::gate(manifest, verdict, "nsys", nsys_cfg.enable, probe)? else { return Ok(()) };
     run.subdir(run_dir::NSYS_DIR)?;
     let base = absolute(&run.join(run_dir::NSYS_REPORT_BASE));
     let spec = Spawn::new(nsys::profile_argv(&tool.path, nsys_cfg, &base, app))

@@ -43,6 +43,13 @@ impl StageOutcome {
             StageOutcome::Failed(e) | StageOutcome::Interrupted(e) | StageOutcome::Skipped(Some(e)) => Some(e),
         }
     }
+
+    fn into_error(self) -> Option<Error> {
+        match self {
+            StageOutcome::Ok | StageOutcome::Skipped(None) => None,
+            StageOutcome::Failed(e) | StageOutcome::Interrupted(e) | StageOutcome::Skipped(Some(e)) => Some(e),
+        }
+    }
 }
 
 /// What a stage did: its outcome and what the manifest keeps of it.
@@ -132,12 +139,8 @@ pub(crate) struct Verdict {
 
 impl Verdict {
     pub(crate) fn add(&mut self, outcome: StageOutcome) {
-        let error = match outcome {
-            StageOutcome::Ok | StageOutcome::Skipped(None) => None,
-            StageOutcome::Failed(e) | StageOutcome::Interrupted(e) | StageOutcome::Skipped(Some(e)) => Some(e),
-        };
         if self.error.is_none() {
-            self.error = error;
+            self.error = outcome.into_error();
         }
     }
 
@@ -155,30 +158,31 @@ impl Verdict {
     }
 }
 
-/// Whether a profiler stage runs: enabled and found. Otherwise it is recorded
-/// as skipped, with the reason and a hint (and an error when it was wanted).
-pub(crate) enum Gate<'t> {
-    Run(&'t Tool),
-    Skipped(StageOutcome),
-}
-
+/// The tool of a profiler stage that runs: enabled and found. Otherwise the
+/// stage is recorded as skipped, with the reason and a hint, and the run's
+/// verdict gets an error when the profiler was wanted but is missing.
 pub(crate) fn gate<'t>(
     manifest: &mut ManifestWriter,
+    verdict: &mut Verdict,
     stage: &str,
     enabled: bool,
     probe: &'t Result<Tool, Error>,
-) -> Result<Gate<'t>, Error> {
+) -> Result<Option<&'t Tool>, Error> {
     if !enabled {
         let reason = format!("disabled (pipeline.{stage}.enable=false)");
         let hint = match stage {
             "ncu" => "enable with --replay-mode MODE or pipeline.ncu.enable=true".to_string(),
             _ => format!("enable with pipeline.{stage}.enable=true"),
         };
-        return Ok(Gate::Skipped(skip(manifest, stage, &reason, &hint)?));
+        verdict.add(skip(manifest, stage, &reason, &hint)?);
+        return Ok(None);
     }
     match probe {
-        Ok(t) => Ok(Gate::Run(t)),
-        Err(e) => Ok(Gate::Skipped(unavailable(manifest, stage, e.clone())?)),
+        Ok(t) => Ok(Some(t)),
+        Err(e) => {
+            verdict.add(unavailable(manifest, stage, e.clone())?);
+            Ok(None)
+        }
     }
 }
 

@@ -60,6 +60,11 @@ pub fn without_timestamps(p: &Path) -> String {
     re.replace_all(&text, r#""generated_at": """#).into_owned()
 }
 
+/// The regions of the first scope (the aggregate) of a run's ncu region report.
+pub fn ncu_scope_regions(dir: &Path) -> Vec<serde_json::Value> {
+    json(&dir.join("ncu/regions/report.json"))["scopes"][0]["regions"].as_array().unwrap().clone()
+}
+
 /// The reports every run directory gets (roofline.json only with ncu counters).
 pub const REPORTS: [&str; 7] = [
     "kernels.json",
