@@ -235,8 +235,5 @@ fn mark_interrupted(path: &std::path::Path) {
     }
     m.status = Status::Interrupted;
     m.ended_at = Some(now);
-    if let Ok(mut text) = serde_json::to_string_pretty(&m) {
-        text.push('\n');
-        let _ = crate::run_dir::write_atomic(path, text.as_bytes());
-    }
+    let _ = crate::run_dir::write_json_atomic(path, &m);
 }

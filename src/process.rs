@@ -33,11 +33,7 @@ static CHILDREN: std::sync::Mutex<Vec<(i32, Companions)>> = std::sync::Mutex::ne
 fn kill_children() {
     let children = CHILDREN.lock().map(|c| c.clone()).unwrap_or_default();
     for (pid, companions) in children {
-        let mut family = descendants(pid);
-        if let Some(find) = companions {
-            family.extend(find(pid));
-        }
-        signal_all(pid, &family, libc::SIGKILL);
+        signal_all(pid, &family(pid, companions), libc::SIGKILL);
     }
 }
 
@@ -101,8 +97,9 @@ impl Spawn {
     /// or the timeout, Ctrl-C the application (SIGINT; SIGTERM after
     /// [`APP_GRACE`] if it is still there), allow the profiler `grace` from
     /// then on to finish, and kill what is left. Another signal cuts it short.
-    /// (SIGINT to nsys 2022.4 itself was ignored in 13 of 40 tries here; the
-    /// application's end made it write its report in 45 of 46: docs/internals.md.)
+    /// (SIGINT to nsys 2022.4 itself was ignored in 4 of 16 tries here; the
+    /// application's end made it write its report in 16 of 16:
+    /// bench/nsys_stop_probe.sh, docs/internals.md.)
     pub fn stop_gracefully(mut self, grace: Duration, application: fn(i32) -> Vec<i32>) -> Self {
         self.stop = Some(Stop { grace, application });
         self
@@ -258,30 +255,19 @@ fn read_capture(file: Option<&mut File>) -> Vec<u8> {
     buf
 }
 
-/// Where `program` would be run from: the path itself when it holds a `/`,
-/// else the first executable of that name on PATH, as execvp looks.
-pub fn find_program(program: &std::ffi::OsStr) -> Result<PathBuf, Error> {
-    use std::os::unix::fs::PermissionsExt;
-    let runnable = |p: &std::path::Path| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
-    let as_path = std::path::Path::new(program);
-    let name = program.to_string_lossy();
-    if name.contains('/') {
-        if runnable(as_path) {
-            return Ok(as_path.to_path_buf());
-        }
-        let why = match as_path.metadata() {
-            Err(_) => "no such file",
-            Ok(m) if m.is_dir() => "a directory",
-            Ok(_) => "not executable",
-        };
-        return Err(Error::usage(format!("cannot run `{name}`: {why}"))
-            .with_hint("check the path of the program after `--` (chmod +x it if it is a script)"));
+/// Where `program` would be run from, as execvp looks: the path itself when it
+/// holds a `/`, else the first executable of that name on PATH.
+pub fn find_executable(program: impl AsRef<std::ffi::OsStr>) -> Option<PathBuf> {
+    let program = program.as_ref();
+    let runnable = |p: &std::path::Path| {
+        use std::os::unix::fs::PermissionsExt;
+        p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.as_encoded_bytes().contains(&b'/') {
+        let p = PathBuf::from(program);
+        return runnable(&p).then_some(p);
     }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path).map(|dir| dir.join(program)).find(|p| runnable(p)).ok_or_else(|| {
-        Error::usage(format!("cannot run `{name}`: not found on PATH"))
-            .with_hint(format!("install `{name}`, or give its path (./{name} for one in this directory)"))
-    })
+    std::env::split_paths(&std::env::var_os("PATH")?).map(|dir| dir.join(program)).find(|p| runnable(p))
 }
 
 fn spawn_error(program: &OsString, e: &std::io::Error) -> Error {
@@ -342,21 +328,13 @@ fn stop_application(child: &mut Child, stop: &Stop) {
     if app.is_empty() && !running(descendants(pid)).is_empty() {
         app = vec![pid];
     }
-    let send = |pids: &[i32], sig: i32| {
-        for p in pids {
-            // SAFETY: kill(2) has no memory-safety preconditions.
-            unsafe {
-                libc::kill(*p, sig);
-            }
-        }
-    };
     if app.is_empty() {
         tracing::info!(
             "waiting for the profiler to finish writing its capture (up to {:.0} s)",
             stop.grace.as_secs_f64()
         );
     } else {
-        send(&app, libc::SIGINT);
+        signal_each(&app, libc::SIGINT);
         tracing::info!(
             "stopped the application; the profiler has {:.0} s to write its capture",
             stop.grace.as_secs_f64()
@@ -369,7 +347,7 @@ fn stop_application(child: &mut Child, stop: &Stop) {
             return;
         }
         if !escalated && started.elapsed() >= APP_GRACE {
-            send(&running(app.clone()), libc::SIGTERM);
+            signal_each(&running(app.clone()), libc::SIGTERM);
             escalated = true;
         }
         std::thread::sleep(POLL);
@@ -438,10 +416,7 @@ fn exit_of(status: ExitStatus) -> Exit {
 /// SIGTERM the child's group and descendants, give them a moment, then SIGKILL.
 fn kill_tree(child: &mut Child, companions: Companions) {
     let pid = child.id() as i32;
-    let mut family = descendants(pid);
-    if let Some(find) = companions {
-        family.extend(find(pid));
-    }
+    let family = family(pid, companions);
     signal_all(pid, &family, libc::SIGTERM);
     let deadline = Instant::now() + GRACE;
     while Instant::now() < deadline {
@@ -454,11 +429,25 @@ fn kill_tree(child: &mut Child, companions: Companions) {
     let _ = child.wait();
 }
 
+/// A child's descendants and its companions: what is stopped with it.
+fn family(pid: i32, companions: Companions) -> Vec<i32> {
+    let mut family = descendants(pid);
+    if let Some(find) = companions {
+        family.extend(find(pid));
+    }
+    family
+}
+
+/// `sig` to the process group `pgid` and to each of `pids`.
 fn signal_all(pgid: i32, pids: &[i32], sig: i32) {
-    // SAFETY: kill(2) has no memory-safety preconditions.
-    unsafe {
-        libc::kill(-pgid, sig);
-        for p in pids {
+    signal_each(&[-pgid], sig);
+    signal_each(pids, sig);
+}
+
+fn signal_each(pids: &[i32], sig: i32) {
+    for p in pids {
+        // SAFETY: kill(2) has no memory-safety preconditions.
+        unsafe {
             libc::kill(*p, sig);
         }
     }

@@ -34,6 +34,7 @@ pub(crate) fn nsys_stats_csv(report: &str) -> String {
 pub(crate) fn attempt_log(log: &str, attempt: u32) -> String {
     log.replace(".log", &format!(".attempt{attempt}.log"))
 }
+
 pub(crate) const NSYS_REGIONS: &str = "nsys/regions.json";
 pub(crate) const NSYS_TOP_KERNELS: &str = "nsys/top_kernels.json";
 /// The machine of the capture, from its SQLite export.
@@ -47,8 +48,9 @@ pub(crate) const NSYS_KERNEL_SUMMARIES: [&str; 3] =
 
 /// The first non-empty file of [`NSYS_KERNEL_SUMMARIES`] in a run.
 pub(crate) fn nsys_kernel_summary(run: &RunDir) -> Option<PathBuf> {
-    NSYS_KERNEL_SUMMARIES.iter().map(|f| run.join(f)).find(|p| p.metadata().is_ok_and(|m| m.len() > 0))
+    NSYS_KERNEL_SUMMARIES.iter().map(|f| run.join(f)).find(|p| non_empty(p))
 }
+
 /// nsys appends `.nsys-rep` (2021.3+) or `.qdrep` (older) to this base.
 pub(crate) const NSYS_REPORT_BASE: &str = "nsys/report";
 
@@ -57,6 +59,7 @@ pub(crate) fn nsys_report(run: &RunDir) -> Option<PathBuf> {
     let base = absolute(&run.join(NSYS_REPORT_BASE));
     ["nsys-rep", "qdrep"].iter().map(|ext| base.with_extension(ext)).find(|p| p.is_file())
 }
+
 pub(crate) const NCU_DIR: &str = "ncu";
 pub(crate) const KERNELS_JSON: &str = "kernels.json";
 pub(crate) const KERNELS_MD: &str = "kernels.md";
@@ -126,7 +129,7 @@ pub(crate) fn pass_csv(run: &RunDir, pass: &str) -> Option<PathBuf> {
     [PassFile::Page(Page::Details), PassFile::Page(Page::Raw), PassFile::ImportedCsv]
         .into_iter()
         .map(|f| run.join(&pass_file(pass, f)))
-        .find(|p| p.metadata().is_ok_and(|m| m.len() > 0))
+        .find(|p| non_empty(p))
 }
 
 /// The raw page beside a pass's details page (`ncu/pN.raw.csv` for
@@ -134,7 +137,12 @@ pub(crate) fn pass_csv(run: &RunDir, pass: &str) -> Option<PathBuf> {
 pub(crate) fn raw_page_of(details: &Path) -> Option<PathBuf> {
     let name = details.file_name()?.to_str()?.strip_suffix(".details.csv")?;
     let raw = details.with_file_name(format!("{name}.raw.csv"));
-    raw.metadata().is_ok_and(|m| m.len() > 0).then_some(raw)
+    non_empty(&raw).then_some(raw)
+}
+
+/// A file with something in it (an export killed before writing leaves an empty one).
+fn non_empty(p: &Path) -> bool {
+    p.metadata().is_ok_and(|m| m.len() > 0)
 }
 
 pub(crate) const NCU_REGIONS_DIR: &str = "ncu/regions";
@@ -275,10 +283,9 @@ impl RunDir {
     }
 
     pub(crate) fn write_json<T: Serialize>(&self, rel: &str, value: &T) -> Result<PathBuf, Error> {
-        let mut text = serde_json::to_string_pretty(value)
-            .map_err(|e| Error::new(ErrorKind::Internal, format!("serializing {rel}: {e}")))?;
-        text.push('\n');
-        self.write(rel, text.as_bytes())
+        let path = self.join(rel);
+        write_json_atomic(&path, value)?;
+        Ok(path)
     }
 
     /// A JSON artifact of the run, if present and readable as `T`.
@@ -357,7 +364,7 @@ pub fn absolute(p: &Path) -> PathBuf {
 }
 
 /// Write `bytes` to `path` through a temporary sibling and a rename.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| io_error(dir, "create", &e))?;
     let mut tmp = tempfile::Builder::new()
@@ -377,6 +384,14 @@ fn io_error(path: &Path, what: &str, e: &std::io::Error) -> Error {
     Error::new(ErrorKind::Internal, format!("cannot {what} {}: {e}", path.display())).with_hint(
         "check that the directory is writable and the disk is not full (-o/--output-root picks another place)",
     )
+}
+
+/// `value` as pretty JSON with a final newline, written through [`write_atomic`].
+pub(crate) fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<(), Error> {
+    let mut text = serde_json::to_string_pretty(value)
+        .map_err(|e| Error::new(ErrorKind::Internal, format!("serializing {}: {e}", path.display())))?;
+    text.push('\n');
+    write_atomic(path, text.as_bytes())
 }
 
 /// `20261122T130558Z`: sortable, no characters a shell or a file system dislikes.

@@ -421,14 +421,10 @@ impl LaunchSink for Builder {
     fn add(&mut self, launch: &LaunchView, how: Attribution, regions: &[String]) {
         self.results += 1;
         self.roofline.add(launch);
-        let region = match how {
-            Attribution::Range => range_region(launch, regions),
-            Attribution::NvtxStack | Attribution::None => stack_region(launch.nvtx),
-        };
-        let found = match how {
-            Attribution::Range => Attribution::Range,
-            _ if launch.nvtx.is_empty() => Attribution::None,
-            _ => Attribution::NvtxStack,
+        let (region, found) = match how {
+            Attribution::Range => (range_region(launch, regions), Attribution::Range),
+            _ if launch.nvtx.is_empty() => (stack_region(launch.nvtx), Attribution::None),
+            _ => (stack_region(launch.nvtx), Attribution::NvtxStack),
         };
         self.seen = wider(self.seen, found);
         let key = (launch.process_id.to_string(), launch.device(), region);

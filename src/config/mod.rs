@@ -148,7 +148,7 @@ fn yaml_to_dict(value: &serde_yaml::Value, label: &str) -> Result<Dict, Error> {
 
 /// The layers so far and their merge, kept up to date as layers are added:
 /// each override is checked against the merge, so recomputing it from every
-/// layer would make N overrides cost N² (4,000 took 13 s).
+/// layer would make N overrides cost N² (4,000 took 8.2 s; bench/overrides.sh).
 struct Layers {
     layers: Vec<NamedLayer>,
     current: Value,

@@ -101,23 +101,20 @@ pub struct Capture {
     pub odd: Vec<String>,
 }
 
-/// A row's `end - start` when it is a duration at all: not negative, and
-/// not past i64 (a corrupt or hand-edited export can hold either).
-fn duration(start: i64, end: i64) -> Option<i64> {
-    end.checked_sub(start).filter(|d| *d >= 0)
-}
-
-/// Drop rows whose times are impossible; a note with the count when any were.
+/// Drop rows whose times are impossible: an end before the start, or a
+/// duration past i64 (a corrupt or hand-edited export can hold either); a
+/// note with the count when any were.
 fn drop_odd<T>(rows: &mut Vec<T>, times: impl Fn(&T) -> (i64, i64), what: &str, odd: &mut Vec<String>) {
     let before = rows.len();
     rows.retain(|r| {
         let (start, end) = times(r);
-        duration(start, end).is_some()
+        end.checked_sub(start).is_some_and(|d| d >= 0)
     });
     let dropped = before - rows.len();
     if dropped > 0 {
-        tracing::warn!("{dropped} {what} end before they start (or last longer than i64 nanoseconds): left out");
-        odd.push(format!("{dropped} {what} end before they start (or last longer than i64 nanoseconds): left out"));
+        let note = format!("{dropped} {what} end before they start (or last longer than i64 nanoseconds): left out");
+        tracing::warn!("{note}");
+        odd.push(note);
     }
 }
 
@@ -311,7 +308,7 @@ impl NsysDb {
     /// Ranges, kernels and launch calls, with names interned. Kernels and
     /// launch calls are read on a second connection in parallel.
     pub fn load(&self) -> Result<Capture, Error> {
-        let (mut kernels, launches, ranges, names, strings) = std::thread::scope(|s| {
+        let (mut kernels, launches, mut ranges, names, strings) = std::thread::scope(|s| {
             let path = self.path.clone();
             let side = s.spawn(move || {
                 let db = NsysDb::open(&path)?;
@@ -330,7 +327,7 @@ impl NsysDb {
         for k in &mut kernels {
             k.name = strings.get(&i64::from(k.name)).copied().unwrap_or(0);
         }
-        let (mut ranges, mut odd) = (ranges, Vec::new());
+        let mut odd = Vec::new();
         drop_odd(&mut ranges, |r| (r.start, r.end), "NVTX ranges", &mut odd);
         drop_odd(&mut kernels, |k| (k.start, k.end), "kernels", &mut odd);
         Ok(Capture { names, ranges, kernels, launches, odd })

@@ -170,8 +170,12 @@ fn tail_of(path: &Path, n: u64) -> Vec<u8> {
 
 /// ": <last line of stderr>" when a child said something there.
 fn last_words(stderr: &[u8]) -> String {
-    let text = String::from_utf8_lossy(stderr);
-    text.lines().rev().map(str::trim).find(|l| !l.is_empty()).map(|l| format!(": {l}")).unwrap_or_default()
+    last_line(&String::from_utf8_lossy(stderr)).map(|l| format!(": {l}")).unwrap_or_default()
+}
+
+/// The last line of a log with something on it, trimmed.
+fn last_line(log: &str) -> Option<&str> {
+    log.lines().rev().map(str::trim).find(|l| !l.is_empty())
 }
 
 /// Export (unless `report` is already SQLite), stats, then native ingestion;
@@ -255,7 +259,7 @@ fn export(run: &RunDir, manifest: &mut ManifestWriter, tool: &Tool, report: &Pat
 /// at all (`Section Table Reference magic number mismatch` when cut short,
 /// `Version tag does not contain a delimiter` for other bytes).
 fn export_failure(log: &str, report: &Path, done: &Finished, tool: &Tool) -> Error {
-    let why = log.lines().rev().map(str::trim).find(|l| !l.is_empty()).unwrap_or("no SQLite file written");
+    let why = last_line(log).unwrap_or("no SQLite file written");
     let message = format!("nsys export of {} failed ({}): {why}", report.display(), done.describe());
     if log.contains("Version number is invalid") {
         Error::new(ErrorKind::StageFailed, message).with_hint(format!(

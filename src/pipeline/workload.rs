@@ -51,16 +51,13 @@ pub fn workload(
     run.write_yaml(run_dir::CONFIG_YAML, cfg)?;
     run.write_yaml(run_dir::INPUTS_YAML, &provenance::inputs(cfg, &[], true))?;
     let mut manifest = ManifestWriter::start(&run, argv.clone())?;
-    let mut failure = None;
     let outcome = stage::run(&mut manifest, "workload", argv, || {
-        let result = run_workload(cfg, &run, nvtx, timings);
-        let artifacts = result.iter().map(|_| run_dir::TIMINGS_JSON.to_string()).collect();
-        failure = result.err();
-        Ok(Done::of(failure.clone()).artifacts(artifacts))
+        run_workload(cfg, &run, nvtx, timings)?;
+        Ok(Done::ok(vec![run_dir::TIMINGS_JSON.into()]))
     })?;
     provenance::add_model_metadata(&run, provenance::inputs(cfg, &[], true))?;
-    manifest.close(if outcome.error().is_some() { Status::Failed } else { Status::Ok })?;
-    failure.map_or(Ok(run.path().to_path_buf()), Err)
+    manifest.close(Status::of(outcome.error()))?;
+    outcome.error().map_or(Ok(run.path().to_path_buf()), |e| Err(e.clone()))
 }
 
 fn run_workload(cfg: &Config, run: &RunDir, nvtx: bool, file: &str) -> Result<(), Error> {

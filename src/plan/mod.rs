@@ -81,9 +81,23 @@ impl RunPlan {
 /// The command after `--` must name a program that can run: checked here,
 /// since under nsys a missing program is only "exit code 1" and a log line.
 fn check_command(first: &std::ffi::OsStr) -> Result<(), Error> {
-    if first.to_string_lossy().starts_with('-') {
-        return Err(Error::usage(format!("the command to profile starts with `{}`", first.to_string_lossy()))
+    let name = first.to_string_lossy();
+    if name.starts_with('-') {
+        return Err(Error::usage(format!("the command to profile starts with `{name}`"))
             .with_hint("put llmperf's own options before `--` and the program to run right after it"));
     }
-    crate::process::find_program(first).map(|_| ())
+    if crate::process::find_executable(first).is_some() {
+        return Ok(());
+    }
+    if !name.contains('/') {
+        return Err(Error::usage(format!("cannot run `{name}`: not found on PATH"))
+            .with_hint(format!("install `{name}`, or give its path (./{name} for one in this directory)")));
+    }
+    let why = match std::path::Path::new(first).metadata() {
+        Err(_) => "no such file",
+        Ok(m) if m.is_dir() => "a directory",
+        Ok(_) => "not executable",
+    };
+    Err(Error::usage(format!("cannot run `{name}`: {why}"))
+        .with_hint("check the path of the program after `--` (chmod +x it if it is a script)"))
 }

@@ -133,12 +133,12 @@ pub fn imported(
 ) -> NcuPlan {
     let range = !ranges.is_empty();
     let taken: Vec<&str> = earlier.map(|p| p.passes.iter().map(|p| p.name.as_str()).collect()).unwrap_or_default();
-    let width = (files.len() + taken.len()).to_string().len().max(2);
+    let width = match taken.is_empty() {
+        true => files.len().to_string().len(),
+        false => (files.len() + taken.len()).to_string().len().max(2),
+    };
     let names: Vec<String> = if taken.is_empty() && files.len() == 1 {
         vec!["import".to_string()]
-    } else if taken.is_empty() {
-        let width = files.len().to_string().len();
-        (1..=files.len()).map(|i| format!("import{i:0width$}")).collect()
     } else {
         (1..).map(|i| format!("import{i:0width$}")).filter(|n| !taken.contains(&n.as_str())).take(files.len()).collect()
     };

@@ -3,7 +3,7 @@
 //! Versions are probed (`--version`), never assumed: flags and report names
 //! changed across releases (NVIDIA's release notes; docs/internals.md).
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::{Error, ErrorKind};
@@ -76,7 +76,7 @@ pub(crate) struct Tool {
 impl Tool {
     /// Locate `executable` (a name looked up on PATH, or a path) and probe its version.
     pub(crate) fn probe(kind: Kind, executable: &str) -> Result<Tool, Error> {
-        let path = find_executable(executable).ok_or_else(|| {
+        let path = process::find_executable(executable).ok_or_else(|| {
             Error::new(
                 ErrorKind::ProfilerUnavailable,
                 format!("{} not found: `{executable}` is not on PATH", kind.name()),
@@ -130,19 +130,6 @@ impl Tool {
     pub(crate) fn has_new_report_names(&self) -> bool {
         self.version >= Version::new(2023, 1, 0)
     }
-}
-
-/// `name` on PATH, or `name` itself when it contains a `/`.
-pub(crate) fn find_executable(name: &str) -> Option<PathBuf> {
-    let is_exec = |p: &Path| {
-        use std::os::unix::fs::PermissionsExt;
-        p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    if name.contains('/') {
-        let p = PathBuf::from(name);
-        return is_exec(&p).then_some(p);
-    }
-    std::env::split_paths(&std::env::var_os("PATH")?).map(|dir| dir.join(name)).find(|p| is_exec(p))
 }
 
 #[cfg(test)]

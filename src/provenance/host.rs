@@ -69,7 +69,7 @@ pub struct Gpus {
 /// bring nvidia-smi to machines without a GPU): its exit status decides.
 pub fn gpus() -> Gpus {
     let none = |note: String| Gpus { devices: Vec::new(), driver_cuda_version: None, note: Some(note) };
-    let Some(smi) = crate::profile::tools::find_executable("nvidia-smi") else {
+    let Some(smi) = crate::process::find_executable("nvidia-smi") else {
         return none("nvidia-smi not found".into());
     };
     let query = ["--query-gpu=index,name,driver_version,memory.total", "--format=csv,noheader,nounits"];

@@ -18,6 +18,23 @@ use crate::provenance::Env;
 use crate::run_dir::{self, RunDir};
 use crate::timings::Timings;
 
+/// Everything the reports read; each part may be missing.
+pub struct Inputs {
+    pub config: Option<Config>,
+    pub env: Option<Env>,
+    pub manifest: Option<Manifest>,
+    pub timings: Option<Timings>,
+    /// The same workload without a profiler (`runner.run.baseline`).
+    pub baseline: Option<Timings>,
+    pub nsys_regions: Option<RegionsReport>,
+    pub nsys_top: Option<Vec<TopKernel>>,
+    /// The capture's machine (nsys/capture.json), for runs without env.json (imports).
+    pub capture: Option<CaptureHost>,
+    pub ncu: Option<RegionReportFile>,
+    /// Per-kernel points from the ncu counters (roofline.json).
+    pub roofline: Option<Roofline>,
+}
+
 impl Inputs {
     /// What the reports read, each part if present and readable.
     pub fn read(run: &RunDir) -> Inputs {
@@ -34,23 +51,6 @@ impl Inputs {
             roofline: run.read_json(run_dir::ROOFLINE_JSON),
         }
     }
-}
-
-/// Everything the reports read; each part may be missing.
-pub struct Inputs {
-    pub config: Option<Config>,
-    pub env: Option<Env>,
-    pub manifest: Option<Manifest>,
-    pub timings: Option<Timings>,
-    /// The same workload without a profiler (`runner.run.baseline`).
-    pub baseline: Option<Timings>,
-    pub nsys_regions: Option<RegionsReport>,
-    pub nsys_top: Option<Vec<TopKernel>>,
-    /// The capture's machine (nsys/capture.json), for runs without env.json (imports).
-    pub capture: Option<CaptureHost>,
-    pub ncu: Option<RegionReportFile>,
-    /// Per-kernel points from the ncu counters (roofline.json).
-    pub roofline: Option<Roofline>,
 }
 
 /// `kernels.json`.

@@ -7,6 +7,7 @@ use super::model::{Derived, Inputs, KernelsReport, OperatorsReport, StageUse};
 use super::ncu_regions::short;
 use super::peaks::Peak;
 use crate::provenance::capture::CaptureHost;
+use crate::provenance::Env;
 
 pub fn kernels_md(k: &KernelsReport) -> String {
     let mut md = format!("# Top kernels\n\nSource: {}.\n", k.source);
@@ -59,17 +60,13 @@ fn environment(md: &mut String, inputs: &Inputs) {
         return capture_environment(md, c);
     }
     let env = inputs.env.as_ref();
-    let dash = |v: Option<String>| v.unwrap_or_else(|| "–".into());
+    let at = |f: fn(&Env) -> Option<String>| env.and_then(f).unwrap_or_else(|| "–".into());
     md.push_str("## Environment\n\n| item | value |\n|---|---|\n");
     let gpus: Vec<String> =
         env.map(|e| e.gpus.devices.iter().map(|d| format!("{}: {}", d.index, d.name)).collect()).unwrap_or_default();
     let gpu = match gpus.is_empty() {
-        true => format!("none ({})", dash(env.and_then(|e| e.gpus.note.clone()))),
+        true => format!("none ({})", at(|e| e.gpus.note.clone())),
         false => gpus.join(", "),
-    };
-    let driver = dash(env.and_then(|e| e.gpus.devices.first()).map(|d| d.driver_version.clone()));
-    let tool = |f: fn(&crate::provenance::Tools) -> &crate::provenance::ToolFact| {
-        dash(env.and_then(|e| f(&e.tools).version.clone()))
     };
     let rows = [
         ("GPU", gpu),
@@ -77,27 +74,26 @@ fn environment(md: &mut String, inputs: &Inputs) {
             "CPU",
             format!(
                 "{} ({} logical cores)",
-                dash(env.map(|e| e.cpu.model.clone())),
-                dash(env.map(|e| e.cpu.logical_cores.to_string()))
+                at(|e| Some(e.cpu.model.clone())),
+                at(|e| Some(e.cpu.logical_cores.to_string()))
             ),
         ),
-        ("driver / CUDA", format!("{driver} / {}", dash(env.and_then(|e| e.gpus.driver_cuda_version.clone())))),
-        ("nsys / ncu", format!("{} / {}", tool(|t| &t.nsys), tool(|t| &t.ncu))),
+        (
+            "driver / CUDA",
+            format!(
+                "{} / {}",
+                at(|e| e.gpus.devices.first().map(|d| d.driver_version.clone())),
+                at(|e| e.gpus.driver_cuda_version.clone())
+            ),
+        ),
+        ("nsys / ncu", format!("{} / {}", at(|e| e.tools.nsys.version.clone()), at(|e| e.tools.ncu.version.clone()))),
         (
             "libtorch",
-            format!(
-                "{} (CUDA build {})",
-                dash(env.and_then(|e| e.libtorch.version.clone())),
-                dash(env.and_then(|e| e.libtorch.cuda_build.clone()))
-            ),
+            format!("{} (CUDA build {})", at(|e| e.libtorch.version.clone()), at(|e| e.libtorch.cuda_build.clone())),
         ),
         (
             "llmperf",
-            format!(
-                "{} ({})",
-                dash(env.map(|e| e.llmperf.version.clone())),
-                dash(env.map(|e| e.llmperf.git_revision.clone()))
-            ),
+            format!("{} ({})", at(|e| Some(e.llmperf.version.clone())), at(|e| Some(e.llmperf.git_revision.clone()))),
         ),
     ];
     for (k, v) in rows {

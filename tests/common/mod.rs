@@ -3,6 +3,13 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+// Where test data lives and how a skip is recorded: one implementation, the
+// unit tests' own.
+#[path = "../../src/testdata.rs"]
+mod testdata;
+#[allow(unused_imports)]
+pub use testdata::{corpus_dir, corpus_file, own, skipped};
+
 /// Two nsys sessions at once hang on these machines (REFERENCE §1): every test
 /// that starts nsys holds this lock. Cargo runs test binaries one at a time,
 /// and all nsys tests live in one binary per file, so this serializes them.
@@ -112,42 +119,6 @@ pub fn import_memfusion(test: &str, root: &Path) -> Option<PathBuf> {
         .assert()
         .success();
     Some(out)
-}
-
-/// The shared corpus of other projects' public profiler outputs (never copied
-/// into this repository): `LLMPERF_CORPUS`, else `../shared/fixtures` beside
-/// the checkout. None when it is not there.
-pub fn corpus_dir() -> Option<PathBuf> {
-    let dir = match std::env::var_os("LLMPERF_CORPUS") {
-        Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures"),
-    };
-    dir.is_dir().then_some(dir)
-}
-
-/// A file of the corpus, or None after recording the test as skipped
-/// (`make test` counts the records and says how many were skipped, and why).
-pub fn corpus_file(test: &str, rel: &str) -> Option<PathBuf> {
-    let found = corpus_dir().map(|d| d.join(rel)).filter(|p| p.is_file());
-    if found.is_none() {
-        skipped(test, &format!("corpus file {rel} not found (LLMPERF_CORPUS or ../shared/fixtures)"));
-    }
-    found
-}
-
-/// A file the project made itself (`tests/fixtures/...`: its own captures).
-pub fn own(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel)
-}
-
-/// Record a skipped test: one line in target/tmp/skipped-tests.txt, and on stderr.
-pub fn skipped(test: &str, why: &str) {
-    use std::io::Write;
-    eprintln!("SKIPPED {test}: {why}");
-    let log = Path::new(env!("CARGO_TARGET_TMPDIR")).join("skipped-tests.txt");
-    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(log) {
-        let _ = writeln!(f, "{test}\t{why}");
-    }
 }
 
 /// A copy of a corpus file in `dir`: what llmperf is handed, so that no
