@@ -144,6 +144,10 @@ pub struct InferConfig {
     pub prompt_len: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_new_tokens: Option<u32>,
+    /// A CUDA driver call at each NVTX region boundary, so that ncu on a host
+    /// without a GPU defines every matched range (tests of the selectors).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cuda_probe: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

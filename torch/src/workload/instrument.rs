@@ -5,6 +5,19 @@
 //! path (`decode_all::decode_step::layer_0::attn`). On CUDA it synchronizes at
 //! both boundaries, so a kernel launched inside a range also finishes inside
 //! it and the wall time covers the GPU work.
+//!
+//! Ranges in a named domain carry their name as an ASCII message, not as a
+//! registered string (what the `nvtx` crate's `Domain::local_range` makes):
+//! ncu 2022.3 matches no `--nvtx-include` against registered strings
+//! (`LLM@decode_all/` matched 0 ranges, the same with ASCII messages 1 per
+//! instance; docs/internals.md, "Region selectors").
+//!
+//! `infer.cuda_probe` makes a CUDA driver call (`cuDeviceGetCount`) where a
+//! CUDA device would synchronize: before the push and before the pop. On a
+//! host without a GPU, ncu 2022.3 defines a range of a named domain only at a
+//! CUDA call inside it, and ends a range only at a CUDA call outside it; the
+//! probe makes every matched range visible in ncu's log there, and the tests
+//! count them. Off by default; it changes no measured work.
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -14,18 +27,27 @@ use llmperf::regions;
 
 pub struct Instrument {
     nvtx: bool,
-    domain: Option<nvtx::Domain>,
+    domain: Option<nvtx_sys::DomainHandle>,
     device: Device,
     path: RefCell<Vec<String>>,
     samples: RefCell<BTreeMap<String, Vec<f64>>>,
     recording: Cell<bool>,
+    cuda_probe: bool,
 }
 
 /// The NVTX range of a region; popped on drop.
-enum Guard<'a> {
+enum Guard {
     Default(#[allow(dead_code)] nvtx::LocalRange),
-    Domain(#[allow(dead_code)] nvtx::domain::LocalRange<'a>),
+    Domain(nvtx_sys::DomainHandle),
     Off,
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Guard::Domain(d) = self {
+            nvtx_sys::domain_range_pop(*d);
+        }
+    }
 }
 
 impl Instrument {
@@ -33,12 +55,19 @@ impl Instrument {
     pub fn new(nvtx_enabled: bool, domain: Option<&str>, device: Device) -> Self {
         Instrument {
             nvtx: nvtx_enabled,
-            domain: domain.filter(|_| nvtx_enabled).map(|d| nvtx::Domain::new(c_string(d))),
+            domain: domain.filter(|_| nvtx_enabled).map(|d| nvtx_sys::domain_create_ascii(&c_string(d))),
             device,
             path: RefCell::new(Vec::new()),
             samples: RefCell::new(BTreeMap::new()),
             recording: Cell::new(true),
+            cuda_probe: false,
         }
+    }
+
+    /// A CUDA driver call at each region boundary (`infer.cuda_probe`).
+    pub fn with_cuda_probe(mut self, on: bool) -> Self {
+        self.cuda_probe = on;
+        self
     }
 
     /// Warm-up iterations emit no ranges and record nothing.
@@ -64,17 +93,31 @@ impl Instrument {
         out
     }
 
-    fn push(&self, name: &str) -> Guard<'_> {
-        match (&self.domain, self.nvtx) {
+    fn push(&self, name: &str) -> Guard {
+        match (self.domain, self.nvtx) {
             (_, false) => Guard::Off,
-            (Some(d), true) => Guard::Domain(d.local_range(c_string(name))),
+            (Some(d), true) => {
+                let name = c_string(name);
+                nvtx_sys::domain_range_push_ex(d, &ascii_attributes(&name));
+                Guard::Domain(d)
+            }
             (None, true) => Guard::Default(nvtx::LocalRange::new(c_string(name))),
         }
     }
 
+    /// A region boundary outside every range (after the measured loop).
+    pub fn boundary(&self) {
+        self.sync();
+    }
+
+    /// At both boundaries of a region: on CUDA, wait for its kernels; with
+    /// the probe, a CUDA call where the synchronization would be (ncu ends a
+    /// range at the next CUDA call outside it, so back-to-back ranges stay apart).
     fn sync(&self) {
-        if let Device::Cuda(index) = self.device {
-            tch::Cuda::synchronize(index as i64);
+        match self.device {
+            Device::Cuda(index) => tch::Cuda::synchronize(index as i64),
+            _ if self.cuda_probe => cuda_probe(),
+            _ => {}
         }
     }
 
@@ -82,6 +125,40 @@ impl Instrument {
     pub fn into_samples(self) -> BTreeMap<String, Vec<f64>> {
         self.samples.into_inner()
     }
+}
+
+/// `cuDeviceGetCount` through the loaded CUDA driver, if there is one; its
+/// result does not matter (without a GPU it is an error code).
+fn cuda_probe() {
+    type DeviceGetCount = unsafe extern "C" fn(*mut libc::c_int) -> libc::c_int;
+    static CALL: std::sync::OnceLock<Option<DeviceGetCount>> = std::sync::OnceLock::new();
+    let call = CALL.get_or_init(|| {
+        // SAFETY: dlopen/dlsym with NUL-terminated names; the symbol has cuDeviceGetCount's C signature.
+        unsafe {
+            let lib = libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW);
+            if lib.is_null() {
+                return None;
+            }
+            let f = libc::dlsym(lib, c"cuDeviceGetCount".as_ptr());
+            (!f.is_null()).then(|| std::mem::transmute::<*mut libc::c_void, DeviceGetCount>(f))
+        }
+    });
+    if let Some(f) = call {
+        let mut n: libc::c_int = 0;
+        // SAFETY: `n` is a valid out pointer for the call.
+        let _ = unsafe { f(&mut n) };
+    }
+}
+
+/// Event attributes with `name` as an ASCII message (NVTX copies it during the call).
+fn ascii_attributes(name: &std::ffi::CStr) -> nvtx_sys::EventAttributes {
+    // SAFETY: nvtxEventAttributes_t is plain data (integers, unions of integers and pointers): all zeros is valid.
+    let mut a: nvtx_sys::EventAttributes = unsafe { std::mem::zeroed() };
+    a.version = nvtx_sys::NVTX_VERSION as u16;
+    a.size = nvtx_sys::NVTX_EVENT_ATTRIBUTES_SIZE as u16;
+    a.messageType = nvtx_sys::ffi::nvtxMessageType_t::NVTX_MESSAGE_TYPE_ASCII as i32;
+    a.message.ascii = name.as_ptr();
+    a
 }
 
 /// NVTX takes C strings; region names come from `regions` and hold no NUL.

@@ -154,6 +154,9 @@ fn iterate(cfg: &Config, ins: &Instrument, mut body: impl FnMut()) -> f64 {
     for _ in 0..cfg.infer.iters {
         body();
     }
+    // A CUDA call outside every range: ncu's range replay ends a range at the
+    // first CUDA call outside it, so without one the last range never ends.
+    ins.boundary();
     start.elapsed().as_secs_f64() * 1e3
 }
 
@@ -208,7 +211,7 @@ fn run_resnet(cfg: &Config, m: &ResnetConfig, device: Device, kind: Kind, nvtx: 
     let model = resnet::ResNet::new(&vs.root(), m);
     let shape = vec![batch, i64::from(m.in_channels), size, size];
     let input = Tensor::randn(shape.as_slice(), (kind, device));
-    let ins = Instrument::new(nvtx, None, device);
+    let ins = Instrument::new(nvtx, None, device).with_cuda_probe(cfg.infer.cuda_probe);
     let measured_ms = iterate(cfg, &ins, || {
         let _ = ins.region(regions::FORWARD, || model.forward(&input, &ins));
     });
@@ -243,7 +246,7 @@ fn run_llm(cfg: &Config, m: &LlmConfig, device: Device, kind: Kind, nvtx: bool) 
     let vs = var_store(cfg, device, kind);
     let model = llm::Llm::new(&vs.root(), m);
     let prompt = llm::prompt(m, batch, prompt_len, device);
-    let ins = Instrument::new(nvtx, Some(regions::LLM_DOMAIN), device);
+    let ins = Instrument::new(nvtx, Some(regions::LLM_DOMAIN), device).with_cuda_probe(cfg.infer.cuda_probe);
     let measured_ms = iterate(cfg, &ins, || {
         let _ = model.generate(&prompt, new_tokens, &ins);
     });
@@ -331,7 +334,7 @@ fn run_torchscript(
             .with_hint("the file must come from torch.jit.save (torch.jit.trace or torch.jit.script), saved by a PyTorch compatible with libtorch 2.13")
     })?;
     let inputs: Vec<Tensor> = m.input_shapes.iter().map(|s| Tensor::randn(s.as_slice(), (kind, device))).collect();
-    let ins = Instrument::new(nvtx, None, device);
+    let ins = Instrument::new(nvtx, None, device).with_cuda_probe(cfg.infer.cuda_probe);
     let mut failure = None;
     let measured_ms = iterate(cfg, &ins, || {
         if failure.is_none() {
@@ -369,7 +372,7 @@ fn run_regions(cfg: &Config, m: &RegionsConfig, device: Device, kind: Kind, nvtx
     tch::manual_seed(cfg.infer.seed as i64);
     let mat = |n: i64| Tensor::randn([n, n], (kind, device));
     let (a, a1, b) = (mat(m.size_a), mat(m.size_a1), mat(m.size_b));
-    let ins = Instrument::new(nvtx, None, device);
+    let ins = Instrument::new(nvtx, None, device).with_cuda_probe(cfg.infer.cuda_probe);
     let measured_ms = iterate(cfg, &ins, || {
         let _ = ins.region(regions::DEMO_A, || {
             let _ = a.matmul(&a);
