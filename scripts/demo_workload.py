@@ -1,23 +1,99 @@
 """A small NVTX-instrumented PyTorch workload shipped with llmperf.
 
-`make run` profiles it until the built-in libtorch workloads replace it. It
-emits the regions scenario of llmperf's specs: ranges A and B, and A1 nested
-inside A, each around real tensor work, repeated a few times.
+Every kind of range llmperf's selectors and attribution handle, each around
+real tensor work (on the GPU when there is one), repeated ITERS times:
+
+- push/pop `A`, with `A1` nested inside it (`A::A1`), then `B`;
+- a start/end range `copy:h2d` (a `:` in its name, as real range names have);
+- push/pop `D` in the named domain `Demo` (`Demo@D`), with an ASCII message,
+  through the NVTX C library that ships with PyTorch's CUDA wheels
+  (libnvToolsExt or libnvtx3interop); skipped, saying so, where none is found.
+
+    python3 scripts/demo_workload.py [ITERS]
 """
+import ctypes
+import glob
+import os
 import sys
 
 import torch
 
 nvtx = torch.cuda.nvtx
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def work(n: int) -> torch.Tensor:
-    x = torch.randn(n, n)
-    return x @ x.T
+    x = torch.randn(n, n, device=DEVICE)
+    y = x @ x.T
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+    return y
+
+
+class _Attributes(ctypes.Structure):
+    """nvtxEventAttributes_t (NVTX v3): an ASCII message, nothing else."""
+
+    _fields_ = [
+        ("version", ctypes.c_uint16),
+        ("size", ctypes.c_uint16),
+        ("category", ctypes.c_uint32),
+        ("colorType", ctypes.c_int32),
+        ("color", ctypes.c_uint32),
+        ("payloadType", ctypes.c_int32),
+        ("reserved0", ctypes.c_int32),
+        ("payload", ctypes.c_uint64),
+        ("messageType", ctypes.c_int32),
+        ("message", ctypes.c_char_p),
+    ]
+
+
+def nvtx_library():
+    """The NVTX C API from PyTorch's CUDA wheel dependencies, if any."""
+    roots = [os.path.dirname(torch.__file__)] + [os.path.join(p, "nvidia") for p in sys.path if p]
+    names = ["libnvToolsExt.so.1", "libnvtx3interop.so.1"]
+    for name in names:
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            pass
+    for root in roots:
+        for name in names:
+            for path in glob.glob(os.path.join(root, "**", name), recursive=True):
+                try:
+                    return ctypes.CDLL(path)
+                except OSError:
+                    pass
+    return None
+
+
+class Domain:
+    """Push/pop ranges in a named NVTX domain, with ASCII messages (ncu 2022.3
+    matches no range whose message is a registered string)."""
+
+    def __init__(self, name: str):
+        self.lib = nvtx_library()
+        if self.lib is None:
+            print(f"demo workload: no NVTX C library found; the {name} domain range is skipped", file=sys.stderr)
+            return
+        self.lib.nvtxDomainCreateA.restype = ctypes.c_void_p
+        self.lib.nvtxDomainRangePushEx.argtypes = [ctypes.c_void_p, ctypes.POINTER(_Attributes)]
+        self.lib.nvtxDomainRangePop.argtypes = [ctypes.c_void_p]
+        self.handle = self.lib.nvtxDomainCreateA(name.encode())
+
+    def push(self, message: str) -> None:
+        if self.lib is None:
+            return
+        a = _Attributes(version=3, size=ctypes.sizeof(_Attributes), messageType=1, message=message.encode())
+        self.lib.nvtxDomainRangePushEx(self.handle, ctypes.byref(a))
+
+    def pop(self) -> None:
+        if self.lib is not None:
+            self.lib.nvtxDomainRangePop(self.handle)
 
 
 def main(iters: int = 5) -> None:
     torch.manual_seed(0)
+    demo = Domain("Demo")
     for _ in range(iters):
         nvtx.range_push("A")
         work(256)
@@ -28,7 +104,17 @@ def main(iters: int = 5) -> None:
         nvtx.range_push("B")
         work(192)
         nvtx.range_pop()
-    print(f"demo workload: {iters} iterations of A, A::A1, B")
+        r = nvtx.range_start("copy:h2d")
+        torch.ones(1 << 16).to(DEVICE)
+        if DEVICE == "cuda":
+            torch.cuda.synchronize()
+        nvtx.range_end(r)
+        demo.push("D")
+        work(64)
+        demo.pop()
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+    print(f"demo workload: {iters} iterations of A, A::A1, B, copy:h2d (start/end), Demo@D on {DEVICE}")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 # After `cargo test`: how many tests were skipped, and why (one line per reason).
 # Tests that need a file of the shared corpus (LLMPERF_CORPUS, else
 # ../shared/fixtures) record themselves in target/tmp/skipped-tests.txt when it
-# is missing; a silent pass is not allowed.
+# is missing, and so do the tests of GPU captures not committed yet
+# (tests/fixtures/gpu/); a silent pass is not allowed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log=target/tmp/skipped-tests.txt
@@ -12,5 +13,5 @@ if [ ! -s "$log" ]; then
     exit 0
 fi
 n=$(cut -f1 "$log" | sort -u | wc -l)
-echo "skipped tests: $n, for want of the shared corpus ($corpus; set LLMPERF_CORPUS to where it is):"
+echo "skipped tests: $n (shared corpus: $corpus; set LLMPERF_CORPUS to where it is):"
 cut -f2 "$log" | sort | uniq -c | sort -rn | sed 's/^ */  /'

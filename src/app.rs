@@ -171,6 +171,9 @@ fn flag_overrides(args: &ProfileArgs) -> Vec<String> {
         let list = serde_json::to_string(&args.nvtx_include).expect("strings serialize");
         o.push(format!("pipeline.ncu.ncu_cli.nvtx.include={list}"));
     }
+    if args.fail_on_empty {
+        o.push("pipeline.ncu.fail_on_empty=true".into());
+    }
     if args.no_nsys {
         o.push("pipeline.nsys.enable=false".into());
     }

@@ -126,6 +126,10 @@ pub struct ProfileArgs {
     /// NVTX region for ncu to include, repeatable (pipeline.ncu.ncu_cli.nvtx.include).
     #[arg(long = "nvtx-include", value_name = "REGION")]
     pub nvtx_include: Vec<String>,
+    /// Exit 7 when a configured NVTX region matched nothing or ncu profiled
+    /// nothing (pipeline.ncu.fail_on_empty=true); for CI. Default: a warning.
+    #[arg(long)]
+    pub fail_on_empty: bool,
     /// Skip Nsight Systems (pipeline.nsys.enable=false).
     #[arg(long)]
     pub no_nsys: bool,

@@ -17,6 +17,8 @@ pub enum ErrorKind {
     StageFailed,
     /// A profiler's output could not be parsed.
     Unparseable,
+    /// `--fail-on-empty`: a configured region matched nothing, or ncu profiled nothing.
+    Empty,
     /// Ctrl-C or SIGTERM.
     Interrupted,
     /// Anything else: I/O, a bug.
@@ -32,6 +34,7 @@ impl ErrorKind {
             ErrorKind::ProfilerUnavailable => 4,
             ErrorKind::StageFailed => 5,
             ErrorKind::Unparseable => 6,
+            ErrorKind::Empty => 7,
             ErrorKind::Interrupted => 130,
         }
     }
@@ -158,6 +161,7 @@ mod tests {
             ErrorKind::ProfilerUnavailable,
             ErrorKind::StageFailed,
             ErrorKind::Unparseable,
+            ErrorKind::Empty,
             ErrorKind::Interrupted,
         ];
         let mut codes: Vec<_> = kinds.iter().map(|k| k.exit_code()).collect();

@@ -213,6 +213,14 @@ impl<'a> ManifestWriter<'a> {
         self.save()
     }
 
+    /// Add a diagnosis to the last stage of this name (the replay ladder's reason for a step).
+    pub fn diagnose(&mut self, stage: &str, diagnosis: Diagnosis) -> Result<(), Error> {
+        if let Some(s) = self.manifest.stages.iter_mut().rev().find(|s| s.name == stage) {
+            s.diagnoses.push(diagnosis);
+        }
+        self.save()
+    }
+
     pub fn close(&mut self, status: Status) -> Result<(), Error> {
         self.manifest.status = status;
         self.manifest.ended_at = Some(utc_now());

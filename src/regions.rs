@@ -57,9 +57,45 @@ pub fn join<S: AsRef<str>>(names: impl IntoIterator<Item = S>) -> String {
     names.into_iter().map(|s| s.as_ref().to_string()).collect::<Vec<_>>().join(SEP)
 }
 
+/// `*` (any run of characters) and `?` (one character) as users write region
+/// globs (`decode*`); any other character stands for itself.
+pub fn glob_match(pattern: &str, name: &str) -> bool {
+    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
+    let (mut pi, mut ni, mut star, mut mark) = (0, 0, None, 0);
+    while ni < n.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
+            pi += 1;
+            ni += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some(pi);
+            mark = ni;
+            pi += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ni = mark;
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn globs_match_as_users_write_them() {
+        for (p, n) in
+            [("decode*", "decode_all"), ("*", "x"), ("*", ""), ("layer_?", "layer_3"), ("a*b*c", "aXbYc"), ("A", "A")]
+        {
+            assert!(glob_match(p, n), "{p} {n}");
+        }
+        for (p, n) in [("decode*", "prefill"), ("layer_?", "layer_12"), ("A", "A1"), ("a*b", "ab_")] {
+            assert!(!glob_match(p, n), "{p} {n}");
+        }
+    }
 
     #[test]
     fn nested_names_join_with_double_colon() {

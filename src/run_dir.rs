@@ -74,6 +74,7 @@ pub(crate) const REPORT_MD: &str = "report.md";
 pub(crate) const NCU_CMD: &str = "ncu/cmd.txt";
 /// The pass plan: which passes ran, with what filters (specs/ncu-outputs.md).
 pub(crate) const NCU_PLAN: &str = "ncu/plan.json";
+pub(crate) const NCU_PREFLIGHT: &str = "ncu/preflight.json";
 pub(crate) const NCU_REGIONS_JSON: &str = "ncu/regions/report.json";
 pub(crate) const NCU_REGIONS_MD: &str = "ncu/regions/report.md";
 
@@ -97,6 +98,9 @@ pub(crate) enum PassFile {
 pub(crate) enum Page {
     Raw,
     Details,
+    /// `--page session` (newer ncu): the launch settings, with the `Profiler
+    /// Command Line` that proves the replay mode from the report itself.
+    Session,
 }
 
 impl Page {
@@ -104,6 +108,7 @@ impl Page {
         match self {
             Page::Raw => "raw",
             Page::Details => "details",
+            Page::Session => "session",
         }
     }
 }
@@ -138,6 +143,14 @@ pub(crate) fn raw_page_of(details: &Path) -> Option<PathBuf> {
     let name = details.file_name()?.to_str()?.strip_suffix(".details.csv")?;
     let raw = details.with_file_name(format!("{name}.raw.csv"));
     non_empty(&raw).then_some(raw)
+}
+
+/// The session page beside a pass's details or raw page (`ncu/pN.session.csv`).
+pub(crate) fn session_page_of(csv: &Path) -> Option<PathBuf> {
+    let file = csv.file_name()?.to_str()?;
+    let name = file.strip_suffix(".details.csv").or_else(|| file.strip_suffix(".raw.csv"))?;
+    let session = csv.with_file_name(format!("{name}.session.csv"));
+    non_empty(&session).then_some(session)
 }
 
 /// A file with something in it (an export killed before writing leaves an empty one).

@@ -74,6 +74,11 @@ pub const ARTIFACTS: &[Artifact] = &[
     },
     Artifact { pattern: run_dir::NCU_PLAN, spec: "ncu-plan.schema.json", schema: schema_of::<crate::plan::NcuPlan> },
     Artifact {
+        pattern: run_dir::NCU_PREFLIGHT,
+        spec: "ncu-preflight.schema.json",
+        schema: schema_of::<crate::plan::preflight::Preflight>,
+    },
+    Artifact {
         pattern: run_dir::NCU_REGIONS_JSON,
         spec: "ncu-region-report.schema.json",
         schema: schema_of::<crate::aggregate::ncu::RegionReportFile>,

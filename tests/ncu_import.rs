@@ -94,9 +94,51 @@ fn selection_and_range_attribution_from_the_command_line() {
     let sel = &report["scopes"][0]["regions"][0]["selection"];
     assert_eq!(sel["include_patterns"][0], "regex:^(daxpy|init)");
     assert_eq!(sel["kernels_excluded"], 2);
+    // Range attribution reads the results' NVTX columns: `--range` names the
+    // region only of results that carry none. These rows' stacks say
+    // run_test > init_data / daxpy / check_results.
     let out = root.path().join("range");
     import(&file, &out, &["--range", "decode_all"]).success();
-    assert_eq!(regions(&out), [("decode_all".to_string(), 3, 0.42221)]);
+    let names: Vec<String> = regions(&out).into_iter().map(|r| r.0).collect();
+    assert_eq!(names, ["run_test", "run_test::check_results", "run_test::daxpy", "run_test::init_data"]);
+}
+
+/// `--range A::A1` alone: the totals add the outermost regions that hold
+/// results (they said "0 results, 0.000 ms" when only depth 0 counted), and a
+/// kernel pattern does not drop range results.
+#[test]
+fn range_totals_count_nested_only_regions() {
+    let root = tempfile::tempdir().unwrap();
+    let Some(file) = corpus_copy!(DETAILS, root.path()) else { return };
+    let out = root.path().join("range");
+    import(&file, &out, &["--range", "run_test::daxpy"]).success();
+    let report = json(&out.join("ncu/regions/report.json"));
+    let totals = &report["scopes"][0]["totals"];
+    assert_eq!(totals["calls"], 3);
+    assert!((totals["gpu_time_ms"].as_f64().unwrap() - 0.42221).abs() < 1e-9, "{totals}");
+    let daxpy = regions(&out).into_iter().find(|r| r.0 == "run_test::daxpy").unwrap();
+    assert_eq!(daxpy.1, 1);
+}
+
+/// The real ncu 2025.3.1 app-range export imports with no plan and no
+/// `--range`: its one result is the start/end range `compute_kernel:profile`
+/// (a `:` in the name), 123.480704 ms from `gpu__time_duration.avg`; a kernel
+/// pattern that would drop a kernel named `range` keeps it, and says so.
+#[test]
+fn an_app_range_export_needs_no_plan() {
+    let root = tempfile::tempdir().unwrap();
+    let Some(file) = corpus_copy!("real/cfregly-ai-perf/ncu_app_range_details.csv", root.path()) else { return };
+    let out = root.path().join("run");
+    import(&file, &out, &["report.kernels.exclude=[range]"]).success();
+    let r = regions(&out);
+    assert_eq!(r.len(), 1);
+    assert_eq!((r[0].0.as_str(), r[0].1), ("compute_kernel:profile", 1));
+    assert!((r[0].2 - 123.480704).abs() < 1e-9, "{r:?}");
+    let report = json(&out.join("ncu/regions/report.json"));
+    assert_eq!(report["source"]["attribution"], "range");
+    assert_eq!(report["source"]["ranges_not_selected"], 1);
+    assert!(report["note"].as_str().unwrap().contains("not applied to the 1 range result"), "{report}");
+    assert_eq!(report["scopes"][0]["totals"]["calls"], 1);
 }
 
 #[test]

@@ -184,18 +184,28 @@ fn kernel_replay_flow_writes_per_region_reports() {
     llmperf().arg("validate").arg(&dir).assert().success().stdout(predicate::str::contains("FAIL").not());
 }
 
-/// Range replay of nested regions: one pass per nesting level, each result
-/// attributed to its pass's region. ncu here cannot make a range-replay report
-/// (no GPU), so each pass gets the recorded kernel-replay report: the flow and
-/// the files are exercised on real rows; the range layout itself is unverified
-/// (REFERENCE §4).
+/// Range replay of nested regions: an outer and an inner region in passes of
+/// their own, each compiled to what ncu matches, each result attributed by
+/// its NVTX stack. ncu here cannot make a range-replay report (no GPU), so
+/// each pass gets the recorded kernel-replay report (stacks `run_test` >
+/// `init_data` / `daxpy` / `check_results`): the flow and the files are
+/// exercised on real rows; the range layout itself is tested on the real
+/// app-range export (tests/ncu_import.rs).
 #[test]
 fn range_replay_flow_runs_a_pass_per_level_and_writes_each_region() {
     let root = tempfile::tempdir().unwrap();
     let Some(dir) = profile_with_recorded_report(
         &this_test!(),
         root.path(),
-        &["--replay-mode", "range", "--nvtx-include", "A", "--nvtx-include", "A::A1"],
+        &[
+            "--replay-mode",
+            "range",
+            "--nvtx-include",
+            "run_test",
+            "--nvtx-include",
+            "run_test::daxpy",
+            "--fail-on-empty",
+        ],
     ) else {
         return;
     };
@@ -205,8 +215,10 @@ fn range_replay_flow_runs_a_pass_per_level_and_writes_each_region() {
         a.iter().map(|a| a.as_str().unwrap().to_string()).collect()
     };
     let (p0, p1) = (argv("ncu:p0"), argv("ncu:p1"));
-    assert!(p0.windows(2).any(|w| w == ["--nvtx-include", "A/"]) && !p0.contains(&"A/A1/".to_string()), "{p0:?}");
-    assert!(p1.windows(2).any(|w| w == ["--nvtx-include", "A/A1/"]) && !p1.contains(&"A/".to_string()), "{p1:?}");
+    let includes = |a: &[String]| -> Vec<String> {
+        a.windows(2).filter(|w| w[0] == "--nvtx-include").map(|w| w[1].clone()).collect()
+    };
+    assert_eq!((includes(&p0), includes(&p1)), (vec!["run_test/".to_string()], vec!["daxpy/".to_string()]));
     let report = json(&dir.join("ncu/regions/report.json"));
     assert_eq!(report["source"]["attribution"], "range");
     assert_eq!(report["source"]["results"], 6);
@@ -215,8 +227,185 @@ fn range_replay_flow_runs_a_pass_per_level_and_writes_each_region() {
         .iter()
         .map(|r| (r["name"].as_str().unwrap(), r["inclusive"]["calls"].as_u64().unwrap(), r["exclusive"].is_null()))
         .collect();
-    assert_eq!(summary, [("A", 3, true), ("A::A1", 3, true)]);
-    assert!(dir.join("ncu/regions/A/sections.txt").is_file() && dir.join("ncu/regions/A__A1/region.json").is_file());
+    assert_eq!(
+        summary,
+        [
+            ("run_test", 3, true),
+            ("run_test::check_results", 1, true),
+            ("run_test::daxpy", 1, true),
+            ("run_test::init_data", 1, true)
+        ]
+    );
+    // The outer range holds the inner ones: the totals are its own.
+    assert_eq!(report["scopes"][0]["totals"]["calls"], 3);
+    assert!(dir.join("ncu/regions/run_test/sections.txt").is_file());
+    assert!(dir.join("ncu/regions/run_test__daxpy/region.json").is_file());
     let cmd = std::fs::read_to_string(dir.join("ncu/cmd.txt")).unwrap();
     assert_eq!(cmd.lines().count(), 2, "{cmd}");
+    assert_eq!(stage(&manifest, "ncu_matched")["status"], "ok");
+}
+
+/// The preflight looks every configured region up in what nsys captured, and
+/// stops a misspelled one before ncu starts, with the nearest captured name.
+#[test]
+fn the_preflight_refuses_a_misspelled_region_before_ncu_runs() {
+    let root = tempfile::tempdir().unwrap();
+    let _nsys = nsys_lock();
+    let out = llmperf()
+        .args(["profile", "--model", "nvtx_regions", "infer.iters=1", "--replay-mode", "range"])
+        .args([
+            "--nvtx-include",
+            "A::A2",
+            "--nvtx-include",
+            "B",
+            "pipeline.nsys.postprocess_timeout_s=60",
+            "pipeline.nsys.hang_retries=2",
+            "-o",
+        ])
+        .arg(root.path())
+        .timeout(std::time::Duration::from_secs(600))
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("`A::A2`").and(predicate::str::contains("did you mean `A::A1`?")))
+        .get_output()
+        .stdout
+        .clone();
+    let dir = run_dir(&out);
+    let manifest = json(&dir.join("manifest.json"));
+    assert_eq!(stage(&manifest, "ncu_preflight")["status"], "failed");
+    let names: Vec<&str> = manifest["stages"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert!(!names.iter().any(|n| n.starts_with("ncu:")), "ncu must not run: {names:?}");
+    let preflight = json(&dir.join("ncu/preflight.json"));
+    let checks: Vec<(&str, bool, u64)> = preflight["regions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["selector"].as_str().unwrap(), r["found"].as_bool().unwrap(), r["instances"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(checks, [("A::A2", false, 0), ("B", true, 1)]);
+}
+
+/// Nothing matched: the cause is named (the selector, not CUDA work), the
+/// default is a warning, and `--fail-on-empty` makes it exit 7.
+#[test]
+fn a_selector_that_matches_nothing_is_named_and_fails_on_request() {
+    let root = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str]| {
+        llmperf()
+            .args(["profile", "--model", "nvtx_regions", "infer.iters=1", "--no-nsys", "--replay-mode", "range"])
+            .args(["--nvtx-include", "A2"])
+            .args(extra)
+            .arg("-o")
+            .arg(root.path())
+            .timeout(std::time::Duration::from_secs(600))
+            .assert()
+    };
+    let out = run(&[]).success().get_output().stdout.clone();
+    let manifest = json(&run_dir(&out).join("manifest.json"));
+    let codes: Vec<&str> = stage(&manifest, "ncu:p0")["diagnoses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(codes, ["no_range_matched"]);
+    let matched = stage(&manifest, "ncu_matched");
+    assert_eq!(matched["status"], "ok");
+    assert_eq!(matched["diagnoses"][0]["message"], "ncu profiled nothing: no results for A2");
+    assert!(matched["diagnoses"][0]["hint"].as_str().unwrap().starts_with("the selector"), "{matched}");
+    let out = run(&["--fail-on-empty"])
+        .code(7)
+        .stderr(predicate::str::contains("no results for A2").and(predicate::str::contains("hint: the selector")))
+        .get_output()
+        .stdout
+        .clone();
+    let manifest = json(&run_dir(&out).join("manifest.json"));
+    assert_eq!(
+        (manifest["status"].as_str(), stage(&manifest, "ncu_matched")["status"].as_str()),
+        (Some("failed"), Some("failed"))
+    );
+}
+
+/// `--replay-mode auto`: a range pass that profiles nothing is retried one
+/// rung down; ncu 2022.3 has no app-range replay, so kernel replay with the
+/// same region as an NVTX filter. Each step and ncu's reason are recorded.
+#[test]
+fn the_replay_ladder_steps_down_and_records_why() {
+    let root = tempfile::tempdir().unwrap();
+    let out = llmperf()
+        .args(["profile", "--model", "nvtx_regions", "infer.iters=2", "--no-nsys", "--replay-mode", "auto"])
+        .args(["--nvtx-include", "A::A1", "--fail-on-empty", "-o"])
+        .arg(root.path())
+        .timeout(std::time::Duration::from_secs(600))
+        .assert()
+        .code(7)
+        .get_output()
+        .stdout
+        .clone();
+    let dir = run_dir(&out);
+    let plan = json(&dir.join("ncu/plan.json"));
+    let passes: Vec<(&str, &str, &str)> = plan["passes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (p["name"].as_str().unwrap(), p["replay_mode"].as_str().unwrap(), p["expressions"][0].as_str().unwrap())
+        })
+        .collect();
+    assert_eq!(passes, [("p0", "range", "A1/"), ("p0-kernel", "kernel", "A/A1")]);
+    let manifest = json(&dir.join("manifest.json"));
+    let ladder =
+        stage(&manifest, "ncu:p0")["diagnoses"].as_array().unwrap().iter().find(|d| d["code"] == "replay_ladder");
+    let why = ladder.expect("the ladder step is recorded")["message"].as_str().unwrap();
+    assert!(
+        why.contains("2 matching range(s) held no CUDA work") && why.contains("app-range skipped: ncu 2022.3"),
+        "{why}"
+    );
+    let kernel = stage(&manifest, "ncu:p0-kernel");
+    let argv: Vec<&str> = kernel["argv"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    assert!(
+        argv.windows(2).any(|w| w == ["--replay-mode", "kernel"])
+            && argv.windows(2).any(|w| w == ["--nvtx-include", "A/A1"])
+    );
+    // The last rung ran too and profiled nothing on this host: the run says so.
+    assert_eq!(
+        stage(&manifest, "ncu_matched")["diagnoses"][0]["message"],
+        "ncu profiled nothing: no results for A::A1"
+    );
+}
+
+/// ncu without permission for the GPU counters: the stage fails with exit 4,
+/// as docs/cli.md promises, and the hint says how to allow it. (A stand-in ncu
+/// that logs what ncu logs then; `--version` and `--help` go to the real one.)
+#[test]
+fn no_counter_permission_exits_4_with_the_fix() {
+    let root = tempfile::tempdir().unwrap();
+    let fake = root.path().join("ncu");
+    write_executable(
+        &fake,
+        r#"#!/bin/sh
+case " $* " in *" --import "*|*" --version "*|*" --help "*) exec ncu "$@";; esac
+prev=; for a in "$@"; do [ "$prev" = "--log-file" ] && log="$a"; prev="$a"; done
+echo "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters on the target device 0." > "$log"
+exit 1
+"#,
+    );
+    let out = llmperf()
+        .args(["profile", "--no-nsys", "--replay-mode", "kernel", "-o"])
+        .arg(root.path().join("runs"))
+        .arg(format!("pipeline.ncu.executable={}", fake.display()))
+        .args(["--", "true"])
+        .assert()
+        .code(4)
+        .stderr(
+            predicate::str::contains("ERR_NVGPUCTRPERM")
+                .and(predicate::str::contains("NVreg_RestrictProfilingToAdminUsers=0")),
+        )
+        .get_output()
+        .stdout
+        .clone();
+    let manifest = json(&run_dir(&out).join("manifest.json"));
+    let p0 = stage(&manifest, "ncu:p0");
+    assert_eq!(p0["status"], "failed");
+    assert_eq!(p0["diagnoses"][0]["code"], "counter_permission");
 }

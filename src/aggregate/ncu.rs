@@ -4,10 +4,14 @@
 //! - kernel replay with `--nvtx`: a kernel belongs to the push/pop ranges on its
 //!   row's NVTX stack, exclusively to the innermost and inclusively to every
 //!   enclosing one; an empty stack (or no NVTX column) puts it in `(unattributed)`;
-//! - range replay: a result *is* a range. Its region is the configured region
-//!   whose name ncu printed as the result's name, else the pass's only region,
-//!   else `(unattributed)`. A range's counters already cover everything inside
-//!   it, so nothing is summed up the tree and exclusive values are absent.
+//! - range and app-range replay: a result *is* a range. ncu names every such
+//!   result `range`, so the name is never the key: the region is read from the
+//!   result's NVTX columns ([`range_region`]): a start/end range, or the
+//!   push/pop stack cut at the pass's region; without NVTX columns, the pass's
+//!   only region; else `(unattributed)`. A range's counters already cover
+//!   everything inside it, so nothing is summed up the tree, exclusive values
+//!   are absent, and the totals add the outermost regions that hold results.
+//!   Kernel selection (`report.kernels`) applies to kernels, not to ranges.
 //!
 //! Metric roll-up over a region's launches, by kind (`Rollup`): counts, bytes and
 //! times add; percentages, rates, ratios and launch configuration are weighted
@@ -31,6 +35,8 @@ pub(crate) const UNATTRIBUTED: &str = "(unattributed)";
 /// ncu's section for `--metrics`.
 pub(crate) const COMMAND_LINE_SECTION: &str = "Command line profiler metrics";
 const DEFAULT_DOMAIN: &str = "<default domain>";
+/// What ncu 2022.1+ prints as the `Kernel Name` of every range-replay result.
+pub(crate) const RANGE_RESULT: &str = "range";
 
 /// `ncu/regions/report.json`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -60,6 +66,18 @@ pub(crate) struct Source {
     pub attribution: Attribution,
     /// Results read (kernel launches, or ranges in range replay).
     pub results: u64,
+    /// Range results that the kernel selection (`report.kernels`) did not
+    /// apply to: it selects kernels, and a range is not one.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ranges_not_selected: u64,
+    /// The `Profiler Command Line` of each pass's `--page session` export
+    /// (newer ncu): the replay mode and filters, proven from the report itself.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub profiler_command_lines: Vec<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One scope: `aggregate`, `process:<pid>` or `device:<id>`.
@@ -70,7 +88,8 @@ pub struct ScopeReport {
     pub generated_at: String,
     pub config_fingerprint: String,
     pub regions: Vec<RegionEntry>,
-    /// Over the top-level regions (which include `(unattributed)`).
+    /// Over the top-level regions (which include `(unattributed)`); in range
+    /// replay, over the outermost regions that hold results of their own.
     pub totals: Totals,
 }
 
@@ -365,6 +384,7 @@ pub struct Builder {
     /// a range, else `nvtx_stack` once any carried a push/pop stack, else `none`.
     seen: Attribution,
     results: u64,
+    ranges_not_selected: u64,
     accs: HashMap<(String, String, RegionKey), Acc>,
     /// Every result's roofline counters, selected or not (roofline.json).
     roofline: RooflineAcc,
@@ -382,6 +402,7 @@ impl Builder {
             wanted_sections,
             seen: Attribution::None,
             results: 0,
+            ranges_not_selected: 0,
             accs: HashMap::default(),
             roofline: RooflineAcc::default(),
         }
@@ -421,8 +442,9 @@ impl LaunchSink for Builder {
     fn add(&mut self, launch: &LaunchView, how: Attribution, regions: &[String]) {
         self.results += 1;
         self.roofline.add(launch);
+        let range = how == Attribution::Range || launch.kernel_name == RANGE_RESULT;
         let (region, found) = match how {
-            Attribution::Range => (range_region(launch, regions), Attribution::Range),
+            _ if range => (range_region(launch, regions), Attribution::Range),
             _ if launch.nvtx.is_empty() => (stack_region(launch.nvtx), Attribution::None),
             _ => (stack_region(launch.nvtx), Attribution::NvtxStack),
         };
@@ -430,7 +452,9 @@ impl LaunchSink for Builder {
         let key = (launch.process_id.to_string(), launch.device(), region);
         let Builder { opts, wanted_sections, accs, .. } = self;
         let acc = accs.entry(key).or_default();
-        if !opts.selection.keeps(launch.kernel_name) {
+        if range && opts.selection.is_set() {
+            self.ranges_not_selected += 1;
+        } else if !opts.selection.keeps(launch.kernel_name) {
             acc.excluded += 1;
             return;
         }
@@ -478,6 +502,7 @@ impl LaunchSink for Builder {
     /// blocks, in file order).
     fn absorb(&mut self, other: Builder) {
         self.results += other.results;
+        self.ranges_not_selected += other.ranges_not_selected;
         self.roofline.absorb(other.roofline);
         self.seen = wider(self.seen, other.seen);
         for (k, acc) in other.accs {
@@ -499,6 +524,11 @@ impl LaunchSink for Builder {
 impl Builder {
     pub fn results(&self) -> u64 {
         self.results
+    }
+
+    /// Range results the kernel selection was not applied to.
+    pub fn ranges_not_selected(&self) -> u64 {
+        self.ranges_not_selected
     }
 
     /// The scopes: aggregate (unless turned off), then each process, then each device.
@@ -561,8 +591,23 @@ impl Builder {
         // Tree order (the keys' order), `(unattributed)` last.
         let mut regions = regions;
         regions.sort_by_key(|r| r.unattributed);
+        // Range replay measures each region on its own: an inner range's time is
+        // inside its outer range's, so only the outermost measured ones add up.
+        let measured: BTreeSet<String> =
+            own.iter().filter(|(_, (acc, _, _))| acc.calls + acc.untimed > 0).map(|(k, _)| k.path()).collect();
+        let outermost = |r: &RegionEntry| {
+            let mut parent = r.parent.clone();
+            while let Some(p) = parent {
+                if measured.contains(&p) {
+                    return false;
+                }
+                parent = p.rsplit_once(regions::SEP).map(|(up, _)| up.to_string());
+            }
+            measured.contains(&r.name)
+        };
+        let counted = |r: &&RegionEntry| if self.in_range_mode() { outermost(r) } else { r.depth == 0 };
         let mut totals = Totals::default();
-        for r in regions.iter().filter(|r| r.depth == 0) {
+        for r in regions.iter().filter(counted) {
             totals.calls += r.inclusive.calls;
             totals.gpu_time_ms += r.inclusive.gpu_time_ms;
             totals.untimed_calls += r.inclusive.untimed_calls;
@@ -665,7 +710,8 @@ fn wants(opts: &Options, sections: Option<&BTreeSet<String>>, m: &MetricRef) -> 
     if m.section.is_empty() {
         return opts.metrics.is_empty()
             || opts.metrics.iter().any(|x| *x == m.name)
-            || m.name == "gpu__time_duration.sum";
+            || m.name == "gpu__time_duration.sum"
+            || m.name == "gpu__time_duration.avg";
     }
     sections.is_none_or(|s| s.contains(&*m.section))
 }
@@ -705,24 +751,46 @@ fn stack_region(nvtx: &[NvtxFrame]) -> RegionKey {
     }
 }
 
+/// The region of a range result, from its NVTX columns (the result's name is
+/// always `range`), given the pass's regions (`A::A1`, `LLM@decode_all`):
+/// 1. an open start/end range that is one of the regions (by its last name);
+/// 2. the push/pop stack, cut after the innermost frame that is a region's
+///    last name (ncu matches a region by its last name in range replay, so the
+///    stack says which `A1` it was);
+/// 3. the start/end range, else the whole push/pop stack;
+/// 4. no NVTX columns: the pass's only region, else `(unattributed)`.
 fn range_region(launch: &LaunchView, paths: &[String]) -> RegionKey {
-    let leaf = |p: &str| p.rsplit(regions::SEP).next().unwrap_or(p).to_string();
-    let named = paths.iter().find(|p| **p == launch.kernel_name || leaf(p) == launch.kernel_name);
-    let path = match (named, paths) {
-        (Some(p), _) => p.clone(),
-        (None, [only]) => only.clone(),
-        _ => return stack_region(launch.nvtx),
+    let wanted: Vec<RegionKey> = paths.iter().map(|p| configured(p)).collect();
+    let is_wanted = |f: &NvtxFrame| {
+        let domain = domain_name(&f.domain);
+        wanted
+            .iter()
+            .any(|w| w.domain == domain && w.names.last().is_some_and(|leaf| regions::glob_match(leaf, &f.name)))
     };
-    // `LLM@decode_all` → domain LLM, path decode_all.
-    match path.split_once('@') {
-        Some((d, p)) if !d.is_empty() => RegionKey { names: split(p), domain: d.to_string(), outside: false },
-        _ => RegionKey { names: split(&path), domain: String::new(), outside: false },
+    let frame =
+        |f: &NvtxFrame| RegionKey { names: vec![f.name.clone()], domain: domain_name(&f.domain), outside: false };
+    if let Some(f) = launch.start_end.iter().rev().find(|f| is_wanted(f)) {
+        return frame(f);
+    }
+    if let Some(cut) = launch.nvtx.iter().rposition(is_wanted) {
+        return stack_region(&launch.nvtx[..=cut]);
+    }
+    match (launch.start_end.last(), launch.nvtx.is_empty(), paths) {
+        (Some(f), _, _) => frame(f),
+        (None, false, _) => stack_region(launch.nvtx),
+        (None, true, [only]) => configured(only),
+        (None, true, _) => stack_region(&[]),
     }
 }
 
-/// A configured region (`A::A1`): `::` separates the names there.
-fn split(path: &str) -> Vec<String> {
-    path.split(regions::SEP).map(String::from).collect()
+/// A configured region: `LLM@decode_all::decode_step` is domain `LLM`, names
+/// `decode_all`, `decode_step` (`::` separates the names there).
+fn configured(path: &str) -> RegionKey {
+    let (domain, path) = match path.split_once('@') {
+        Some((d, p)) if !d.is_empty() => (d.to_string(), p),
+        _ => (String::new(), path),
+    };
+    RegionKey { names: path.split(regions::SEP).map(String::from).collect(), domain, outside: false }
 }
 
 fn domain_name(ncu: &str) -> String {

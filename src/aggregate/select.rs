@@ -49,6 +49,11 @@ impl Selection {
         })
     }
 
+    /// Whether any pattern was given.
+    pub fn is_set(&self) -> bool {
+        !self.include.is_empty() || !self.exclude.is_empty()
+    }
+
     pub fn keeps(&self, kernel: &str) -> bool {
         let included = self.include.is_empty() || self.include.iter().any(|p| p.matches(kernel));
         included && !self.exclude.iter().any(|p| p.matches(kernel))

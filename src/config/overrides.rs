@@ -68,10 +68,22 @@ pub fn parse(raw: &str, is_group: impl Fn(&str) -> bool) -> Result<Override, Err
 }
 
 /// A value is YAML: `3`, `true`, `null`, `[a,b]`, `"quoted"`. An empty value is
-/// the empty string, as in Hydra.
+/// the empty string, as in Hydra. A glob stays a string, as users write it:
+/// `*` and `*decode` are YAML aliases, and `[*, decode*]` holds them, but an
+/// override has no anchors to refer to.
 fn parse_value(text: &str) -> Result<Value, String> {
     if text.is_empty() {
         return Ok(Value::String(String::new()));
+    }
+    let glob = |t: &str| t.starts_with('*') && !t.contains(['"', '\'', '[', ']', '{', '}', ',']);
+    if glob(text) {
+        return Ok(Value::String(text.to_string()));
+    }
+    if let Some(items) = text.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
+        if items.split(',').any(|i| glob(i.trim())) && !items.contains(['[', ']', '{', '}', '"', '\'']) {
+            let items = items.split(',').map(str::trim).filter(|i| !i.is_empty());
+            return items.map(parse_value).collect::<Result<Vec<_>, _>>().map(Value::Sequence);
+        }
     }
     serde_yaml::from_str(text).map_err(|e| format!("value is not valid YAML: {e}"))
 }
@@ -119,6 +131,20 @@ mod tests {
         let list = parse("a.b=[x,y]", groups).unwrap();
         let Override::Set { value: Value::Sequence(items), .. } = list else { panic!("{list:?}") };
         assert_eq!(items, vec![Value::from("x"), Value::from("y")]);
+    }
+
+    #[test]
+    fn globs_stay_strings() {
+        let value = |raw: &str| match parse(raw, groups).unwrap() {
+            Override::Set { value, .. } => value,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(value("a.b=*"), Value::from("*"));
+        assert_eq!(value("a.b=*decode"), Value::from("*decode"));
+        assert_eq!(value("a.b=decode*"), Value::from("decode*"));
+        let list = Value::Sequence(vec![Value::from("*"), Value::from("decode*"), Value::from(3)]);
+        assert_eq!(value("a.b=[*, decode*, 3]"), list);
+        assert_eq!(value("a.b=[A, B]"), Value::Sequence(vec![Value::from("A"), Value::from("B")]));
     }
 
     #[test]

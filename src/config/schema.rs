@@ -219,6 +219,10 @@ pub struct NcuConfig {
     /// A stopped ncu (signal, timeout) gets this long to write its report.
     #[serde(default = "stop_timeout_ncu")]
     pub stop_timeout_s: u64,
+    /// A configured region that matched nothing, or nothing profiled at all,
+    /// fails the run (exit 7) instead of a warning.
+    #[serde(default)]
+    pub fail_on_empty: bool,
     pub ncu_cli: NcuCli,
 }
 
@@ -280,6 +284,10 @@ pub enum ReplayMode {
     Application,
     Range,
     AppRange,
+    /// Range replay, and for a pass ncu cannot replay as ranges (unsupported
+    /// API inside, nothing profiled) app-range, then kernel replay with the
+    /// same NVTX filter: the replay ladder.
+    Auto,
 }
 
 impl ReplayMode {
@@ -289,6 +297,7 @@ impl ReplayMode {
             ReplayMode::Application => "application",
             ReplayMode::Range => "range",
             ReplayMode::AppRange => "app-range",
+            ReplayMode::Auto => "auto",
         }
     }
 }
@@ -383,8 +392,36 @@ pub struct KernelSelection {
 }
 
 /// YAML `key: null` (or `key:`) for a list means the empty list.
+/// A list of strings, written as a list, as one string (`include: decode*` is
+/// `[decode*]`), or as null (empty).
 fn null_as_empty<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
-    Ok(Option::<Vec<String>>::deserialize(d)?.unwrap_or_default())
+    struct OneOrMany;
+    impl<'de> serde::de::Visitor<'de> for OneOrMany {
+        type Value = Vec<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a string or a list of strings")
+        }
+        fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Vec<String>, E> {
+            Ok(vec![s.to_string()])
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Vec<String>, E> {
+            Ok(Vec::new())
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Vec<String>, E> {
+            Ok(Vec::new())
+        }
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Vec<String>, D::Error> {
+            d.deserialize_any(self)
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<String>, A::Error> {
+            let mut v = Vec::new();
+            while let Some(s) = seq.next_element::<String>()? {
+                v.push(s);
+            }
+            Ok(v)
+        }
+    }
+    d.deserialize_any(OneOrMany)
 }
 
 #[cfg(test)]

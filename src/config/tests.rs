@@ -124,13 +124,27 @@ fn light_mode_selects_the_light_ncu_preset_unless_one_is_chosen() {
     assert_eq!(r.config.pipeline.ncu.ncu_cli.launch_count, None);
 }
 
+/// Region selectors as users write them: a scalar is a one-element list, and
+/// globs are strings (`*` alone was a YAML alias error, `decode*` "expected a sequence").
+#[test]
+fn region_lists_take_scalars_and_globs() {
+    let include = |o: &str| load_with(&[o]).unwrap().config.pipeline.ncu.ncu_cli.nvtx.include;
+    assert_eq!(include("pipeline.ncu.ncu_cli.nvtx.include=decode*"), ["decode*"]);
+    assert_eq!(include("pipeline.ncu.ncu_cli.nvtx.include=*"), ["*"]);
+    assert_eq!(include("pipeline.ncu.ncu_cli.nvtx.include=[*, LLM@decode*]"), ["*", "LLM@decode*"]);
+    assert_eq!(include("pipeline.ncu.ncu_cli.nvtx.include=A::A1"), ["A::A1"]);
+    assert_eq!(include("pipeline.ncu.ncu_cli.nvtx.include=null"), Vec::<String>::new());
+    let err = load_with(&["pipeline.ncu.ncu_cli.nvtx.include={a: 1}"]).unwrap_err();
+    assert!(err.message.contains("a string or a list of strings"), "{}", err.message);
+}
+
 #[test]
 fn invalid_values_name_key_and_choices() {
     let err = load_with(&["pipeline.ncu.ncu_cli.replay_mode=rang"]).unwrap_err();
     assert!(err.message.contains("`rang`"), "{}", err.message);
     assert!(err.message.contains("pipeline.ncu.ncu_cli.replay_mode"), "{}", err.message);
     assert!(err.message.contains("command line"), "{}", err.message);
-    assert_eq!(err.hint.as_deref(), Some("expected one of: kernel, application, range, app-range"));
+    assert_eq!(err.hint.as_deref(), Some("expected one of: kernel, application, range, app-range, auto"));
 
     let err = load_with(&["device=gpu0"]).unwrap_err();
     assert!(err.message.contains("not a device"), "{}", err.message);

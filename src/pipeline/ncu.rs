@@ -16,16 +16,17 @@ use crate::aggregate::ncu::{Builder, Options, RegionReportFile, Source, Stamp, R
 use crate::aggregate::nsys::{RegionsReport, TopKernel};
 use crate::aggregate::roofline::{Roofline, RooflineAcc};
 use crate::aggregate::select::Selection;
-use crate::config::schema::NcuCli;
+use crate::config::schema::{NcuCli, ReplayMode};
 use crate::config::Config;
 use crate::error::{Error, ErrorKind};
-use crate::manifest::{ExitInfo, ManifestWriter};
+use crate::manifest::{Diagnosis, ExitInfo, ManifestWriter};
 use crate::parse::ncu::{self as reader, Layout};
 use crate::plan::ncu::{self as ncu_plan, FoundRegion, NcuPlan, Pass};
+use crate::plan::preflight::{self, Preflight};
 use crate::process::{self, Exit, Sink, Spawn};
 use crate::profile::ncu;
 use crate::profile::tools::{Kind, Tool};
-use crate::regions::Attribution;
+use crate::regions::{self, Attribution};
 use crate::run_dir::{self, absolute, pass_file, Page, PassFile, RunDir};
 use crate::signals;
 
@@ -48,28 +49,192 @@ pub(crate) fn profile(
         return Ok(());
     }
     run.subdir(run_dir::NCU_DIR)?;
-    let plan = plan_from_run(run, cfg);
+    let mut plan = plan_from_run(run, cfg);
     run.write_json(run_dir::NCU_PLAN, &plan)?;
     for note in &plan.notes {
         tracing::info!("ncu plan: {note}");
     }
-    let mut commands = String::new();
-    for pass in &plan.passes {
-        let cli = pass.cli(cli, &plan);
-        let with = PassRun { cfg, tool, cli: &cli, app };
-        let outcome = run_pass(run, manifest, &with, &pass.name, &mut commands)?;
-        let stopped = matches!(outcome, StageOutcome::Interrupted(_));
+    if ncu::Matching::of(cli.replay_mode) == ncu::Matching::Range {
+        let selectors: Vec<String> = match cli.nvtx.include.is_empty() {
+            true => plan.passes.iter().flat_map(|p| p.nvtx_include.iter().cloned()).collect(),
+            false => cli.nvtx.include.clone(),
+        };
+        let outcome = preflight(run, manifest, &selectors)?;
+        let refused = outcome.error().is_some();
         verdict.add(outcome);
-        if stopped {
+        if refused {
+            return Ok(());
+        }
+    }
+    let mut commands = String::new();
+    let mut queue: std::collections::VecDeque<Pass> = plan.passes.iter().cloned().collect();
+    while let Some(pass) = queue.pop_front() {
+        let pass_cli = pass.cli(cli, &plan);
+        let with = PassRun { cfg, tool, cli: &pass_cli, app };
+        let (outcome, diagnoses) = run_pass(run, manifest, &with, &pass.name, &mut commands)?;
+        if let StageOutcome::Interrupted(_) = outcome {
+            verdict.add(outcome);
             break;
         }
+        let next = (cli.replay_mode == ReplayMode::Auto && needs_next_rung(&diagnoses))
+            .then(|| pass.next_rung(tool.has_app_range_replay()))
+            .flatten();
+        let Some(next) = next else {
+            verdict.add(outcome);
+            continue;
+        };
+        // The ladder: this pass's failure is not the run's; the next rung runs instead.
+        let why = diagnoses.iter().map(|d| d.message.as_str()).collect::<Vec<_>>().join("; ");
+        let skipped = if pass.replay_mode == ReplayMode::Range && next.replay_mode == ReplayMode::Kernel {
+            format!(" (app-range skipped: ncu {} has none, 2023.1+)", tool.version)
+        } else {
+            String::new()
+        };
+        let note = format!(
+            "replay ladder: {} ({} replay) profiled nothing: {why}; retried as {} ({} replay){skipped}",
+            pass.name,
+            pass.replay_mode.as_str(),
+            next.name,
+            next.replay_mode.as_str()
+        );
+        tracing::warn!("{note}");
+        manifest.diagnose(
+            &format!("ncu:{}", pass.name),
+            Diagnosis {
+                code: "replay_ladder".into(),
+                message: note.clone(),
+                hint: "set pipeline.ncu.ncu_cli.replay_mode to one mode to run only that one".into(),
+            },
+        )?;
+        plan.notes.push(note);
+        plan.passes.push(next.clone());
+        run.write_json(run_dir::NCU_PLAN, &plan)?;
+        queue.push_front(next);
     }
     if let Err(e) = signals::check() {
         verdict.add(StageOutcome::Interrupted(e));
         return Ok(());
     }
+    if verdict.stopped() {
+        return Ok(());
+    }
     verdict.add(regions(run, manifest, cfg)?);
+    verdict.add(matched(run, manifest, cfg, &plan)?);
     Ok(())
+}
+
+/// Whether a range pass's diagnoses call for the next rung of the ladder: ncu
+/// matched ranges but could not profile them.
+fn needs_next_rung(diagnoses: &[Diagnosis]) -> bool {
+    diagnoses.iter().any(|d| matches!(d.code.as_str(), "unsupported_api" | "no_ranges_profiled" | "empty_ranges"))
+}
+
+/// The `ncu_preflight` stage: every region of the plan looked up in what nsys
+/// captured (`ncu/preflight.json`); a region nsys never saw stops the run
+/// before ncu starts, with the nearest captured names.
+fn preflight(run: &RunDir, manifest: &mut ManifestWriter, selectors: &[String]) -> Result<StageOutcome, Error> {
+    stage::run(manifest, "ncu_preflight", Vec::new(), || {
+        let report = match run.read_json::<RegionsReport>(run_dir::NSYS_REGIONS) {
+            Some(captured) if !captured.regions.is_empty() => {
+                let regions: Vec<preflight::Region> = captured
+                    .regions
+                    .into_iter()
+                    .map(|r| preflight::Region {
+                        start_end: r.style == "StartEnd",
+                        path: r.path,
+                        name: r.name,
+                        domain: r.domain,
+                        depth: r.depth,
+                        instances: r.instances,
+                        kernel_count: r.kernel_count,
+                        gpu_time_ns: r.gpu_time_ns,
+                    })
+                    .collect();
+                preflight::check(selectors, &regions)
+            }
+            Some(_) => Preflight::unchecked("nsys captured no NVTX regions in this run"),
+            None => Preflight::unchecked("nsys did not run (--no-nsys or pipeline.nsys.enable=false)"),
+        };
+        run.write_json(run_dir::NCU_PREFLIGHT, &report)?;
+        let note = report.not_checked.first().cloned();
+        Ok(Done { note, ..Done::of(report.missing()).artifacts(vec![run_dir::NCU_PREFLIGHT.to_string()]) })
+    })
+}
+
+/// The `ncu_matched` stage: each region the plan asked for, and whether ncu
+/// profiled anything in it. A region without results is named with its likely
+/// cause; with `pipeline.ncu.fail_on_empty` the run then fails (exit 7).
+fn matched(run: &RunDir, manifest: &mut ManifestWriter, cfg: &Config, plan: &NcuPlan) -> Result<StageOutcome, Error> {
+    let codes: Vec<String> = manifest
+        .manifest
+        .stages
+        .iter()
+        .filter(|s| s.name.starts_with("ncu:"))
+        .flat_map(|s| s.diagnoses.iter().map(|d| d.code.clone()))
+        .collect();
+    stage::run(manifest, "ncu_matched", Vec::new(), || {
+        let Some(report) = run.read_json::<RegionReportFile>(run_dir::NCU_REGIONS_JSON) else {
+            return Ok(Done::ok(Vec::new()));
+        };
+        let wanted: Vec<&String> = plan.passes.iter().flat_map(|p| p.regions.iter()).collect();
+        let aggregate = report.scopes.iter().find(|s| s.scope == "aggregate").or(report.scopes.first());
+        let found = |sel: &str| {
+            aggregate.is_some_and(|s| s.regions.iter().any(|r| r.inclusive.calls > 0 && names(sel, &r.name, &r.domain)))
+        };
+        let mut empty: Vec<String> = wanted.iter().filter(|s| !found(s)).map(|s| s.to_string()).collect();
+        empty.dedup();
+        let nothing = report.source.results == 0;
+        if empty.is_empty() && !nothing {
+            return Ok(Done::ok(Vec::new()));
+        }
+        let message = match (nothing, empty.is_empty()) {
+            (true, true) => "ncu profiled nothing".to_string(),
+            (true, false) => format!("ncu profiled nothing: no results for {}", empty.join(", ")),
+            (false, _) => format!("no ncu results for {}", empty.join(", ")),
+        };
+        let hint = empty_cause(&codes, run);
+        let diagnosis = Diagnosis { code: "empty_regions".into(), message: message.clone(), hint: hint.clone() };
+        let error = cfg
+            .pipeline
+            .ncu
+            .fail_on_empty
+            .then(|| Error::new(ErrorKind::Empty, message.clone()).with_hint(hint.clone()));
+        if error.is_none() {
+            tracing::warn!("{message} (hint: {hint})");
+        }
+        Ok(Done { note: Some(message), ..Done::of(error).diagnoses(vec![diagnosis]) })
+    })
+}
+
+/// Whether a region report's region (`name`, `domain`) is what a selector names.
+fn names(selector: &str, name: &str, domain: &str) -> bool {
+    let (d, path) = match selector.split_once('@') {
+        Some((d, p)) if !d.is_empty() && !p.is_empty() => (d, p),
+        _ => ("", selector),
+    };
+    let (wanted, got): (Vec<&str>, Vec<&str>) =
+        (path.split(regions::SEP).collect(), name.split(regions::SEP).collect());
+    d == domain && wanted.len() == got.len() && wanted.iter().zip(&got).all(|(w, g)| regions::glob_match(w, g))
+}
+
+/// The likeliest cause of regions without results, from what ncu's logs and
+/// the preflight said, most specific first.
+fn empty_cause(codes: &[String], run: &RunDir) -> String {
+    let has = |c: &str| codes.iter().any(|x| x == c);
+    let no_kernels_in_nsys = run
+        .read_json::<Preflight>(run_dir::NCU_PREFLIGHT)
+        .is_some_and(|p| !p.regions.is_empty() && p.regions.iter().all(|r| r.kernels == 0));
+    if has("counter_permission") {
+        crate::profile::tools::COUNTER_PERMISSION_HINT.to_string()
+    } else if has("no_range_matched") {
+        "the selector: ncu matched no range; check the names against nsys/regions.json".into()
+    } else if has("unsupported_api") {
+        "range replay cannot capture a call inside the region: --replay-mode auto retries with app-range and kernel replay".into()
+    } else if has("empty_ranges") || no_kernels_in_nsys {
+        "no CUDA work: the regions matched but ran no kernels on a GPU (a CPU-only host, or device=cpu?)".into()
+    } else {
+        "see the ncu stages' diagnoses and ncu/*.log in the run directory".into()
+    }
 }
 
 /// The plan, with what nsys found in this run (top kernels, regions) if it ran.
@@ -80,8 +245,7 @@ fn plan_from_run(run: &RunDir, cfg: &Config) -> NcuPlan {
         let mut v: Vec<FoundRegion> = r
             .regions
             .into_iter()
-            .filter(|r| r.style == "PushPop")
-            .map(|r| FoundRegion { path: r.path, domain: r.domain })
+            .map(|r| FoundRegion { start_end: r.style == "StartEnd", path: r.path, domain: r.domain })
             .collect();
         v.sort();
         v.dedup();
@@ -105,14 +269,15 @@ fn run_pass(
     with: &PassRun,
     name: &str,
     commands: &mut String,
-) -> Result<StageOutcome, Error> {
+) -> Result<(StageOutcome, Vec<Diagnosis>), Error> {
     let (tool, cli) = (with.tool, with.cli);
     let spec = pass_spec(run, with, name);
     commands.push_str(&format!("{}\n", spec.display()));
     run.write(run_dir::NCU_CMD, commands.as_bytes())?;
     tracing::info!("ncu {name}: {}", spec.display());
     let stage_name = format!("ncu:{name}");
-    stage::run(manifest, &stage_name, spec.argv_strings(), || {
+    let mut seen = Vec::new();
+    let outcome = stage::run(manifest, &stage_name, spec.argv_strings(), || {
         let done = stage::with_progress(&stage_name, || process::run(&spec))?;
         if done.exit == Exit::Interrupted {
             // What the stopped ncu wrote is rendered and reported; a further signal stops that.
@@ -130,9 +295,18 @@ fn run_pass(
             artifacts.push(pass_file(name, PassFile::Report));
             artifacts.extend(render_csv(run, tool, &report, name)?);
         }
+        let no_permission = diagnoses.iter().any(|d| d.code == "counter_permission");
+        seen = diagnoses.clone();
         let failure = match done.exit {
-            Exit::Code(0) => None,
             Exit::Interrupted => Some(signals::interrupted()),
+            _ if no_permission => Some(
+                Error::new(
+                    ErrorKind::ProfilerUnavailable,
+                    format!("ncu {name}: no permission to read GPU performance counters (ERR_NVGPUCTRPERM)"),
+                )
+                .with_hint(crate::profile::tools::COUNTER_PERMISSION_HINT),
+            ),
+            Exit::Code(0) => None,
             _ => Some(Error::new(ErrorKind::StageFailed, format!("ncu {}", done.describe())).with_hint(format!(
                 "see {} and {} in the run directory",
                 pass_file(name, PassFile::Log),
@@ -140,7 +314,8 @@ fn run_pass(
             ))),
         };
         Ok(Done::of(failure).exit(ExitInfo::from(&done)).artifacts(artifacts).diagnoses(diagnoses))
-    })
+    })?;
+    Ok((outcome, seen))
 }
 
 fn pass_spec(run: &RunDir, with: &PassRun, name: &str) -> Spawn {
@@ -158,7 +333,11 @@ fn pass_spec(run: &RunDir, with: &PassRun, name: &str) -> Spawn {
 /// `ncu --import` a report to the raw and details CSV layouts, next to it.
 fn render_csv(run: &RunDir, tool: &Tool, report: &Path, pass: &str) -> Result<Vec<String>, Error> {
     let mut made = Vec::new();
-    for page in [Page::Raw, Page::Details] {
+    let mut pages = vec![Page::Raw, Page::Details];
+    if tool.has_session_page() {
+        pages.push(Page::Session);
+    }
+    for page in pages {
         let rel = pass_file(pass, PassFile::Page(page));
         let spec = Spawn::new(ncu::import_argv(tool, report, page))
             .env("LC_ALL", "C")
@@ -341,6 +520,13 @@ fn build(inputs: &[Input], opts: Options, stamp: Stamp, run: &RunDir) -> Result<
         },
         attribution: builder.attribution(),
         results: builder.results(),
+        ranges_not_selected: builder.ranges_not_selected(),
+        profiler_command_lines: inputs
+            .iter()
+            .filter_map(|i| run_dir::session_page_of(&i.csv))
+            .filter_map(|p| std::fs::read_to_string(p).ok())
+            .filter_map(|t| ncu::profiler_command_line(&t))
+            .collect(),
     };
     let scopes = builder.finish(&stamp);
     let report = RegionReportFile {
@@ -388,6 +574,10 @@ fn note(source: &Source) -> Option<String> {
         ),
         (n, Attribution::None) => Some(format!(
             "the profile holds no NVTX data: no region-specific profiling was performed; all {n} results are in {UNATTRIBUTED}"
+        )),
+        _ if source.ranges_not_selected > 0 => Some(format!(
+            "report.kernels selects kernels: it was not applied to the {} range result(s), which each cover every kernel of their range",
+            source.ranges_not_selected
         )),
         _ => None,
     }

@@ -3,6 +3,7 @@
 //! user's command, or this binary re-executed as the built-in workload with a
 //! timings file of the stage's own); [`ncu`] plans the Nsight Compute passes.
 pub mod ncu;
+pub mod preflight;
 
 use std::ffi::OsString;
 use std::path::PathBuf;

@@ -8,13 +8,13 @@
 //! - range / app-range replay: a result is one range, and an outer and an inner
 //!   range cannot be captured in the same pass, so one pass per nesting level,
 //!   each including that level's regions: the configured ones, else the
-//!   push/pop regions nsys found.
-use std::collections::BTreeMap;
-
+//!   regions nsys found. Each region is compiled to the expression ncu matches
+//!   (profile::ncu::compile_selector), push/pop or start/end as nsys saw it.
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::config::schema::{NcuCli, ReplayMode, RunMode};
+use crate::profile::ncu::{compile_selector, Matching, RangeStyle};
 use crate::regions::{self, Attribution};
 
 pub(crate) const PLAN_SCHEMA: &str = "llmperf.ncu-plan/v1";
@@ -46,14 +46,18 @@ pub struct KernelFilter {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Pass {
-    /// `p0`, `p1`, ...: the file names under ncu/.
+    /// `p0`, `p1`, ...: the file names under ncu/; `p0-kernel` a ladder step.
     pub name: String,
+    /// The replay mode this pass runs (auto: range first, then the ladder).
+    pub replay_mode: ReplayMode,
     /// Nesting level of the pass's regions (range replay).
     pub level: Option<usize>,
     /// Regions as reports name them (`A::A1`, `LLM@decode_all`).
     pub regions: Vec<String>,
-    /// Region selectors for `--nvtx-include` (compiled to ncu expressions when run).
+    /// Region selectors for `--nvtx-include`, as configured.
     pub nvtx_include: Vec<String>,
+    /// What ncu gets for each of them: `A::A1` → `A1/` in range replay.
+    pub expressions: Vec<String>,
     pub nvtx_exclude: Vec<String>,
     /// How the pass's results find their regions: `nvtx_stack` or `range`.
     pub attribution: Attribution,
@@ -64,20 +68,46 @@ impl Pass {
     /// plan's kernel filter.
     pub fn cli(&self, configured: &NcuCli, plan: &NcuPlan) -> NcuCli {
         let mut cli = configured.clone();
-        cli.nvtx.include = self.nvtx_include.clone();
+        cli.replay_mode = self.replay_mode;
+        cli.nvtx.include = self.expressions.iter().map(|e| format!("expr:{e}")).collect();
         cli.nvtx.exclude = self.nvtx_exclude.clone();
         if let Some(f) = &plan.kernel_filter {
             cli.kernel_name = Some(f.expression.clone());
         }
         cli
     }
+
+    /// The next rung of the replay ladder for a pass ncu could not replay as
+    /// ranges: app-range (when this ncu has it), then kernel replay with the
+    /// same regions as an NVTX filter; None after kernel replay.
+    pub fn next_rung(&self, app_range: bool) -> Option<Pass> {
+        let (mode, suffix) = match self.replay_mode {
+            ReplayMode::Range if app_range => (ReplayMode::AppRange, "app-range"),
+            ReplayMode::Range | ReplayMode::AppRange => (ReplayMode::Kernel, "kernel"),
+            _ => return None,
+        };
+        let base = self.name.split('-').next().unwrap_or(&self.name);
+        let (matching, attribution) = match mode {
+            ReplayMode::Kernel => (Matching::Filter, Attribution::NvtxStack),
+            _ => (Matching::Range, Attribution::Range),
+        };
+        Some(Pass {
+            name: format!("{base}-{suffix}"),
+            replay_mode: mode,
+            expressions: self.nvtx_include.iter().map(|s| compile_selector(s, matching, RangeStyle::PushPop)).collect(),
+            attribution,
+            ..self.clone()
+        })
+    }
 }
 
-/// A region nsys found: its `::` path and NVTX domain (empty = default).
+/// A region nsys found: its `::` path, NVTX domain (empty = default) and
+/// whether it is a start/end range.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct FoundRegion {
     pub path: String,
     pub domain: String,
+    pub start_end: bool,
 }
 
 impl FoundRegion {
@@ -93,15 +123,17 @@ impl FoundRegion {
 
 pub fn plan(cli: &NcuCli, mode: RunMode, top_kernels: Option<&[String]>, found: Option<&[FoundRegion]>) -> NcuPlan {
     let mut notes = Vec::new();
-    let range = matches!(cli.replay_mode, ReplayMode::Range | ReplayMode::AppRange);
+    let range = matches!(cli.replay_mode, ReplayMode::Range | ReplayMode::AppRange | ReplayMode::Auto);
     let (passes, regions_from) = if range {
         range_passes(cli, found, &mut notes)
     } else {
         let from = if cli.nvtx.include.is_empty() { "none" } else { "config" };
         let pass = Pass {
             name: "p0".into(),
+            replay_mode: cli.replay_mode,
             level: None,
             regions: Vec::new(),
+            expressions: compile(&cli.nvtx.include, Matching::Filter, found),
             nvtx_include: cli.nvtx.include.clone(),
             nvtx_exclude: cli.nvtx.exclude.clone(),
             attribution: Attribution::NvtxStack,
@@ -142,11 +174,14 @@ pub fn imported(
     } else {
         (1..).map(|i| format!("import{i:0width$}")).filter(|n| !taken.contains(&n.as_str())).take(files.len()).collect()
     };
+    let replay_mode = if range { ReplayMode::Range } else { ReplayMode::Kernel };
     let passes = names.into_iter().map(|name| Pass {
         name,
+        replay_mode,
         level: None,
         regions: ranges.clone(),
         nvtx_include: Vec::new(),
+        expressions: Vec::new(),
         nvtx_exclude: Vec::new(),
         attribution: if range { Attribution::Range } else { Attribution::NvtxStack },
     });
@@ -160,7 +195,7 @@ pub fn imported(
         }
         None => NcuPlan {
             schema: PLAN_SCHEMA.into(),
-            replay_mode: if range { ReplayMode::Range } else { ReplayMode::Kernel },
+            replay_mode,
             mode: cfg.runner.run.mode,
             regions_from: if range { "config" } else { "none" }.into(),
             kernel_filter: None,
@@ -181,37 +216,143 @@ fn range_passes(cli: &NcuCli, found: Option<&[FoundRegion]>, notes: &mut Vec<Str
         );
         let pass = Pass {
             name: "p0".into(),
+            replay_mode: range_mode(cli.replay_mode),
             level: None,
             regions: Vec::new(),
             nvtx_include: Vec::new(),
+            expressions: Vec::new(),
             nvtx_exclude: cli.nvtx.exclude.clone(),
             attribution: Attribution::Range,
         };
         return (vec![pass], "none".into());
     };
-    let mut levels: BTreeMap<usize, Vec<String>> = BTreeMap::new();
-    for s in selectors {
-        levels.entry(level_of(&s)).or_default().push(s);
-    }
-    if levels.len() > 1 {
+    let groups = capture_groups(&selectors, found);
+    if groups.len() > 1 {
         notes.push(format!(
-            "{} nesting levels: one range-replay pass per level, since an outer and an inner range cannot be captured together",
-            levels.len()
+            "{} range-replay passes: an outer and an inner range cannot be captured in one pass, and ncu matches a nested region by its last name",
+            groups.len()
         ));
     }
-    let passes = levels
+    let passes = groups
         .into_iter()
         .enumerate()
-        .map(|(i, (level, sels))| Pass {
+        .map(|(i, sels)| Pass {
             name: format!("p{i}"),
-            level: Some(level),
+            replay_mode: range_mode(cli.replay_mode),
+            level: sels.iter().map(|s| level_of(s)).min(),
             regions: sels.iter().filter(|s| !is_raw(s)).cloned().collect(),
+            expressions: dedup(compile(&sels, Matching::Range, found)),
             nvtx_include: sels,
             nvtx_exclude: cli.nvtx.exclude.clone(),
             attribution: Attribution::Range,
         })
         .collect();
     (passes, from.into())
+}
+
+/// The mode a range pass starts in: auto starts with range replay.
+fn range_mode(mode: ReplayMode) -> ReplayMode {
+    if mode == ReplayMode::Auto {
+        ReplayMode::Range
+    } else {
+        mode
+    }
+}
+
+/// The selectors of each range-replay pass. Selectors that compile to one
+/// expression (`A::A1` and `B::A1` are both `A1/`) share a pass; two
+/// expressions share one unless a range of one can hold a range of the other,
+/// in the paths nsys found or the configured ones, or they are in different
+/// domains (whose nesting no path records). Outermost first, greedily; a raw
+/// `expr:`/`regex:` expression gets a pass of its own.
+fn capture_groups(selectors: &[String], found: Option<&[FoundRegion]>) -> Vec<Vec<String>> {
+    let mut known: Vec<Path> = found.unwrap_or_default().iter().map(|f| Path::of(&f.selector())).collect();
+    known.extend(selectors.iter().filter(|s| !is_raw(s)).map(|s| Path::of(s)));
+    // One group per (last name, domain), in the order of its shallowest level.
+    let mut ordered: Vec<&String> = selectors.iter().collect();
+    ordered.sort_by_key(|s| level_of(s));
+    let mut groups: Vec<Group> = Vec::new();
+    for sel in ordered {
+        let leaf = (!is_raw(sel)).then(|| Leaf::of(&Path::of(sel)));
+        match groups.iter_mut().find(|g| leaf.is_some() && g.leaf == leaf) {
+            Some(g) => g.selectors.push(sel.clone()),
+            None => groups.push(Group { leaf, selectors: vec![sel.clone()] }),
+        }
+    }
+    let mut passes: Vec<Vec<Group>> = Vec::new();
+    for group in groups {
+        let fits = |pass: &Vec<Group>| match &group.leaf {
+            None => false,
+            Some(k) => pass.iter().all(|other| other.leaf.as_ref().is_some_and(|o| !o.conflicts(k, &known))),
+        };
+        match passes.iter_mut().find(|p| fits(p)) {
+            Some(pass) => pass.push(group),
+            None => passes.push(vec![group]),
+        }
+    }
+    passes.into_iter().map(|p| p.into_iter().flat_map(|g| g.selectors).collect()).collect()
+}
+
+/// Selectors that compile to one expression; `leaf` is None for a raw one.
+struct Group {
+    leaf: Option<Leaf>,
+    selectors: Vec<String>,
+}
+
+/// A last name (a glob, maybe) in a domain: what ncu matches in range replay.
+#[derive(PartialEq)]
+struct Leaf {
+    name: String,
+    domain: String,
+}
+
+impl Leaf {
+    fn of(p: &Path) -> Leaf {
+        Leaf { name: p.names.last().cloned().unwrap_or_default(), domain: p.domain.clone() }
+    }
+
+    /// Where this leaf is in a path: the indexes of the names it matches.
+    fn at(&self, p: &Path) -> Vec<usize> {
+        if p.domain != self.domain {
+            return Vec::new();
+        }
+        p.names.iter().enumerate().filter(|(_, n)| regions::glob_match(&self.name, n)).map(|(i, _)| i).collect()
+    }
+
+    /// Whether a range of one can hold a range of the other in a known path,
+    /// or they are in different domains (ranges of two domains may nest, and
+    /// nsys's paths do not say).
+    fn conflicts(&self, other: &Leaf, known: &[Path]) -> bool {
+        let holds = |outer: &Leaf, inner: &Leaf| {
+            known.iter().any(|p| {
+                let (o, i) = (outer.at(p), inner.at(p));
+                o.iter().any(|a| i.iter().any(|b| a < b))
+            })
+        };
+        self.domain != other.domain || holds(self, other) || holds(other, self)
+    }
+}
+
+/// A selector's domain and names: `LLM@decode_all::decode_step`.
+struct Path {
+    domain: String,
+    names: Vec<String>,
+}
+
+impl Path {
+    fn of(selector: &str) -> Path {
+        let (domain, path) = match selector.split_once('@') {
+            Some((d, p)) if !d.is_empty() && !p.is_empty() => (d.to_string(), p),
+            _ => (String::new(), selector),
+        };
+        Path { domain, names: path.split(regions::SEP).map(String::from).collect() }
+    }
+}
+
+fn dedup(mut v: Vec<String>) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    v.retain(|e| seen.insert(e.clone()));
+    v
 }
 
 /// Depth of a selector: `A` 0, `A::A1` 1, `LLM@decode_all::decode_step` 1;
@@ -222,6 +363,20 @@ fn level_of(selector: &str) -> usize {
     }
     let path = selector.split_once('@').map_or(selector, |(_, p)| p);
     path.matches(regions::SEP).count()
+}
+
+/// Each selector as the expression ncu gets, start/end where nsys saw a
+/// start/end range of that name.
+fn compile(selectors: &[String], matching: Matching, found: Option<&[FoundRegion]>) -> Vec<String> {
+    let style = |s: &str| {
+        let start_end = found.is_some_and(|f| f.iter().any(|r| r.start_end && r.selector() == s));
+        if start_end {
+            RangeStyle::StartEnd
+        } else {
+            RangeStyle::PushPop
+        }
+    };
+    selectors.iter().map(|s| compile_selector(s, matching, style(s))).collect()
 }
 
 fn is_raw(selector: &str) -> bool {
@@ -286,19 +441,72 @@ mod tests {
     fn range_replay_runs_one_pass_per_nesting_level() {
         let p = plan(&cli("range", &["A", "A::A1", "B", "LLM@decode_all::decode_step"]), RunMode::Deep, None, None);
         assert_eq!(p.regions_from, "config");
-        let passes: Vec<(usize, Vec<&str>)> =
-            p.passes.iter().map(|p| (p.level.unwrap(), p.nvtx_include.iter().map(String::as_str).collect())).collect();
-        assert_eq!(passes, [(0, vec!["A", "B"]), (1, vec!["A::A1", "LLM@decode_all::decode_step"])]);
-        assert_eq!((p.passes[0].name.as_str(), p.passes[1].name.as_str()), ("p0", "p1"));
+        let passes: Vec<(usize, Vec<&str>, Vec<&str>)> = p
+            .passes
+            .iter()
+            .map(|p| {
+                let sels = p.nvtx_include.iter().map(String::as_str).collect();
+                (p.level.unwrap(), sels, p.expressions.iter().map(String::as_str).collect())
+            })
+            .collect();
+        assert_eq!(
+            passes,
+            [
+                (0, vec!["A", "B"], vec!["A/", "B/"]),
+                (1, vec!["A::A1"], vec!["A1/"]),
+                (1, vec!["LLM@decode_all::decode_step"], vec!["LLM@decode_step/"])
+            ]
+        );
+        let names: Vec<&str> = p.passes.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["p0", "p1", "p2"]);
         assert!(p.kernel_filter.is_none(), "no kernel filter on ranges");
+    }
+
+    /// Selectors with one last name share a pass (ncu matches `A1/` under any
+    /// parent); a name nsys saw nested under another goes apart from it.
+    #[test]
+    fn passes_follow_the_nesting_nsys_found() {
+        let found = |p: &str| FoundRegion { path: p.into(), domain: String::new(), start_end: false };
+        let found = [found("A"), found("A::A1"), found("B"), found("B::A1"), found("C"), found("C::B")];
+        let p = plan(&cli("range", &["A::A1", "B::A1", "C"]), RunMode::Deep, None, Some(&found));
+        let passes: Vec<Vec<&str>> =
+            p.passes.iter().map(|p| p.expressions.iter().map(String::as_str).collect()).collect();
+        assert_eq!(passes, [vec!["C/", "A1/"]]);
+        assert_eq!(p.passes[0].regions, ["C", "A::A1", "B::A1"]);
+        let p = plan(&cli("range", &["B", "C"]), RunMode::Deep, None, Some(&found));
+        let passes: Vec<Vec<&str>> =
+            p.passes.iter().map(|p| p.expressions.iter().map(String::as_str).collect()).collect();
+        assert_eq!(passes, [vec!["B/"], vec!["C/"]], "C::B: a C range holds a B range");
+        // nsys saw a start/end range: no trailing slash.
+        let se = [FoundRegion { path: "step:1".into(), domain: String::new(), start_end: true }];
+        let p = plan(&cli("range", &["step:1"]), RunMode::Deep, None, Some(&se));
+        assert_eq!(p.passes[0].expressions, ["step:1"]);
+    }
+
+    #[test]
+    fn auto_climbs_from_range_to_app_range_to_kernel() {
+        let p = plan(&cli("auto", &["A::A1"]), RunMode::Deep, None, None);
+        let first = &p.passes[0];
+        assert_eq!((first.replay_mode, first.expressions[0].as_str()), (ReplayMode::Range, "A1/"));
+        let app = first.next_rung(true).unwrap();
+        assert_eq!(
+            (app.name.as_str(), app.replay_mode, app.attribution),
+            ("p0-app-range", ReplayMode::AppRange, Attribution::Range)
+        );
+        let kernel = app.next_rung(true).unwrap();
+        assert_eq!((kernel.name.as_str(), kernel.replay_mode), ("p0-kernel", ReplayMode::Kernel));
+        assert_eq!((kernel.expressions[0].as_str(), kernel.attribution), ("A/A1", Attribution::NvtxStack));
+        assert!(kernel.next_rung(true).is_none());
+        // An ncu without app-range goes from range to kernel replay.
+        assert_eq!(first.next_rung(false).unwrap().name, "p0-kernel");
     }
 
     #[test]
     fn range_replay_takes_the_regions_nsys_found() {
         let found = [
-            FoundRegion { path: "prefill".into(), domain: "LLM".into() },
-            FoundRegion { path: "decode_all".into(), domain: "LLM".into() },
-            FoundRegion { path: "decode_all::decode_step".into(), domain: "LLM".into() },
+            FoundRegion { path: "prefill".into(), domain: "LLM".into(), start_end: false },
+            FoundRegion { path: "decode_all".into(), domain: "LLM".into(), start_end: false },
+            FoundRegion { path: "decode_all::decode_step".into(), domain: "LLM".into(), start_end: false },
         ];
         let p = plan(&cli("range", &[]), RunMode::Deep, None, Some(&found));
         assert_eq!(p.regions_from, "nsys");

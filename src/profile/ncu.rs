@@ -17,11 +17,50 @@ use crate::run_dir::Page;
 /// Characters with a meaning in ncu's push/pop expressions (the `--nvtx-include` grammar of the Nsight Compute CLI documentation).
 const QUANTIFIERS: &[char] = &['/', '[', ']', '+', '*', '@', ',', '\\'];
 
-/// Compile a region the way reports name it into an ncu NVTX expression for
-/// push/pop ranges: `A` → `A/`, `A::A1` → `A/A1/`, `LLM@decode_all` →
-/// `LLM@decode_all/`. `expr:` passes a raw ncu expression through unchanged,
-/// and so does a `regex:` expression.
-pub(crate) fn compile_selector(selector: &str) -> String {
+/// How ncu uses an NVTX expression.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Matching {
+    /// Range and app-range replay: the expression defines the ranges.
+    Range,
+    /// Kernel and application replay: the expression filters kernels.
+    Filter,
+}
+
+impl Matching {
+    pub(crate) fn of(mode: ReplayMode) -> Matching {
+        match mode {
+            ReplayMode::Range | ReplayMode::AppRange | ReplayMode::Auto => Matching::Range,
+            _ => Matching::Filter,
+        }
+    }
+}
+
+/// Which NVTX API made a range: push/pop (`nvtxRangePush`, `torch.cuda.nvtx.range_push`)
+/// or start/end (`nvtxRangeStart`). ncu writes the two differently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum RangeStyle {
+    #[default]
+    PushPop,
+    StartEnd,
+}
+
+/// Compile a region as reports name it (`A::A1`, `LLM@decode_all`, `decode*`)
+/// into the NVTX expression the installed ncu matches. Measured with ncu
+/// 2022.3 in range replay, where each matched range leaves a log line
+/// (docs/internals.md, "Region selectors"):
+/// - a push/pop range needs a trailing `/` (`A/`); a start/end range has none;
+/// - in range replay ncu matches no expression of two names (`A/A1/`, `A/A1`,
+///   `A/*/A1`, `A/A1]`: 0 ranges), nor `[`/`]`: a nested region is selected by
+///   its last name (`A::A1` → `A1/`), which matches that name under any parent;
+///   the results' NVTX columns then say which parent it was;
+/// - a domain comes first (`LLM@decode_all/`);
+/// - globs become `regex:` expressions, anchored, with `:` `/` `@` `[` `]` as
+///   `\xNN` escapes (a `:` in a regex matches every range in ncu 2022.3).
+///
+/// As a kernel filter (kernel and application replay), the documented forms:
+/// `A/` for one name, `A/A1` for a nested one (not verifiable without a GPU).
+/// `expr:` and `regex:` pass through unchanged.
+pub(crate) fn compile_selector(selector: &str, matching: Matching, style: RangeStyle) -> String {
     if let Some(raw) = selector.strip_prefix("expr:") {
         return raw.to_string();
     }
@@ -29,14 +68,27 @@ pub(crate) fn compile_selector(selector: &str) -> String {
         return selector.to_string();
     }
     let (domain, path) = match selector.split_once('@') {
-        Some((d, p)) if !d.is_empty() => (Some(d), p),
+        Some((d, p)) if !d.is_empty() && !p.is_empty() => (Some(d), p),
         _ => (None, selector),
     };
-    let body: String = path.split(regions::SEP).map(|name| format!("{}/", escape(name))).collect();
-    match domain {
-        Some(d) => format!("{}@{body}", escape(d)),
-        None => body,
+    let all: Vec<&str> = path.split(regions::SEP).collect();
+    let names: &[&str] = match matching {
+        Matching::Range => &all[all.len() - 1..],
+        Matching::Filter => &all,
+    };
+    let glob = names.iter().any(|n| n.contains(['*', '?']));
+    let (sep, last) = match style {
+        RangeStyle::PushPop => ("/", if names.len() == 1 { "/" } else { "" }),
+        RangeStyle::StartEnd => (",", ""),
+    };
+    if glob {
+        let body: Vec<String> = names.iter().map(|n| format!("^{}$", glob_regex(n))).collect();
+        let domain = domain.map(|d| format!("^{}$@", glob_regex(d))).unwrap_or_default();
+        return format!("regex:{domain}{}{last}", body.join(sep));
     }
+    let body: Vec<String> = names.iter().map(|n| escape(n)).collect();
+    let domain = domain.map(|d| format!("{}@", escape(d))).unwrap_or_default();
+    format!("{domain}{}{last}", body.join(sep))
 }
 
 fn escape(name: &str) -> String {
@@ -45,6 +97,24 @@ fn escape(name: &str) -> String {
             s.push('\\');
         }
         s.push(c);
+        s
+    })
+}
+
+/// A glob as an ECMAScript regex body: `*` any run, `?` one character; the
+/// characters of ncu's own grammar as `\xNN` escapes, regex syntax escaped.
+fn glob_regex(glob: &str) -> String {
+    glob.chars().fold(String::new(), |mut s, c| {
+        match c {
+            '*' => s.push_str(".*"),
+            '?' => s.push('.'),
+            ':' | '/' | '@' | '[' | ']' | ',' => s.push_str(&format!("\\x{:02x}", c as u32)),
+            c if r"\^$.|+(){}".contains(c) => {
+                s.push('\\');
+                s.push(c);
+            }
+            c => s.push(c),
+        }
         s
     })
 }
@@ -62,7 +132,7 @@ pub(crate) fn check_version(cli: &NcuCli, tool: &Tool) -> Result<(), Error> {
             .with_hint(fallback.to_string())
     };
     match cli.replay_mode {
-        ReplayMode::Range if !tool.has_range_replay() => Err(need(
+        ReplayMode::Range | ReplayMode::Auto if !tool.has_range_replay() => Err(need(
             "--replay-mode range",
             Version::new(2022, 1, 0),
             "use --replay-mode kernel (NVTX filters still apply)",
@@ -135,11 +205,13 @@ pub fn profile_argv(ncu: &Path, cli: &NcuCli, output_base: &Path, log: &Path, ap
     let per_kernel = matches!(cli.replay_mode, ReplayMode::Kernel | ReplayMode::Application);
     if per_kernel || !cli.nvtx.include.is_empty() || !cli.nvtx.exclude.is_empty() {
         a.push("--nvtx".into());
+        let matching = Matching::of(cli.replay_mode);
         for s in &cli.nvtx.include {
-            a.extend(["--nvtx-include".into(), compile_selector(s)]);
+            a.extend(["--nvtx-include".into(), compile_selector(s, matching, RangeStyle::PushPop)]);
         }
+        // An exclude removes kernels or ranges wherever the name is on the stack.
         for s in &cli.nvtx.exclude {
-            a.extend(["--nvtx-exclude".into(), compile_selector(s)]);
+            a.extend(["--nvtx-exclude".into(), compile_selector(s, Matching::Filter, RangeStyle::PushPop)]);
         }
     }
     if let Some(set) = &cli.set {
@@ -202,9 +274,25 @@ pub(crate) fn import_argv(tool: &Tool, report: &Path, page: Page) -> Vec<OsStrin
         Page::Details if tool.has_print_metric_name() => {
             argv.extend(["--print-metric-name", "name"].map(OsString::from))
         }
-        Page::Details => {}
+        Page::Details | Page::Session => {}
     }
     argv
+}
+
+/// The ranges ncu's NVTX filter matched but could not profile, one log line
+/// each (`Skipping invalid capture range (RecordStatusEmpty)` on a host
+/// without CUDA work, `(RecordStatusUnsupportedApi)` around an unsupported
+/// call): on a CPU host, the number of ranges the filter matched.
+pub(crate) fn skipped_ranges(log: &str) -> usize {
+    log.matches("Skipping invalid capture range").count()
+}
+
+/// The `Profiler Command Line` of a `--page session` CSV: how the report was
+/// made (`"Profiler Command Line","/opt/.../ncu ... --replay-mode app-range ..."`).
+pub(crate) fn profiler_command_line(session_csv: &str) -> Option<String> {
+    let line = session_csv.lines().find(|l| l.starts_with("\"Profiler Command Line\","))?;
+    let mut rdr = csv::ReaderBuilder::new().has_headers(false).from_reader(line.as_bytes());
+    rdr.records().next()?.ok()?.get(1).map(str::to_string)
 }
 
 /// Known outcomes in an ncu log, each with what to do about it.
@@ -219,11 +307,35 @@ pub(crate) fn diagnose(log: &str, cli: &NcuCli) -> Vec<Diagnosis> {
             "the region ran no kernels on this device (a CPU-only host or device=cpu?)".into(),
         );
     }
-    if log.contains("No ranges were profiled") {
+    let mut unsupported: Vec<&str> = log
+        .lines()
+        .filter_map(|l| l.split_once("Unsupported API during capture (").map(|(_, r)| r.trim_end_matches(')')))
+        .collect();
+    unsupported.sort();
+    unsupported.dedup();
+    if !unsupported.is_empty() {
+        add(
+            "unsupported_api",
+            format!("range replay cannot capture a call inside the range: {}", unsupported.join(", ")),
+            "use --replay-mode auto (app-range, then kernel replay with the same regions), or narrow the region to the kernels".into(),
+        );
+    }
+    if log.contains("No ranges were profiled") && skipped_ranges(log) == 0 {
+        let expressions: Vec<&str> = cli.nvtx.include.iter().map(|s| s.strip_prefix("expr:").unwrap_or(s)).collect();
+        add(
+            "no_range_matched",
+            if expressions.is_empty() {
+                "no range was marked: without regions, range replay profiles what cu(da)ProfilerStart/Stop enclose".into()
+            } else {
+                format!("no NVTX range matched {}", expressions.join(", "))
+            },
+            "the selector is the cause: check the region names against nsys/regions.json (llmperf checks them before ncu when nsys runs), and write nested regions as A::A1 and named domains as LLM@decode_all".into(),
+        );
+    } else if log.contains("No ranges were profiled") {
         add(
             "no_ranges_profiled",
             "ncu profiled no ranges".into(),
-            "in range replay a range must enclose CUDA work and only supported API calls: try --replay-mode app-range (ncu 2023.1+) or kernel replay with the same NVTX filter".into(),
+            "in range replay a range must enclose CUDA work and only supported API calls: try --replay-mode auto (app-range on ncu 2023.1+, then kernel replay with the same NVTX filter)".into(),
         );
     }
     if log.contains("No kernels were profiled") {

@@ -121,6 +121,11 @@ impl Tool {
         self.version >= Version::new(2023, 1, 0)
     }
 
+    /// ncu `--import ... --page session`, where its `--help` lists that page.
+    pub(crate) fn has_session_page(&self) -> bool {
+        self.help_text().is_some_and(|h| h.contains("session:"))
+    }
+
     /// ncu `--print-metric-name` (2022.4+).
     pub(crate) fn has_print_metric_name(&self) -> bool {
         self.version >= Version::new(2022, 4, 0)

@@ -57,6 +57,38 @@ pub fn write_summaries(run: &RunDir) -> Result<Vec<String>, Error> {
     .to_vec())
 }
 
+/// The ncu preflight: each configured region as nsys captured it.
+fn preflight_section(md: &mut String, p: &crate::plan::preflight::Preflight) {
+    md.push_str("\n## ncu preflight\n\n");
+    match &p.checked_against {
+        Some(f) => {
+            let _ = writeln!(md, "Each region ncu was asked for, looked up in [{f}]({f}) before ncu ran.");
+        }
+        None => md.push_str("Not checked against an nsys capture.\n\n"),
+    }
+    for n in &p.not_checked {
+        let _ = writeln!(md, "- not checked: {n}");
+    }
+    if p.regions.is_empty() {
+        return;
+    }
+    md.push_str("\n| region | found | style | instances | kernels (nsys) | depth | also matched by ncu's expression |\n|---|---|---|---:|---:|---:|---|\n");
+    for c in &p.regions {
+        let found =
+            if c.found { "yes".to_string() } else { format!("no (did you mean {})", c.did_you_mean.join(", ")) };
+        let _ = writeln!(
+            md,
+            "| {} | {found} | {} | {} | {} | {} | {} |",
+            c.selector.replace('|', "\\|"),
+            c.style.as_deref().unwrap_or("-"),
+            c.instances,
+            c.kernels,
+            c.depth.map_or("-".to_string(), |d| d.to_string()),
+            c.also_matched.join(", ").replace('|', "\\|")
+        );
+    }
+}
+
 /// `report.md`: the stages and their diagnoses, then every file of the run.
 pub fn write_index(run: &RunDir) -> Result<(), Error> {
     let manifest = run.read_json::<crate::manifest::Manifest>(run_dir::MANIFEST_JSON);
@@ -76,6 +108,9 @@ pub fn write_index(run: &RunDir) -> Result<(), Error> {
         .collect();
     if !diagnoses.is_empty() {
         let _ = writeln!(md, "\n## Diagnoses\n\n{}", diagnoses.join("\n"));
+    }
+    if let Some(p) = run.read_json::<crate::plan::preflight::Preflight>(run_dir::NCU_PREFLIGHT) {
+        preflight_section(&mut md, &p);
     }
     md.push_str("\n## Reports\n\n");
     for (file, what) in [

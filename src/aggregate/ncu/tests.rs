@@ -176,21 +176,75 @@ fn files_without_nvtx_land_in_unattributed_per_process_and_device() {
     assert!(no_agg.iter().all(|s| s.scope != "aggregate"));
 }
 
+/// Range results are attributed by their NVTX columns, never by their name:
+/// the recorded kernel-replay rows (stacks `run_test` > `init_data` / `daxpy`
+/// / `check_results`) read as if they were range results of one pass.
 #[test]
-fn range_results_belong_to_the_pass_region_and_are_not_summed_up() {
-    // A recorded kernel-replay report read as if it were one range pass for
-    // `run_test::daxpy`: every result goes to that region; the parent exists
-    // for the tree but sums nothing in range mode.
+fn range_results_are_attributed_by_their_nvtx_stack() {
+    // The pass asked for `run_test::daxpy` (ncu matches `daxpy/`): the daxpy
+    // row is cut at it; the others keep their own stacks. Nothing is summed up
+    // the tree, and the totals add the outermost regions with results.
     let Some(all) = scopes(NVTX_DETAILS, opts(), Attribution::Range, &["run_test::daxpy"]) else { return };
     let agg = &all[0];
     let r = region(agg, "run_test::daxpy");
-    assert_eq!(r.inclusive.calls, 3);
-    assert_eq!(r.exclusive, None);
+    assert_eq!((r.inclusive.calls, r.exclusive.as_ref()), (1, None));
+    assert!(close(r.inclusive.gpu_time_ms, 0.24922));
     assert_eq!(region(agg, "run_test").inclusive.calls, 0);
-    // With several regions in one pass, a result is matched by its name.
-    let Some(all) = scopes(NVTX_DETAILS, opts(), Attribution::Range, &["A", "B"]) else { return };
-    // No result is named A or B: they fall back to their NVTX stacks.
-    assert!(all[0].regions.iter().all(|r| r.name.starts_with("run_test")));
+    assert_eq!(region(agg, "run_test::init_data").inclusive.calls, 1);
+    assert_eq!(agg.totals.calls, 3, "three measured regions, none inside another");
+    assert!(close(agg.totals.gpu_time_ms, 0.42221), "{}", agg.totals.gpu_time_ms);
+    // Two regions in one pass: each result finds its own.
+    let Some(all) = scopes(NVTX_DETAILS, opts(), Attribution::Range, &["run_test::init_data", "run_test::daxpy"])
+    else {
+        return;
+    };
+    let calls = |n: &str| region(&all[0], n).inclusive.calls;
+    assert_eq!((calls("run_test::init_data"), calls("run_test::daxpy"), calls("run_test::check_results")), (1, 1, 1));
+    // An outer region asked for: the stack is cut there, and the outer
+    // region's own results are the total (the inner ones are not added).
+    let Some(all) = scopes(NVTX_DETAILS, opts(), Attribution::Range, &["run_test"]) else { return };
+    assert_eq!(all[0].regions.len(), 1);
+    assert_eq!((region(&all[0], "run_test").inclusive.calls, all[0].totals.calls), (3, 3));
+}
+
+/// The real ncu 2025.3.1 app-range export: `Kernel Name` is the literal
+/// `range`, the region is only in the start/end column, its name holds a `:`,
+/// and the time is `gpu__time_duration.avg`. It needs no plan: a result named
+/// `range` is a range result whatever the pass said.
+#[test]
+fn an_app_range_export_lands_in_its_start_end_region() {
+    const APP_RANGE: &str = "real/cfregly-ai-perf/ncu_app_range_details.csv";
+    for (how, regions) in [(Attribution::NvtxStack, vec![]), (Attribution::Range, vec!["compute_kernel:profile"])] {
+        let Some(all) = scopes(APP_RANGE, opts(), how, &regions) else { return };
+        let agg = &all[0];
+        let names: Vec<&str> = agg.regions.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["compute_kernel:profile"]);
+        let r = &agg.regions[0];
+        assert_eq!((r.inclusive.calls, r.inclusive.untimed_calls, r.exclusive.as_ref()), (1, 0, None));
+        assert!(close(r.inclusive.gpu_time_ms, 123.480704), "{}", r.inclusive.gpu_time_ms);
+        assert_eq!(r.domain, "");
+        assert!(close(agg.totals.gpu_time_ms, 123.480704));
+    }
+}
+
+/// A kernel selection selects kernels; a range result is not one, so it is
+/// kept, and counted as not selected.
+#[test]
+fn kernel_selection_does_not_drop_range_results() {
+    const APP_RANGE: &str = "real/cfregly-ai-perf/ncu_app_range_details.csv";
+    let selection = Selection::new(&["regex:gemm".to_string()], &["range".to_string()]).unwrap();
+    let path = match crate::testdata::corpus("kernel_selection_does_not_drop_range_results", APP_RANGE) {
+        Some(p) => p,
+        None => return,
+    };
+    let mut b = Builder::new(Options { selection, ..opts() });
+    let (_, launches) = reader::open_any(&path).unwrap();
+    for l in launches {
+        b.add_launch(&l.unwrap(), Attribution::Range, &[]);
+    }
+    assert_eq!(b.ranges_not_selected(), 1);
+    let scope = &b.finish(&Stamp::default())[0];
+    assert_eq!(scope.totals.calls, 1);
 }
 
 /// Range names may contain `::` themselves (TensorRT names its ranges

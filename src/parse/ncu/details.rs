@@ -13,7 +13,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::rows::{
-    csv_error, open_file, parse_nvtx_stack, repeated_header, skip_to_header, truncated, Launch, Metric, Records, Rows,
+    csv_error, open_file, parse_nvtx_stack, parse_start_end, repeated_header, skip_to_header, truncated, Launch,
+    Metric, Records, Rows,
 };
 use crate::error::{Error, ErrorKind};
 use crate::units::{self, Locale};
@@ -28,6 +29,7 @@ pub(super) struct Columns {
     block: Option<usize>,
     grid: Option<usize>,
     nvtx: Option<usize>,
+    start_end: Option<usize>,
     section: usize,
     metric: usize,
     unit: usize,
@@ -60,6 +62,7 @@ impl Columns {
             block: find("Block Size"),
             grid: find("Grid Size"),
             nvtx: header.iter().position(|h| h.starts_with("thread Domain:Push/Pop_Range")),
+            start_end: header.iter().position(|h| h.starts_with("Id:Domain:Start/Stop_Range")),
             section: req("Section Name"),
             metric: req("Metric Name"),
             unit: req("Metric Unit"),
@@ -113,6 +116,7 @@ impl<R: Read> DetailsReader<R> {
             block_size: get(self.cols.block),
             grid_size: get(self.cols.grid),
             nvtx: get(self.cols.nvtx).map(|c| parse_nvtx_stack(&c)).unwrap_or_default(),
+            start_end: get(self.cols.start_end).map(|c| parse_start_end(&c)).unwrap_or_default(),
             metrics: Vec::new(),
             rules: Vec::new(),
             line,

@@ -16,7 +16,7 @@
 use std::io::Read;
 use std::path::Path;
 
-use super::rows::{io_error, open_file, parse_nvtx_stack, LaunchView, MetricRef, NvtxFrame};
+use super::rows::{io_error, open_file, parse_nvtx_stack, parse_start_end, LaunchView, MetricRef, NvtxFrame};
 use super::LaunchSink;
 use crate::error::{Error, ErrorKind};
 use crate::regions::Attribution;
@@ -34,6 +34,7 @@ struct Cols {
     kernel: usize,
     device: Option<usize>,
     nvtx: Option<usize>,
+    start_end: Option<usize>,
     section: usize,
 }
 
@@ -167,9 +168,10 @@ fn header(buf: &[u8]) -> Option<(Cols, usize)> {
         kernel,
         device: find("Device"),
         nvtx: names.iter().position(|h| h.starts_with("thread Domain:Push/Pop_Range")),
+        start_end: names.iter().position(|h| h.starts_with("Id:Domain:Start/Stop_Range")),
         section,
     };
-    let before = [Some(cols.id), cols.process_id, Some(kernel), cols.device, cols.nvtx];
+    let before = [Some(cols.id), cols.process_id, Some(kernel), cols.device, cols.nvtx, cols.start_end];
     (ok && before.iter().flatten().all(|&i| i < section)).then_some((cols, end))
 }
 
@@ -281,6 +283,7 @@ struct Gather<'a> {
     kernel: std::borrow::Cow<'a, str>,
     device: Option<std::borrow::Cow<'a, str>>,
     nvtx: Vec<NvtxFrame>,
+    start_end: Vec<NvtxFrame>,
     metrics: Vec<MetricRef<'a>>,
 }
 
@@ -312,6 +315,8 @@ fn parse_block<S: LaunchSink>(
         }
         if current.is_none() {
             let nvtx = field_text(cols.nvtx.unwrap_or(usize::MAX))?.map(|c| parse_nvtx_stack(&c)).unwrap_or_default();
+            let start_end =
+                field_text(cols.start_end.unwrap_or(usize::MAX))?.map(|c| parse_start_end(&c)).unwrap_or_default();
             current = Some(Gather {
                 prefix: &buf[pos..fields.get(cols.section).map_or(end, |f| f.raw)],
                 id_field_len: fields.get(cols.id + 1).map_or(0, |f| f.raw - pos),
@@ -320,6 +325,7 @@ fn parse_block<S: LaunchSink>(
                 kernel: field_text(cols.kernel)?.unwrap_or_default(),
                 device: field_text(cols.device.unwrap_or(usize::MAX))?,
                 nvtx,
+                start_end,
                 metrics: Vec::with_capacity(64),
             });
         }
@@ -398,6 +404,7 @@ fn flush<S: LaunchSink>(g: Option<Gather>, b: &mut S, how: Attribution, regions:
         kernel_name: &g.kernel,
         device: g.device.as_deref(),
         nvtx: &g.nvtx,
+        start_end: &g.start_end,
         metrics: &g.metrics,
     };
     b.add(&view, how, regions);

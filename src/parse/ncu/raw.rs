@@ -8,7 +8,9 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::rows::{csv_error, parse_nvtx_stack, repeated_header, truncated, Launch, Metric, Records, Rows};
+use super::rows::{
+    csv_error, parse_nvtx_stack, parse_start_end, repeated_header, truncated, Launch, Metric, Records, Rows,
+};
 use crate::error::{Error, ErrorKind};
 use crate::units::{self, Locale};
 
@@ -91,6 +93,7 @@ impl<R: Read> RawReader<R> {
     fn launch_of(&mut self, row: &csv::StringRecord) -> Launch {
         let get = |i: Option<usize>| i.and_then(|i| row.get(i)).map(str::to_string);
         let nvtx = self.header.iter().position(|h| h.starts_with("thread Domain:Push/Pop_Range"));
+        let start_end = self.header.iter().position(|h| h.starts_with("Id:Domain:Start/Stop_Range"));
         let mut launch = Launch {
             id: get(self.column("ID")).unwrap_or_default(),
             process_id: get(self.column("Process ID")).unwrap_or_default(),
@@ -100,6 +103,7 @@ impl<R: Read> RawReader<R> {
             block_size: get(self.column("Block Size")),
             grid_size: get(self.column("Grid Size")),
             nvtx: get(nvtx).map(|c| parse_nvtx_stack(&c)).unwrap_or_default(),
+            start_end: get(start_end).map(|c| parse_start_end(&c)).unwrap_or_default(),
             metrics: Vec::with_capacity(self.metrics.len()),
             rules: Vec::new(),
             line: line_of(row),

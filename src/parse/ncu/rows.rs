@@ -46,6 +46,8 @@ pub struct Launch {
     pub grid_size: Option<String>,
     /// Push/pop ranges open on the launching thread, outermost first (with `--nvtx`).
     pub nvtx: Vec<NvtxFrame>,
+    /// Start/end ranges open at the launch (or the range result's own range).
+    pub start_end: Vec<NvtxFrame>,
     pub metrics: Vec<Metric>,
     /// Rule rows (empty Metric Name): (rule name, section).
     pub rules: Vec<(String, String)>,
@@ -58,7 +60,7 @@ impl Launch {
         self.metrics.iter().find(|m| m.name == name)
     }
 
-    /// GPU time of the launch: `gpu__time_duration.sum`, else the `Duration` of
+    /// GPU time of the launch: `gpu__time_duration.sum` (else `.avg`), else the `Duration` of
     /// a `GPU Speed Of Light` section (labels instead of metric names before 2022.4).
     pub fn duration_ns(&self) -> Option<f64> {
         let i = duration_row(self.metrics.iter().map(|m| (m.section.as_str(), m.name.as_str())))?;
@@ -67,19 +69,24 @@ impl Launch {
 }
 
 /// Which of a result's (section, metric name) rows holds its GPU time:
-/// `gpu__time_duration.sum`, else the `Duration` of a `GPU Speed Of Light`
-/// section (labels instead of metric names before 2022.4).
+/// `gpu__time_duration.sum`, else `.avg`, else the `Duration` of a `GPU Speed
+/// Of Light` section (labels instead of metric names before 2022.4).
 pub(crate) fn duration_row<'a>(rows: impl Iterator<Item = (&'a str, &'a str)>) -> Option<usize> {
-    let mut speed_of_light = None;
+    let (mut avg, mut speed_of_light) = (None, None);
     for (i, (section, name)) in rows.enumerate() {
         if name == "gpu__time_duration.sum" {
             return Some(i);
+        }
+        // A range result carries `.avg` when that is what was collected (a
+        // range is one result: its average is its time).
+        if avg.is_none() && name == "gpu__time_duration.avg" {
+            avg = Some(i);
         }
         if speed_of_light.is_none() && name == "Duration" && section.starts_with("GPU Speed Of Light") {
             speed_of_light = Some(i);
         }
     }
-    speed_of_light
+    avg.or(speed_of_light)
 }
 
 /// The input from its `"ID",...` header line on, as a CSV reader. The
@@ -162,9 +169,27 @@ pub(crate) fn parse_nvtx_stack(cell: &str) -> Vec<NvtxFrame> {
         .collect()
 }
 
+/// The start/end column: `"0:<default domain>:compute_kernel:profile:none:none:none:none:none:none"`,
+/// one quoted `Id:Domain:name:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg`
+/// tuple per open start/end range (a real ncu 2025.3.1 app-range cell).
+pub(crate) fn parse_start_end(cell: &str) -> Vec<NvtxFrame> {
+    cell.split('"')
+        .skip(1)
+        .step_by(2)
+        .filter(|t| !t.is_empty())
+        .map(|tuple| {
+            let rest = tuple.split_once(':').map_or(tuple, |(_, r)| r);
+            let (domain, rest) = rest.split_once(':').unwrap_or(("", rest));
+            NvtxFrame { domain: domain.to_string(), name: range_name(rest) }
+        })
+        .collect()
+}
+
 /// `name:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg`, where the name (and the
-/// message, usually the same text) may itself contain `:`: take the shortest
-/// name followed by exactly five fields and the name again; else the first field.
+/// message, which repeats an ASCII name) may itself contain `:`: the shortest
+/// name followed by exactly five fields and the name again; else all but the
+/// six trailing fields (`compute_kernel:profile:none:none:none:none:none:none`
+/// is `compute_kernel:profile`); else the whole text.
 fn range_name(rest: &str) -> String {
     for (i, _) in rest.match_indices(':') {
         let name = &rest[..i];
@@ -174,7 +199,11 @@ fn range_name(rest: &str) -> String {
             }
         }
     }
-    rest.split(':').next().unwrap_or_default().to_string()
+    let fields: Vec<&str> = rest.rsplitn(7, ':').collect();
+    match fields.len() {
+        7 => fields[6].to_string(),
+        _ => rest.to_string(),
+    }
 }
 
 pub(crate) fn no_header(path: &Path, log: &[String]) -> Error {
@@ -245,6 +274,7 @@ pub fn with_view<R>(launch: &Launch, f: impl FnOnce(&LaunchView) -> R) -> R {
         kernel_name: &launch.kernel_name,
         device: launch.device.as_deref(),
         nvtx: &launch.nvtx,
+        start_end: &launch.start_end,
         metrics: &metrics,
     })
 }
@@ -256,6 +286,7 @@ pub struct LaunchView<'a> {
     /// The Device column (2024.1+), if the file has one.
     pub device: Option<&'a str>,
     pub nvtx: &'a [NvtxFrame],
+    pub start_end: &'a [NvtxFrame],
     pub metrics: &'a [MetricRef<'a>],
 }
 
@@ -295,6 +326,16 @@ mod tests {
     #[test]
     fn range_names_with_colons_survive() {
         assert_eq!(range_name("layer_3::attn:none:none:RGB:0xff00ff00:ASCII:layer_3::attn"), "layer_3::attn");
+        assert_eq!(range_name("compute_kernel:profile:none:none:none:none:none:none"), "compute_kernel:profile");
         assert_eq!(range_name("odd"), "odd");
+    }
+
+    #[test]
+    fn start_end_cell_verbatim_from_a_2025_3_app_range_export() {
+        let cell = r#" "0:<default domain>:compute_kernel:profile:none:none:none:none:none:none" "#;
+        let frames = parse_start_end(cell);
+        let names: Vec<_> = frames.iter().map(|f| (f.domain.as_str(), f.name.as_str())).collect();
+        assert_eq!(names, [("<default domain>", "compute_kernel:profile")]);
+        assert!(parse_start_end("").is_empty());
     }
 }

@@ -23,24 +23,69 @@ fn has_pair(a: &[String], flag: &str, value: &str) -> bool {
     a.windows(2).any(|w| w[0] == flag && w[1] == value)
 }
 
+const RANGE: Matching = Matching::Range;
+const FILTER: Matching = Matching::Filter;
+const PUSH_POP: RangeStyle = RangeStyle::PushPop;
+const START_END: RangeStyle = RangeStyle::StartEnd;
+
+/// Range replay: what ncu 2022.3 matched here (tests/ncu_matching.rs counts it).
 #[test]
-fn selectors_compile_to_push_pop_expressions() {
-    assert_eq!(compile_selector("A"), "A/");
-    assert_eq!(compile_selector("A::A1"), "A/A1/");
-    assert_eq!(compile_selector("LLM@decode_all"), "LLM@decode_all/");
-    assert_eq!(compile_selector("LLM@decode_all::decode_step"), "LLM@decode_all/decode_step/");
+fn range_selectors_compile_to_the_last_name() {
+    let c = |s: &str| compile_selector(s, RANGE, PUSH_POP);
+    assert_eq!(c("A"), "A/");
+    assert_eq!(c("A::A1"), "A1/");
+    assert_eq!(c("LLM@decode_all"), "LLM@decode_all/");
+    assert_eq!(c("LLM@decode_all::decode_step"), "LLM@decode_step/");
+    assert_eq!(compile_selector("compute_kernel:profile", RANGE, START_END), "compute_kernel:profile");
     // Quantifier characters inside names are escaped.
-    assert_eq!(compile_selector("conv[1]/relu"), r"conv\[1\]\/relu/");
-    assert_eq!(compile_selector("a+b*c,d"), r"a\+b\*c\,d/");
+    assert_eq!(c("conv[1]/relu"), r"conv\[1\]\/relu/");
+    assert_eq!(c("a+b,c@"), r"a\+b\,c\@/");
+}
+
+#[test]
+fn globs_compile_to_anchored_regexes() {
+    assert_eq!(compile_selector("decode*", RANGE, PUSH_POP), "regex:^decode.*$/");
+    assert_eq!(compile_selector("*", RANGE, PUSH_POP), "regex:^.*$/");
+    assert_eq!(compile_selector("LLM@decode_all::layer_?", RANGE, PUSH_POP), "regex:^LLM$@^layer_.$/");
+    // A `:` in an ncu 2022.3 regex matched every range here: written as \x3a.
+    assert_eq!(compile_selector("se:r*", RANGE, START_END), r"regex:^se\x3ar.*$");
+    assert_eq!(compile_selector("a.b(c)*", RANGE, PUSH_POP), r"regex:^a\.b\(c\).*$/");
+}
+
+/// Kernel and application replay: the documented filter forms (unverifiable
+/// without kernels).
+#[test]
+fn filter_selectors_keep_the_whole_path() {
+    assert_eq!(compile_selector("A", FILTER, PUSH_POP), "A/");
+    assert_eq!(compile_selector("A::A1", FILTER, PUSH_POP), "A/A1");
+    assert_eq!(compile_selector("LLM@decode_all::decode_step", FILTER, PUSH_POP), "LLM@decode_all/decode_step");
+    assert_eq!(compile_selector("A::decode*", FILTER, PUSH_POP), "regex:^A$/^decode.*$");
 }
 
 #[test]
 fn raw_expressions_pass_through() {
     // Expression examples of the Nsight Compute CLI documentation, given raw.
     for raw in ["A/", "[A", "B]", "A/+/C", "A/*/C", "Domain@A/", "A,B", "A"] {
-        assert_eq!(compile_selector(&format!("expr:{raw}")), raw);
+        for m in [RANGE, FILTER] {
+            assert_eq!(compile_selector(&format!("expr:{raw}"), m, PUSH_POP), raw);
+        }
     }
-    assert_eq!(compile_selector("regex:Domain[A-Z]@Range[0-9]/"), "regex:Domain[A-Z]@Range[0-9]/");
+    assert_eq!(compile_selector("regex:Domain[A-Z]@Range[0-9]/", RANGE, PUSH_POP), "regex:Domain[A-Z]@Range[0-9]/");
+}
+
+/// The real `--page session` export of an ncu 2025.3.1 app-range report.
+#[test]
+fn the_session_page_proves_the_replay_mode() {
+    let Some(path) = crate::testdata::corpus(
+        "the_session_page_proves_the_replay_mode",
+        "real/cfregly-ai-perf/ncu_app_range_session.csv",
+    ) else {
+        return;
+    };
+    let cmd = profiler_command_line(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert!(cmd.starts_with("/opt/nvidia/nsight-compute/2025.3.1/ncu --force-overwrite"), "{cmd}");
+    assert!(cmd.contains("--replay-mode app-range") && cmd.contains("--nvtx-include compute_kernel:profile"), "{cmd}");
+    assert_eq!(profiler_command_line("\"Launch Attribute\",\"Value\"\n"), None);
 }
 
 #[test]
@@ -68,7 +113,7 @@ fn each_option_maps_to_its_flag() {
             "name",
         ),
         (&["pipeline.ncu.ncu_cli.target_processes=application-only"], "--target-processes", "application-only"),
-        (&["pipeline.ncu.ncu_cli.nvtx.include=[A::A1]"], "--nvtx-include", "A/A1/"),
+        (&["pipeline.ncu.ncu_cli.nvtx.include=[A::A1]"], "--nvtx-include", "A/A1"),
         (&["pipeline.ncu.ncu_cli.nvtx.exclude=[B]"], "--nvtx-exclude", "B/"),
         (&["pipeline.ncu.ncu_cli.set=full"], "--set", "full"),
         (&["pipeline.ncu.ncu_cli.sections=[LaunchStats]"], "--section", "LaunchStats"),

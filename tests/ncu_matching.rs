@@ -1,0 +1,144 @@
+//! Range replay selects what ncu really matches. On this machine (no GPU) the
+//! real ncu 2022.3 still logs one `Skipping invalid capture range` line per
+//! range its NVTX filter matched; the built-in workloads with
+//! `infer.cuda_probe=true` make a CUDA driver call where a GPU run would
+//! synchronize, so every matched range, named domains included, is defined
+//! and logged. Each test counts those lines per pass and asserts the exact
+//! number: the instances nsys captured of the regions the pass selects.
+//! A compiler that writes `A::A1` as `A/A1/` (what ncu matches 0 times)
+//! fails here.
+mod common;
+use common::*;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+const NSYS_HANG: [&str; 2] = ["pipeline.nsys.postprocess_timeout_s=60", "pipeline.nsys.hang_retries=2"];
+
+/// `llmperf profile --model MODEL --replay-mode range` with nsys (which finds
+/// the regions) and ncu; the run directory.
+fn range_run(root: &Path, model: &str, extra: &[&str]) -> std::path::PathBuf {
+    let _nsys = nsys_lock();
+    let out = llmperf()
+        .args(["profile", "--model", model, "infer.iters=2", "infer.cuda_probe=true", "--replay-mode", "range"])
+        .args(NSYS_HANG)
+        .args(extra)
+        .arg("-o")
+        .arg(root)
+        .timeout(Duration::from_secs(900))
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    run_dir(&out)
+}
+
+/// Per pass: (its expressions, the ranges ncu's log says it matched).
+fn matched(dir: &Path) -> Vec<(String, Vec<String>, usize)> {
+    let plan = json(&dir.join("ncu/plan.json"));
+    plan["passes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let name = p["name"].as_str().unwrap().to_string();
+            let exprs = p["expressions"].as_array().unwrap().iter().map(|e| e.as_str().unwrap().to_string()).collect();
+            let log = std::fs::read_to_string(dir.join(format!("ncu/{name}.log"))).unwrap();
+            (name, exprs, log.matches("Skipping invalid capture range").count())
+        })
+        .collect()
+}
+
+/// The instances nsys captured of the regions each pass selects (its
+/// `regions`, matched by full path and domain): the independent oracle.
+fn nsys_instances(dir: &Path) -> BTreeMap<String, u64> {
+    let plan = json(&dir.join("ncu/plan.json"));
+    let regions = json(&dir.join("nsys/regions.json"));
+    let mut out = BTreeMap::new();
+    for p in plan["passes"].as_array().unwrap() {
+        let mut n = 0;
+        for sel in p["regions"].as_array().unwrap().iter().map(|s| s.as_str().unwrap()) {
+            let (domain, path) = sel.split_once('@').unwrap_or(("", sel));
+            n += regions["regions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|r| glob(path).is_match(r["path"].as_str().unwrap()) && r["domain"] == domain)
+                .map(|r| r["instances"].as_u64().unwrap())
+                .sum::<u64>();
+        }
+        out.insert(p["name"].as_str().unwrap().to_string(), n);
+    }
+    out
+}
+
+/// A region glob (`decode*`) as an anchored regex; `*` stays within one name.
+fn glob(path: &str) -> regex::Regex {
+    regex::Regex::new(&format!("^{}$", regex::escape(path).replace(r"\*", "[^:]*"))).unwrap()
+}
+
+fn check(dir: &Path, expected: &[(&str, &[&str], usize)]) {
+    let got = matched(dir);
+    let got_ref: Vec<(&str, Vec<&str>, usize)> =
+        got.iter().map(|(n, e, c)| (n.as_str(), e.iter().map(String::as_str).collect(), *c)).collect();
+    let want: Vec<(&str, Vec<&str>, usize)> = expected.iter().map(|(n, e, c)| (*n, e.to_vec(), *c)).collect();
+    assert_eq!(got_ref, want, "passes: (name, expressions, ranges ncu matched)");
+    let oracle = nsys_instances(dir);
+    for (name, _, count) in &got {
+        assert_eq!(oracle[name], *count as u64, "{name}: nsys captured {} instances of its regions", oracle[name]);
+    }
+}
+
+#[test]
+fn every_pass_of_the_regions_demo_matches_its_ranges() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = range_run(root.path(), "nvtx_regions", &[]);
+    check(&dir, &[("p0", &["A/", "B/"], 4), ("p1", &["A1/"], 2)]);
+}
+
+#[test]
+fn every_pass_of_the_resnet_matches_its_ranges() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = range_run(root.path(), "dummy_shallow_resnet", &[]);
+    check(&dir, &[("p0", &["forward/"], 2), ("p1", &["block_0/", "block_1/", "block_2/", "head/", "stem/"], 10)]);
+}
+
+/// The LLM's ranges are in the `LLM` domain, nested four deep: prefill and
+/// decode_all, decode_step, the layers and lm_head, attn and mlp.
+#[test]
+fn every_pass_of_the_llm_matches_its_ranges_in_the_llm_domain() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = range_run(root.path(), "llm_tiny", &[]);
+    check(
+        &dir,
+        &[
+            ("p0", &["LLM@decode_all/", "LLM@prefill/"], 4),
+            ("p1", &["LLM@decode_step/"], 14),
+            ("p2", &["LLM@layer_0/", "LLM@layer_1/", "LLM@lm_head/"], 48),
+            ("p3", &["LLM@attn/", "LLM@mlp/"], 64),
+        ],
+    );
+    // The preflight saw each region in nsys's capture, with its style and count.
+    let preflight = json(&dir.join("ncu/preflight.json"));
+    let step = preflight["regions"].as_array().unwrap().iter().find(|r| r["selector"] == "LLM@decode_all::decode_step");
+    let step = step.expect("decode_step checked");
+    assert_eq!(
+        (step["found"].as_bool(), step["style"].as_str(), step["instances"].as_u64()),
+        (Some(true), Some("push_pop"), Some(14))
+    );
+}
+
+/// Configured regions, as users write them: a nested one alone, a glob, and
+/// a scalar where a list is expected.
+#[test]
+fn configured_nested_and_glob_selectors_match() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = range_run(root.path(), "llm_tiny", &["pipeline.ncu.ncu_cli.nvtx.include=LLM@decode_all::decode_step"]);
+    check(&dir, &[("p0", &["LLM@decode_step/"], 14)]);
+    let root = tempfile::tempdir().unwrap();
+    let dir = range_run(root.path(), "llm_tiny", &["pipeline.ncu.ncu_cli.nvtx.include=[LLM@decode*]"]);
+    // `decode*` at the top level is decode_all; ncu's leaf expression also
+    // matches decode_step, which lies inside it: one range per decode_all.
+    check(&dir, &[("p0", &["regex:^LLM$@^decode.*$/"], 2)]);
+}
