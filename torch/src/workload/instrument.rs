@@ -8,9 +8,9 @@
 //!
 //! Ranges in a named domain carry their name as an ASCII message, not as a
 //! registered string (what the `nvtx` crate's `Domain::local_range` makes):
-//! ncu 2022.3 matches no `--nvtx-include` against registered strings
-//! (`LLM@decode_all/` matched 0 ranges, the same with ASCII messages 1 per
-//! instance; docs/internals.md, "Region selectors").
+//! ncu 2022.3 sees a registered-string range with an empty name, so no region
+//! name matches it (`LLM@decode_all/` matched 0 ranges, the same with ASCII
+//! messages 1 per instance; docs/internals.md, "Region selectors").
 //!
 //! `infer.cuda_probe` makes a CUDA driver call (`cuDeviceGetCount`) where a
 //! CUDA device would synchronize: before the push and before the pop. On a
