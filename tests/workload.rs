@@ -149,3 +149,23 @@ fn impossible_llm_shapes_are_config_errors() {
         .code(3)
         .stderr(predicate::str::contains("max_seq_len 128"));
 }
+
+/// `model.extra_b_matmuls`: a known change of work in B alone, for tests of
+/// run comparisons. The analytic FLOPs say how much: B does 1 + N matmuls;
+/// A and A::A1 are untouched.
+#[test]
+fn the_regions_demo_adds_known_work_to_b_only() {
+    let root = tempfile::tempdir().unwrap();
+    let flops = |extra: &str| {
+        let dir = run_workload(root.path(), &["--model", "nvtx_regions", "infer.iters=2", extra]);
+        let t = json(&dir.join("workload/timings.json"));
+        let per_call = |r: &str| t["flops"]["per_call"][r].as_f64().unwrap();
+        assert_eq!(t["stages"]["B"]["count"], 2);
+        (per_call("A"), per_call("A::A1"), per_call("B"))
+    };
+    let matmul = |n: f64| 2.0 * n * n * n;
+    let plain = flops("model.extra_b_matmuls=0");
+    let slowed = flops("model.extra_b_matmuls=3");
+    assert_eq!(plain, (matmul(256.0) + matmul(128.0), matmul(128.0), matmul(192.0)));
+    assert_eq!(slowed, (plain.0, plain.1, 4.0 * matmul(192.0)));
+}

@@ -111,6 +111,10 @@ pub struct RegionsConfig {
     pub size_a: i64,
     pub size_a1: i64,
     pub size_b: i64,
+    /// Matmuls added inside B (a known change: tests of comparisons find
+    /// exactly B slower, by this much work, and nothing else).
+    #[serde(default)]
+    pub extra_b_matmuls: u32,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -378,7 +378,12 @@ fn run_regions(cfg: &Config, m: &RegionsConfig, device: Device, kind: Kind, nvtx
             let _ = a.matmul(&a);
             ins.region(regions::DEMO_A1, || a1.matmul(&a1))
         });
-        let _ = ins.region(regions::DEMO_B, || b.matmul(&b));
+        let _ = ins.region(regions::DEMO_B, || {
+            for _ in 0..m.extra_b_matmuls {
+                let _ = b.matmul(&b);
+            }
+            b.matmul(&b)
+        });
     });
     let a1_path = regions::join([regions::DEMO_A, regions::DEMO_A1]);
     let stage_paths = [regions::DEMO_A.to_string(), a1_path.clone(), regions::DEMO_B.to_string()];
@@ -399,12 +404,12 @@ fn run_regions(cfg: &Config, m: &RegionsConfig, device: Device, kind: Kind, nvtx
         Measured { measured_ms, samples: ins.into_samples() },
         &stage_paths,
     );
-    t.flops.formula = "2*n^3 per n x n matmul; A includes A1".into();
+    t.flops.formula = "2*n^3 per n x n matmul; A includes A1; B does 1 + model.extra_b_matmuls".into();
     let (fa, fa1, fb) =
         (flops::square_matmul(m.size_a), flops::square_matmul(m.size_a1), flops::square_matmul(m.size_b));
     t.flops.per_call.insert(regions::DEMO_A.into(), fa + fa1);
     t.flops.per_call.insert(a1_path, fa1);
-    t.flops.per_call.insert(regions::DEMO_B.into(), fb);
+    t.flops.per_call.insert(regions::DEMO_B.into(), fb * f64::from(1 + m.extra_b_matmuls));
     t
 }
 
