@@ -66,51 +66,7 @@ pub(crate) fn profile(
             return Ok(());
         }
     }
-    let mut commands = String::new();
-    let mut queue: std::collections::VecDeque<Pass> = plan.passes.iter().cloned().collect();
-    while let Some(pass) = queue.pop_front() {
-        let pass_cli = pass.cli(cli, &plan);
-        let with = PassRun { cfg, tool, cli: &pass_cli, app };
-        let (outcome, diagnoses) = run_pass(run, manifest, &with, &pass.name, &mut commands)?;
-        if let StageOutcome::Interrupted(_) = outcome {
-            verdict.add(outcome);
-            break;
-        }
-        let next = (cli.replay_mode == ReplayMode::Auto && needs_next_rung(&diagnoses))
-            .then(|| pass.next_rung(tool.has_app_range_replay()))
-            .flatten();
-        let Some(next) = next else {
-            verdict.add(outcome);
-            continue;
-        };
-        // The ladder: this pass's failure is not the run's; the next rung runs instead.
-        let why = diagnoses.iter().map(|d| d.message.as_str()).collect::<Vec<_>>().join("; ");
-        let skipped = if pass.replay_mode == ReplayMode::Range && next.replay_mode == ReplayMode::Kernel {
-            format!(" (app-range skipped: ncu {} has none, 2023.1+)", tool.version)
-        } else {
-            String::new()
-        };
-        let note = format!(
-            "replay ladder: {} ({} replay) profiled nothing: {why}; retried as {} ({} replay){skipped}",
-            pass.name,
-            pass.replay_mode.as_str(),
-            next.name,
-            next.replay_mode.as_str()
-        );
-        tracing::warn!("{note}");
-        manifest.diagnose(
-            &format!("ncu:{}", pass.name),
-            Diagnosis {
-                code: "replay_ladder".into(),
-                message: note.clone(),
-                hint: "set pipeline.ncu.ncu_cli.replay_mode to one mode to run only that one".into(),
-            },
-        )?;
-        plan.notes.push(note);
-        plan.passes.push(next.clone());
-        run.write_json(run_dir::NCU_PLAN, &plan)?;
-        queue.push_front(next);
-    }
+    run_passes(run, manifest, verdict, &PassRun { cfg, tool, cli, app }, &mut plan)?;
     if let Err(e) = signals::check() {
         verdict.add(StageOutcome::Interrupted(e));
         return Ok(());
@@ -121,6 +77,65 @@ pub(crate) fn profile(
     verdict.add(regions(run, manifest, cfg)?);
     verdict.add(matched(run, manifest, cfg, &plan)?);
     Ok(())
+}
+
+/// Every pass of the plan, in order; with `replay_mode: auto`, a pass that
+/// profiled nothing is followed by its next rung (the plan grows, and is
+/// rewritten, as the ladder climbs).
+fn run_passes(
+    run: &RunDir,
+    manifest: &mut ManifestWriter,
+    verdict: &mut Verdict,
+    with: &PassRun,
+    plan: &mut NcuPlan,
+) -> Result<(), Error> {
+    let mut commands = String::new();
+    let mut queue: std::collections::VecDeque<Pass> = plan.passes.iter().cloned().collect();
+    while let Some(pass) = queue.pop_front() {
+        let pass_cli = pass.cli(with.cli, plan);
+        let (outcome, diagnoses) =
+            run_pass(run, manifest, &PassRun { cli: &pass_cli, ..*with }, &pass.name, &mut commands)?;
+        if let StageOutcome::Interrupted(_) = outcome {
+            verdict.add(outcome);
+            break;
+        }
+        let next = (with.cli.replay_mode == ReplayMode::Auto && needs_next_rung(&diagnoses))
+            .then(|| pass.next_rung(with.tool.has_app_range_replay()))
+            .flatten();
+        let Some(next) = next else {
+            verdict.add(outcome);
+            continue;
+        };
+        // This pass's failure is not the run's: the next rung runs instead.
+        let note = ladder_note(&pass, &next, &diagnoses, with.tool);
+        tracing::warn!("{note}");
+        let hint = "set pipeline.ncu.ncu_cli.replay_mode to one mode to run only that one".to_string();
+        let step = Diagnosis { code: "replay_ladder".into(), message: note.clone(), hint };
+        manifest.diagnose(&format!("ncu:{}", pass.name), step)?;
+        plan.notes.push(note);
+        plan.passes.push(next.clone());
+        run.write_json(run_dir::NCU_PLAN, plan)?;
+        queue.push_front(next);
+    }
+    Ok(())
+}
+
+/// One step of the replay ladder, with ncu's reasons, for the manifest and the plan.
+fn ladder_note(pass: &Pass, next: &Pass, diagnoses: &[Diagnosis], tool: &Tool) -> String {
+    let why = diagnoses.iter().map(|d| d.message.as_str()).collect::<Vec<_>>().join("; ");
+    let skipped = match (pass.replay_mode, next.replay_mode) {
+        (ReplayMode::Range, ReplayMode::Kernel) => {
+            format!(" (app-range skipped: ncu {} has none, 2023.1+)", tool.version)
+        }
+        _ => String::new(),
+    };
+    format!(
+        "replay ladder: {} ({} replay) profiled nothing: {why}; retried as {} ({} replay){skipped}",
+        pass.name,
+        pass.replay_mode.as_str(),
+        next.name,
+        next.replay_mode.as_str()
+    )
 }
 
 /// Whether a range pass's diagnoses call for the next rung of the ladder: ncu
