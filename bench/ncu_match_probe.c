@@ -8,6 +8,8 @@
  *   push/pop  LLM: decode_all > decode_step  (registered strings, as the nvtx crate makes them)
  *   push/pop  ASC: outer > inner          (ASCII messages)
  *   start/end se:range                    (a ':' in the name)
+ *   push/pop  ASC: twin, twin             (back to back: no CUDA call between them)
+ * and one CUDA call after the loop, outside every range (not with NOTAIL set).
  */
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -66,7 +68,11 @@ int main(int argc, char **argv) {
     nvtxDomainRangePop(asc);
 
     nvtxRangeId_t id = nvtxRangeStartA("se:range"); work(); nvtxRangeEnd(id);
+
+    a.message.ascii = "twin";
+    nvtxDomainRangePushEx(asc, &a); work(); nvtxDomainRangePop(asc);
+    nvtxDomainRangePushEx(asc, &a); work(); nvtxDomainRangePop(asc);
   }
-  work(); /* a CUDA call outside every range ends the last one */
+  if (!getenv("NOTAIL")) work(); /* a CUDA call outside every range ends the last one */
   return 0;
 }

@@ -7,6 +7,7 @@
 #
 #   bench/ncu_match_probe.sh [ITERS] [EXPR...]     (default: the table of the docs)
 #   NOCUDA=1 bench/ncu_match_probe.sh              (no CUDA call inside the ranges)
+#   NOTAIL=1 bench/ncu_match_probe.sh 3 ASC@twin/  (no CUDA call after the last range)
 # Needs gcc, ncu, and the NVTX headers of the nvtx-sys crate (cargo fetch).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +22,7 @@ exprs=("$@")
 if [ ${#exprs[@]} -eq 0 ]; then
   exprs=('A/' 'A1/' 'B/' 'A' 'A/A1/' 'A/A1' 'A/*/A1' 'A/+/A1' 'A/A1]' '[A/A1' '[A' 'A1]' 'regex:A/A1'
          'LLM@decode_all/' 'regex:LLM@.*/' 'ASC@outer/' 'ASC@inner/' 'ASC@outer/inner'
-         'se:range' 'regex:^se:range$' 'regex:^se\x3arange$' 'regex:^A$/' 'regex:^ASC$@^in.*$/')
+         'se:range' 'regex:^se:range$' 'regex:^se\x3arange$' 'regex:^A$/' 'regex:^ASC$@^in.*$/' 'ASC@twin/')
 fi
 printf '%-28s %s\n' "expression" "ranges matched (of $ITERS per range)"
 for e in "${exprs[@]}"; do

@@ -52,6 +52,54 @@ pub enum Attribution {
     None,
 }
 
+/// A region as users write it: names joined by `::`, a named domain first
+/// (`LLM@decode_all::decode_step`); each name may be a glob ([`glob_match`]).
+/// The one parser of that spelling, for the ncu expression compiler, the
+/// pass planner, the preflight and the region attribution.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selector<'a> {
+    /// Empty for the default domain.
+    pub domain: &'a str,
+    pub names: Vec<&'a str>,
+}
+
+impl<'a> Selector<'a> {
+    pub fn parse(text: &'a str) -> Selector<'a> {
+        let (domain, path) = match text.split_once('@') {
+            Some((d, p)) if !d.is_empty() && !p.is_empty() => (d, p),
+            _ => ("", text),
+        };
+        Selector::of(path, domain)
+    }
+
+    /// A region's `::` path in a domain.
+    pub fn of(path: &'a str, domain: &'a str) -> Selector<'a> {
+        Selector { domain, names: path.split(SEP).collect() }
+    }
+
+    /// The innermost name.
+    pub fn leaf(&self) -> &'a str {
+        self.names.last().copied().unwrap_or_default()
+    }
+
+    /// Whether the region at `path` in `domain` is this one, name by name.
+    pub fn names_region(&self, path: &str, domain: &str) -> bool {
+        let got: Vec<&str> = path.split(SEP).collect();
+        self.domain == domain
+            && got.len() == self.names.len()
+            && self.names.iter().zip(&got).all(|(want, name)| glob_match(want, name))
+    }
+}
+
+/// A region written as a selector: `A::A1`, or `LLM@decode_all` in a domain.
+pub fn selector(path: &str, domain: &str) -> String {
+    if domain.is_empty() {
+        path.to_string()
+    } else {
+        format!("{domain}@{path}")
+    }
+}
+
 /// Join nested names: `join(["A", "A1"]) == "A::A1"`.
 pub fn join<S: AsRef<str>>(names: impl IntoIterator<Item = S>) -> String {
     names.into_iter().map(|s| s.as_ref().to_string()).collect::<Vec<_>>().join(SEP)
@@ -95,6 +143,19 @@ mod tests {
         for (p, n) in [("decode*", "prefill"), ("layer_?", "layer_12"), ("A", "A1"), ("a*b", "ab_")] {
             assert!(!glob_match(p, n), "{p} {n}");
         }
+    }
+
+    #[test]
+    fn selectors_parse_domain_first_and_round_trip() {
+        let s = Selector::parse("LLM@decode_all::decode_step");
+        assert_eq!((s.domain, s.names.clone(), s.leaf()), ("LLM", vec!["decode_all", "decode_step"], "decode_step"));
+        assert_eq!(Selector::parse("A::A1"), Selector { domain: "", names: vec!["A", "A1"] });
+        assert_eq!(Selector::parse("odd@").domain, "", "no path after @: not a domain");
+        assert!(Selector::parse("LLM@decode*").names_region("decode_all", "LLM"));
+        assert!(!Selector::parse("LLM@decode*").names_region("decode_all::decode_step", "LLM"));
+        assert!(!Selector::parse("decode_all").names_region("decode_all", "LLM"));
+        assert_eq!(selector("decode_all", "LLM"), "LLM@decode_all");
+        assert_eq!(selector("A::A1", ""), "A::A1");
     }
 
     #[test]

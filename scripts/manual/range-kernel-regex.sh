@@ -14,10 +14,11 @@ PLAIN=$(profile "${ARGS[@]}")
 RUN=$(profile "${ARGS[@]}" 'report.kernels.include=["regex:gemm|matmul"]')
 echo "run directories: $PLAIN $RUN"
 check "exit status and manifest" test "$(json "$RUN" manifest.json 'd["status"]')" = ok
-check "same totals with and without the pattern" test \
-  "$(json "$RUN" ncu/regions/report.json 'd["scopes"][0]["totals"] if d["scopes"] else None')" = \
-  "$(json "$PLAIN" ncu/regions/report.json 'd["scopes"][0]["totals"] if d["scopes"] else None')"
 if [ "$GPU" = 1 ]; then
+  # Without a GPU both reports are empty, and equal whatever the pattern did.
+  check "same totals with and without the pattern" test \
+    "$(json "$RUN" ncu/regions/report.json 'd["scopes"][0]["totals"]')" = \
+    "$(json "$PLAIN" ncu/regions/report.json 'd["scopes"][0]["totals"]')"
   check "range results kept and counted as not selected" test "$(json "$RUN" ncu/regions/report.json 'd["source"].get("ranges_not_selected", 0) > 0')" = True
   check "the report says so" grep -q "not applied to the" "$RUN/ncu/regions/report.md"
 else

@@ -593,19 +593,14 @@ impl Builder {
         regions.sort_by_key(|r| r.unattributed);
         // Range replay measures each region on its own: an inner range's time is
         // inside its outer range's, so only the outermost measured ones add up.
-        let measured: BTreeSet<String> =
-            own.iter().filter(|(_, (acc, _, _))| acc.calls + acc.untimed > 0).map(|(k, _)| k.path()).collect();
-        let outermost = |r: &RegionEntry| {
-            let mut parent = r.parent.clone();
-            while let Some(p) = parent {
-                if measured.contains(&p) {
-                    return false;
-                }
-                parent = p.rsplit_once(regions::SEP).map(|(up, _)| up.to_string());
-            }
-            measured.contains(&r.name)
-        };
-        let counted = |r: &&RegionEntry| if self.in_range_mode() { outermost(r) } else { r.depth == 0 };
+        let measured: BTreeSet<&RegionKey> =
+            own.iter().filter(|(_, (acc, _, _))| acc.calls + acc.untimed > 0).map(|(k, _)| k).collect();
+        let outermost: BTreeSet<String> = measured
+            .iter()
+            .filter(|k| !k.lineage().any(|up| up.names.len() < k.names.len() && measured.contains(&up)))
+            .map(|k| k.path())
+            .collect();
+        let counted = |r: &&RegionEntry| if self.in_range_mode() { outermost.contains(&r.name) } else { r.depth == 0 };
         let mut totals = Totals::default();
         for r in regions.iter().filter(counted) {
             totals.calls += r.inclusive.calls;
@@ -760,12 +755,10 @@ fn stack_region(nvtx: &[NvtxFrame]) -> RegionKey {
 /// 3. the start/end range, else the whole push/pop stack;
 /// 4. no NVTX columns: the pass's only region, else `(unattributed)`.
 fn range_region(launch: &LaunchView, paths: &[String]) -> RegionKey {
-    let wanted: Vec<RegionKey> = paths.iter().map(|p| configured(p)).collect();
+    let wanted: Vec<regions::Selector> = paths.iter().map(|p| regions::Selector::parse(p)).collect();
     let is_wanted = |f: &NvtxFrame| {
         let domain = domain_name(&f.domain);
-        wanted
-            .iter()
-            .any(|w| w.domain == domain && w.names.last().is_some_and(|leaf| regions::glob_match(leaf, &f.name)))
+        wanted.iter().any(|w| w.domain == domain && regions::glob_match(w.leaf(), &f.name))
     };
     let frame =
         |f: &NvtxFrame| RegionKey { names: vec![f.name.clone()], domain: domain_name(&f.domain), outside: false };
@@ -785,12 +778,9 @@ fn range_region(launch: &LaunchView, paths: &[String]) -> RegionKey {
 
 /// A configured region: `LLM@decode_all::decode_step` is domain `LLM`, names
 /// `decode_all`, `decode_step` (`::` separates the names there).
-fn configured(path: &str) -> RegionKey {
-    let (domain, path) = match path.split_once('@') {
-        Some((d, p)) if !d.is_empty() => (d.to_string(), p),
-        _ => (String::new(), path),
-    };
-    RegionKey { names: path.split(regions::SEP).map(String::from).collect(), domain, outside: false }
+fn configured(selector: &str) -> RegionKey {
+    let s = regions::Selector::parse(selector);
+    RegionKey { names: s.names.iter().map(|n| n.to_string()).collect(), domain: s.domain.to_string(), outside: false }
 }
 
 fn domain_name(ncu: &str) -> String {

@@ -54,17 +54,19 @@ pub(crate) fn profile(
     for note in &plan.notes {
         tracing::info!("ncu plan: {note}");
     }
+    let mut checked = None;
     if ncu::Matching::of(cli.replay_mode) == ncu::Matching::Range {
         let selectors: Vec<String> = match cli.nvtx.include.is_empty() {
             true => plan.passes.iter().flat_map(|p| p.nvtx_include.iter().cloned()).collect(),
             false => cli.nvtx.include.clone(),
         };
-        let outcome = preflight(run, manifest, &selectors)?;
+        let (outcome, report) = preflight(run, manifest, &selectors)?;
         let refused = outcome.error().is_some();
         verdict.add(outcome);
         if refused {
             return Ok(());
         }
+        checked = report;
     }
     run_passes(run, manifest, verdict, &PassRun { cfg, tool, cli, app }, &mut plan)?;
     if let Err(e) = signals::check() {
@@ -74,8 +76,9 @@ pub(crate) fn profile(
     if verdict.stopped() {
         return Ok(());
     }
-    verdict.add(regions(run, manifest, cfg)?);
-    verdict.add(matched(run, manifest, cfg, &plan)?);
+    let (outcome, report) = regions(run, manifest, cfg)?;
+    verdict.add(outcome);
+    verdict.add(matched(manifest, cfg, &plan, report.as_ref(), checked.as_ref())?);
     Ok(())
 }
 
@@ -141,14 +144,20 @@ fn ladder_note(pass: &Pass, next: &Pass, diagnoses: &[Diagnosis], tool: &Tool) -
 /// Whether a range pass's diagnoses call for the next rung of the ladder: ncu
 /// matched ranges but could not profile them.
 fn needs_next_rung(diagnoses: &[Diagnosis]) -> bool {
-    diagnoses.iter().any(|d| matches!(d.code.as_str(), "unsupported_api" | "no_ranges_profiled" | "empty_ranges"))
+    let rungs = [ncu::code::UNSUPPORTED_API, ncu::code::NO_RANGES_PROFILED, ncu::code::EMPTY_RANGES];
+    diagnoses.iter().any(|d| rungs.contains(&d.code.as_str()))
 }
 
 /// The `ncu_preflight` stage: every region of the plan looked up in what nsys
 /// captured (`ncu/preflight.json`); a region nsys never saw stops the run
 /// before ncu starts, with the nearest captured names.
-fn preflight(run: &RunDir, manifest: &mut ManifestWriter, selectors: &[String]) -> Result<StageOutcome, Error> {
-    stage::run(manifest, "ncu_preflight", Vec::new(), || {
+fn preflight(
+    run: &RunDir,
+    manifest: &mut ManifestWriter,
+    selectors: &[String],
+) -> Result<(StageOutcome, Option<Preflight>), Error> {
+    let mut made = None;
+    let outcome = stage::run(manifest, "ncu_preflight", Vec::new(), || {
         let report = match run.read_json::<RegionsReport>(run_dir::NSYS_REGIONS) {
             Some(captured) if !captured.regions.is_empty() => {
                 let regions: Vec<preflight::Region> = captured
@@ -172,14 +181,23 @@ fn preflight(run: &RunDir, manifest: &mut ManifestWriter, selectors: &[String]) 
         };
         run.write_json(run_dir::NCU_PREFLIGHT, &report)?;
         let note = report.not_checked.first().cloned();
-        Ok(Done { note, ..Done::of(report.missing()).artifacts(vec![run_dir::NCU_PREFLIGHT.to_string()]) })
-    })
+        let done = Done { note, ..Done::of(report.missing()).artifacts(vec![run_dir::NCU_PREFLIGHT.to_string()]) };
+        made = Some(report);
+        Ok(done)
+    })?;
+    Ok((outcome, made))
 }
 
 /// The `ncu_matched` stage: each region the plan asked for, and whether ncu
 /// profiled anything in it. A region without results is named with its likely
 /// cause; with `pipeline.ncu.fail_on_empty` the run then fails (exit 7).
-fn matched(run: &RunDir, manifest: &mut ManifestWriter, cfg: &Config, plan: &NcuPlan) -> Result<StageOutcome, Error> {
+fn matched(
+    manifest: &mut ManifestWriter,
+    cfg: &Config,
+    plan: &NcuPlan,
+    report: Option<&RegionReportFile>,
+    preflight: Option<&Preflight>,
+) -> Result<StageOutcome, Error> {
     let codes: Vec<String> = manifest
         .manifest
         .stages
@@ -188,13 +206,14 @@ fn matched(run: &RunDir, manifest: &mut ManifestWriter, cfg: &Config, plan: &Ncu
         .flat_map(|s| s.diagnoses.iter().map(|d| d.code.clone()))
         .collect();
     stage::run(manifest, "ncu_matched", Vec::new(), || {
-        let Some(report) = run.read_json::<RegionReportFile>(run_dir::NCU_REGIONS_JSON) else {
-            return Ok(Done::ok(Vec::new()));
-        };
+        let Some(report) = report else { return Ok(Done::ok(Vec::new())) };
         let wanted: Vec<&String> = plan.passes.iter().flat_map(|p| p.regions.iter()).collect();
         let aggregate = report.scopes.iter().find(|s| s.scope == "aggregate").or(report.scopes.first());
         let found = |sel: &str| {
-            aggregate.is_some_and(|s| s.regions.iter().any(|r| r.inclusive.calls > 0 && names(sel, &r.name, &r.domain)))
+            let sel = regions::Selector::parse(sel);
+            aggregate.is_some_and(|s| {
+                s.regions.iter().any(|r| r.inclusive.calls > 0 && sel.names_region(&r.name, &r.domain))
+            })
         };
         let mut empty: Vec<String> = wanted.iter().filter(|s| !found(s)).map(|s| s.to_string()).collect();
         empty.dedup();
@@ -207,7 +226,7 @@ fn matched(run: &RunDir, manifest: &mut ManifestWriter, cfg: &Config, plan: &Ncu
             (true, false) => format!("ncu profiled nothing: no results for {}", empty.join(", ")),
             (false, _) => format!("no ncu results for {}", empty.join(", ")),
         };
-        let hint = empty_cause(&codes, run);
+        let hint = empty_cause(&codes, preflight);
         let diagnosis = Diagnosis { code: "empty_regions".into(), message: message.clone(), hint: hint.clone() };
         let error = cfg
             .pipeline
@@ -221,31 +240,19 @@ fn matched(run: &RunDir, manifest: &mut ManifestWriter, cfg: &Config, plan: &Ncu
     })
 }
 
-/// Whether a region report's region (`name`, `domain`) is what a selector names.
-fn names(selector: &str, name: &str, domain: &str) -> bool {
-    let (d, path) = match selector.split_once('@') {
-        Some((d, p)) if !d.is_empty() && !p.is_empty() => (d, p),
-        _ => ("", selector),
-    };
-    let (wanted, got): (Vec<&str>, Vec<&str>) =
-        (path.split(regions::SEP).collect(), name.split(regions::SEP).collect());
-    d == domain && wanted.len() == got.len() && wanted.iter().zip(&got).all(|(w, g)| regions::glob_match(w, g))
-}
-
 /// The likeliest cause of regions without results, from what ncu's logs and
 /// the preflight said, most specific first.
-fn empty_cause(codes: &[String], run: &RunDir) -> String {
+fn empty_cause(codes: &[String], preflight: Option<&Preflight>) -> String {
     let has = |c: &str| codes.iter().any(|x| x == c);
-    let no_kernels_in_nsys = run
-        .read_json::<Preflight>(run_dir::NCU_PREFLIGHT)
-        .is_some_and(|p| !p.regions.is_empty() && p.regions.iter().all(|r| r.kernels == 0));
-    if has("counter_permission") {
+    let no_kernels_in_nsys =
+        preflight.is_some_and(|p| !p.regions.is_empty() && p.regions.iter().all(|r| r.kernels == 0));
+    if has(ncu::code::COUNTER_PERMISSION) {
         crate::profile::tools::COUNTER_PERMISSION_HINT.to_string()
-    } else if has("no_range_matched") {
+    } else if has(ncu::code::NO_RANGE_MATCHED) {
         "the selector: ncu matched no range; check the names against nsys/regions.json".into()
-    } else if has("unsupported_api") {
+    } else if has(ncu::code::UNSUPPORTED_API) {
         "range replay cannot capture a call inside the region: --replay-mode auto retries with app-range and kernel replay".into()
-    } else if has("empty_ranges") || no_kernels_in_nsys {
+    } else if has(ncu::code::EMPTY_RANGES) || no_kernels_in_nsys {
         "no CUDA work: the regions matched but ran no kernels on a GPU (a CPU-only host, or device=cpu?)".into()
     } else {
         "see the ncu stages' diagnoses and ncu/*.log in the run directory".into()
@@ -310,7 +317,7 @@ fn run_pass(
             artifacts.push(pass_file(name, PassFile::Report));
             artifacts.extend(render_csv(run, tool, &report, name)?);
         }
-        let no_permission = diagnoses.iter().any(|d| d.code == "counter_permission");
+        let no_permission = diagnoses.iter().any(|d| d.code == ncu::code::COUNTER_PERMISSION);
         seen = diagnoses.clone();
         let failure = match done.exit {
             Exit::Interrupted => Some(signals::interrupted()),
@@ -408,7 +415,7 @@ pub(crate) fn import(
         return Ok(());
     }
     // Errors name the files the user passed, not the run directory's copies.
-    let outcome = match regions(run, manifest, cfg)? {
+    let outcome = match regions(run, manifest, cfg)?.0 {
         StageOutcome::Failed(e) => StageOutcome::Failed(labels.iter().fold(e, |e, (copy, file)| e.naming(copy, file))),
         other => other,
     };
@@ -463,18 +470,26 @@ fn input_of(run: &RunDir, pass: &Pass) -> Option<Input> {
     Some(Input { csv, attribution: pass.attribution, regions: pass.regions.clone() })
 }
 
-/// The `ncu_regions` stage: the run's CSVs → ncu/regions/ and roofline.json. A
-/// parse failure fails this stage (with the file and line) and leaves every
-/// raw file in place.
-pub(crate) fn regions(run: &RunDir, manifest: &mut ManifestWriter, cfg: &Config) -> Result<StageOutcome, Error> {
-    stage::run(manifest, "ncu_regions", Vec::new(), || {
+/// The `ncu_regions` stage: the run's CSVs → ncu/regions/ and roofline.json,
+/// and the region report for the stages after it. A parse failure fails this
+/// stage (with the file and line) and leaves every raw file in place.
+pub(crate) fn regions(
+    run: &RunDir,
+    manifest: &mut ManifestWriter,
+    cfg: &Config,
+) -> Result<(StageOutcome, Option<RegionReportFile>), Error> {
+    let mut made = None;
+    let outcome = stage::run(manifest, "ncu_regions", Vec::new(), || {
         let (report, roofline) = build_for_run(run, cfg, &saved_inputs(run))?;
         if let Some(n) = &report.note {
             tracing::warn!("ncu regions: {n}");
         }
         let artifacts = crate::report::write_ncu_regions(run, &report, &roofline)?;
-        Ok(Done { note: report.note.clone(), ..Done::ok(artifacts) })
-    })
+        let done = Done { note: report.note.clone(), ..Done::ok(artifacts) };
+        made = Some(report);
+        Ok(done)
+    })?;
+    Ok((outcome, made))
 }
 
 /// Report options from the configuration.

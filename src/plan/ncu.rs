@@ -14,8 +14,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::config::schema::{NcuCli, ReplayMode, RunMode};
-use crate::profile::ncu::{compile_selector, Matching, RangeStyle};
-use crate::regions::{self, Attribution};
+use crate::profile::ncu::{compile_selector, escape_regex, Matching, RangeStyle};
+use crate::regions::{self, Attribution, Selector};
 
 pub(crate) const PLAN_SCHEMA: &str = "llmperf.ncu-plan/v1";
 
@@ -113,11 +113,7 @@ pub struct FoundRegion {
 impl FoundRegion {
     /// The selector for this region: `A::A1`, or `LLM@decode_all` in a domain.
     pub(crate) fn selector(&self) -> String {
-        if self.domain.is_empty() {
-            self.path.clone()
-        } else {
-            format!("{}@{}", self.domain, self.path)
-        }
+        regions::selector(&self.path, &self.domain)
     }
 }
 
@@ -266,14 +262,14 @@ fn range_mode(mode: ReplayMode) -> ReplayMode {
 /// domains (whose nesting no path records). Outermost first, greedily; a raw
 /// `expr:`/`regex:` expression gets a pass of its own.
 fn capture_groups(selectors: &[String], found: Option<&[FoundRegion]>) -> Vec<Vec<String>> {
-    let mut known: Vec<Path> = found.unwrap_or_default().iter().map(|f| Path::of(&f.selector())).collect();
-    known.extend(selectors.iter().filter(|s| !is_raw(s)).map(|s| Path::of(s)));
+    let mut known: Vec<Selector> = found.unwrap_or_default().iter().map(|f| Selector::of(&f.path, &f.domain)).collect();
+    known.extend(selectors.iter().filter(|s| !is_raw(s)).map(|s| Selector::parse(s)));
     // One group per (last name, domain), in the order of its shallowest level.
     let mut ordered: Vec<&String> = selectors.iter().collect();
     ordered.sort_by_key(|s| level_of(s));
     let mut groups: Vec<Group> = Vec::new();
     for sel in ordered {
-        let leaf = (!is_raw(sel)).then(|| Leaf::of(&Path::of(sel)));
+        let leaf = (!is_raw(sel)).then(|| Leaf::of(&Selector::parse(sel)));
         match groups.iter_mut().find(|g| leaf.is_some() && g.leaf == leaf) {
             Some(g) => g.selectors.push(sel.clone()),
             None => groups.push(Group { leaf, selectors: vec![sel.clone()] }),
@@ -294,35 +290,35 @@ fn capture_groups(selectors: &[String], found: Option<&[FoundRegion]>) -> Vec<Ve
 }
 
 /// Selectors that compile to one expression; `leaf` is None for a raw one.
-struct Group {
-    leaf: Option<Leaf>,
+struct Group<'a> {
+    leaf: Option<Leaf<'a>>,
     selectors: Vec<String>,
 }
 
 /// A last name (a glob, maybe) in a domain: what ncu matches in range replay.
 #[derive(PartialEq)]
-struct Leaf {
-    name: String,
-    domain: String,
+struct Leaf<'a> {
+    name: &'a str,
+    domain: &'a str,
 }
 
-impl Leaf {
-    fn of(p: &Path) -> Leaf {
-        Leaf { name: p.names.last().cloned().unwrap_or_default(), domain: p.domain.clone() }
+impl<'a> Leaf<'a> {
+    fn of(s: &Selector<'a>) -> Leaf<'a> {
+        Leaf { name: s.leaf(), domain: s.domain }
     }
 
     /// Where this leaf is in a path: the indexes of the names it matches.
-    fn at(&self, p: &Path) -> Vec<usize> {
+    fn at(&self, p: &Selector) -> Vec<usize> {
         if p.domain != self.domain {
             return Vec::new();
         }
-        p.names.iter().enumerate().filter(|(_, n)| regions::glob_match(&self.name, n)).map(|(i, _)| i).collect()
+        p.names.iter().enumerate().filter(|(_, n)| regions::glob_match(self.name, n)).map(|(i, _)| i).collect()
     }
 
     /// Whether a range of one can hold a range of the other in a known path,
     /// or they are in different domains (ranges of two domains may nest, and
     /// nsys's paths do not say).
-    fn conflicts(&self, other: &Leaf, known: &[Path]) -> bool {
+    fn conflicts(&self, other: &Leaf, known: &[Selector]) -> bool {
         let holds = |outer: &Leaf, inner: &Leaf| {
             known.iter().any(|p| {
                 let (o, i) = (outer.at(p), inner.at(p));
@@ -330,22 +326,6 @@ impl Leaf {
             })
         };
         self.domain != other.domain || holds(self, other) || holds(other, self)
-    }
-}
-
-/// A selector's domain and names: `LLM@decode_all::decode_step`.
-struct Path {
-    domain: String,
-    names: Vec<String>,
-}
-
-impl Path {
-    fn of(selector: &str) -> Path {
-        let (domain, path) = match selector.split_once('@') {
-            Some((d, p)) if !d.is_empty() && !p.is_empty() => (d.to_string(), p),
-            _ => (String::new(), selector),
-        };
-        Path { domain, names: path.split(regions::SEP).map(String::from).collect() }
     }
 }
 
@@ -361,8 +341,7 @@ fn level_of(selector: &str) -> usize {
     if let Some(raw) = selector.strip_prefix("expr:") {
         return raw.trim_end_matches('/').matches('/').count();
     }
-    let path = selector.split_once('@').map_or(selector, |(_, p)| p);
-    path.matches(regions::SEP).count()
+    Selector::parse(selector).names.len() - 1
 }
 
 /// Each selector as the expression ncu gets, start/end where nsys saw a
@@ -407,17 +386,6 @@ fn kernel_filter(cli: &NcuCli, mode: RunMode, top: Option<&[String]>, notes: &mu
             None
         }
     }
-}
-
-/// Escape the characters with a meaning in ncu's (ECMAScript) regular expressions.
-fn escape_regex(name: &str) -> String {
-    name.chars().fold(String::with_capacity(name.len()), |mut s, c| {
-        if r"\^$.|?*+()[]{}".contains(c) {
-            s.push('\\');
-        }
-        s.push(c);
-        s
-    })
 }
 
 #[cfg(test)]

@@ -9,7 +9,6 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::ncu::FoundRegion;
 use crate::error::Error;
 use crate::regions;
 
@@ -141,15 +140,10 @@ pub(crate) fn check(selectors: &[String], captured: &[Region]) -> Preflight {
 }
 
 fn check_one(selector: &str, captured: &[Region]) -> Check {
-    let (domain, path) = match selector.split_once('@') {
-        Some((d, p)) if !d.is_empty() && !p.is_empty() => (d, p),
-        _ => ("", selector),
-    };
-    let wanted: Vec<&str> = path.split(regions::SEP).collect();
-    let hits: Vec<&Region> = captured.iter().filter(|r| r.domain == domain && path_matches(&wanted, &r.path)).collect();
-    let leaf = wanted.last().copied().unwrap_or_default();
-    let name_of =
-        |r: &Region| FoundRegion { path: r.path.clone(), domain: r.domain.clone(), start_end: false }.selector();
+    let wanted = regions::Selector::parse(selector);
+    let (domain, leaf) = (wanted.domain, wanted.leaf());
+    let hits: Vec<&Region> = captured.iter().filter(|r| wanted.names_region(&r.path, &r.domain)).collect();
+    let name_of = |r: &Region| regions::selector(&r.path, &r.domain);
     let mut matches: Vec<String> = hits.iter().map(|r| name_of(r)).collect();
     matches.dedup();
     let mut also: Vec<String> = captured
@@ -175,38 +169,16 @@ fn check_one(selector: &str, captured: &[Region]) -> Check {
     }
 }
 
-/// Whether a captured `::` path is the selector's names, each a glob.
-fn path_matches(wanted: &[&str], path: &str) -> bool {
-    let names: Vec<&str> = path.split(regions::SEP).collect();
-    names.len() == wanted.len() && wanted.iter().zip(&names).all(|(w, n)| regions::glob_match(w, n))
-}
-
 /// Up to three captured names nearest to `selector` by edit distance, close
 /// enough to be a misspelling (at most a third of the longer name).
 fn nearest(selector: &str, captured: impl Iterator<Item = String>) -> Vec<String> {
     let mut scored: Vec<(usize, String)> = captured
-        .map(|c| (distance(selector, &c), c))
+        .map(|c| (strsim::levenshtein(selector, &c), c))
         .filter(|(d, c)| *d * 3 <= selector.chars().count().max(c.chars().count()).max(3))
         .collect();
     scored.sort();
     scored.dedup_by(|a, b| a.1 == b.1);
     scored.into_iter().take(3).map(|(_, c)| c).collect()
-}
-
-/// Levenshtein distance over characters.
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let next = (row[j + 1] + 1).min(row[j] + 1).min(prev + usize::from(ca != *cb));
-            prev = row[j + 1];
-            row[j + 1] = next;
-        }
-    }
-    row[b.len()]
 }
 
 #[cfg(test)]

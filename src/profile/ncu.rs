@@ -67,14 +67,12 @@ pub(crate) fn compile_selector(selector: &str, matching: Matching, style: RangeS
     if selector.starts_with("regex:") {
         return selector.to_string();
     }
-    let (domain, path) = match selector.split_once('@') {
-        Some((d, p)) if !d.is_empty() && !p.is_empty() => (Some(d), p),
-        _ => (None, selector),
-    };
-    let all: Vec<&str> = path.split(regions::SEP).collect();
+    let parsed = regions::Selector::parse(selector);
+    let domain = Some(parsed.domain).filter(|d| !d.is_empty());
+    let all = &parsed.names;
     let names: &[&str] = match matching {
         Matching::Range => &all[all.len() - 1..],
-        Matching::Filter => &all,
+        Matching::Filter => all,
     };
     let glob = names.iter().any(|n| n.contains(['*', '?']));
     let (sep, last) = match style {
@@ -109,14 +107,28 @@ fn glob_regex(glob: &str) -> String {
             '*' => s.push_str(".*"),
             '?' => s.push('.'),
             ':' | '/' | '@' | '[' | ']' | ',' => s.push_str(&format!("\\x{:02x}", c as u32)),
-            c if r"\^$.|+(){}".contains(c) => {
-                s.push('\\');
-                s.push(c);
-            }
-            c => s.push(c),
+            c => push_escaped(&mut s, c),
         }
         s
     })
+}
+
+/// Characters with a meaning in ncu's (ECMAScript) regular expressions.
+const REGEX_META: &str = r"\^$.|?*+()[]{}";
+
+/// A name as an ncu regular expression that matches it alone (`--kernel-name regex:`).
+pub(crate) fn escape_regex(name: &str) -> String {
+    name.chars().fold(String::with_capacity(name.len()), |mut s, c| {
+        push_escaped(&mut s, c);
+        s
+    })
+}
+
+fn push_escaped(s: &mut String, c: char) {
+    if REGEX_META.contains(c) {
+        s.push('\\');
+    }
+    s.push(c);
 }
 
 /// Refuse what the installed ncu cannot do, before running it.
@@ -171,7 +183,7 @@ pub(crate) fn unsupported_flags(argv: &[OsString], help: &str) -> Vec<String> {
 pub(crate) fn check_flags(cli: &NcuCli, tool: &Tool) -> Result<(), Error> {
     let Some(help) = tool.help_text() else { return Ok(()) };
     let argv = profile_argv(&tool.path, cli, Path::new("p0"), Path::new("p0.log"), &[]);
-    let missing = unsupported_flags(&argv, &help);
+    let missing = unsupported_flags(&argv, help);
     if missing.is_empty() {
         return Ok(());
     }
@@ -295,6 +307,22 @@ pub(crate) fn profiler_command_line(session_csv: &str) -> Option<String> {
     rdr.records().next()?.ok()?.get(1).map(str::to_string)
 }
 
+/// The codes of the diagnoses [`diagnose`] finds in an ncu log (manifest
+/// `diagnoses[].code`), for the stages that act on them.
+pub(crate) mod code {
+    /// Ranges matched but held no CUDA work.
+    pub const EMPTY_RANGES: &str = "empty_ranges";
+    /// Range replay met a CUDA call it cannot capture.
+    pub const UNSUPPORTED_API: &str = "unsupported_api";
+    /// No range matched the expressions: the selector is the cause.
+    pub const NO_RANGE_MATCHED: &str = "no_range_matched";
+    pub const NO_RANGES_PROFILED: &str = "no_ranges_profiled";
+    pub const NO_KERNELS_PROFILED: &str = "no_kernels_profiled";
+    /// `ERR_NVGPUCTRPERM`.
+    pub const COUNTER_PERMISSION: &str = "counter_permission";
+    pub const UNKNOWN_SECTION: &str = "unknown_section";
+}
+
 /// Known outcomes in an ncu log, each with what to do about it.
 pub(crate) fn diagnose(log: &str, cli: &NcuCli) -> Vec<Diagnosis> {
     let mut out = Vec::new();
@@ -302,7 +330,7 @@ pub(crate) fn diagnose(log: &str, cli: &NcuCli) -> Vec<Diagnosis> {
     let empty_ranges = log.matches("Skipping invalid capture range (RecordStatusEmpty)").count();
     if empty_ranges > 0 {
         add(
-            "empty_ranges",
+            code::EMPTY_RANGES,
             format!("{empty_ranges} matching range(s) held no CUDA work"),
             "the region ran no kernels on this device (a CPU-only host or device=cpu?)".into(),
         );
@@ -315,7 +343,7 @@ pub(crate) fn diagnose(log: &str, cli: &NcuCli) -> Vec<Diagnosis> {
     unsupported.dedup();
     if !unsupported.is_empty() {
         add(
-            "unsupported_api",
+            code::UNSUPPORTED_API,
             format!("range replay cannot capture a call inside the range: {}", unsupported.join(", ")),
             "use --replay-mode auto (app-range, then kernel replay with the same regions), or narrow the region to the kernels".into(),
         );
@@ -323,7 +351,7 @@ pub(crate) fn diagnose(log: &str, cli: &NcuCli) -> Vec<Diagnosis> {
     if log.contains("No ranges were profiled") && skipped_ranges(log) == 0 {
         let expressions: Vec<&str> = cli.nvtx.include.iter().map(|s| s.strip_prefix("expr:").unwrap_or(s)).collect();
         add(
-            "no_range_matched",
+            code::NO_RANGE_MATCHED,
             if expressions.is_empty() {
                 "no range was marked: without regions, range replay profiles what cu(da)ProfilerStart/Stop enclose".into()
             } else {
@@ -333,7 +361,7 @@ pub(crate) fn diagnose(log: &str, cli: &NcuCli) -> Vec<Diagnosis> {
         );
     } else if log.contains("No ranges were profiled") {
         add(
-            "no_ranges_profiled",
+            code::NO_RANGES_PROFILED,
             "ncu profiled no ranges".into(),
             "in range replay a range must enclose CUDA work and only supported API calls: try --replay-mode auto (app-range on ncu 2023.1+, then kernel replay with the same NVTX filter)".into(),
         );
@@ -349,18 +377,18 @@ pub(crate) fn diagnose(log: &str, cli: &NcuCli) -> Vec<Diagnosis> {
         } else {
             "no kernel matched: check the NVTX filter and kernel name filter, and that the application runs CUDA kernels on this host".into()
         };
-        add("no_kernels_profiled", "ncu profiled no kernels".into(), hint);
+        add(code::NO_KERNELS_PROFILED, "ncu profiled no kernels".into(), hint);
     }
     if log.contains("ERR_NVGPUCTRPERM") {
         add(
-            "counter_permission",
+            code::COUNTER_PERMISSION,
             "no permission to read GPU performance counters (ERR_NVGPUCTRPERM)".into(),
             super::tools::COUNTER_PERMISSION_HINT.into(),
         );
     }
     if let Some(line) = log.lines().find(|l| l.contains("did not match any section")) {
         add(
-            "unknown_section",
+            code::UNKNOWN_SECTION,
             line.trim_start_matches("==ERROR== ").to_string(),
             "list this ncu's sections with `ncu --list-sections` and fix pipeline.ncu.ncu_cli.sections".into(),
         );

@@ -71,6 +71,8 @@ pub(crate) struct Tool {
     pub version: Version,
     /// The `--version` output, trimmed, for provenance.
     pub version_text: String,
+    /// `--help`, asked once (flag checks, then each pass's pages).
+    pub help: std::sync::OnceLock<Option<String>>,
 }
 
 impl Tool {
@@ -96,19 +98,24 @@ impl Tool {
             )
             .with_hint(format!("check that {} is a working {} installation", path.display(), kind.name()))
         })?;
-        Ok(Tool { path, version, version_text: text })
+        Ok(Tool { path, version, version_text: text, help: Default::default() })
     }
 
-    /// `<tool> --help`, to check flags against what this installation has.
-    /// None when it does not answer (then nothing is refused up front).
-    pub(crate) fn help_text(&self) -> Option<String> {
-        let spec = Spawn::new([self.path.as_os_str(), "--help".as_ref()])
-            .stdout(Sink::Capture)
-            .stderr(Sink::Null)
-            .timeout(Some(PROBE_TIMEOUT));
-        let done = process::run(&spec).ok()?;
-        let text = String::from_utf8_lossy(&done.stdout).into_owned();
-        (done.success() && text.contains("--")).then_some(text)
+    /// `<tool> --help`, to check flags against what this installation has;
+    /// run once per tool. None when it does not answer (then nothing is
+    /// refused up front).
+    pub(crate) fn help_text(&self) -> Option<&str> {
+        self.help
+            .get_or_init(|| {
+                let spec = Spawn::new([self.path.as_os_str(), "--help".as_ref()])
+                    .stdout(Sink::Capture)
+                    .stderr(Sink::Null)
+                    .timeout(Some(PROBE_TIMEOUT));
+                let done = process::run(&spec).ok()?;
+                let text = String::from_utf8_lossy(&done.stdout).into_owned();
+                (done.success() && text.contains("--")).then_some(text)
+            })
+            .as_deref()
     }
 
     /// ncu `--replay-mode range` (2022.1+).
@@ -153,7 +160,7 @@ mod tests {
 
     #[test]
     fn capabilities_follow_versions() {
-        let tool = |v| Tool { path: "ncu".into(), version: v, version_text: String::new() };
+        let tool = |v| Tool { path: "ncu".into(), version: v, version_text: String::new(), help: Default::default() };
         let old = tool(Version::new(2021, 3, 0));
         let here = tool(Version::new(2022, 3, 0));
         let new = tool(Version::new(2023, 1, 1));

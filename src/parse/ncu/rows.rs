@@ -158,28 +158,26 @@ pub(crate) fn open_file(path: &Path) -> Result<std::fs::File, Error> {
 /// a thread id, then one quoted `domain:name:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg`
 /// tuple per open range, outermost first.
 pub(crate) fn parse_nvtx_stack(cell: &str) -> Vec<NvtxFrame> {
-    cell.split('"')
-        .skip(1)
-        .step_by(2)
-        .filter(|t| !t.is_empty())
-        .map(|tuple| {
-            let (domain, rest) = tuple.split_once(':').unwrap_or(("", tuple));
-            NvtxFrame { domain: domain.to_string(), name: range_name(rest) }
-        })
-        .collect()
+    frames(cell, |tuple| tuple)
 }
 
 /// The start/end column: `"0:<default domain>:compute_kernel:profile:none:none:none:none:none:none"`,
 /// one quoted `Id:Domain:name:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg`
 /// tuple per open start/end range (a real ncu 2025.3.1 app-range cell).
 pub(crate) fn parse_start_end(cell: &str) -> Vec<NvtxFrame> {
+    frames(cell, |tuple| tuple.split_once(':').map_or(tuple, |(_, rest)| rest))
+}
+
+/// The quoted tuples of an NVTX cell, each `domain:name:...` once `after_id`
+/// has taken what comes before its domain.
+fn frames(cell: &str, after_id: impl Fn(&str) -> &str) -> Vec<NvtxFrame> {
     cell.split('"')
         .skip(1)
         .step_by(2)
         .filter(|t| !t.is_empty())
         .map(|tuple| {
-            let rest = tuple.split_once(':').map_or(tuple, |(_, r)| r);
-            let (domain, rest) = rest.split_once(':').unwrap_or(("", rest));
+            let tuple = after_id(tuple);
+            let (domain, rest) = tuple.split_once(':').unwrap_or(("", tuple));
             NvtxFrame { domain: domain.to_string(), name: range_name(rest) }
         })
         .collect()

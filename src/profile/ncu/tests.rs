@@ -152,7 +152,7 @@ fn each_option_maps_to_its_flag() {
 
 #[test]
 fn versions_without_the_replay_mode_are_refused() {
-    let tool = |v| Tool { path: "ncu".into(), version: v, version_text: String::new() };
+    let tool = |v| Tool { path: "ncu".into(), version: v, version_text: String::new(), help: Default::default() };
     let here = tool(Version::new(2022, 3, 0));
     assert!(check_version(&cli(&["pipeline.ncu.ncu_cli.replay_mode=range"]), &here).is_ok());
     let err = check_version(&cli(&["pipeline.ncu.ncu_cli.replay_mode=app-range"]), &here).unwrap_err();
