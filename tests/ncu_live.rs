@@ -374,6 +374,30 @@ fn the_replay_ladder_steps_down_and_records_why() {
     );
 }
 
+/// A ladder step repeats its pass's regions: a region without results is
+/// named once, in the order they were planned.
+#[test]
+fn a_ladder_names_each_empty_region_once() {
+    let root = tempfile::tempdir().unwrap();
+    let out = llmperf()
+        .args(["profile", "--model", "nvtx_regions", "infer.iters=1", "--no-nsys", "--replay-mode", "auto"])
+        .args(["--nvtx-include", "A::A1", "--nvtx-include", "B", "-o"])
+        .arg(root.path())
+        .timeout(std::time::Duration::from_secs(600))
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let manifest = json(&run_dir(&out).join("manifest.json"));
+    let names: Vec<&str> = manifest["stages"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"ncu:p0") && names.contains(&"ncu:p0-kernel"), "{names:?}");
+    assert_eq!(
+        stage(&manifest, "ncu_matched")["diagnoses"][0]["message"],
+        "ncu profiled nothing: no results for B, A::A1"
+    );
+}
+
 /// ncu without permission for the GPU counters: the stage fails with exit 4,
 /// as docs/cli.md promises, and the hint says how to allow it. (A stand-in ncu
 /// that logs what ncu logs then; `--version` and `--help` go to the real one.)

@@ -215,8 +215,10 @@ fn matched(
                 s.regions.iter().any(|r| r.inclusive.calls > 0 && sel.names_region(&r.name, &r.domain))
             })
         };
-        let mut empty: Vec<String> = wanted.iter().filter(|s| !found(s)).map(|s| s.to_string()).collect();
-        empty.dedup();
+        // A ladder step repeats its pass's regions: each is named once.
+        let mut named = std::collections::HashSet::new();
+        let empty: Vec<String> =
+            wanted.iter().filter(|s| named.insert(s.as_str()) && !found(s)).map(|s| s.to_string()).collect();
         let nothing = report.source.results == 0;
         if empty.is_empty() && !nothing {
             return Ok(Done::ok(Vec::new()));
