@@ -15,34 +15,41 @@ use std::time::Duration;
 
 const NSYS_HANG: [&str; 2] = ["pipeline.nsys.postprocess_timeout_s=60", "pipeline.nsys.hang_retries=2"];
 
-/// Whether this host has a GPU ncu can profile on: there a matched range is
-/// profiled instead of logged as skipped, and this oracle does not apply
-/// (tests/gpu_fixtures.rs covers GPU captures).
-fn gpu_here(test: &str) -> bool {
-    let gpu = std::process::Command::new("nvidia-smi").arg("-L").output().is_ok_and(|o| o.status.success());
-    if gpu {
-        skipped(test, "a GPU is here: ncu profiles the matched ranges instead of logging them as skipped");
-    }
-    gpu
-}
-
 /// `llmperf profile --model MODEL --replay-mode range` with nsys (which finds
-/// the regions) and ncu; the run directory.
-fn range_run(root: &Path, model: &str, extra: &[&str]) -> std::path::PathBuf {
+/// the regions) and ncu: the run directory in its own temporary root. None on
+/// a host with a GPU, where ncu profiles the matched ranges instead of logging
+/// them as skipped and this oracle does not apply (tests/gpu_fixtures.rs
+/// covers GPU captures); the test is then recorded as skipped.
+fn range_run(test: &str, model: &str, extra: &[&str]) -> Option<(tempfile::TempDir, std::path::PathBuf)> {
+    if std::process::Command::new("nvidia-smi").arg("-L").output().is_ok_and(|o| o.status.success()) {
+        skipped(test, "a GPU is here: ncu profiles the matched ranges instead of logging them as skipped");
+        return None;
+    }
     let _nsys = nsys_lock();
-    let out = llmperf()
-        .args(["profile", "--model", model, "infer.iters=2", "infer.cuda_probe=true", "--replay-mode", "range"])
-        .args(NSYS_HANG)
-        .args(extra)
-        .arg("-o")
-        .arg(root)
-        .timeout(Duration::from_secs(900))
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    run_dir(&out)
+    // ncu 2022.3 here sometimes hangs inside its injection (a CUDA call of the
+    // workload waits forever; seen once in six runs of the llm_tiny test): a pass gets 120 s,
+    // and a run whose ncu pass timed out is made again, at most twice.
+    for _ in 0..3 {
+        let root = tempfile::tempdir().unwrap();
+        let out = llmperf()
+            .args(["profile", "--model", model, "infer.iters=2", "infer.cuda_probe=true", "--replay-mode", "range"])
+            .args(NSYS_HANG)
+            .arg("pipeline.ncu.timeout_s=120")
+            .args(extra)
+            .arg("-o")
+            .arg(root.path())
+            .timeout(Duration::from_secs(900))
+            .output()
+            .unwrap();
+        let dir = run_dir(&out.stdout);
+        if out.status.success() {
+            return Some((root, dir));
+        }
+        let manifest = json(&dir.join("manifest.json"));
+        let ncu_hung = manifest["stages"].as_array().unwrap().iter().any(|s| s["exit"]["timed_out"] == true);
+        assert!(ncu_hung, "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    panic!("ncu hung in 3 runs of {model}");
 }
 
 /// Per pass: (its expressions, the ranges ncu's log says it matched).
@@ -103,21 +110,13 @@ fn check(dir: &Path, expected: &[(&str, &[&str], usize)]) {
 
 #[test]
 fn every_pass_of_the_regions_demo_matches_its_ranges() {
-    if gpu_here("ncu_matching::every_pass_of_the_regions_demo_matches_its_ranges") {
-        return;
-    }
-    let root = tempfile::tempdir().unwrap();
-    let dir = range_run(root.path(), "nvtx_regions", &[]);
+    let Some((_root, dir)) = range_run(&this_test!(), "nvtx_regions", &[]) else { return };
     check(&dir, &[("p0", &["A/", "B/"], 4), ("p1", &["A1/"], 2)]);
 }
 
 #[test]
 fn every_pass_of_the_resnet_matches_its_ranges() {
-    if gpu_here("ncu_matching::every_pass_of_the_resnet_matches_its_ranges") {
-        return;
-    }
-    let root = tempfile::tempdir().unwrap();
-    let dir = range_run(root.path(), "dummy_shallow_resnet", &[]);
+    let Some((_root, dir)) = range_run(&this_test!(), "dummy_shallow_resnet", &[]) else { return };
     check(&dir, &[("p0", &["forward/"], 2), ("p1", &["block_0/", "block_1/", "block_2/", "head/", "stem/"], 10)]);
 }
 
@@ -125,11 +124,7 @@ fn every_pass_of_the_resnet_matches_its_ranges() {
 /// decode_all, decode_step, the layers and lm_head, attn and mlp.
 #[test]
 fn every_pass_of_the_llm_matches_its_ranges_in_the_llm_domain() {
-    if gpu_here("ncu_matching::every_pass_of_the_llm_matches_its_ranges_in_the_llm_domain") {
-        return;
-    }
-    let root = tempfile::tempdir().unwrap();
-    let dir = range_run(root.path(), "llm_tiny", &[]);
+    let Some((_root, dir)) = range_run(&this_test!(), "llm_tiny", &[]) else { return };
     check(
         &dir,
         &[
@@ -153,14 +148,14 @@ fn every_pass_of_the_llm_matches_its_ranges_in_the_llm_domain() {
 /// a scalar where a list is expected.
 #[test]
 fn configured_nested_and_glob_selectors_match() {
-    if gpu_here("ncu_matching::configured_nested_and_glob_selectors_match") {
+    let Some((_root, dir)) =
+        range_run(&this_test!(), "llm_tiny", &["pipeline.ncu.ncu_cli.nvtx.include=LLM@decode_all::decode_step"])
+    else {
         return;
-    }
-    let root = tempfile::tempdir().unwrap();
-    let dir = range_run(root.path(), "llm_tiny", &["pipeline.ncu.ncu_cli.nvtx.include=LLM@decode_all::decode_step"]);
+    };
     check(&dir, &[("p0", &["LLM@decode_step/"], 14)]);
-    let root = tempfile::tempdir().unwrap();
-    let dir = range_run(root.path(), "llm_tiny", &["pipeline.ncu.ncu_cli.nvtx.include=[LLM@decode*]"]);
+    let glob = ["pipeline.ncu.ncu_cli.nvtx.include=[LLM@decode*]"];
+    let Some((_root, dir)) = range_run(&this_test!(), "llm_tiny", &glob) else { return };
     // `decode*` at the top level is decode_all; ncu's leaf expression also
     // matches decode_step, which lies inside it: one range per decode_all.
     check(&dir, &[("p0", &["regex:^LLM$@^decode.*$/"], 2)]);
