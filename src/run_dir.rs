@@ -37,6 +37,8 @@ pub(crate) fn attempt_log(log: &str, attempt: u32) -> String {
 
 pub(crate) const NSYS_REGIONS: &str = "nsys/regions.json";
 pub(crate) const NSYS_TOP_KERNELS: &str = "nsys/top_kernels.json";
+/// Per-instance durations of the regions and top kernels (for diff and check).
+pub(crate) const NSYS_SAMPLES: &str = "nsys/samples.json";
 /// The machine of the capture, from its SQLite export.
 pub(crate) const NSYS_CAPTURE: &str = "nsys/capture.json";
 /// An imported `nsys stats` kernel summary CSV (kernels only, no NVTX).

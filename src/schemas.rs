@@ -58,6 +58,11 @@ pub const ARTIFACTS: &[Artifact] = &[
         schema: schema_of::<crate::aggregate::nsys::RegionsReport>,
     },
     Artifact {
+        pattern: run_dir::NSYS_SAMPLES,
+        spec: "nsys-samples.schema.json",
+        schema: schema_of::<crate::aggregate::nsys::Samples>,
+    },
+    Artifact {
         pattern: run_dir::NSYS_TOP_KERNELS,
         spec: "nsys-top-kernels.schema.json",
         schema: schema_of::<Vec<crate::aggregate::nsys::TopKernel>>,

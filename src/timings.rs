@@ -9,6 +9,29 @@ use crate::stats::Stats;
 
 pub const SCHEMA: &str = "llmperf.timings/v1";
 
+/// The most samples kept per region (in timings.json and nsys/samples.json).
+pub const MAX_SAMPLES: usize = 10_000;
+
+fn one() -> u32 {
+    1
+}
+
+/// At most `max` samples: all of them, in order, when there are that few;
+/// else `max` evenly spaced ranks of the sorted samples (minimum and maximum
+/// included), which keeps the distribution a median or a bootstrap needs.
+pub fn bounded<T: Copy + PartialOrd>(samples: &[T], max: usize) -> Vec<T> {
+    if samples.len() <= max {
+        return samples.to_vec();
+    }
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    if max < 2 {
+        return sorted.into_iter().take(max).collect();
+    }
+    let last = sorted.len() - 1;
+    (0..max).map(|i| sorted[i * last / (max - 1)]).collect()
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Timings {
@@ -20,14 +43,29 @@ pub struct Timings {
     pub nvtx: bool,
     pub batch_size: i64,
     pub warmup_iters: u32,
+    /// Measured iterations of one repeat of the loop.
     pub iters: u32,
-    /// Wall time of the whole measured loop (warm-up excluded).
+    /// How many times the measured loop ran (`runner.run.repeat`); samples
+    /// hold `repeat × iters` iterations.
+    #[serde(default = "one")]
+    pub repeat: u32,
+    /// Wall time of every measured loop (warm-up excluded).
     pub measured_ms: f64,
     /// Per NVTX region (stage), over measured iterations: `prefill`, `decode`,
     /// `decode_step`, `forward`, `A`, `A::A1`, ...
     pub stages: BTreeMap<String, Stats>,
     /// Per operator region (`layer_3::attn`, `block_1`, ...), summed per stage call.
     pub operators: BTreeMap<String, Stats>,
+    /// Every region's per-call durations (ms), stages and operators, in the
+    /// order they were measured; a region with more than [`MAX_SAMPLES`]
+    /// keeps that many, evenly spaced in sorted order. `llmperf diff` and
+    /// `llmperf check` compare runs with them.
+    #[serde(default)]
+    pub samples_ms: BTreeMap<String, Vec<f64>>,
+    /// With `repeat` > 1: per region, the median of each repeat, in order.
+    /// Their spread is the between-repeat noise that `check` allows for.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub repeat_medians_ms: BTreeMap<String, Vec<f64>>,
     pub throughput: Throughput,
     pub flops: Flops,
     /// Bytes moved by one decode step (LLM only), for memory-bandwidth utilization.
@@ -91,4 +129,18 @@ pub struct DecodeBytes {
     /// K and V read per step, averaged over the steps of one iteration.
     pub kv_cache_bytes_mean: f64,
     pub total_bytes_mean: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounded_keeps_few_samples_in_order_and_spaces_many_by_rank() {
+        assert_eq!(bounded(&[3, 1, 2], 3), [3, 1, 2]);
+        let many: Vec<i64> = (0..101).rev().collect();
+        let kept = bounded(&many, 5);
+        assert_eq!(kept, [0, 25, 50, 75, 100]);
+        assert_eq!(bounded(&many, 1), [0]);
+    }
 }

@@ -21,6 +21,46 @@ use crate::parse::nsys_sqlite::{pid_of, tid_of, Capture, Kernel, Launches, Names
 use crate::regions;
 
 pub(crate) const REGIONS_SCHEMA: &str = "llmperf.nsys-regions/v1";
+const SAMPLES_SCHEMA: &str = "llmperf.nsys-samples/v1";
+
+/// `nsys/samples.json`: the per-instance durations behind regions.json and
+/// top_kernels.json, for `llmperf diff` and `llmperf check`. A series with
+/// more than [`crate::timings::MAX_SAMPLES`] keeps that many, evenly spaced
+/// by rank (minimum and maximum included).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Samples {
+    pub schema: String,
+    pub max_per_series: usize,
+    /// One per region of regions.json, in the same order.
+    pub regions: Vec<RegionSamples>,
+    /// One per kernel of top_kernels.json, in the same order: each launch's GPU time.
+    pub kernels: Vec<KernelSamples>,
+}
+
+impl Samples {
+    pub fn new(regions: Vec<RegionSamples>, kernels: Vec<KernelSamples>) -> Samples {
+        Samples { schema: SAMPLES_SCHEMA.into(), max_per_series: crate::timings::MAX_SAMPLES, regions, kernels }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct RegionSamples {
+    pub path: String,
+    pub domain: String,
+    pub process_id: i64,
+    pub thread_id: i64,
+    pub instances: usize,
+    /// Sorted durations of the instances (ns).
+    pub samples_ns: Vec<i64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct KernelSamples {
+    pub name: String,
+    pub calls: usize,
+    /// Sorted GPU times of the launches (ns).
+    pub samples_ns: Vec<i64>,
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct RegionsReport {
@@ -120,6 +160,11 @@ struct Instance {
 }
 
 pub fn build(capture: &Capture) -> RegionsReport {
+    build_with_samples(capture).0
+}
+
+/// The region report and each region's instance durations (nsys/samples.json's `regions`).
+pub fn build_with_samples(capture: &Capture) -> (RegionsReport, Vec<RegionSamples>) {
     let (ranges, kernels, names) = (&capture.ranges, &capture.kernels, &capture.names);
     let mut regions: Vec<Acc> = Vec::new();
     let mut ids: HashMap<(i64, Option<usize>, Style, u32, u32), usize> = HashMap::default();
@@ -199,7 +244,8 @@ pub fn build(capture: &Capture) -> RegionsReport {
     if kernels.is_empty() {
         notes.push("no CUDA kernels in the capture (CUDA not traced, or nothing ran on a GPU)".into());
     }
-    RegionsReport { schema: REGIONS_SCHEMA.into(), regions: finish(regions), unattributed, notes }
+    let (regions, samples) = finish(regions);
+    (RegionsReport { schema: REGIONS_SCHEMA.into(), regions, unattributed, notes }, samples)
 }
 
 /// Attribute each kernel to the ranges open on its launching thread at launch time.
@@ -280,16 +326,16 @@ fn innermost_at(instances: &[Instance], after: usize, t: i64) -> Option<usize> {
     None
 }
 
-fn finish(regions: Vec<Acc>) -> Vec<Region> {
+fn finish(regions: Vec<Acc>) -> (Vec<Region>, Vec<RegionSamples>) {
     let paths: Vec<String> = regions.iter().map(|r| r.path.clone()).collect();
-    let mut out: Vec<Region> = regions
+    let mut out: Vec<(Region, Vec<i64>)> = regions
         .into_iter()
         .map(|mut r| {
             r.durations.sort_unstable();
             let n = r.durations.len();
             // Sums saturate: a corrupt export must not wrap around to a negative time.
             let inclusive: i64 = r.durations.iter().fold(0, |a, d| a.saturating_add(*d));
-            Region {
+            let region = Region {
                 parent: r.parent.map(|p| paths[p].clone()),
                 path: r.path,
                 name: r.name,
@@ -313,13 +359,50 @@ fn finish(regions: Vec<Acc>) -> Vec<Region> {
                 kernel_count_exclusive: r.kernels_excl,
                 gpu_time_exclusive_ns: r.gpu_excl_ns,
                 gpu_span_ns: r.span_ns,
-            }
+            };
+            (region, crate::timings::bounded(&r.durations, crate::timings::MAX_SAMPLES))
         })
         .collect();
-    out.sort_by(|a, b| {
+    out.sort_by(|(a, _), (b, _)| {
         (a.process_id, a.thread_id, &a.path, &a.domain).cmp(&(b.process_id, b.thread_id, &b.path, &b.domain))
     });
-    out
+    out.into_iter()
+        .map(|(r, samples_ns)| {
+            let s = RegionSamples {
+                path: r.path.clone(),
+                domain: r.domain.clone(),
+                process_id: r.process_id,
+                thread_id: r.thread_id,
+                instances: r.instances,
+                samples_ns,
+            };
+            (r, s)
+        })
+        .unzip()
+}
+
+/// Each listed kernel's launch durations, bounded like region samples.
+pub fn kernel_samples(capture: &Capture, top: &[TopKernel]) -> Vec<KernelSamples> {
+    let wanted: HashMap<&str, usize> = top.iter().enumerate().map(|(i, k)| (k.name.as_str(), i)).collect();
+    let mut by_id: HashMap<u32, Option<usize>> = HashMap::default();
+    let mut durations: Vec<Vec<i64>> = vec![Vec::new(); top.len()];
+    for k in &capture.kernels {
+        let slot = *by_id.entry(k.name).or_insert_with(|| wanted.get(capture.names.get(k.name)).copied());
+        if let Some(i) = slot {
+            durations[i].push(k.end - k.start);
+        }
+    }
+    top.iter()
+        .zip(durations)
+        .map(|(k, mut d)| {
+            d.sort_unstable();
+            KernelSamples {
+                name: k.name.clone(),
+                calls: d.len(),
+                samples_ns: crate::timings::bounded(&d, crate::timings::MAX_SAMPLES),
+            }
+        })
+        .collect()
 }
 
 /// Kernels by total GPU time, most first (ties by name); `n` = 0 keeps all.

@@ -106,6 +106,10 @@ pub fn load(opts: &LoadOptions) -> Result<Resolved, Error> {
     }
     let figment = layers.layers.into_iter().fold(Figment::new(), |f, l| f.merge(l));
     let config: Config = figment.extract().map_err(|e| figment_error(&e))?;
+    if config.runner.run.repeat == 0 {
+        return Err(Error::config("invalid value `0` for runner.run.repeat: the measured loop must run at least once")
+            .with_hint("runner.run.repeat=1 runs it once; runner.run.repeat=5 gives five times the samples"));
+    }
     // Light mode means the light ncu preset, unless the user picked one.
     if config.runner.run.mode == schema::RunMode::Light && !groups.iter().any(|g| g.group == NCU_GROUP) {
         let mut light = opts.clone();

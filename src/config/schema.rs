@@ -356,6 +356,14 @@ pub struct RunSettings {
     pub mode: RunMode,
     pub top_n_kernels: u32,
     pub baseline: bool,
+    /// Run a built-in workload's measured loop this many times in one
+    /// capture (at least 1), so one run carries enough samples to compare.
+    #[serde(default = "one")]
+    pub repeat: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -331,10 +331,13 @@ pub(crate) fn write_outputs(
     let capture = db.load()?;
     let read = t.elapsed();
     signals::check()?;
-    let report = aggregate::nsys::build(&capture);
+    let (report, region_samples) = aggregate::nsys::build_with_samples(&capture);
     let built = t.elapsed();
     run.write_json(run_dir::NSYS_REGIONS, &report)?;
-    run.write_json(run_dir::NSYS_TOP_KERNELS, &aggregate::nsys::top_kernels(&capture, top_n))?;
+    let top = aggregate::nsys::top_kernels(&capture, top_n);
+    run.write_json(run_dir::NSYS_TOP_KERNELS, &top)?;
+    let samples = aggregate::nsys::Samples::new(region_samples, aggregate::nsys::kernel_samples(&capture, &top));
+    run.write_json(run_dir::NSYS_SAMPLES, &samples)?;
     tracing::debug!(
         "nsys ingestion: read {read:.2?}, regions {:.2?}, written {:.2?}",
         built - read,
@@ -343,7 +346,7 @@ pub(crate) fn write_outputs(
     Ok((report, capture.kernels.len()))
 }
 
-/// `nsys/regions.json` and `nsys/top_kernels.json` from a kernel summary CSV
+/// `nsys/regions.json`, `nsys/top_kernels.json` and an empty `nsys/samples.json` from a kernel summary CSV
 /// (parse::nsys_csv): no regions, and every kernel unattributed, with a note.
 pub(crate) fn write_summary_outputs(
     run: &RunDir,
@@ -363,6 +366,8 @@ pub(crate) fn write_summary_outputs(
     }
     run.write_json(run_dir::NSYS_REGIONS, &report)?;
     run.write_json(run_dir::NSYS_TOP_KERNELS, &kernels)?;
+    // A summary has totals, not launches: nothing for diff's statistics.
+    run.write_json(run_dir::NSYS_SAMPLES, &aggregate::nsys::Samples::new(Vec::new(), Vec::new()))?;
     Ok((report, count))
 }
 
@@ -388,6 +393,7 @@ fn ingest(
                 hint: "trace cuda and nvtx (pipeline.nsys.trace) and run kernels inside NVTX ranges".into(),
             })
             .collect();
-        Ok(Done::ok(vec![run_dir::NSYS_REGIONS.into(), run_dir::NSYS_TOP_KERNELS.into()]).diagnoses(diagnoses))
+        let files = [run_dir::NSYS_REGIONS, run_dir::NSYS_TOP_KERNELS, run_dir::NSYS_SAMPLES];
+        Ok(Done::ok(files.map(String::from).to_vec()).diagnoses(diagnoses))
     })
 }

@@ -44,6 +44,14 @@ impl RunPlan {
             App::Builtin { exe, no_nvtx }
         } else {
             check_command(&command[0])?;
+            if cfg.runner.run.repeat > 1 {
+                return Err(Error::config(format!(
+                    "runner.run.repeat={} repeats the built-in workload's measured loop; llmperf cannot repeat the loop of `{}`",
+                    cfg.runner.run.repeat,
+                    command[0].to_string_lossy()
+                ))
+                .with_hint("drop runner.run.repeat and run more iterations in your own program (its NVTX ranges give the samples)"));
+            }
             App::Command(command.to_vec())
         };
         let baseline = matches!(app, App::Builtin { .. }) && cfg.runner.run.baseline;

@@ -33,6 +33,8 @@ pub struct Instrument {
     samples: RefCell<BTreeMap<String, Vec<f64>>>,
     recording: Cell<bool>,
     cuda_probe: bool,
+    /// Per repeat of the measured loop, how many samples each region had when it began.
+    repeats: RefCell<Vec<BTreeMap<String, usize>>>,
 }
 
 /// The NVTX range of a region; popped on drop.
@@ -61,6 +63,7 @@ impl Instrument {
             samples: RefCell::new(BTreeMap::new()),
             recording: Cell::new(true),
             cuda_probe: false,
+            repeats: RefCell::new(Vec::new()),
         }
     }
 
@@ -121,9 +124,26 @@ impl Instrument {
         }
     }
 
-    /// Durations (ms) recorded per region path.
-    pub fn into_samples(self) -> BTreeMap<String, Vec<f64>> {
-        self.samples.into_inner()
+    /// A repeat of the measured loop begins here.
+    pub fn begin_repeat(&self) {
+        let counts = self.samples.borrow().iter().map(|(k, v)| (k.clone(), v.len())).collect();
+        self.repeats.borrow_mut().push(counts);
+    }
+
+    /// Durations (ms) recorded per region path, and with more than one
+    /// repeat, each region's samples split by repeat.
+    pub fn into_samples(self) -> (BTreeMap<String, Vec<f64>>, BTreeMap<String, Vec<Vec<f64>>>) {
+        let samples = self.samples.into_inner();
+        let starts = self.repeats.into_inner();
+        let mut per_repeat = BTreeMap::new();
+        if starts.len() > 1 {
+            for (key, values) in &samples {
+                let at = |i: usize| starts.get(i).map_or(values.len(), |c| c.get(key).copied().unwrap_or(0));
+                let parts = (0..starts.len()).map(|i| values[at(i)..at(i + 1)].to_vec()).collect();
+                per_repeat.insert(key.clone(), parts);
+            }
+        }
+        (samples, per_repeat)
     }
 }
 

@@ -151,8 +151,11 @@ fn iterate(cfg: &Config, ins: &Instrument, mut body: impl FnMut()) -> f64 {
     }
     ins.set_recording(true);
     let start = Instant::now();
-    for _ in 0..cfg.infer.iters {
-        body();
+    for _ in 0..cfg.runner.run.repeat {
+        ins.begin_repeat();
+        for _ in 0..cfg.infer.iters {
+            body();
+        }
     }
     // A CUDA call outside every range: ncu's range replay ends a range at the
     // first CUDA call outside it, so without one the last range never ends.
@@ -172,6 +175,19 @@ struct Setup<'a> {
 struct Measured {
     measured_ms: f64,
     samples: BTreeMap<String, Vec<f64>>,
+    per_repeat: BTreeMap<String, Vec<Vec<f64>>>,
+}
+
+impl Measured {
+    fn of(measured_ms: f64, ins: Instrument) -> Measured {
+        let (samples, per_repeat) = ins.into_samples();
+        Measured { measured_ms, samples, per_repeat }
+    }
+}
+
+/// Iterations measured in all: `infer.iters` per repeat.
+fn measured_iters(cfg: &Config) -> i64 {
+    i64::from(cfg.infer.iters) * i64::from(cfg.runner.run.repeat)
 }
 
 /// Split recorded regions into stages (the listed paths) and operators (the rest).
@@ -183,8 +199,13 @@ fn assemble(setup: Setup, meta: ModelMeta, m: Measured, stage_paths: &[String]) 
         .filter_map(|(k, v)| Some((k.clone(), Stats::of(v)?)))
         .partition(|(k, _)| stage_paths.contains(k));
     let batch = i64::from(cfg.infer.batch_size);
-    let samples_per_s =
-        (m.measured_ms > 0.0).then(|| (batch * i64::from(cfg.infer.iters)) as f64 / (m.measured_ms / 1e3));
+    let samples_per_s = (m.measured_ms > 0.0).then(|| (batch * measured_iters(cfg)) as f64 / (m.measured_ms / 1e3));
+    let repeat_medians_ms = m
+        .per_repeat
+        .iter()
+        .map(|(k, parts)| (k.clone(), parts.iter().filter_map(|p| Some(Stats::of(p)?.median_ms)).collect()))
+        .collect();
+    let samples_ms = m.samples.iter().map(|(k, v)| (k.clone(), timings::bounded(v, timings::MAX_SAMPLES))).collect();
     Timings {
         schema: timings::SCHEMA.into(),
         model: meta,
@@ -194,9 +215,12 @@ fn assemble(setup: Setup, meta: ModelMeta, m: Measured, stage_paths: &[String]) 
         batch_size: batch,
         warmup_iters: cfg.infer.warmup_iters,
         iters: cfg.infer.iters,
+        repeat: cfg.runner.run.repeat,
         measured_ms: m.measured_ms,
         stages,
         operators,
+        samples_ms,
+        repeat_medians_ms,
         throughput: Throughput { samples_per_s, ..Default::default() },
         flops: Flops { formula: String::new(), per_call: BTreeMap::new() },
         decode_bytes: None,
@@ -226,12 +250,8 @@ fn run_resnet(cfg: &Config, m: &ResnetConfig, device: Device, kind: Kind, nvtx: 
         dtype: dtype_name(kind).into(),
         input_shapes: vec![shape],
     };
-    let mut t = assemble(
-        Setup { cfg, device, kind, nvtx },
-        meta,
-        Measured { measured_ms, samples: ins.into_samples() },
-        &[regions::FORWARD.into()],
-    );
+    let mut t =
+        assemble(Setup { cfg, device, kind, nvtx }, meta, Measured::of(measured_ms, ins), &[regions::FORWARD.into()]);
     t.flops.formula =
         "2 x multiply-adds of the convolutions and the linear head; batch norm, ReLU, pooling ignored".into();
     t.flops.per_call.insert(regions::FORWARD.into(), model.flops(batch, size));
@@ -264,12 +284,7 @@ fn run_llm(cfg: &Config, m: &LlmConfig, device: Device, kind: Kind, nvtx: bool) 
     };
     let step = regions::join([regions::DECODE_ALL, regions::DECODE_STEP]);
     let stage_paths = [regions::PREFILL.to_string(), regions::DECODE_ALL.to_string(), step.clone()];
-    let mut t = assemble(
-        Setup { cfg, device, kind, nvtx },
-        meta,
-        Measured { measured_ms, samples: ins.into_samples() },
-        &stage_paths,
-    );
+    let mut t = assemble(Setup { cfg, device, kind, nvtx }, meta, Measured::of(measured_ms, ins), &stage_paths);
     let (l, d) = (m.n_layers, m.d_model);
     let steps = new_tokens - 1;
     // Decode step s (0-based) attends to the prompt, the prefill's token and s earlier steps' tokens.
@@ -294,9 +309,9 @@ fn run_llm(cfg: &Config, m: &LlmConfig, device: Device, kind: Kind, nvtx: bool) 
     }
     let secs = |k: &str| t.stages.get(k).map(|s| s.total_ms / 1e3);
     t.throughput.prefill_tokens_per_s =
-        secs(regions::PREFILL).map(|s| (batch * prompt_len * i64::from(cfg.infer.iters)) as f64 / s);
+        secs(regions::PREFILL).map(|s| (batch * prompt_len * measured_iters(cfg)) as f64 / s);
     t.throughput.decode_tokens_per_s =
-        secs(regions::DECODE_ALL).map(|s| (batch * steps * i64::from(cfg.infer.iters)) as f64 / s);
+        secs(regions::DECODE_ALL).map(|s| (batch * steps * measured_iters(cfg)) as f64 / s);
     Ok(t)
 }
 
@@ -358,12 +373,8 @@ fn run_torchscript(
         dtype: dtype_name(kind).into(),
         input_shapes: m.input_shapes.clone(),
     };
-    let mut t = assemble(
-        Setup { cfg, device, kind, nvtx },
-        meta,
-        Measured { measured_ms, samples: ins.into_samples() },
-        &[regions::FORWARD.into()],
-    );
+    let mut t =
+        assemble(Setup { cfg, device, kind, nvtx }, meta, Measured::of(measured_ms, ins), &[regions::FORWARD.into()]);
     t.flops.formula = "no analytic model for a TorchScript module".into();
     Ok(t)
 }
@@ -398,12 +409,7 @@ fn run_regions(cfg: &Config, m: &RegionsConfig, device: Device, kind: Kind, nvtx
         dtype: dtype_name(kind).into(),
         input_shapes: vec![vec![m.size_a, m.size_a], vec![m.size_a1, m.size_a1], vec![m.size_b, m.size_b]],
     };
-    let mut t = assemble(
-        Setup { cfg, device, kind, nvtx },
-        meta,
-        Measured { measured_ms, samples: ins.into_samples() },
-        &stage_paths,
-    );
+    let mut t = assemble(Setup { cfg, device, kind, nvtx }, meta, Measured::of(measured_ms, ins), &stage_paths);
     t.flops.formula = "2*n^3 per n x n matmul; A includes A1; B does 1 + model.extra_b_matmuls".into();
     let (fa, fa1, fb) =
         (flops::square_matmul(m.size_a), flops::square_matmul(m.size_a1), flops::square_matmul(m.size_b));
