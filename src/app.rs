@@ -43,7 +43,10 @@ pub fn run(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
         }
         Command::Doctor(args) => {
             let resolved = load(cli.config_dir, args.overrides)?;
-            let checks = doctor::run(&resolved.config);
+            let mut checks = doctor::run(&resolved.config);
+            if args.require_gpu {
+                doctor::require_gpu(&mut checks);
+            }
             print(&doctor::render(&checks))?;
             Ok(if doctor::ready(&checks) { 0 } else { ErrorKind::ProfilerUnavailable.exit_code() })
         }

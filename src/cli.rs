@@ -57,7 +57,7 @@ pub enum Command {
     Config(ConfigCommand),
     /// Check that profilers, GPU, permissions and libtorch are usable here.
     #[command(
-        after_help = "Example:\n  llmperf doctor\n\nExit status 0 when the default profile can run (WARN lines are features unavailable here)."
+        after_help = "Examples:\n  llmperf doctor\n  llmperf doctor --require-gpu        (a GPU CI runner: GPU, counters, nsys, ncu and CUDA must work)\n\nExit status 0 when the default profile can run (WARN lines are features unavailable here);\n4 when it cannot, or with --require-gpu when a GPU feature is unavailable."
     )]
     Doctor(DoctorArgs),
 }
@@ -218,6 +218,10 @@ pub struct ShowArgs {
 
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
+    /// Fail (exit 4) unless nsys, ncu, a GPU, its counters and CUDA in
+    /// libtorch all work: for CI jobs on GPU runners.
+    #[arg(long)]
+    pub require_gpu: bool,
     /// Configuration overrides (e.g. pipeline.nsys.executable=/opt/nsys/bin/nsys).
     #[arg(value_name = "OVERRIDES")]
     pub overrides: Vec<OsString>,

@@ -159,6 +159,17 @@ fn libtorch_checks() -> Vec<Check> {
     checks
 }
 
+/// What a GPU runner needs working (`llmperf doctor --require-gpu`).
+pub const GPU_RUNNER_CHECKS: [&str; 5] = ["nsys", "ncu", "GPU", "GPU counter permission", "CUDA in libtorch"];
+
+/// `--require-gpu`: a WARN of [`GPU_RUNNER_CHECKS`] fails, so a CI job on a
+/// GPU runner stops before it profiles a CPU by mistake.
+pub fn require_gpu(checks: &mut [Check]) {
+    for c in checks.iter_mut().filter(|c| GPU_RUNNER_CHECKS.contains(&c.name) && c.level == Level::Warn) {
+        c.level = Level::Fail;
+    }
+}
+
 /// The default profile can run when nothing FAILed.
 pub fn ready(checks: &[Check]) -> bool {
     checks.iter().all(|c| c.level != Level::Fail)

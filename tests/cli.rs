@@ -301,3 +301,20 @@ fn import_of_a_sqlite_needs_no_nsys_and_bad_files_are_unparseable() {
         .stderr(predicate::str::contains("hint:"));
     assert_eq!(stage(&json(&out.join("manifest.json")), "nsys_regions")["status"], "failed");
 }
+
+#[test]
+fn doctor_require_gpu_fails_where_a_gpu_feature_is_missing() {
+    let host_has_gpu = std::path::Path::new("/proc/driver/nvidia").exists();
+    let out = llmperf().args(["doctor", "--require-gpu"]).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let gpu = text.lines().find(|l| l.contains(" GPU ")).unwrap();
+    if host_has_gpu {
+        // A GPU host: the verdict follows what doctor found there.
+        assert_eq!(out.status.code() == Some(0), !text.contains("FAIL"), "{text}");
+    } else {
+        // No GPU: the WARN of a plain doctor is a FAIL, and the exit status 4.
+        assert!(gpu.starts_with("FAIL"), "{text}");
+        assert!(text.lines().any(|l| l.starts_with("FAIL  GPU counter permission")), "{text}");
+        assert_eq!(out.status.code(), Some(4), "{text}");
+    }
+}
