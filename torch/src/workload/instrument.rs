@@ -25,6 +25,12 @@ use tch::Device;
 
 use llmperf::regions;
 
+/// Durations (ms) per region path.
+pub type Samples = BTreeMap<String, Vec<f64>>;
+
+/// Per region path, its durations split by repeat of the measured loop.
+pub type RepeatSamples = BTreeMap<String, Vec<Vec<f64>>>;
+
 pub struct Instrument {
     nvtx: bool,
     domain: Option<nvtx_sys::DomainHandle>,
@@ -132,7 +138,7 @@ impl Instrument {
 
     /// Durations (ms) recorded per region path, and with more than one
     /// repeat, each region's samples split by repeat.
-    pub fn into_samples(self) -> (BTreeMap<String, Vec<f64>>, BTreeMap<String, Vec<Vec<f64>>>) {
+    pub fn into_samples(self) -> (Samples, RepeatSamples) {
         let samples = self.samples.into_inner();
         let starts = self.repeats.into_inner();
         let mut per_repeat = BTreeMap::new();
