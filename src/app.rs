@@ -2,11 +2,14 @@
 use std::ffi::OsString;
 use std::io::Write;
 
-use crate::cli::{Cli, Command, ConfigCommand, ImportArgs, ImportCommand, ImportNcuArgs, ProfileArgs, WorkloadArgs};
+use crate::cli::{
+    CheckArgs, Cli, Command, ConfigCommand, DiffArgs, ImportArgs, ImportCommand, ImportNcuArgs, ProfileArgs,
+    WorkloadArgs,
+};
 use crate::config::{self, LoadOptions, Resolved};
 use crate::error::{Error, ErrorKind};
 use crate::signals::{self, Policy};
-use crate::{doctor, pipeline};
+use crate::{compare, doctor, pipeline};
 
 /// Run a parsed command line. `Ok` carries the exit code of a command that
 /// completed but wants a non-zero status (e.g. doctor not ready).
@@ -35,6 +38,8 @@ pub fn run(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
                 Err(crate::schemas::failed(&checks).into())
             }
         }
+        Command::Diff(args) => diff(&args),
+        Command::Check(args) => check(&args),
         Command::Config(ConfigCommand::Show(args)) => {
             let resolved = load(cli.config_dir, args.overrides)?;
             let text = if args.origin { origins(&resolved) } else { resolved.to_yaml() };
@@ -50,6 +55,41 @@ pub fn run(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             print(&doctor::render(&checks))?;
             Ok(if doctor::ready(&checks) { 0 } else { ErrorKind::ProfilerUnavailable.exit_code() })
         }
+    }
+}
+
+fn diff(args: &DiffArgs) -> anyhow::Result<i32> {
+    let base = compare::verdict::Thresholds::default();
+    let t = compare::verdict::Thresholds {
+        relative_pct: args.relative_pct.unwrap_or(base.relative_pct),
+        absolute_ms: args.absolute_ms.unwrap_or(base.absolute_ms),
+        min_samples: args.min_samples.unwrap_or(base.min_samples),
+    };
+    if !(t.relative_pct >= 0.0 && t.absolute_ms >= 0.0) {
+        return Err(Error::usage("--relative-pct and --absolute-ms must be numbers of at least 0")
+            .with_hint("e.g. --relative-pct 5 --absolute-ms 0.05")
+            .into());
+    }
+    let d = compare::diff(&args.a, &args.b, args.top, &|_, _| Some(t))?;
+    let markdown = compare::render::diff_markdown(&d);
+    compare::write_diff(&args.b, &d, &markdown)?;
+    print(&markdown)?;
+    Ok(0)
+}
+
+fn check(args: &CheckArgs) -> anyhow::Result<i32> {
+    let report = compare::check::check(&compare::check::CheckArgs {
+        run: &args.run,
+        baseline: &args.baseline,
+        budgets: args.budgets.clone(),
+        strict: args.strict,
+    })?;
+    let markdown = compare::render::check_markdown(&report);
+    compare::write_check(&args.run, &report, &markdown, args.junit.as_deref())?;
+    print(&markdown)?;
+    match compare::check::failure(&report) {
+        Some(e) => Err(e.into()),
+        None => Ok(0),
     }
 }
 

@@ -52,6 +52,12 @@ pub enum Command {
         after_help = "Example:\n  llmperf report tmp/profile-output/20261122T130558Z-3f2a1c\n\nReads nsys/report.sqlite, the ncu CSVs, workload/timings.json, env.json and config.yaml;\nrewrites nsys/regions.json, nsys/top_kernels.json, ncu/regions/, kernels.*, operators.*,\nstakeholder_summary.md and report.md. The same bytes as the run wrote, but for timestamps."
     )]
     Report(RunDirArgs),
+    /// Compare two run directories region by region and kernel by kernel, with a verdict per row.
+    #[command(after_help = DIFF_EXAMPLES)]
+    Diff(DiffArgs),
+    /// Judge a run against a baseline run with budgets; exit 8 on a regression (for CI).
+    #[command(after_help = CHECK_EXAMPLES)]
+    Check(CheckArgs),
     /// Show the resolved configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -83,6 +89,62 @@ Examples:
   llmperf workload --model torchscript model.path=model.pt 'model.input_shapes=[[8,3,224,224]]'
 
 Prints a timing table and the run directory; workload/timings.json holds the numbers.";
+
+const DIFF_EXAMPLES: &str = "\
+Examples:
+  llmperf diff tmp/profile-output/RUN_A tmp/profile-output/RUN_B
+  llmperf diff base/ new/ --relative-pct 5 --absolute-ms 0.05 --top 20
+
+Prints a Markdown table per source (workload timings, nsys regions, kernels, ncu metrics) and
+writes B/diff/diff.json, diff.md and diff.html. Verdicts: faster, slower, unchanged,
+inconclusive (too few samples or too much noise), missing (A only), new (B only); docs/ci.md.";
+
+const CHECK_EXAMPLES: &str = "\
+Examples:
+  llmperf check tmp/profile-output/RUN --baseline baselines/llm_tiny
+  llmperf check RUN --baseline BASE --budgets ci/budgets.yaml --junit check.xml --strict
+
+Writes RUN/check/check.json and check.md, prints the Markdown, appends it to $GITHUB_STEP_SUMMARY
+when that is set. Exit 0 pass (inconclusive passes unless --strict), 8 a regression or a missing
+region, 7 nothing profiled in RUN; specs/exit-codes.md.";
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The earlier run (a run directory).
+    pub a: PathBuf,
+    /// The later run.
+    pub b: PathBuf,
+    /// Kernel rows: each run's first N kernels by GPU time (0: all that nsys/samples.json holds).
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub top: usize,
+    /// A row changes only past this many percent ...
+    #[arg(long, value_name = "PCT")]
+    pub relative_pct: Option<f64>,
+    /// ... and past this many milliseconds.
+    #[arg(long, value_name = "MS")]
+    pub absolute_ms: Option<f64>,
+    /// Fewer samples than this in either run: inconclusive.
+    #[arg(long, value_name = "N")]
+    pub min_samples: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The run to judge (a run directory).
+    pub run: PathBuf,
+    /// The run it is compared with.
+    #[arg(long, value_name = "DIR")]
+    pub baseline: PathBuf,
+    /// Thresholds per region and kernel (YAML; docs/ci.md). Default: 10% and 0.01 ms, 10 samples.
+    #[arg(long, value_name = "FILE")]
+    pub budgets: Option<PathBuf>,
+    /// Also write the verdicts as JUnit XML to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Fail on inconclusive rows too.
+    #[arg(long)]
+    pub strict: bool,
+}
 
 #[derive(Debug, Args)]
 pub struct WorkloadArgs {

@@ -19,6 +19,8 @@ pub enum ErrorKind {
     Unparseable,
     /// `--fail-on-empty`: a configured region matched nothing, or ncu profiled nothing.
     Empty,
+    /// `llmperf check`: a region or kernel got slower past its budget, or went missing.
+    Regression,
     /// Ctrl-C or SIGTERM.
     Interrupted,
     /// Anything else: I/O, a bug.
@@ -35,6 +37,7 @@ impl ErrorKind {
             ErrorKind::StageFailed => 5,
             ErrorKind::Unparseable => 6,
             ErrorKind::Empty => 7,
+            ErrorKind::Regression => 8,
             ErrorKind::Interrupted => 130,
         }
     }
@@ -162,6 +165,7 @@ mod tests {
             ErrorKind::StageFailed,
             ErrorKind::Unparseable,
             ErrorKind::Empty,
+            ErrorKind::Regression,
             ErrorKind::Interrupted,
         ];
         let mut codes: Vec<_> = kinds.iter().map(|k| k.exit_code()).collect();

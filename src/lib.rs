@@ -37,6 +37,7 @@
 pub mod aggregate;
 pub mod app;
 pub mod cli;
+pub mod compare;
 pub mod config;
 pub(crate) mod doctor;
 pub mod error;

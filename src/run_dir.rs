@@ -74,6 +74,14 @@ pub(crate) const ROOFLINE_JSON: &str = "roofline.json";
 /// The index of a run: stage statuses, diagnoses, links to every file.
 pub(crate) const REPORT_MD: &str = "report.md";
 pub(crate) const NCU_CMD: &str = "ncu/cmd.txt";
+/// `llmperf diff A B` writes into B; `llmperf check RUN` into RUN.
+pub(crate) const DIFF_DIR: &str = "diff";
+pub(crate) const DIFF_JSON: &str = "diff/diff.json";
+pub(crate) const DIFF_MD: &str = "diff/diff.md";
+pub(crate) const DIFF_HTML: &str = "diff/diff.html";
+pub(crate) const CHECK_DIR: &str = "check";
+pub(crate) const CHECK_JSON: &str = "check/check.json";
+pub(crate) const CHECK_MD: &str = "check/check.md";
 /// The pass plan: which passes ran, with what filters (specs/ncu-outputs.md).
 pub(crate) const NCU_PLAN: &str = "ncu/plan.json";
 pub(crate) const NCU_PREFLIGHT: &str = "ncu/preflight.json";
@@ -399,6 +407,20 @@ fn io_error(path: &Path, what: &str, e: &std::io::Error) -> Error {
     Error::new(ErrorKind::Internal, format!("cannot {what} {}: {e}", path.display())).with_hint(
         "check that the directory is writable and the disk is not full (-o/--output-root picks another place)",
     )
+}
+
+/// A file outside any run directory that the user named (`--junit FILE`):
+/// written to a temporary file beside it and renamed over it, so a link at
+/// that path is replaced, never written through.
+pub(crate) fn write_new_file(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    write_atomic(path, bytes)
+}
+
+/// Append to a file a CI system gave us (`$GITHUB_STEP_SUMMARY`).
+pub(crate) fn append(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    let mut f =
+        std::fs::OpenOptions::new().append(true).create(true).open(path).map_err(|e| io_error(path, "open", &e))?;
+    f.write_all(bytes).map_err(|e| io_error(path, "append to", &e))
 }
 
 /// `value` as pretty JSON with a final newline, written through [`write_atomic`].

@@ -57,6 +57,12 @@ pub const ARTIFACTS: &[Artifact] = &[
         spec: "nsys-regions.schema.json",
         schema: schema_of::<crate::aggregate::nsys::RegionsReport>,
     },
+    Artifact { pattern: run_dir::DIFF_JSON, spec: "diff.schema.json", schema: schema_of::<crate::compare::Diff> },
+    Artifact {
+        pattern: run_dir::CHECK_JSON,
+        spec: "check.schema.json",
+        schema: schema_of::<crate::compare::check::CheckReport>,
+    },
     Artifact {
         pattern: run_dir::NSYS_SAMPLES,
         spec: "nsys-samples.schema.json",

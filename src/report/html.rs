@@ -28,13 +28,13 @@ pub fn render(inputs: &Inputs, d: &Derived) -> String {
     h
 }
 
-const STYLE: &str = "body{font-family:sans-serif;margin:2em;max-width:960px;color:#222}\
+pub(crate) const STYLE: &str = "body{font-family:sans-serif;margin:2em;max-width:960px;color:#222}\
 h2{margin-top:2em;border-bottom:1px solid #ccc}\
 table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;padding:3px 6px;text-align:right}\
 td:first-child,th:first-child{text-align:left;max-width:640px;word-break:break-all}code{font-size:12px}\
 svg text{font-size:11px;font-family:sans-serif}.note{color:#666}";
 
-fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 

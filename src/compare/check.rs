@@ -1,0 +1,279 @@
+//! `llmperf check RUN --baseline BASE [--budgets FILE]`: the diff of BASE →
+//! RUN judged per row by budgets (docs/ci.md): pass, regression,
+//! inconclusive, missing; the exit status a CI job needs (specs/exit-codes.md).
+use std::path::{Path, PathBuf};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::verdict::{Thresholds, Verdict};
+use super::{Diff, Row, Source};
+use crate::error::{Error, ErrorKind};
+use crate::regions::{self, glob_match, Selector};
+
+pub(crate) const CHECK_SCHEMA: &str = "llmperf.check/v1";
+
+/// A budgets file (YAML): defaults, then per-region and per-kernel rules,
+/// the first matching rule winning.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Budgets {
+    #[serde(default)]
+    pub defaults: Rule,
+    /// Region rules: `match` is a region selector (`A::A1`, `LLM@decode_*`), for
+    /// the workload's and nsys's rows alike.
+    #[serde(default)]
+    pub regions: Vec<Rule>,
+    /// Kernel rules: `match` is a glob over the kernel name.
+    #[serde(default)]
+    pub kernels: Vec<Rule>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    #[serde(default, rename = "match")]
+    pub pattern: Option<String>,
+    pub relative_pct: Option<f64>,
+    pub absolute_ms: Option<f64>,
+    pub min_samples: Option<usize>,
+    /// Leave matching rows out of the check.
+    #[serde(default)]
+    pub ignore: bool,
+}
+
+impl Rule {
+    fn over(&self, base: Thresholds) -> Thresholds {
+        Thresholds {
+            relative_pct: self.relative_pct.unwrap_or(base.relative_pct),
+            absolute_ms: self.absolute_ms.unwrap_or(base.absolute_ms),
+            min_samples: self.min_samples.unwrap_or(base.min_samples),
+        }
+    }
+
+    fn matches(&self, source: Source, name: &str) -> bool {
+        let Some(p) = &self.pattern else { return false };
+        match source {
+            Source::Kernel => glob_match(p, name),
+            Source::Workload | Source::Nsys => {
+                let row = Selector::parse(name);
+                Selector::parse(p).names_region(&regions::join(&row.names), row.domain)
+            }
+        }
+    }
+}
+
+impl Budgets {
+    /// Read a budgets file; a mistake names the file and line.
+    pub fn load(path: &Path) -> Result<Budgets, Error> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            Error::usage(format!("cannot read budgets file {}: {e}", path.display()))
+                .with_hint("pass --budgets FILE naming a YAML file (docs/ci.md shows one)")
+        })?;
+        let b: Budgets = serde_yaml::from_str(&text).map_err(|e| {
+            let at = e.location().map(|l| format!(":{}", l.line())).unwrap_or_default();
+            Error::config(format!("{}{at}: {e}", path.display())).with_hint(
+                "keys are defaults, regions and kernels; a rule has match, relative_pct, absolute_ms, min_samples, ignore (docs/ci.md)",
+            )
+        })?;
+        for (kind, rules) in [("regions", &b.regions), ("kernels", &b.kernels)] {
+            if let Some(i) = rules.iter().position(|r| r.pattern.is_none()) {
+                return Err(Error::config(format!("{}: {kind}[{i}] has no `match`", path.display()))
+                    .with_hint(format!("give each rule under {kind} a `match:` pattern, e.g. match: \"decode*\"")));
+            }
+        }
+        for r in std::iter::once(&b.defaults).chain(&b.regions).chain(&b.kernels) {
+            let bad = [r.relative_pct, r.absolute_ms].into_iter().flatten().find(|v| !v.is_finite() || *v < 0.0);
+            if let Some(v) = bad {
+                return Err(Error::config(format!("{}: threshold {v} is negative or not a number", path.display()))
+                    .with_hint("relative_pct is a percentage (10 = 10%), absolute_ms milliseconds; both at least 0"));
+            }
+        }
+        Ok(b)
+    }
+
+    /// The thresholds of a row, or None when a rule ignores it.
+    pub fn judge(&self, source: Source, name: &str) -> Option<Thresholds> {
+        let base = self.defaults.over(Thresholds::default());
+        let rules = if source == Source::Kernel { &self.kernels } else { &self.regions };
+        match rules.iter().find(|r| r.matches(source, name)) {
+            Some(r) if r.ignore => None,
+            Some(r) => Some(r.over(base)),
+            None => Some(base),
+        }
+    }
+
+    /// Whether a rule names this row (a missing kernel fails only then).
+    fn names(&self, source: Source, name: &str) -> bool {
+        let rules = if source == Source::Kernel { &self.kernels } else { &self.regions };
+        rules.iter().any(|r| r.matches(source, name))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Pass,
+    Regression,
+    Inconclusive,
+    Missing,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Pass => "pass",
+            Outcome::Regression => "regression",
+            Outcome::Inconclusive => "inconclusive",
+            Outcome::Missing => "missing",
+        }
+    }
+}
+
+/// `check/check.json` (specs/check.schema.json).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct CheckReport {
+    pub schema: String,
+    pub run: super::RunRef,
+    pub baseline: super::RunRef,
+    pub budgets: Option<String>,
+    pub strict: bool,
+    pub method: String,
+    pub checks: Vec<Checked>,
+    /// Rows in the run only (new regions or kernels): listed, never failing.
+    pub new: Vec<String>,
+    pub notes: Vec<String>,
+    /// pass, or fail.
+    pub status: String,
+    pub exit_code: i32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Checked {
+    pub outcome: Outcome,
+    /// Whether this row fails the check.
+    pub fails: bool,
+    pub thresholds: Thresholds,
+    pub row: Row,
+}
+
+pub struct CheckArgs<'a> {
+    pub run: &'a Path,
+    pub baseline: &'a Path,
+    pub budgets: Option<PathBuf>,
+    pub strict: bool,
+}
+
+/// Judge RUN against BASE. The report says pass or fail; an error is only
+/// for inputs that could not be read.
+pub fn check(args: &CheckArgs) -> Result<CheckReport, Error> {
+    let budgets = match &args.budgets {
+        Some(p) => Budgets::load(p)?,
+        None => Budgets::default(),
+    };
+    let judge = |s: Source, n: &str| budgets.judge(s, n);
+    let diff: Diff = super::diff(args.baseline, args.run, 0, &judge)?;
+    let mut checks = Vec::new();
+    let mut new = Vec::new();
+    for row in diff.rows {
+        let thresholds = budgets.judge(row.source, &row.name).unwrap_or_default();
+        let outcome = match row.verdict {
+            Verdict::Slower => Outcome::Regression,
+            Verdict::Faster | Verdict::Unchanged => Outcome::Pass,
+            Verdict::Inconclusive => Outcome::Inconclusive,
+            Verdict::Missing => Outcome::Missing,
+            Verdict::New => {
+                new.push(format!("{} {}", row.source.as_str(), row.name));
+                continue;
+            }
+        };
+        let fails = match outcome {
+            Outcome::Regression => true,
+            Outcome::Inconclusive => args.strict,
+            // A kernel leaves the top N when another grows: only a named one must stay.
+            Outcome::Missing => row.source != Source::Kernel || budgets.names(row.source, &row.name),
+            Outcome::Pass => false,
+        };
+        checks.push(Checked { outcome, fails, thresholds, row });
+    }
+    let empty = checks.iter().all(|c| c.row.b.is_none()) && new.is_empty();
+    let exit_code = if empty {
+        ErrorKind::Empty.exit_code()
+    } else if checks.iter().any(|c| c.fails) {
+        ErrorKind::Regression.exit_code()
+    } else {
+        0
+    };
+    let mut notes = diff.notes;
+    if empty {
+        notes.push(format!(
+            "nothing profiled: {} has no samples to check (no workload/timings.json samples, no nsys/samples.json)",
+            args.run.display()
+        ));
+    }
+    Ok(CheckReport {
+        schema: CHECK_SCHEMA.into(),
+        run: diff.b,
+        baseline: diff.a,
+        budgets: args.budgets.as_ref().map(|p| p.display().to_string()),
+        strict: args.strict,
+        method: diff.method,
+        checks,
+        new,
+        notes,
+        status: if exit_code == 0 { "pass".into() } else { "fail".into() },
+        exit_code,
+    })
+}
+
+/// JUnit XML: one test suite, one test case per checked row; a regression or
+/// a missing row is a failure, an inconclusive one skipped (a failure with --strict).
+pub fn junit(report: &CheckReport) -> Result<String, Error> {
+    use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+    let mut suite = TestSuite::new("llmperf check");
+    for c in &report.checks {
+        let mut status = match (c.outcome, c.fails) {
+            (_, true) => TestCaseStatus::non_success(NonSuccessKind::Failure),
+            (Outcome::Inconclusive, false) | (Outcome::Missing, false) => TestCaseStatus::skipped(),
+            _ => TestCaseStatus::success(),
+        };
+        if c.fails || c.outcome != Outcome::Pass {
+            status.set_message(format!("{}: {}", c.outcome.as_str(), c.row.reason));
+        }
+        let mut case = TestCase::new(format!("{} {}", c.row.source.as_str(), c.row.name), status);
+        case.set_classname(format!("llmperf.{}", c.row.source.as_str()));
+        suite.add_test_case(case);
+    }
+    let mut r = Report::new(format!("llmperf check {} vs {}", report.run.run_id, report.baseline.run_id));
+    r.add_test_suite(suite);
+    r.to_string().map_err(|e| Error::new(ErrorKind::Internal, format!("writing JUnit XML: {e}")))
+}
+
+/// The error a failed check exits with (stderr's `error:` and `hint:`), or None when it passed.
+pub fn failure(report: &CheckReport) -> Option<Error> {
+    if report.exit_code == ErrorKind::Empty.exit_code() {
+        return Some(
+            Error::new(ErrorKind::Empty, format!("nothing profiled: {} holds no samples to check", report.run.path))
+                .with_hint(
+                    "profile a workload with NVTX ranges (nsys on, or the built-in workload), then check that run",
+                ),
+        );
+    }
+    let failing: Vec<String> = report
+        .checks
+        .iter()
+        .filter(|c| c.fails)
+        .map(|c| {
+            let change = c.row.change.as_ref().map(|x| format!(" {:+.1}%", x.change_pct)).unwrap_or_default();
+            format!("{} {} {}{change}", c.outcome.as_str(), c.row.source.as_str(), c.row.name)
+        })
+        .collect();
+    if failing.is_empty() {
+        return None;
+    }
+    Some(
+        Error::new(ErrorKind::Regression, format!("check failed: {}", failing.join("; "))).with_hint(
+            "see check/check.md in the run; a change you meant: make this run the new baseline (docs/ci.md)",
+        ),
+    )
+}

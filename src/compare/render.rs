@@ -1,0 +1,285 @@
+//! Markdown and HTML of a diff, and Markdown of a check (stdout, the run
+//! directory, and GitHub's step summary).
+use std::fmt::Write;
+
+use super::check::{CheckReport, Outcome};
+use super::verdict::{Side, Verdict};
+use super::{tally, Diff, MetricRow, Row, Source};
+use crate::report::html::{esc, STYLE};
+
+const SECTIONS: [(Source, &str); 3] = [
+    (Source::Workload, "Regions: the workload's own timings (workload/timings.json)"),
+    (Source::Nsys, "Regions: NVTX ranges in the nsys capture (nsys/samples.json)"),
+    (Source::Kernel, "Kernels: GPU time per launch (nsys/samples.json)"),
+];
+
+/// `12.345` ms, with as many decimals as small numbers need.
+fn ms(v: f64) -> String {
+    match v.abs() {
+        x if x >= 100.0 => format!("{v:.1}"),
+        x if x >= 1.0 => format!("{v:.3}"),
+        _ => format!("{v:.4}"),
+    }
+}
+
+fn side(s: &Option<Side>) -> String {
+    s.as_ref().map_or("—".into(), |s| format!("{} ({})", ms(s.median_ms), s.samples))
+}
+
+fn change(r: &Row) -> (String, String) {
+    let Some(c) = &r.change else { return ("—".into(), "—".into()) };
+    let ci = match (c.ci_low_pct, c.ci_high_pct) {
+        (Some(lo), Some(hi)) => format!("[{lo:+.1}%, {hi:+.1}%]"),
+        _ => "—".into(),
+    };
+    let sign = if c.delta_ms >= 0.0 { "+" } else { "" };
+    (format!("{:+.1}% ({sign}{} ms)", c.change_pct, ms(c.delta_ms)), ci)
+}
+
+/// A Markdown cell: pipes escaped, one line.
+fn cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+fn summary_line(rows: &[Row]) -> String {
+    let t = tally(rows);
+    let parts: Vec<String> = t.iter().map(|(k, v)| format!("{v} {k}")).collect();
+    format!("{} rows: {}", rows.len(), if parts.is_empty() { "none".into() } else { parts.join(", ") })
+}
+
+pub fn diff_markdown(d: &Diff) -> String {
+    let mut m = String::new();
+    let _ = writeln!(m, "# llmperf diff\n");
+    let _ = writeln!(m, "- A: `{}` ({})\n- B: `{}` ({})", d.a.path, d.a.run_id, d.b.path, d.b.run_id);
+    let t = &d.thresholds;
+    let _ = writeln!(
+        m,
+        "- thresholds: {}% and {} ms, at least {} samples per run\n- method: {}\n\n{}\n",
+        t.relative_pct,
+        t.absolute_ms,
+        t.min_samples,
+        d.method,
+        summary_line(&d.rows)
+    );
+    for s in &d.shifts {
+        let _ = writeln!(
+            m,
+            "The median {} row moved {:+.1}% ({} rows){}.\n",
+            s.source.as_str(),
+            s.median_change_pct,
+            s.rows,
+            if s.median_change_pct.abs() > d.thresholds.relative_pct { ": the whole run shifted" } else { "" }
+        );
+    }
+    for (source, title) in SECTIONS {
+        let rows: Vec<&Row> = d.rows.iter().filter(|r| r.source == source).collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let _ = writeln!(m, "## {title}\n");
+        let _ = writeln!(
+            m,
+            "| {} | A median ms (n) | B median ms (n) | change | 95% interval | verdict | why |",
+            if source == Source::Kernel { "kernel" } else { "region" }
+        );
+        let _ = writeln!(m, "|---|---:|---:|---:|---:|---|---|");
+        for r in rows {
+            let (c, ci) = change(r);
+            let _ = writeln!(
+                m,
+                "| `{}` | {} | {} | {c} | {ci} | **{}** | {} |",
+                cell(&r.name),
+                side(&r.a),
+                side(&r.b),
+                r.verdict.as_str(),
+                cell(&r.reason)
+            );
+        }
+        m.push('\n');
+    }
+    if !d.ncu.is_empty() {
+        let _ = writeln!(m, "## ncu metrics of regions both runs profiled\n");
+        let _ = writeln!(m, "| region | section | metric | unit | A | B | change |\n|---|---|---|---|---:|---:|---:|");
+        for r in &d.ncu {
+            let _ = writeln!(
+                m,
+                "| `{}` | {} | {} | {} | {} | {} | {} |",
+                cell(&r.region),
+                cell(&r.section),
+                cell(&r.metric),
+                cell(&r.unit),
+                r.a,
+                r.b,
+                metric_change(r)
+            );
+        }
+        m.push('\n');
+    }
+    notes(&mut m, &d.notes);
+    m
+}
+
+fn metric_change(r: &MetricRow) -> String {
+    r.change_pct.map_or("—".into(), |c| format!("{c:+.1}%"))
+}
+
+fn notes(m: &mut String, notes: &[String]) {
+    if !notes.is_empty() {
+        let _ = writeln!(m, "## Notes\n");
+        for n in notes {
+            let _ = writeln!(m, "- {n}");
+        }
+        m.push('\n');
+    }
+}
+
+fn verdict_color(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Slower | Verdict::Missing => "#e15759",
+        Verdict::Faster => "#59a14f",
+        Verdict::Inconclusive => "#f28e2b",
+        Verdict::Unchanged | Verdict::New => "#666",
+    }
+}
+
+/// One page in the style of report.html: the same tables, each change drawn
+/// as a bar with its interval (no script, no network).
+pub fn diff_html(d: &Diff) -> String {
+    let mut h = String::new();
+    let title = format!("llmperf diff {} → {}", d.a.run_id, d.b.run_id);
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title>\n<style>{STYLE}</style></head><body>\n<h1>{t}</h1>\n<p>A: <code>{}</code><br>B: <code>{}</code></p>\n<p class=\"note\">{} — {}</p>\n",
+        esc(&d.a.path),
+        esc(&d.b.path),
+        esc(&summary_line(&d.rows)),
+        esc(&d.method),
+        t = esc(&title)
+    );
+    for (source, title) in SECTIONS {
+        let rows: Vec<&Row> = d.rows.iter().filter(|r| r.source == source).collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let _ = write!(h, "<h2>{}</h2>\n<table><tr><th>name</th><th>A median ms (n)</th><th>B median ms (n)</th><th>change</th><th>95% interval</th><th>verdict</th><th>change, interval</th></tr>\n", esc(title));
+        for r in rows {
+            let (c, ci) = change(r);
+            let _ = writeln!(
+                h,
+                "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td style=\"color:{}\" title=\"{}\"><b>{}</b></td><td>{}</td></tr>",
+                esc(&r.name),
+                esc(&side(&r.a)),
+                esc(&side(&r.b)),
+                esc(&c),
+                esc(&ci),
+                verdict_color(r.verdict),
+                esc(&r.reason),
+                r.verdict.as_str(),
+                bar(r)
+            );
+        }
+        h.push_str("</table>\n");
+    }
+    if !d.ncu.is_empty() {
+        h.push_str("<h2>ncu metrics of regions both runs profiled</h2>\n<table><tr><th>region</th><th>section</th><th>metric</th><th>unit</th><th>A</th><th>B</th><th>change</th></tr>\n");
+        for r in &d.ncu {
+            let _ = writeln!(
+                h,
+                "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&r.region),
+                esc(&r.section),
+                esc(&r.metric),
+                esc(&r.unit),
+                r.a,
+                r.b,
+                esc(&metric_change(r))
+            );
+        }
+        h.push_str("</table>\n");
+    }
+    if !d.notes.is_empty() {
+        h.push_str("<h2>Notes</h2><ul>");
+        for n in &d.notes {
+            let _ = write!(h, "<li>{}</li>", esc(n));
+        }
+        h.push_str("</ul>\n");
+    }
+    h.push_str("</body></html>\n");
+    h
+}
+
+/// A 160 px axis from −100% to +100% (clamped): the interval as a line, the change as a dot.
+fn bar(r: &Row) -> String {
+    let Some(c) = &r.change else { return String::new() };
+    let x = |pct: f64| 80.0 + pct.clamp(-100.0, 100.0) * 0.8;
+    let mut s =
+        String::from("<svg width=\"160\" height=\"14\"><line x1=\"80\" y1=\"0\" x2=\"80\" y2=\"14\" stroke=\"#bbb\"/>");
+    if let (Some(lo), Some(hi)) = (c.ci_low_pct, c.ci_high_pct) {
+        let _ = write!(s, "<line x1=\"{:.1}\" y1=\"7\" x2=\"{:.1}\" y2=\"7\" stroke=\"#333\"/>", x(lo), x(hi));
+    }
+    let _ = write!(
+        s,
+        "<circle cx=\"{:.1}\" cy=\"7\" r=\"3\" fill=\"{}\"/></svg>",
+        x(c.change_pct),
+        verdict_color(r.verdict)
+    );
+    s
+}
+
+pub fn check_markdown(c: &CheckReport) -> String {
+    let mut m = String::new();
+    let failing = c.checks.iter().filter(|x| x.fails).count();
+    let _ = writeln!(
+        m,
+        "# llmperf check: {}\n\n- run: `{}` ({})\n- baseline: `{}` ({})\n- budgets: {}{}\n",
+        if c.exit_code == 0 { "pass".to_string() } else { format!("FAIL (exit {})", c.exit_code) },
+        c.run.path,
+        c.run.run_id,
+        c.baseline.path,
+        c.baseline.run_id,
+        c.budgets.as_deref().map_or("defaults".into(), |b| format!("`{b}`")),
+        if c.strict { " (--strict: inconclusive fails)" } else { "" }
+    );
+    let count = |o: Outcome| c.checks.iter().filter(|x| x.outcome == o).count();
+    let _ = writeln!(
+        m,
+        "{} checked: {} pass, {} regression, {} inconclusive, {} missing; {failing} failing.\n",
+        c.checks.len(),
+        count(Outcome::Pass),
+        count(Outcome::Regression),
+        count(Outcome::Inconclusive),
+        count(Outcome::Missing)
+    );
+    if !c.checks.is_empty() {
+        let _ = writeln!(m, "| | source | name | baseline ms (n) | run ms (n) | change | 95% interval | budget | why |\n|---|---|---|---:|---:|---:|---:|---|---|");
+        for x in &c.checks {
+            let (ch, ci) = change(&x.row);
+            let mark = if x.fails {
+                "❌"
+            } else if x.outcome == Outcome::Pass {
+                "✅"
+            } else {
+                "⚠️"
+            };
+            let _ = writeln!(
+                m,
+                "| {mark} {} | {} | `{}` | {} | {} | {ch} | {ci} | {}% & {} ms, n≥{} | {} |",
+                x.outcome.as_str(),
+                x.row.source.as_str(),
+                cell(&x.row.name),
+                side(&x.row.a),
+                side(&x.row.b),
+                x.thresholds.relative_pct,
+                x.thresholds.absolute_ms,
+                x.thresholds.min_samples,
+                cell(&x.row.reason)
+            );
+        }
+        m.push('\n');
+    }
+    if !c.new.is_empty() {
+        let _ = writeln!(m, "New in the run (not checked): {}\n", c.new.join(", "));
+    }
+    notes(&mut m, &c.notes);
+    m
+}
