@@ -39,6 +39,16 @@ impl Stats {
     }
 }
 
+/// The spread of per-repeat medians: (max − min) / median, in percent; None
+/// for fewer than two, or a median of zero.
+pub fn spread_pct(medians: &[f64]) -> Option<f64> {
+    if medians.len() < 2 {
+        return None;
+    }
+    let s = Stats::of(medians)?;
+    (s.median_ms > 0.0).then(|| (s.max_ms - s.min_ms) / s.median_ms * 100.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,5 +65,7 @@ mod tests {
         let odd = Stats::of(&[3.0, 1.0, 2.0]).unwrap();
         assert_eq!((odd.median_ms, odd.p90_ms), (2.0, 3.0));
         assert!(Stats::of(&[]).is_none());
+        assert_eq!(spread_pct(&[0.9, 1.1, 1.0]).map(|p| p.round()), Some(20.0));
+        assert_eq!(spread_pct(&[1.0]), None);
     }
 }

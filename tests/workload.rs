@@ -169,3 +169,49 @@ fn the_regions_demo_adds_known_work_to_b_only() {
     assert_eq!(plain, (matmul(256.0) + matmul(128.0), matmul(128.0), matmul(192.0)));
     assert_eq!(slowed, (plain.0, plain.1, 4.0 * matmul(192.0)));
 }
+
+/// `runner.run.repeat`: the measured loop N times in one run, every sample
+/// kept, each repeat's median recorded, and the spread shown in the reports.
+#[test]
+fn repeats_multiply_the_samples_and_the_report_shows_their_spread() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = run_workload(root.path(), &["--model", "nvtx_regions", "infer.iters=4", "runner.run.repeat=3"]);
+    let t = json(&dir.join("workload/timings.json"));
+    assert_eq!((t["iters"].as_i64(), t["repeat"].as_i64()), (Some(4), Some(3)));
+    for region in ["A", "A::A1", "B"] {
+        let samples: Vec<f64> =
+            t["samples_ms"][region].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        assert_eq!(samples.len(), 12, "{region}");
+        assert_eq!(t["stages"][region]["count"], 12);
+        // Each repeat's median is the median of its own four samples, in order.
+        let medians: Vec<f64> =
+            t["repeat_medians_ms"][region].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        for (i, m) in medians.iter().enumerate() {
+            let mut part = samples[i * 4..(i + 1) * 4].to_vec();
+            part.sort_by(f64::total_cmp);
+            assert!((m - (part[1] + part[2]) / 2.0).abs() < 1e-12, "{region} repeat {i}: {m}");
+        }
+        assert_eq!(medians.len(), 3);
+    }
+    llmperf().arg("report").arg(&dir).assert().success();
+    let summary = std::fs::read_to_string(dir.join("stakeholder_summary.md")).unwrap();
+    let spread = summary.split("### Spread across 3 repeats of the measured loop").nth(1).expect("a spread section");
+    let rows: Vec<&str> =
+        spread.lines().take_while(|l| !l.starts_with("Spread:")).filter(|l| l.starts_with("| `")).collect();
+    assert_eq!(rows.len(), 3, "{summary}");
+    let a = &t["repeat_medians_ms"]["A"];
+    assert!(rows[0].starts_with(&format!("| `A` | {:.4}, ", a[0].as_f64().unwrap())), "{}", rows[0]);
+    // Nothing to repeat in a user's command; a loop must run at least once.
+    llmperf()
+        .args(["profile", "--no-nsys", "runner.run.repeat=2", "--", "true"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("cannot repeat the loop of `true`"))
+        .stderr(predicate::str::contains("hint:"));
+    llmperf()
+        .args(["workload", "runner.run.repeat=0"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("runner.run.repeat"))
+        .stderr(predicate::str::contains("hint:"));
+}

@@ -82,7 +82,7 @@ impl Side {
             median_ms: median,
             min_ms: sorted[0],
             max_ms: sorted[sorted.len() - 1],
-            repeat_spread_pct: spread_pct(repeat_medians_ms),
+            repeat_spread_pct: crate::stats::spread_pct(repeat_medians_ms),
         })
     }
 }
@@ -209,16 +209,6 @@ fn median_sorted(s: &[f64]) -> Option<f64> {
         _ if n % 2 == 1 => Some(s[n / 2]),
         _ => Some((s[n / 2 - 1] + s[n / 2]) / 2.0),
     }
-}
-
-/// (max − min) / median of per-repeat medians, in percent; None for fewer than two.
-pub fn spread_pct(medians: &[f64]) -> Option<f64> {
-    if medians.len() < 2 {
-        return None;
-    }
-    let s = sorted(medians);
-    let m = median_sorted(&s)?;
-    (m > 0.0).then(|| (s[s.len() - 1] - s[0]) / m * 100.0)
 }
 
 /// A row's bootstrap seed: FNV-1a of its key, so a row gets the same

@@ -227,6 +227,27 @@ fn stages(md: &mut String, inputs: &Inputs) {
         );
     }
     md.push_str("\n`decode_all::decode_step` is one decode step; other stages of other models appear under their NVTX names.\n\n");
+    repeats(md, t);
+}
+
+/// With `runner.run.repeat` > 1: each stage's median per repeat and their
+/// spread, the run's own noise between repeats (what `llmperf check` allows for).
+fn repeats(md: &mut String, t: &crate::timings::Timings) {
+    if t.repeat < 2 || t.repeat_medians_ms.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "### Spread across {} repeats of the measured loop\n\n| stage | median ms of each repeat | spread |\n|---|---|---:|",
+        t.repeat
+    );
+    for name in t.stages.keys() {
+        let Some(medians) = t.repeat_medians_ms.get(name) else { continue };
+        let each: Vec<String> = medians.iter().map(|m| format!("{m:.4}")).collect();
+        let spread = crate::stats::spread_pct(medians).map_or("—".into(), |p| format!("{p:.1}%"));
+        let _ = writeln!(md, "| `{name}` | {} | {spread} |", each.join(", "));
+    }
+    md.push_str("\nSpread: (slowest − fastest) / median of the repeats' medians.\n\n");
 }
 
 fn mfu(md: &mut String, inputs: &Inputs, peak: Option<&Peak>, uses: &[StageUse]) {
