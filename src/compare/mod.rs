@@ -294,8 +294,8 @@ fn build(a: &Loaded, b: &Loaded, top: usize, judge: &Judge) -> Diff {
 }
 
 /// Per source: the median change of its compared rows. Where that median is
-/// itself past the threshold, a row that moved with it (within its
-/// threshold of the median) is inconclusive, not slower or faster: the whole
+/// itself past the threshold, a row that moved with it (its ratio to the
+/// shift within its threshold) is inconclusive, not slower or faster: the whole
 /// run moved, and one run pair cannot tell a slower machine from slower code.
 /// A row that moved apart from the rest keeps its verdict.
 fn discount_shifts(rows: &mut [Row]) -> Vec<Shift> {
@@ -313,7 +313,9 @@ fn discount_shifts(rows: &mut [Row]) -> Vec<Shift> {
         for r in rows.iter_mut().filter(|r| r.source == source) {
             let Some(c) = r.change.as_mut() else { continue };
             let moved = matches!(c.verdict, Verdict::Slower | Verdict::Faster);
-            if moved && median.abs() > c.threshold_pct && (c.change_pct - median).abs() <= c.threshold_pct {
+            // Apart from the shift, as a ratio: +300% in a run that moved +100% is +100% apart.
+            let apart = ((1.0 + c.change_pct / 100.0) / (1.0 + median / 100.0) - 1.0) * 100.0;
+            if moved && median.abs() > c.threshold_pct && apart.abs() <= c.threshold_pct {
                 c.verdict = Verdict::Inconclusive;
                 c.reason = format!(
                     "the whole run moved: {:+.1}% here, {median:+.1}% the median of {n} {} rows (a busier or slower machine looks the same); rerun both",
