@@ -6,6 +6,7 @@
 #
 #   bench/check_false_alarms.sh [PAIRS] [OVERRIDES...]
 #   bench/check_false_alarms.sh 10 infer.iters=30 runner.run.repeat=3
+#   BUDGETS=tests/fixtures/compare/budgets-shared-cpu.yaml bench/check_false_alarms.sh 10
 #
 # Prints one line per pair and the totals. Needs target/release/llmperf.
 set -euo pipefail
@@ -23,7 +24,7 @@ for i in $(seq 1 "$pairs"); do
   a=$("$bin" workload --model nvtx_regions "${overrides[@]}" -o "$out" 2>/dev/null)
   b=$("$bin" workload --model nvtx_regions "${overrides[@]}" -o "$out" 2>/dev/null)
   rc=0
-  "$bin" check "$b" --baseline "$a" >/dev/null 2>&1 || rc=$?
+  "$bin" check "$b" --baseline "$a" ${BUDGETS:+--budgets "$BUDGETS"} >/dev/null 2>&1 || rc=$?
   line=$(python3 - "$b" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1] + "/check/check.json"))
@@ -38,6 +39,6 @@ PY
   [ "$rc" -ne 0 ] && alarms=$((alarms + 1))
   echo "pair $i: exit $rc  $line"
 done
-echo "overrides: ${overrides[*]}"
+echo "overrides: ${overrides[*]}; budgets: ${BUDGETS:-defaults}"
 echo -n "rows:"; for k in "${!total[@]}"; do echo -n " $k=${total[$k]}"; done; echo
 echo "false alarms: $alarms of $pairs pairs"

@@ -12,7 +12,7 @@
 //! `pipeline` runs the stages in that order; raw outputs are in the run
 //! directory before anything parses them, and `llmperf report` starts again at
 //! `parse`. Imports are layered: a module names only modules on floors below
-//! its own (app; schemas, doctor; pipeline; report; aggregate; parse; plan,
+//! its own (app; schemas, doctor; pipeline, compare; report; aggregate; parse; plan,
 //! provenance; profile; manifest, plugin, cli; process; run_dir, timings,
 //! config, signals; stats, flops, regions, error, units), with no cycle
 //! (tests/layout.rs checks both).
@@ -28,6 +28,7 @@
 //! - [`parse`]: readers of nsys SQLite/CSV and ncu CSV exports (ncu rows go to a sink);
 //! - [`aggregate`]: rows → region trees, kernel selection, roofline sums (pure);
 //! - [`report`]: the typed report model and its renderers, and the one writer of reports;
+//! - [`compare`]: `llmperf diff` and `check`: two runs' samples, verdicts, budgets;
 //! - [`schemas`]: the JSON Schemas of every artifact, and `llmperf validate`;
 //! - [`doctor`], [`plugin`]: what works here; the dlopen'ed built-in workloads
 //!   (`libllmperf_torch.so`, the `torch/` crate), which share [`regions`],
