@@ -15,6 +15,32 @@ pub struct Config {
     pub runner: Runner,
     pub hardware: Hardware,
     pub report: ReportConfig,
+    /// What llmperf cannot know of a user's command: its work per region.
+    #[serde(default)]
+    pub workload: UserWorkload,
+}
+
+/// `workload.*`: analytic work of a user's command (`-- CMD`), per NVTX region.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserWorkload {
+    /// FLOPs of one instance of a region, by region selector
+    /// (`prefill`, `LLM@decode_all::decode_step`): MFU per region.
+    #[serde(default)]
+    pub flops: std::collections::BTreeMap<String, f64>,
+    /// The dtype of that math: picks the peak column (f32, or f16/bf16 tensor).
+    #[serde(default = "bf16")]
+    pub dtype: Dtype,
+}
+
+fn bf16() -> Dtype {
+    Dtype::Bf16
+}
+
+impl Default for UserWorkload {
+    fn default() -> Self {
+        UserWorkload { flops: Default::default(), dtype: bf16() }
+    }
 }
 
 /// `auto` | `cpu` | `cuda` | `cuda:N`.

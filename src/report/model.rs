@@ -221,10 +221,71 @@ pub fn utilization(t: &Timings, peak: &Peak) -> Vec<StageUse> {
         .collect()
 }
 
+/// MFU per region of a user's command: `workload.flops` (FLOPs of one
+/// instance, by region selector) over nsys's mean wall time per instance of
+/// the regions it names (instances of every process and thread pooled).
+/// Selectors that name no region of the capture are returned apart.
+pub fn region_utilization(
+    flops: &std::collections::BTreeMap<String, f64>,
+    regions: &RegionsReport,
+    peak: &Peak,
+) -> (Vec<StageUse>, Vec<String>) {
+    let mut uses = Vec::new();
+    let mut unmatched = Vec::new();
+    for (selector, &per_call) in flops {
+        let sel = crate::regions::Selector::parse(selector);
+        let hits: Vec<_> = regions.regions.iter().filter(|r| sel.names_region(&r.path, &r.domain)).collect();
+        let instances: usize = hits.iter().map(|r| r.instances).sum();
+        let wall_ns: i64 = hits.iter().map(|r| r.inclusive_ns).sum();
+        if instances == 0 || wall_ns <= 0 {
+            unmatched.push(selector.clone());
+            continue;
+        }
+        let mean_ms = wall_ns as f64 / instances as f64 / 1e6;
+        let achieved = per_call / (mean_ms / 1e3);
+        uses.push(StageUse {
+            stage: selector.clone(),
+            flops_per_call: per_call,
+            mean_ms,
+            achieved_flops: achieved,
+            mfu_pct: peak.flops.map(|p| 100.0 * achieved / p),
+            bytes_per_call: None,
+            mbu_pct: None,
+        });
+    }
+    (uses, unmatched)
+}
+
+/// The GPU a user's command ran on, as far as the run knows: this machine's
+/// first GPU (env.json), else the capture's first GPU (nsys/capture.json).
+fn user_gpu(inputs: &Inputs) -> Option<(String, &'static str)> {
+    let from_env = inputs.env.as_ref().and_then(|e| e.gpus.devices.first()).map(|d| (d.name.clone(), "env.json"));
+    let from_capture = || {
+        let c = inputs.capture.as_ref()?;
+        c.gpus.iter().find_map(|g| g.name.clone()).map(|n| (n, "nsys/capture.json"))
+    };
+    from_env.or_else(from_capture)
+}
+
 /// The peak for this run: override, GPU table, or the CPU calibration.
 pub fn peak_of(inputs: &Inputs) -> Option<Peak> {
-    let hw = inputs.config.as_ref().map(|c| c.hardware.clone())?;
+    let cfg = inputs.config.as_ref()?;
+    let hw = cfg.hardware.clone();
     let Some(t) = inputs.timings.as_ref() else {
+        if !cfg.workload.flops.is_empty() {
+            // A user's command with its FLOPs: the override, else its GPU in the table.
+            let dtype = match cfg.workload.dtype {
+                crate::config::schema::Dtype::F32 => "f32",
+                crate::config::schema::Dtype::F16 => "f16",
+                crate::config::schema::Dtype::Bf16 => "bf16",
+            };
+            let gpu = user_gpu(inputs);
+            let mut peak = peaks::choose(&hw, "cuda", gpu.as_ref().map(|g| g.0.as_str()), dtype, None).ok()?;
+            if let (Some((_, from)), true) = (&gpu, hw.peak_tflops.is_none()) {
+                peak.source = format!("{} (GPU name from {from})", peak.source);
+            }
+            return Some(peak);
+        }
         // No workload (an import, a user's command): only the user's own peaks,
         // which give the roofline its roofs.
         return hw.peak_tflops.and_then(|_| peaks::choose(&hw, "", None, "", None).ok());
@@ -250,8 +311,9 @@ pub struct Derived {
 impl Derived {
     pub fn of(inputs: &Inputs) -> Derived {
         let peak = peak_of(inputs);
-        let uses = match (&inputs.timings, &peak) {
-            (Some(t), Some(p)) => utilization(t, p),
+        let uses = match (&inputs.timings, &peak, &inputs.nsys_regions, &inputs.config) {
+            (Some(t), Some(p), _, _) => utilization(t, p),
+            (None, Some(p), Some(r), Some(c)) => region_utilization(&c.workload.flops, r, p).0,
             _ => Vec::new(),
         };
         Derived { kernels: kernels(inputs), operators: operators(inputs), peak, uses }

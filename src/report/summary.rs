@@ -252,8 +252,13 @@ fn repeats(md: &mut String, t: &crate::timings::Timings) {
 
 fn mfu(md: &mut String, inputs: &Inputs, peak: Option<&Peak>, uses: &[StageUse]) {
     md.push_str("## MFU\n\n");
+    let flops = inputs.config.as_ref().map(|c| &c.workload.flops).filter(|f| !f.is_empty());
     let Some(t) = &inputs.timings else {
-        md.push_str("MFU not computed: no analytic FLOP count (a user command, not a built-in workload).\n\n");
+        match (flops, &inputs.nsys_regions, peak) {
+            (Some(f), Some(r), Some(p)) => user_mfu(md, f, r, p, uses),
+            (Some(_), None, _) => md.push_str("MFU not computed: workload.flops is set, but there is no nsys capture to time its regions (hint: keep nsys on).\n\n"),
+            _ => md.push_str("MFU not computed: no analytic FLOP count (a user command, not a built-in workload; hint: give the FLOPs of one instance per region, workload.flops='{prefill: 2.1e12}', and a peak, hardware.peak_tflops or a GPU in the peak table).\n\n"),
+        }
         return;
     };
     let Some(peak) = peak else {
@@ -291,6 +296,45 @@ fn mfu(md: &mut String, inputs: &Inputs, peak: Option<&Peak>, uses: &[StageUse])
         let _ = writeln!(md, "Bytes per decode step: {}.", b.formula);
     }
     md.push_str("Achieved FLOP/s = FLOPs per call / mean wall time of the stage (NVTX range, workload clock).\n\n");
+}
+
+/// MFU of a user's command, per region named in `workload.flops`.
+fn user_mfu(
+    md: &mut String,
+    flops: &std::collections::BTreeMap<String, f64>,
+    regions: &crate::aggregate::nsys::RegionsReport,
+    peak: &Peak,
+    uses: &[StageUse],
+) {
+    match &peak.missing {
+        Some(why) => {
+            let _ = writeln!(md, "{why}\n");
+        }
+        None => {
+            let _ = writeln!(md, "Peak: {} FLOP/s, from {}.\n", eng(peak.flops.unwrap_or(0.0)), peak.source);
+        }
+    }
+    md.push_str("| region | FLOPs per instance | mean ms | achieved FLOP/s | MFU |\n|---|---:|---:|---:|---:|\n");
+    for u in uses {
+        let mfu = u.mfu_pct.map_or("–".to_string(), |v| format!("{v:.2}%"));
+        let _ = writeln!(
+            md,
+            "| `{}` | {} | {:.4} | {} | {mfu} |",
+            u.stage,
+            eng(u.flops_per_call),
+            u.mean_ms,
+            eng(u.achieved_flops)
+        );
+    }
+    let (_, unmatched) = crate::report::model::region_utilization(flops, regions, peak);
+    if !unmatched.is_empty() {
+        let _ = writeln!(
+            md,
+            "\nNot in the capture (no NVTX region of that name): {} (hint: spell them as nsys/regions.json does, `DOMAIN@outer::inner`).",
+            unmatched.iter().map(|u| format!("`{u}`")).collect::<Vec<_>>().join(", ")
+        );
+    }
+    md.push_str("\nFLOPs per instance: workload.flops (configuration). Mean ms: the region's wall time in the nsys capture over its instances (every process and thread pooled). Achieved FLOP/s = FLOPs per instance / mean wall time.\n\n");
 }
 
 /// 1.23e9 → "1.23 G".
