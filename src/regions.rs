@@ -38,6 +38,44 @@ pub fn block(index: usize) -> String {
     format!("block_{index}")
 }
 
+/// PyTorch's NVTX names carry per-call attributes after the operator:
+/// `torch.autograd.profiler.emit_nvtx` writes `aten::mul, op_id = 317177`,
+/// `aten::to, seq = 12, op_id = 998949`, and with shapes recorded
+/// `aten::addmm, seq = 3, op_id = 5, sizes = [[8, 16], [16, 32]], input_op_ids = [2, 4]`.
+/// `strip_attributes` returns the operator (`aten::mul`) and the attributes
+/// when every part after the first `, ` is `KEY = VALUE` with KEY in `keys`
+/// (values may hold `, ` inside brackets); any other name is None, kept as is.
+pub fn strip_attributes<'a>(name: &'a str, keys: &[String]) -> Option<(&'a str, Vec<(&'a str, &'a str)>)> {
+    let (head, mut rest) = name.split_once(", ")?;
+    let mut attrs = Vec::new();
+    loop {
+        let (key, after) = rest.split_once(" = ")?;
+        if !keys.iter().any(|k| k == key) {
+            return None;
+        }
+        // The value runs to the next `, ` outside brackets, or to the end.
+        let mut depth = 0i32;
+        let mut end = after.len();
+        let bytes = after.as_bytes();
+        for (i, &b) in bytes.iter().enumerate() {
+            match b {
+                b'[' | b'(' => depth += 1,
+                b']' | b')' => depth -= 1,
+                b',' if depth == 0 && bytes.get(i + 1) == Some(&b' ') => {
+                    end = i;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        attrs.push((key, &after[..end]));
+        if end == after.len() {
+            return (!head.is_empty()).then_some((head, attrs));
+        }
+        rest = &after[end + 2..];
+    }
+}
+
 /// How profiler results find their NVTX region: one type from the ncu plan
 /// (`ncu/plan.json`, per pass) through the readers and the aggregator to the
 /// region report (`source.attribution`), where the prose is chosen by it.
@@ -132,6 +170,31 @@ pub fn glob_match(pattern: &str, name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pytorch_attributes_are_stripped_and_other_names_kept() {
+        let keys: Vec<String> = ["seq", "op_id", "sizes", "input_op_ids"].map(String::from).to_vec();
+        assert_eq!(
+            strip_attributes("aten::mul, op_id = 317177", &keys),
+            Some(("aten::mul", vec![("op_id", "317177")]))
+        );
+        assert_eq!(
+            strip_attributes("aten::to, seq = 12, op_id = 998949", &keys),
+            Some(("aten::to", vec![("seq", "12"), ("op_id", "998949")]))
+        );
+        assert_eq!(
+            strip_attributes(
+                "aten::addmm, seq = 3, op_id = 5, sizes = [[8, 16], [16, 32]], input_op_ids = [2, 4]",
+                &keys
+            )
+            .map(|(h, a)| (h, a.len(), a[2].1)),
+            Some(("aten::addmm", 4, "[[8, 16], [16, 32]]"))
+        );
+        // Not PyTorch's attributes: the name stays whole.
+        for name in ["ncclSend", "A, B", "forward, step = 3", "x, op_id=3", ", op_id = 1"] {
+            assert_eq!(strip_attributes(name, &keys), None, "{name}");
+        }
+    }
 
     #[test]
     fn globs_match_as_users_write_them() {

@@ -69,6 +69,23 @@ pub struct RegionsReport {
     pub unattributed: Unattributed,
     /// Why something is empty (no NVTX, no CUDA kernels), for the reader.
     pub notes: Vec<String>,
+    /// PyTorch's per-call attributes stripped from NVTX names
+    /// (`report.nvtx_attributes`), when any name had them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub normalized: Option<Normalized>,
+}
+
+/// What the name normalizer did (see [`normalize_names`]).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct Normalized {
+    /// The attribute keys stripped (`op_id`, `seq`, ...).
+    pub keys: Vec<String>,
+    /// Distinct raw names that had them ...
+    pub raw_names: usize,
+    /// ... and the distinct operators they became.
+    pub operators: usize,
+    /// Range instances renamed.
+    pub instances: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -109,6 +126,7 @@ impl RegionsReport {
             regions: Vec::new(),
             unattributed: Unattributed { kernel_count, gpu_time_ns },
             notes: vec![note],
+            normalized: None,
         }
     }
 }
@@ -245,7 +263,39 @@ pub fn build_with_samples(capture: &Capture) -> (RegionsReport, Vec<RegionSample
         notes.push("no CUDA kernels in the capture (CUDA not traced, or nothing ran on a GPU)".into());
     }
     let (regions, samples) = finish(regions);
-    (RegionsReport { schema: REGIONS_SCHEMA.into(), regions, unattributed, notes }, samples)
+    (RegionsReport { schema: REGIONS_SCHEMA.into(), regions, unattributed, notes, normalized: None }, samples)
+}
+
+/// Rename ranges that PyTorch named with per-call attributes
+/// (`aten::mul, op_id = 317177`) to their operator (`aten::mul`), so that an
+/// operator is one region with many instances instead of thousands of
+/// one-instance regions. Names without such attributes are untouched; the
+/// raw names stay in the SQLite export. `keys` empty: nothing changes.
+pub fn normalize_names(capture: &mut Capture, keys: &[String]) -> Option<Normalized> {
+    if keys.is_empty() {
+        return None;
+    }
+    let mut renamed: HashMap<u32, u32> = HashMap::default();
+    let mut instances = 0;
+    for r in &mut capture.ranges {
+        let names = &mut capture.names;
+        let to = *renamed.entry(r.name).or_insert_with(|| {
+            let head = regions::strip_attributes(names.get(r.name), keys).map(|(h, _)| h.to_string());
+            head.map_or(r.name, |h| names.intern(&h))
+        });
+        if to != r.name {
+            r.name = to;
+            instances += 1;
+        }
+    }
+    let raw: Vec<u32> = renamed.iter().filter(|(from, to)| from != to).map(|(_, to)| *to).collect();
+    let operators: std::collections::HashSet<u32> = raw.iter().copied().collect();
+    (!raw.is_empty()).then(|| Normalized {
+        keys: keys.to_vec(),
+        raw_names: raw.len(),
+        operators: operators.len(),
+        instances,
+    })
 }
 
 /// Attribute each kernel to the ranges open on its launching thread at launch time.

@@ -417,6 +417,15 @@ pub struct Hardware {
 pub struct ReportConfig {
     pub aggregate: bool,
     pub kernels: KernelSelection,
+    /// Per-call attributes PyTorch appends to NVTX names (`aten::mul, op_id = 317177`),
+    /// stripped so that one operator is one region; empty keeps names whole.
+    #[serde(default = "pytorch_nvtx_attributes", deserialize_with = "null_as_empty")]
+    pub nvtx_attributes: Vec<String>,
+}
+
+/// What `torch.autograd.profiler.emit_nvtx` appends: `seq`, `op_id`, `sizes`, `input_op_ids`.
+fn pytorch_nvtx_attributes() -> Vec<String> {
+    ["seq", "op_id", "sizes", "input_op_ids", "stashed seq"].map(String::from).to_vec()
 }
 
 /// Kernel names (exact, or `regex:<pattern>`) kept in the region reports.

@@ -83,8 +83,8 @@ pub fn import_nsys(resolved: &Resolved, file: &Path, out: Option<&Path>, argv: V
     let tool = Tool::probe(Kind::Nsys, &cfg.pipeline.nsys.executable).ok();
     let mut manifest = ManifestWriter::extend(&run, argv)?;
     let mut verdict = Verdict::default();
-    let top_n = cfg.runner.run.top_n_kernels as usize;
-    let stages = nsys::analyze(&run, &mut manifest, &mut verdict, tool.as_ref(), &absolute(file), top_n);
+    let stages =
+        nsys::analyze(&run, &mut manifest, &mut verdict, tool.as_ref(), &absolute(file), &nsys::Ingest::of(cfg));
     finish(&run, manifest, verdict, stages)
 }
 
@@ -120,7 +120,7 @@ pub fn report(dir: &Path) -> Result<PathBuf, Error> {
     let cfg = crate::config::load_resolved(&run.join(run_dir::CONFIG_YAML))?;
     let top_n = cfg.runner.run.top_n_kernels as usize;
     if run.join(run_dir::NSYS_SQLITE).is_file() {
-        nsys::write_outputs(&run, &run.join(run_dir::NSYS_SQLITE), top_n)?;
+        nsys::write_outputs(&run, &run.join(run_dir::NSYS_SQLITE), &nsys::Ingest::of(&cfg))?;
     } else if let Some(csv) = run_dir::nsys_kernel_summary(&run) {
         nsys::write_summary_outputs(&run, &csv, top_n)?;
     }

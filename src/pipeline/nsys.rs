@@ -72,7 +72,7 @@ pub(crate) fn capture(
         if stopped {
             signals::answer();
         }
-        analyze(run, manifest, verdict, Some(tool), &report, cfg.runner.run.top_n_kernels as usize)?;
+        analyze(run, manifest, verdict, Some(tool), &report, &Ingest::of(cfg))?;
     }
     Ok(())
 }
@@ -178,6 +178,19 @@ fn last_line(log: &str) -> Option<&str> {
     log.lines().rev().map(str::trim).find(|l| !l.is_empty())
 }
 
+/// How native ingestion reads a capture: the top N kernels kept, and the
+/// PyTorch attributes stripped from NVTX names (`report.nvtx_attributes`).
+pub(crate) struct Ingest {
+    pub top_n: usize,
+    pub strip: Vec<String>,
+}
+
+impl Ingest {
+    pub(crate) fn of(cfg: &crate::config::Config) -> Ingest {
+        Ingest { top_n: cfg.runner.run.top_n_kernels as usize, strip: cfg.report.nvtx_attributes.clone() }
+    }
+}
+
 /// Export (unless `report` is already SQLite), stats, then native ingestion;
 /// for a kernel summary CSV, its ingestion alone.
 pub(crate) fn analyze(
@@ -186,8 +199,9 @@ pub(crate) fn analyze(
     verdict: &mut Verdict,
     tool: Option<&Tool>,
     report: &Path,
-    top_n: usize,
+    opts: &Ingest,
 ) -> Result<(), Error> {
+    let top_n = opts.top_n;
     run.subdir(run_dir::NSYS_DIR)?;
     if report.extension().is_some_and(|e| e.eq_ignore_ascii_case("csv")) {
         let copy = run.join(run_dir::NSYS_KERNEL_SUMMARY);
@@ -223,7 +237,7 @@ pub(crate) fn analyze(
         verdict.add(StageOutcome::Interrupted(e));
         return Ok(());
     }
-    verdict.add(ingest(manifest, || write_outputs(run, &sqlite, top_n))?);
+    verdict.add(ingest(manifest, || write_outputs(run, &sqlite, opts))?);
     Ok(())
 }
 
@@ -323,15 +337,18 @@ fn stats(run: &RunDir, manifest: &mut ManifestWriter, tool: &Tool, sqlite: &Path
 pub(crate) fn write_outputs(
     run: &RunDir,
     sqlite: &Path,
-    top_n: usize,
+    opts: &Ingest,
 ) -> Result<(aggregate::nsys::RegionsReport, usize), Error> {
+    let top_n = opts.top_n;
     let t = std::time::Instant::now();
     let db = NsysDb::open(sqlite)?;
     run.write_json(run_dir::NSYS_CAPTURE, &db.capture_host())?;
-    let capture = db.load()?;
+    let mut capture = db.load()?;
     let read = t.elapsed();
     signals::check()?;
-    let (report, region_samples) = aggregate::nsys::build_with_samples(&capture);
+    let normalized = aggregate::nsys::normalize_names(&mut capture, &opts.strip);
+    let (mut report, region_samples) = aggregate::nsys::build_with_samples(&capture);
+    report.normalized = normalized;
     let built = t.elapsed();
     run.write_json(run_dir::NSYS_REGIONS, &report)?;
     let top = aggregate::nsys::top_kernels(&capture, top_n);
