@@ -301,14 +301,7 @@ fn a_real_capture_diffed_with_itself_is_unchanged_and_its_kernel_samples_are_eve
     let Some(db) = common::corpus_copy(test, "real/nsys-ai/mfu_2gpu_before.sqlite", root.path()) else { return };
     let import = |name: &str| {
         let out = root.path().join(name);
-        llmperf()
-            .args(["import", "nsys"])
-            .arg(&db)
-            .arg("-o")
-            .arg(&out)
-            .arg("pipeline.nsys.executable=/nonexistent")
-            .assert()
-            .success();
+        common::import_nsys(&db, &out, &[]);
         out
     };
     // Importing loads both cores: not while another test times a workload.

@@ -7,7 +7,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{json, llmperf};
+use common::json;
 
 /// The operator of a raw name, by an independent rule: everything before the
 /// first `, seq = `, `, op_id = `, `, sizes = `, `, input_op_ids = ` or `, stashed seq = `.
@@ -22,14 +22,7 @@ fn pytorch_operators_are_one_region_each_and_sum_to_the_raw_ranges() {
     let root = tempfile::tempdir().unwrap();
     let Some(db) = common::corpus_copy(test, "real/nsys-ai/mfu_2gpu_before.sqlite", root.path()) else { return };
     let out = root.path().join("run");
-    llmperf()
-        .args(["import", "nsys"])
-        .arg(&db)
-        .arg("-o")
-        .arg(&out)
-        .arg("pipeline.nsys.executable=/nonexistent")
-        .assert()
-        .success();
+    common::import_nsys(&db, &out, &[]);
     // Plain SQL over the raw names: instances and total ns per operator.
     let conn = rusqlite::Connection::open(&db).unwrap();
     let mut stmt = conn
@@ -67,14 +60,7 @@ fn pytorch_operators_are_one_region_each_and_sum_to_the_raw_ranges() {
     }
     // report.nvtx_attributes=[] keeps the raw names.
     let raw = root.path().join("raw");
-    llmperf()
-        .args(["import", "nsys"])
-        .arg(&db)
-        .arg("-o")
-        .arg(&raw)
-        .args(["pipeline.nsys.executable=/nonexistent", "report.nvtx_attributes=[]"])
-        .assert()
-        .success();
+    common::import_nsys(&db, &raw, &["report.nvtx_attributes=[]"]);
     let regions = json(&raw.join("nsys/regions.json"));
     assert!(regions["normalized"].is_null());
     assert!(regions["regions"].as_array().unwrap().iter().any(|r| r["name"].as_str().unwrap().contains(", op_id = ")));

@@ -69,15 +69,7 @@ fn an_imported_capture_takes_its_peak_from_the_gpu_it_names() {
     let Some(db) = common::corpus_copy(test, "real/memfusion/report1.sqlite", root.path()) else { return };
     let out = root.path().join("run");
     let region = "TensorRT@ExecutionContext::execute::/fc/Gemm";
-    llmperf()
-        .args(["import", "nsys"])
-        .arg(&db)
-        .arg("-o")
-        .arg(&out)
-        .arg(format!(r#"workload.flops={{"{region}": 1.0e6}}"#))
-        .arg("pipeline.nsys.executable=/nonexistent")
-        .assert()
-        .success();
+    common::import_nsys(&db, &out, &[&format!(r#"workload.flops={{"{region}": 1.0e6}}"#)]);
     let summary = std::fs::read_to_string(out.join("stakeholder_summary.md")).unwrap();
     assert!(
         summary.contains("from RTX 3090, FP16/BF16 tensor, 936 GB/s (conf/hardware/gpu_peaks.yaml) (GPU name from nsys/capture.json)"),
@@ -90,14 +82,7 @@ fn an_imported_capture_takes_its_peak_from_the_gpu_it_names() {
     );
     // Without workload.flops: the reason, with the fix.
     let plain = root.path().join("plain");
-    llmperf()
-        .args(["import", "nsys"])
-        .arg(&db)
-        .arg("-o")
-        .arg(&plain)
-        .arg("pipeline.nsys.executable=/nonexistent")
-        .assert()
-        .success();
+    common::import_nsys(&db, &plain, &[]);
     let summary = std::fs::read_to_string(plain.join("stakeholder_summary.md")).unwrap();
     assert!(summary.contains("MFU not computed: no analytic FLOP count (a user command, not a built-in workload; hint: give the FLOPs of one instance per region, workload.flops="), "{summary}");
 }

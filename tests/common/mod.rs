@@ -117,15 +117,21 @@ pub fn assert_report_reproduces(dir: &Path) {
 pub fn import_memfusion(test: &str, root: &Path) -> Option<PathBuf> {
     let out = root.join("run");
     let db = corpus_copy(test, "real/memfusion/report1.sqlite", root)?;
+    import_nsys(&db, &out, &[]);
+    Some(out)
+}
+
+/// `llmperf import nsys DB -o OUT OVERRIDES...` without nsys (a SQLite needs none); it must succeed.
+pub fn import_nsys(db: &Path, out: &Path, overrides: &[&str]) {
     llmperf()
         .args(["import", "nsys"])
-        .arg(&db)
+        .arg(db)
         .arg("-o")
-        .arg(&out)
+        .arg(out)
         .arg("pipeline.nsys.executable=/nonexistent")
+        .args(overrides)
         .assert()
         .success();
-    Some(out)
 }
 
 /// A copy of a corpus file in `dir`: what llmperf is handed, so that no
