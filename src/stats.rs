@@ -39,6 +39,22 @@ impl Stats {
     }
 }
 
+/// At most `max` samples: all of them, in order, when there are that few;
+/// else `max` evenly spaced ranks of the sorted samples (minimum and maximum
+/// included), which keeps the distribution a median or a bootstrap needs.
+pub fn bounded<T: Copy + PartialOrd>(samples: &[T], max: usize) -> Vec<T> {
+    if samples.len() <= max {
+        return samples.to_vec();
+    }
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    if max < 2 {
+        return sorted.into_iter().take(max).collect();
+    }
+    let last = sorted.len() - 1;
+    (0..max).map(|i| sorted[i * last / (max - 1)]).collect()
+}
+
 /// The spread of per-repeat medians: (max − min) / median, in percent; None
 /// for fewer than two, or a median of zero.
 pub fn spread_pct(medians: &[f64]) -> Option<f64> {
@@ -67,5 +83,14 @@ mod tests {
         assert!(Stats::of(&[]).is_none());
         assert_eq!(spread_pct(&[0.9, 1.1, 1.0]).map(|p| p.round()), Some(20.0));
         assert_eq!(spread_pct(&[1.0]), None);
+    }
+
+    #[test]
+    fn bounded_keeps_few_samples_in_order_and_spaces_many_by_rank() {
+        assert_eq!(bounded(&[3, 1, 2], 3), [3, 1, 2]);
+        let many: Vec<i64> = (0..101).rev().collect();
+        let kept = bounded(&many, 5);
+        assert_eq!(kept, [0, 25, 50, 75, 100]);
+        assert_eq!(bounded(&many, 1), [0]);
     }
 }

@@ -16,22 +16,6 @@ fn one() -> u32 {
     1
 }
 
-/// At most `max` samples: all of them, in order, when there are that few;
-/// else `max` evenly spaced ranks of the sorted samples (minimum and maximum
-/// included), which keeps the distribution a median or a bootstrap needs.
-pub fn bounded<T: Copy + PartialOrd>(samples: &[T], max: usize) -> Vec<T> {
-    if samples.len() <= max {
-        return samples.to_vec();
-    }
-    let mut sorted = samples.to_vec();
-    sorted.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-    if max < 2 {
-        return sorted.into_iter().take(max).collect();
-    }
-    let last = sorted.len() - 1;
-    (0..max).map(|i| sorted[i * last / (max - 1)]).collect()
-}
-
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Timings {
@@ -129,18 +113,4 @@ pub struct DecodeBytes {
     /// K and V read per step, averaged over the steps of one iteration.
     pub kv_cache_bytes_mean: f64,
     pub total_bytes_mean: f64,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bounded_keeps_few_samples_in_order_and_spaces_many_by_rank() {
-        assert_eq!(bounded(&[3, 1, 2], 3), [3, 1, 2]);
-        let many: Vec<i64> = (0..101).rev().collect();
-        let kept = bounded(&many, 5);
-        assert_eq!(kept, [0, 25, 50, 75, 100]);
-        assert_eq!(bounded(&many, 1), [0]);
-    }
 }

@@ -410,7 +410,7 @@ fn finish(regions: Vec<Acc>) -> (Vec<Region>, Vec<RegionSamples>) {
                 gpu_time_exclusive_ns: r.gpu_excl_ns,
                 gpu_span_ns: r.span_ns,
             };
-            (region, crate::timings::bounded(&r.durations, crate::timings::MAX_SAMPLES))
+            (region, crate::stats::bounded(&r.durations, crate::timings::MAX_SAMPLES))
         })
         .collect();
     out.sort_by(|(a, _), (b, _)| {
@@ -449,7 +449,7 @@ pub fn kernel_samples(capture: &Capture, top: &[TopKernel]) -> Vec<KernelSamples
             KernelSamples {
                 name: k.name.clone(),
                 calls: d.len(),
-                samples_ns: crate::timings::bounded(&d, crate::timings::MAX_SAMPLES),
+                samples_ns: crate::stats::bounded(&d, crate::timings::MAX_SAMPLES),
             }
         })
         .collect()

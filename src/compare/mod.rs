@@ -301,14 +301,10 @@ fn build(a: &Loaded, b: &Loaded, top: usize, judge: &Judge) -> Diff {
 fn discount_shifts(rows: &mut [Row]) -> Vec<Shift> {
     let mut shifts = Vec::new();
     for source in [Source::Workload, Source::Nsys, Source::Kernel] {
-        let mut changes: Vec<f64> =
+        let changes: Vec<f64> =
             rows.iter().filter(|r| r.source == source).filter_map(|r| Some(r.change.as_ref()?.change_pct)).collect();
-        if changes.len() < SHIFT_MIN_ROWS {
-            continue;
-        }
-        changes.sort_by(f64::total_cmp);
-        let n = changes.len();
-        let median = if n % 2 == 1 { changes[n / 2] } else { (changes[n / 2 - 1] + changes[n / 2]) / 2.0 };
+        let Some(stats) = crate::stats::Stats::of(&changes).filter(|s| s.count >= SHIFT_MIN_ROWS) else { continue };
+        let (n, median) = (stats.count, stats.median_ms);
         shifts.push(Shift { source, rows: n, median_change_pct: median });
         for r in rows.iter_mut().filter(|r| r.source == source) {
             let Some(c) = r.change.as_mut() else { continue };

@@ -75,13 +75,12 @@ pub struct Side {
 impl Side {
     /// None for no samples.
     pub fn of(samples_ms: &[f64], repeat_medians_ms: &[f64]) -> Option<Side> {
-        let sorted = sorted(samples_ms);
-        let median = median_sorted(&sorted)?;
+        let s = crate::stats::Stats::of(samples_ms)?;
         Some(Side {
-            samples: sorted.len(),
-            median_ms: median,
-            min_ms: sorted[0],
-            max_ms: sorted[sorted.len() - 1],
+            samples: s.count,
+            median_ms: s.median_ms,
+            min_ms: s.min_ms,
+            max_ms: s.max_ms,
             repeat_spread_pct: crate::stats::spread_pct(repeat_medians_ms),
         })
     }
@@ -157,6 +156,13 @@ pub fn compare(a: &[f64], b: &[f64], a_side: &Side, b_side: &Side, t: &Threshold
 /// The percentile interval of 100·(median(B*)/median(A*) − 1) over
 /// [`RESAMPLES`] resamples of each side with replacement.
 pub fn bootstrap_change_pct(a: &[f64], b: &[f64], seed: u64) -> (f64, f64) {
+    // Sorted first, so that a seed draws the same values whatever order the
+    // run stored its samples in; then evenly spaced ranks at most.
+    let capped = |x: &[f64]| {
+        let mut v = x.to_vec();
+        v.sort_by(f64::total_cmp);
+        crate::stats::bounded(&v, BOOTSTRAP_CAP)
+    };
     let (a, b) = (capped(a), capped(b));
     let mut rng = SplitMix64(seed);
     let (mut ra, mut rb) = (vec![0.0; a.len()], vec![0.0; b.len()]);
@@ -177,10 +183,6 @@ pub fn bootstrap_change_pct(a: &[f64], b: &[f64], seed: u64) -> (f64, f64) {
     (at(tail), at(1.0 - tail))
 }
 
-fn capped(samples: &[f64]) -> Vec<f64> {
-    crate::timings::bounded(&sorted(samples), BOOTSTRAP_CAP)
-}
-
 fn resampled_median(from: &[f64], into: &mut [f64], rng: &mut SplitMix64) -> f64 {
     for x in into.iter_mut() {
         *x = from[rng.below(from.len())];
@@ -193,21 +195,6 @@ fn resampled_median(from: &[f64], into: &mut [f64], rng: &mut SplitMix64) -> f64
     } else {
         let lower = into[..n / 2].iter().copied().fold(f64::MIN, f64::max);
         (lower + upper) / 2.0
-    }
-}
-
-fn sorted(samples: &[f64]) -> Vec<f64> {
-    let mut s: Vec<f64> = samples.iter().copied().filter(|x| x.is_finite()).collect();
-    s.sort_by(f64::total_cmp);
-    s
-}
-
-fn median_sorted(s: &[f64]) -> Option<f64> {
-    let n = s.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(s[n / 2]),
-        _ => Some((s[n / 2 - 1] + s[n / 2]) / 2.0),
     }
 }
 

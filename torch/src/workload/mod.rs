@@ -16,7 +16,7 @@ use llmperf::config::schema::{
 };
 use llmperf::config::Config;
 use llmperf::error::{Error, ErrorKind};
-use llmperf::stats::Stats;
+use llmperf::stats::{self, Stats};
 use llmperf::timings::{self, DecodeBytes, Flops, ModelMeta, Throughput, Timings};
 use llmperf::{flops, regions};
 
@@ -205,7 +205,7 @@ fn assemble(setup: Setup, meta: ModelMeta, m: Measured, stage_paths: &[String]) 
         .iter()
         .map(|(k, parts)| (k.clone(), parts.iter().filter_map(|p| Some(Stats::of(p)?.median_ms)).collect()))
         .collect();
-    let samples_ms = m.samples.iter().map(|(k, v)| (k.clone(), timings::bounded(v, timings::MAX_SAMPLES))).collect();
+    let samples_ms = m.samples.iter().map(|(k, v)| (k.clone(), stats::bounded(v, timings::MAX_SAMPLES))).collect();
     Timings {
         schema: timings::SCHEMA.into(),
         model: meta,
