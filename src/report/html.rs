@@ -171,16 +171,14 @@ fn stages_chart(h: &mut String, inputs: &Inputs) {
 
 /// With `runner.run.repeat` > 1: each stage's per-repeat medians and their spread.
 fn repeats_table(h: &mut String, t: &crate::timings::Timings) {
-    if t.repeat < 2 || t.repeat_medians_ms.is_empty() {
+    let rows = crate::report::model::repeat_rows(t);
+    if rows.is_empty() {
         return;
     }
     let _ =
         writeln!(h, "<table><tr><th>stage</th><th>median ms of each of {} repeats</th><th>spread</th></tr>", t.repeat);
-    for (name, medians) in t.stages.keys().filter_map(|n| Some((n, t.repeat_medians_ms.get(n)?))) {
-        let each: Vec<String> = medians.iter().map(|m| format!("{m:.4}")).collect();
-        let spread = crate::stats::spread_pct(medians).map_or("—".into(), |p| format!("{p:.1}%"));
-        let _ =
-            writeln!(h, "<tr><td><code>{}</code></td><td>{}</td><td>{spread}</td></tr>", esc(name), each.join(", "));
+    for (name, each, spread) in rows {
+        let _ = writeln!(h, "<tr><td><code>{}</code></td><td>{each}</td><td>{spread}</td></tr>", esc(&name));
     }
     h.push_str("</table>\n");
 }

@@ -300,22 +300,41 @@ fn gpu_name(inputs: &Inputs, device: &str) -> Option<String> {
     devices.iter().find(|d| d.index == index).map(|d| d.name.clone())
 }
 
+/// With `runner.run.repeat` > 1, per stage: the median of each repeat and
+/// their spread, as text for the summary and the page.
+pub fn repeat_rows(t: &Timings) -> Vec<(String, String, String)> {
+    if t.repeat < 2 {
+        return Vec::new();
+    }
+    t.stages
+        .keys()
+        .filter_map(|name| {
+            let medians = t.repeat_medians_ms.get(name)?;
+            let each: Vec<String> = medians.iter().map(|m| format!("{m:.4}")).collect();
+            let spread = crate::stats::spread_pct(medians).map_or("—".into(), |p| format!("{p:.1}%"));
+            Some((name.clone(), each.join(", "), spread))
+        })
+        .collect()
+}
+
 /// What the reports derive from their inputs, computed once for every renderer.
 pub struct Derived {
     pub kernels: KernelsReport,
     pub operators: OperatorsReport,
     pub peak: Option<Peak>,
     pub uses: Vec<StageUse>,
+    /// `workload.flops` selectors that name no region of the capture.
+    pub unmatched_flops: Vec<String>,
 }
 
 impl Derived {
     pub fn of(inputs: &Inputs) -> Derived {
         let peak = peak_of(inputs);
-        let uses = match (&inputs.timings, &peak, &inputs.nsys_regions, &inputs.config) {
-            (Some(t), Some(p), _, _) => utilization(t, p),
-            (None, Some(p), Some(r), Some(c)) => region_utilization(&c.workload.flops, r, p).0,
-            _ => Vec::new(),
+        let (uses, unmatched_flops) = match (&inputs.timings, &peak, &inputs.nsys_regions, &inputs.config) {
+            (Some(t), Some(p), _, _) => (utilization(t, p), Vec::new()),
+            (None, Some(p), Some(r), Some(c)) => region_utilization(&c.workload.flops, r, p),
+            _ => (Vec::new(), Vec::new()),
         };
-        Derived { kernels: kernels(inputs), operators: operators(inputs), peak, uses }
+        Derived { kernels: kernels(inputs), operators: operators(inputs), peak, uses, unmatched_flops }
     }
 }

@@ -48,7 +48,7 @@ pub fn stakeholder_summary(inputs: &Inputs, d: &Derived) -> String {
     environment(&mut md, inputs);
     aggregates(&mut md, inputs);
     stages(&mut md, inputs);
-    mfu(&mut md, inputs, d.peak.as_ref(), &d.uses);
+    mfu(&mut md, inputs, d);
     top_operators(&mut md, &d.operators);
     top_kernels(&mut md, &d.kernels, inputs.roofline.as_ref());
     narrative(&mut md, inputs, &d.operators, &d.kernels, &d.uses);
@@ -233,7 +233,8 @@ fn stages(md: &mut String, inputs: &Inputs) {
 /// With `runner.run.repeat` > 1: each stage's median per repeat and their
 /// spread, the run's own noise between repeats (what `llmperf check` allows for).
 fn repeats(md: &mut String, t: &crate::timings::Timings) {
-    if t.repeat < 2 || t.repeat_medians_ms.is_empty() {
+    let rows = crate::report::model::repeat_rows(t);
+    if rows.is_empty() {
         return;
     }
     let _ = writeln!(
@@ -241,21 +242,19 @@ fn repeats(md: &mut String, t: &crate::timings::Timings) {
         "### Spread across {} repeats of the measured loop\n\n| stage | median ms of each repeat | spread |\n|---|---|---:|",
         t.repeat
     );
-    for name in t.stages.keys() {
-        let Some(medians) = t.repeat_medians_ms.get(name) else { continue };
-        let each: Vec<String> = medians.iter().map(|m| format!("{m:.4}")).collect();
-        let spread = crate::stats::spread_pct(medians).map_or("—".into(), |p| format!("{p:.1}%"));
-        let _ = writeln!(md, "| `{name}` | {} | {spread} |", each.join(", "));
+    for (name, each, spread) in rows {
+        let _ = writeln!(md, "| `{name}` | {each} | {spread} |");
     }
     md.push_str("\nSpread: (slowest − fastest) / median of the repeats' medians.\n\n");
 }
 
-fn mfu(md: &mut String, inputs: &Inputs, peak: Option<&Peak>, uses: &[StageUse]) {
+fn mfu(md: &mut String, inputs: &Inputs, d: &Derived) {
+    let (peak, uses) = (d.peak.as_ref(), d.uses.as_slice());
     md.push_str("## MFU\n\n");
     let flops = inputs.config.as_ref().map(|c| &c.workload.flops).filter(|f| !f.is_empty());
     let Some(t) = &inputs.timings else {
         match (flops, &inputs.nsys_regions, peak) {
-            (Some(f), Some(r), Some(p)) => user_mfu(md, f, r, p, uses),
+            (Some(_), Some(_), Some(p)) => user_mfu(md, p, uses, &d.unmatched_flops),
             (Some(_), None, _) => md.push_str("MFU not computed: workload.flops is set, but there is no nsys capture to time its regions (hint: keep nsys on).\n\n"),
             _ => md.push_str("MFU not computed: no analytic FLOP count (a user command, not a built-in workload; hint: give the FLOPs of one instance per region, workload.flops='{prefill: 2.1e12}', and a peak, hardware.peak_tflops or a GPU in the peak table).\n\n"),
         }
@@ -299,13 +298,7 @@ fn mfu(md: &mut String, inputs: &Inputs, peak: Option<&Peak>, uses: &[StageUse])
 }
 
 /// MFU of a user's command, per region named in `workload.flops`.
-fn user_mfu(
-    md: &mut String,
-    flops: &std::collections::BTreeMap<String, f64>,
-    regions: &crate::aggregate::nsys::RegionsReport,
-    peak: &Peak,
-    uses: &[StageUse],
-) {
+fn user_mfu(md: &mut String, peak: &Peak, uses: &[StageUse], unmatched: &[String]) {
     match &peak.missing {
         Some(why) => {
             let _ = writeln!(md, "{why}\n");
@@ -326,7 +319,6 @@ fn user_mfu(
             eng(u.achieved_flops)
         );
     }
-    let (_, unmatched) = crate::report::model::region_utilization(flops, regions, peak);
     if !unmatched.is_empty() {
         let _ = writeln!(
             md,
