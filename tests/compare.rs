@@ -231,8 +231,8 @@ fn diff_and_check_of_nsys_captures_find_the_slowed_region() {
     let profile = |extra: &str| {
         let out = llmperf()
             .args(["profile", "--model", "nvtx_regions", "--no-ncu", "infer.iters=30", extra])
-            // nsys 2022.4 here sometimes hangs converting its capture: a bounded wait, then again.
-            .args(["pipeline.nsys.postprocess_timeout_s=60", "pipeline.nsys.hang_retries=2", "-o"])
+            .args(common::NSYS_HANG)
+            .arg("-o")
             .arg(root.path())
             .timeout(std::time::Duration::from_secs(600))
             .assert()

@@ -258,15 +258,9 @@ fn the_preflight_refuses_a_misspelled_region_before_ncu_runs() {
     let _nsys = nsys_lock();
     let out = llmperf()
         .args(["profile", "--model", "nvtx_regions", "infer.iters=1", "--replay-mode", "range"])
-        .args([
-            "--nvtx-include",
-            "A::A2",
-            "--nvtx-include",
-            "B",
-            "pipeline.nsys.postprocess_timeout_s=60",
-            "pipeline.nsys.hang_retries=2",
-            "-o",
-        ])
+        .args(["--nvtx-include", "A::A2", "--nvtx-include", "B"])
+        .args(NSYS_HANG)
+        .arg("-o")
         .arg(root.path())
         .timeout(std::time::Duration::from_secs(600))
         .assert()

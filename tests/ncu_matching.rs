@@ -13,8 +13,6 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-const NSYS_HANG: [&str; 2] = ["pipeline.nsys.postprocess_timeout_s=60", "pipeline.nsys.hang_retries=2"];
-
 /// `llmperf profile --model MODEL --replay-mode range` with nsys (which finds
 /// the regions) and ncu: the run directory in its own temporary root. None on
 /// a host with a GPU, where ncu profiles the matched ranges instead of logging

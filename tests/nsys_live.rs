@@ -8,12 +8,6 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// nsys 2022.4 here sometimes hangs converting its capture after the
-/// application exits (REFERENCE §1; about 1 capture in 10 on this machine).
-/// llmperf kills such a hang and captures again: the tests give it a short
-/// deadline and two retries.
-const NSYS_HANG: [&str; 2] = ["pipeline.nsys.postprocess_timeout_s=60", "pipeline.nsys.hang_retries=2"];
-
 fn profile_live(root: &Path, args: &[&str]) -> std::process::Output {
     llmperf()
         .arg("profile")

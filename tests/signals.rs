@@ -10,8 +10,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const NSYS_HANG: [&str; 2] = ["pipeline.nsys.postprocess_timeout_s=60", "pipeline.nsys.hang_retries=2"];
-
 fn spawn(args: &[&str], root: &Path) -> Child {
     Command::new(env!("CARGO_BIN_EXE_llmperf"))
         .args(args)

@@ -31,8 +31,8 @@ fn a_user_command_with_workload_flops_gets_mfu_per_region() {
         .args([
             r#"workload.flops={A: 4.2e7, "A::A1": 4.2e6, B: 1.4e7, nope: 1}"#,
             "hardware.peak_tflops=0.2",
-            "pipeline.nsys.postprocess_timeout_s=60",
-            "pipeline.nsys.hang_retries=2",
+            common::NSYS_HANG[0],
+            common::NSYS_HANG[1],
             "--",
             me,
             "workload",

@@ -61,7 +61,10 @@ fn the_gpu_smoke_workflow_runs_what_docs_ci_promises() {
     let bin = Path::new(ROOT).join("target/release/llmperf");
     for (cmd, flags) in [
         ("doctor", vec!["--require-gpu"]),
-        ("profile", vec!["--model", "--device", "--replay-mode", "--nvtx-include", "--fail-on-empty", "-o"]),
+        (
+            "profile",
+            vec!["--model", "--device", "--replay-mode", "--nvtx-include", "--fail-on-empty", "-o, --output-root"],
+        ),
         ("check", vec!["--baseline", "--budgets", "--junit"]),
     ] {
         let help = Command::new(&bin).args([cmd, "--help"]).output().unwrap();
