@@ -18,21 +18,33 @@ use std::time::Duration;
 /// a host with a GPU, where ncu profiles the matched ranges instead of logging
 /// them as skipped and this oracle does not apply (tests/gpu_fixtures.rs
 /// covers GPU captures); the test is then recorded as skipped.
+const ATTEMPTS: usize = 5;
+
+/// The LLM as small as its four-deep nesting allows: one iteration, a prefill
+/// and two decode steps (25 matched ranges over the four passes, not 130).
+const SMALL_LLM: [&str; 2] = ["infer.iters=1", "infer.max_new_tokens=3"];
+
 fn range_run(test: &str, model: &str, extra: &[&str]) -> Option<(tempfile::TempDir, std::path::PathBuf)> {
     if gpu_host() {
         skipped(test, "a GPU is here: ncu profiles the matched ranges instead of logging them as skipped");
         return None;
     }
     let _nsys = nsys_lock();
-    // ncu 2022.3 here sometimes hangs inside its injection (a CUDA call of the
-    // workload waits forever; seen once in six runs of the llm_tiny test): a pass gets 120 s,
-    // and a run whose ncu pass timed out is made again, at most twice.
-    for _ in 0..3 {
+    // ncu 2022.3 here sometimes deadlocks with the workload at the CUDA call
+    // that ends a matched range: the workload waits in the injection's
+    // cuDeviceGetCount for a reply, ncu waits in epoll, the log's last line is
+    // `RecordStatusUnknownError`. On an idle host that is rare; with both
+    // cores busy (bench: two spinning shells) 4 of 6 runs of the 64-range
+    // attn/mlp pass hung, 0 of 8 runs of a 2-range pass. The chance grows with
+    // the ranges matched, so the LLM tests run a small workload (25 ranges in
+    // all), a pass gets 40 s (it needs 1 to 10), and a run whose ncu pass
+    // timed out is made again, at most four times.
+    for _ in 0..ATTEMPTS {
         let root = tempfile::tempdir().unwrap();
         let out = llmperf()
             .args(["profile", "--model", model, "infer.iters=2", "infer.cuda_probe=true", "--replay-mode", "range"])
             .args(NSYS_HANG)
-            .arg("pipeline.ncu.timeout_s=120")
+            .arg("pipeline.ncu.timeout_s=40")
             .args(extra)
             .arg("-o")
             .arg(root.path())
@@ -47,7 +59,7 @@ fn range_run(test: &str, model: &str, extra: &[&str]) -> Option<(tempfile::TempD
         let ncu_hung = manifest["stages"].as_array().unwrap().iter().any(|s| s["exit"]["timed_out"] == true);
         assert!(ncu_hung, "{}", String::from_utf8_lossy(&out.stderr));
     }
-    panic!("ncu hung in 3 runs of {model}");
+    panic!("ncu hung in {ATTEMPTS} runs of {model}");
 }
 
 /// Per pass: (its expressions, the ranges ncu's log says it matched).
@@ -122,14 +134,14 @@ fn every_pass_of_the_resnet_matches_its_ranges() {
 /// decode_all, decode_step, the layers and lm_head, attn and mlp.
 #[test]
 fn every_pass_of_the_llm_matches_its_ranges_in_the_llm_domain() {
-    let Some((_root, dir)) = range_run(&this_test!(), "llm_tiny", &[]) else { return };
+    let Some((_root, dir)) = range_run(&this_test!(), "llm_tiny", &SMALL_LLM) else { return };
     check(
         &dir,
         &[
-            ("p0", &["LLM@decode_all/", "LLM@prefill/"], 4),
-            ("p1", &["LLM@decode_step/"], 14),
-            ("p2", &["LLM@layer_0/", "LLM@layer_1/", "LLM@lm_head/"], 48),
-            ("p3", &["LLM@attn/", "LLM@mlp/"], 64),
+            ("p0", &["LLM@decode_all/", "LLM@prefill/"], 2),
+            ("p1", &["LLM@decode_step/"], 2),
+            ("p2", &["LLM@layer_0/", "LLM@layer_1/", "LLM@lm_head/"], 9),
+            ("p3", &["LLM@attn/", "LLM@mlp/"], 12),
         ],
     );
     // The preflight saw each region in nsys's capture, with its style and count.
@@ -138,7 +150,7 @@ fn every_pass_of_the_llm_matches_its_ranges_in_the_llm_domain() {
     let step = step.expect("decode_step checked");
     assert_eq!(
         (step["found"].as_bool(), step["style"].as_str(), step["instances"].as_u64()),
-        (Some(true), Some("push_pop"), Some(14))
+        (Some(true), Some("push_pop"), Some(2))
     );
 }
 
@@ -146,15 +158,17 @@ fn every_pass_of_the_llm_matches_its_ranges_in_the_llm_domain() {
 /// a scalar where a list is expected.
 #[test]
 fn configured_nested_and_glob_selectors_match() {
-    let Some((_root, dir)) =
-        range_run(&this_test!(), "llm_tiny", &["pipeline.ncu.ncu_cli.nvtx.include=LLM@decode_all::decode_step"])
-    else {
+    let Some((_root, dir)) = range_run(
+        &this_test!(),
+        "llm_tiny",
+        &[&SMALL_LLM[..], &["pipeline.ncu.ncu_cli.nvtx.include=LLM@decode_all::decode_step"]].concat(),
+    ) else {
         return;
     };
-    check(&dir, &[("p0", &["LLM@decode_step/"], 14)]);
-    let glob = ["pipeline.ncu.ncu_cli.nvtx.include=[LLM@decode*]"];
+    check(&dir, &[("p0", &["LLM@decode_step/"], 2)]);
+    let glob = [&SMALL_LLM[..], &["pipeline.ncu.ncu_cli.nvtx.include=[LLM@decode*]"]].concat();
     let Some((_root, dir)) = range_run(&this_test!(), "llm_tiny", &glob) else { return };
     // `decode*` at the top level is decode_all; ncu's leaf expression also
     // matches decode_step, which lies inside it: one range per decode_all.
-    check(&dir, &[("p0", &["regex:^LLM$@^decode.*$/"], 2)]);
+    check(&dir, &[("p0", &["regex:^LLM$@^decode.*$/"], 1)]);
 }
