@@ -11,9 +11,8 @@ const MEMFUSION: &str = "real/memfusion/report1.sqlite";
 const ABACUS: &str = "real/derived/abacus/report1.nsys2022.4.sqlite";
 
 fn ingest(path: &Path) -> (RegionsReport, Vec<aggregate::TopKernel>, usize) {
-    let capture = NsysDb::open(path).unwrap().load().unwrap();
-    let report = aggregate::build(&capture);
-    (report, aggregate::top_kernels(&capture, 0), capture.kernels.len())
+    let done = aggregate::ingest(&NsysDb::open(path).unwrap(), &[], 0).unwrap();
+    (done.regions, done.top, done.kernels)
 }
 
 /// Rows of an `nsys stats --format csv` file of the corpus as header → value maps.
@@ -157,7 +156,7 @@ fn bad_inputs_name_the_file_and_hint() {
     std::fs::write(&truncated, &bytes[..bytes.len() / 3]).unwrap();
     let err = match NsysDb::open(&truncated) {
         Err(e) => e,
-        Ok(db) => db.load().err().unwrap(),
+        Ok(db) => aggregate::ingest(&db, &[], 0).err().unwrap(),
     };
     assert!(err.message.contains("truncated.sqlite"), "{}", err.message);
     assert!(err.hint.is_some());
@@ -190,8 +189,8 @@ fn nsys_outputs_follow_their_schemas() {
 #[test]
 fn deep_mode_filter_from_a_real_capture_matches_exactly_its_top_kernels() {
     let Some(db) = corpus!(ABACUS) else { return };
-    let capture = NsysDb::open(&db).unwrap().load().unwrap();
-    let top = aggregate::top_kernels(&capture, 10);
+    let all = aggregate::ingest(&NsysDb::open(&db).unwrap(), &[], 0).unwrap().top;
+    let top = all[..10].to_vec();
     let names: Vec<String> = top.iter().map(|k| k.name.clone()).collect();
     let cfg = llmperf::config::load(&llmperf::config::LoadOptions::default()).unwrap().config;
     let cli = &cfg.pipeline.ncu.ncu_cli;
@@ -204,7 +203,7 @@ fn deep_mode_filter_from_a_real_capture_matches_exactly_its_top_kernels() {
     for k in &names {
         assert!(re.is_match(k), "{k}");
     }
-    let others: Vec<String> = aggregate::top_kernels(&capture, 0).into_iter().skip(10).map(|k| k.name).collect();
+    let others: Vec<String> = all.into_iter().skip(10).map(|k| k.name).collect();
     assert!(!others.is_empty());
     for k in &others {
         assert!(!re.is_match(k), "{k} is not among the top 10");
@@ -216,4 +215,72 @@ fn deep_mode_filter_from_a_real_capture_matches_exactly_its_top_kernels() {
     let argv: Vec<String> = argv.iter().map(|a| a.to_string_lossy().into_owned()).collect();
     assert!(argv.windows(2).any(|w| w[0] == "--kernel-name" && w[1] == filter.expression));
     assert!(argv.windows(2).any(|w| w == ["--kernel-name-base", "demangled"]));
+}
+
+/// Correlation ids count the CUDA calls of one process, so the two processes
+/// of a torchrun capture reuse them (264 ids here): a kernel is attributed
+/// through the launch call of its own process. The oracle is plain SQL: the
+/// kernels whose same-process launch call began inside a push/pop range of
+/// the launching thread.
+#[test]
+fn kernels_of_two_processes_are_attributed_through_their_own_launch_calls() {
+    let Some(db) = corpus!("real/nsys-ai/mfu_2gpu_before.sqlite") else { return };
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let reused: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM (SELECT correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME \
+             GROUP BY correlationId HAVING count(DISTINCT globalTid >> 24) > 1)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(reused, 264, "the capture reuses correlation ids across its processes");
+    let sql = |inside: &str| -> (usize, i64) {
+        conn.query_row(
+            &format!(
+                "SELECT count(*), sum(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k \
+                 LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId \
+                 AND (k.globalPid >> 24) = (r.globalTid >> 24) WHERE {inside} EXISTS (SELECT 1 FROM NVTX_EVENTS n \
+                 WHERE n.eventType = 59 AND n.globalTid = r.globalTid AND n.start <= r.start AND n.end > r.start)"
+            ),
+            [],
+            |r| Ok((r.get::<_, i64>(0)? as usize, r.get(1)?)),
+        )
+        .unwrap()
+    };
+    let (report, _, kernels) = ingest(&db);
+    let top: Vec<_> = report.regions.iter().filter(|r| r.depth == 0).collect();
+    let attributed = (top.iter().map(|r| r.kernel_count).sum(), top.iter().map(|r| r.gpu_time_ns).sum());
+    assert_eq!(attributed, sql(""));
+    assert_eq!((report.unattributed.kernel_count, report.unattributed.gpu_time_ns), sql("NOT"));
+    assert_eq!(kernels, 4010);
+}
+
+/// Rows stored out of time order (newer exports promise no order) give the
+/// same reports as rows in order: ingestion sees the disorder and lets SQLite
+/// sort. The copy stores its NVTX and runtime rows newest first.
+#[test]
+fn rows_stored_out_of_time_order_give_the_same_reports() {
+    let Some(db) = corpus!(MEMFUSION) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("reversed.sqlite");
+    std::fs::copy(&db, &copy).unwrap();
+    let conn = rusqlite::Connection::open(&copy).unwrap();
+    for table in ["NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME"] {
+        conn.execute_batch(&format!(
+            "CREATE TABLE t AS SELECT * FROM {table} ORDER BY start DESC; DELETE FROM {table}; \
+             INSERT INTO {table} SELECT * FROM t; DROP TABLE t;"
+        ))
+        .unwrap();
+    }
+    let first: i64 =
+        conn.query_row("SELECT start FROM NVTX_EVENTS WHERE eventType = 59 LIMIT 1", [], |r| r.get(0)).unwrap();
+    let last: i64 =
+        conn.query_row("SELECT max(start) FROM NVTX_EVENTS WHERE eventType = 59", [], |r| r.get(0)).unwrap();
+    assert_eq!(first, last, "the copy stores its newest range first");
+    drop(conn);
+    let (a, b) = (ingest(&db), ingest(&copy));
+    assert!(a.0.regions.iter().any(|r| r.kernel_count > 0), "a capture with attributed kernels");
+    assert_eq!(serde_json::to_value(&a.0).unwrap(), serde_json::to_value(&b.0).unwrap());
+    assert_eq!(serde_json::to_value(&a.1).unwrap(), serde_json::to_value(&b.1).unwrap());
 }

@@ -7,4 +7,5 @@
 pub mod ncu;
 pub mod nsys;
 pub mod roofline;
+pub mod runs;
 pub mod select;

@@ -1,6 +1,8 @@
 //! aggregate: the NVTX region tree of an nsys capture, with GPU kernel
-//! attribution, and its top kernels. Pure: a parsed capture in, the
-//! `nsys/regions.json` and `nsys/top_kernels.json` models out.
+//! attribution, and its top kernels: one streaming pass over the SQLite
+//! export ([`ingest`]) gives the `nsys/regions.json`, `nsys/top_kernels.json`
+//! and `nsys/samples.json` models, in memory that does not grow with the
+//! capture (docs/internals.md, "NVTX regions from nsys").
 //!
 //! - Push/pop ranges nest per thread. A range's parent is the innermost range
 //!   still open on its thread when it starts (push/pop ranges are a stack, so
@@ -17,7 +19,11 @@ use rustc_hash::FxHashMap as HashMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::parse::nsys_sqlite::{pid_of, tid_of, Capture, Kernel, Launches, Names, Style};
+use super::runs::{self, Runs};
+use crate::error::Error;
+use crate::parse::nsys_sqlite::{
+    odd_note, pid_of, plausible, tid_of, Launched, Names, NsysDb, NvtxRange, Order, Style,
+};
 use crate::regions;
 
 pub(crate) const REGIONS_SCHEMA: &str = "llmperf.nsys-regions/v1";
@@ -75,7 +81,7 @@ pub struct RegionsReport {
     pub normalized: Option<Normalized>,
 }
 
-/// What the name normalizer did (see [`normalize_names`]).
+/// What the name normalizer did (see `Normalizer`).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 pub struct Normalized {
     /// The attribute keys stripped (`op_id`, `seq`, ...).
@@ -149,16 +155,219 @@ pub struct TopKernel {
     pub share_pct: f64,
 }
 
-/// A region being built: identity plus accumulators.
+/// What one pass over an export gives: the three reports, and the number
+/// of kernels read.
+pub struct Ingested {
+    pub regions: RegionsReport,
+    pub top: Vec<TopKernel>,
+    pub samples: Samples,
+    pub kernels: usize,
+}
+
+/// Read an export in one streaming pass and build its reports: the region
+/// tree with kernel attribution, the top `top_n` kernels (all when 0) and
+/// the samples behind both. `strip`: the PyTorch attribute keys stripped from
+/// range names (`report.nvtx_attributes`; empty strips nothing).
+///
+/// Three readers run at once, each on its own connection: the NVTX ranges,
+/// the kernels joined to their launch calls (both in time order), and the
+/// kernel table for the per-name totals. This thread sweeps the first two in
+/// time order, holding per thread only the ranges open at the moment, plus
+/// one accumulator per region; instance durations go to sorted runs on disk
+/// ([`super::runs`]) for the medians and samples. The rows are first read as
+/// stored, which is time order in the exports we have seen; when a row comes
+/// out of order the pass starts again with SQLite sorting (`ORDER BY`).
+pub fn ingest(db: &NsysDb, strip: &[String], top_n: usize) -> Result<Ingested, Error> {
+    match ingest_in(db, strip, top_n, Order::Stored)? {
+        Some(done) => Ok(done),
+        None => {
+            tracing::debug!("{}: rows not in time order: sorting them in SQLite", db.path().display());
+            ingest_in(db, strip, top_n, Order::Sorted)?.ok_or_else(|| {
+                Error::new(
+                    crate::error::ErrorKind::Internal,
+                    format!("{}: rows still out of time order after SQLite sorted them", db.path().display()),
+                )
+                .with_hint("a bug in llmperf: please report it with the export's nsys version")
+            })
+        }
+    }
+}
+
+/// Rows travel between threads in batches of this many.
+const BATCH: usize = 4096;
+
+/// Sends rows in batches; false once the receiver is gone (the sweep stopped).
+struct Batcher<T> {
+    tx: std::sync::mpsc::SyncSender<Vec<T>>,
+    buf: Vec<T>,
+}
+
+impl<T> Batcher<T> {
+    fn new(tx: std::sync::mpsc::SyncSender<Vec<T>>) -> Self {
+        Batcher { tx, buf: Vec::with_capacity(BATCH) }
+    }
+
+    fn push(&mut self, row: T) -> bool {
+        self.buf.push(row);
+        self.buf.len() < BATCH || self.flush()
+    }
+
+    fn flush(&mut self) -> bool {
+        let full = std::mem::replace(&mut self.buf, Vec::with_capacity(BATCH));
+        full.is_empty() || self.tx.send(full).is_ok()
+    }
+}
+
+/// Rows of a batched stream, one at a time.
+struct Stream<T> {
+    rx: std::sync::mpsc::Receiver<Vec<T>>,
+    batch: std::vec::IntoIter<T>,
+}
+
+impl<T> Stream<T> {
+    fn new(rx: std::sync::mpsc::Receiver<Vec<T>>) -> Self {
+        Stream { rx, batch: Vec::new().into_iter() }
+    }
+
+    fn next(&mut self) -> Option<T> {
+        loop {
+            if let Some(row) = self.batch.next() {
+                return Some(row);
+            }
+            self.batch = self.rx.recv().ok()?.into_iter();
+        }
+    }
+}
+
+/// The kernel table's per-name totals and durations.
+struct KernelTotals {
+    by_name: HashMap<u32, (usize, i64, i64, i64)>,
+    durations: Runs,
+    count: usize,
+    ns: i64,
+    odd: usize,
+}
+
+/// One pass; None when `order` is `Stored` and the rows were not in time order.
+fn ingest_in(db: &NsysDb, strip: &[String], top_n: usize, order: Order) -> Result<Option<Ingested>, Error> {
+    let mut names = Names::default();
+    let strings = db.string_ids(&mut names)?;
+    let path = db.path().to_path_buf();
+    std::thread::scope(|s| {
+        let (range_tx, range_rx) = std::sync::mpsc::sync_channel(4);
+        let (launch_tx, launch_rx) = std::sync::mpsc::sync_channel(4);
+        let (strings, path) = (&strings, &path);
+        let mut range_names = names.clone();
+        let ranges = s.spawn(move || {
+            let db = NsysDb::open(path)?;
+            let mut out = Batcher::new(range_tx);
+            let mut normalizer = Normalizer::new(strip);
+            db.each_range(&mut range_names, strings, order, |mut r, names| {
+                r.name = normalizer.rename(names, r.name);
+                out.push(r)
+            })?;
+            out.flush();
+            Ok::<_, Error>((range_names, normalizer.finish()))
+        });
+        let launches = s.spawn(move || {
+            let db = NsysDb::open(path)?;
+            let mut out = Batcher::new(launch_tx);
+            db.each_launched(order, |l| out.push(l))?;
+            out.flush();
+            Ok::<_, Error>(())
+        });
+        let kernels = s.spawn(move || {
+            let db = NsysDb::open(path)?;
+            let mut t = KernelTotals {
+                by_name: HashMap::default(),
+                durations: Runs::new(runs::DEFAULT_CAP),
+                count: 0,
+                ns: 0,
+                odd: 0,
+            };
+            let mut failed = None;
+            db.each_kernel(strings, |k| {
+                if !plausible(k.start, k.end) {
+                    t.odd += 1;
+                    return true;
+                }
+                let ns = k.end - k.start;
+                t.count += 1;
+                t.ns = t.ns.saturating_add(ns);
+                let e = t.by_name.entry(k.name).or_insert((0, 0, i64::MAX, i64::MIN));
+                *e = (e.0 + 1, e.1.saturating_add(ns), e.2.min(ns), e.3.max(ns));
+                failed = t.durations.push(k.name, ns).err();
+                failed.is_none()
+            })?;
+            failed.map_or(Ok(t), Err)
+        });
+        let mut sweep = Sweep::default();
+        let swept = sweep.run(Stream::new(range_rx), Stream::new(launch_rx));
+        // The readers end when their streams end or the sweep drops them.
+        let (names, normalized) = ranges.join().expect("the range reader does not panic")?;
+        launches.join().expect("the launch reader does not panic")?;
+        let kernels = kernels.join().expect("the kernel reader does not panic")?;
+        if !swept? {
+            return Ok(None);
+        }
+        sweep.finish(names, normalized, kernels, top_n).map(Some)
+    })
+}
+
+/// Renames ranges that PyTorch named with per-call attributes
+/// (`aten::mul, op_id = 317177`) to their operator (`aten::mul`), so that an
+/// operator is one region with many instances instead of thousands of
+/// one-instance regions. Names without such attributes are untouched; the
+/// raw names stay in the SQLite export. No keys: nothing changes.
+struct Normalizer<'a> {
+    keys: &'a [String],
+    renamed: HashMap<u32, u32>,
+    instances: usize,
+}
+
+impl<'a> Normalizer<'a> {
+    fn new(keys: &'a [String]) -> Self {
+        Normalizer { keys, renamed: HashMap::default(), instances: 0 }
+    }
+
+    fn rename(&mut self, names: &mut Names, name: u32) -> u32 {
+        if self.keys.is_empty() {
+            return name;
+        }
+        let keys = self.keys;
+        let to = *self.renamed.entry(name).or_insert_with(|| {
+            let head = regions::strip_attributes(names.get(name), keys).map(|(h, _)| h.to_string());
+            head.map_or(name, |h| names.intern(&h))
+        });
+        self.instances += usize::from(to != name);
+        to
+    }
+
+    fn finish(self) -> Option<Normalized> {
+        let raw: Vec<u32> = self.renamed.iter().filter(|(from, to)| from != to).map(|(_, to)| *to).collect();
+        let operators: std::collections::HashSet<u32> = raw.iter().copied().collect();
+        (!raw.is_empty()).then(|| Normalized {
+            keys: self.keys.to_vec(),
+            raw_names: raw.len(),
+            operators: operators.len(),
+            instances: self.instances,
+        })
+    }
+}
+
+/// A region being built: identity plus accumulators (no per-instance data:
+/// durations go to the sweep's sorted runs).
 struct Acc {
-    parent: Option<usize>,
-    name: String,
-    domain: String,
+    parent: Option<u32>,
+    name: u32,
+    domain: u32,
     style: Style,
     global_tid: i64,
-    path: String,
     depth: usize,
-    durations: Vec<i64>,
+    instances: usize,
+    inclusive_ns: i64,
+    min_ns: i64,
+    max_ns: i64,
     child_ns: i64,
     kernels: usize,
     gpu_ns: i64,
@@ -167,62 +376,119 @@ struct Acc {
     span_ns: i64,
 }
 
-/// One range instance on a thread, with its region and enclosing instance.
-struct Instance {
-    start: i64,
+/// A push/pop range instance still open on its thread.
+struct Open {
     end: i64,
-    region: usize,
-    parent: Option<usize>,
+    region: u32,
     first_kernel: i64,
     last_kernel: i64,
 }
 
-pub fn build(capture: &Capture) -> RegionsReport {
-    build_with_samples(capture).0
+/// The time sweep: per thread the stack of open ranges, per region its accumulator.
+struct Sweep {
+    regions: Vec<Acc>,
+    ids: HashMap<(i64, Option<u32>, Style, u32, u32), u32>,
+    stacks: HashMap<i64, Vec<Open>>,
+    durations: Runs,
+    ranges: usize,
+    odd_ranges: usize,
+    attributed: (usize, i64),
 }
 
-/// The region report and each region's instance durations (nsys/samples.json's `regions`).
-pub fn build_with_samples(capture: &Capture) -> (RegionsReport, Vec<RegionSamples>) {
-    let (ranges, kernels, names) = (&capture.ranges, &capture.kernels, &capture.names);
-    let mut regions: Vec<Acc> = Vec::new();
-    let mut ids: HashMap<(i64, Option<usize>, Style, u32, u32), usize> = HashMap::default();
-    let mut threads: HashMap<i64, Vec<Instance>> = HashMap::default();
-    let mut sorted: Vec<_> = ranges.iter().collect();
-    // Outer ranges first when two start together.
-    sorted.sort_by_key(|r| (r.global_tid, r.start, std::cmp::Reverse(r.end)));
-    let mut stack: Vec<usize> = Vec::new();
-    let mut current_tid = None;
-    for r in sorted {
-        let instances = threads.entry(r.global_tid).or_default();
-        if current_tid != Some(r.global_tid) {
-            stack.clear();
-            current_tid = Some(r.global_tid);
+impl Default for Sweep {
+    fn default() -> Self {
+        Sweep {
+            regions: Vec::new(),
+            ids: HashMap::default(),
+            stacks: HashMap::default(),
+            durations: Runs::new(runs::DEFAULT_CAP),
+            ranges: 0,
+            odd_ranges: 0,
+            attributed: (0, 0),
         }
-        let parent = if r.style == Style::PushPop {
-            while stack.last().is_some_and(|&i| instances[i].end <= r.start) {
-                stack.pop();
+    }
+}
+
+impl Sweep {
+    /// Ranges and launches merged by time (a range before a launch at the
+    /// same time: a range contains the calls made from its start). False when
+    /// a stream was not in time order.
+    fn run(&mut self, mut ranges: Stream<NvtxRange>, mut launches: Stream<Launched>) -> Result<bool, Error> {
+        let mut r = ranges.next();
+        let mut l = launches.next();
+        let (mut last_start, mut last_launch) = (i64::MIN, i64::MIN);
+        let mut last_on_thread: HashMap<i64, (i64, i64)> = HashMap::default();
+        loop {
+            let take_range = match (&r, &l) {
+                (None, None) => break,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (Some(a), Some(b)) => a.start <= b.launch,
+            };
+            if take_range {
+                let range = r.take().expect("a range is next");
+                r = ranges.next();
+                if !plausible(range.start, range.end) {
+                    self.odd_ranges += 1;
+                    continue;
+                }
+                // Starts never decrease; on one thread, the outer range comes
+                // first when two start together.
+                let on_thread = last_on_thread.entry(range.global_tid).or_insert((i64::MIN, 0));
+                if range.start < last_start || (range.start, -range.end) < *on_thread {
+                    return Ok(false);
+                }
+                (last_start, *on_thread) = (range.start, (range.start, -range.end));
+                self.range(range)?;
+            } else {
+                let launched = l.take().expect("a launch is next");
+                l = launches.next();
+                if launched.launch < last_launch {
+                    return Ok(false);
+                }
+                last_launch = launched.launch;
+                if plausible(launched.start, launched.end) {
+                    self.launch(launched);
+                }
             }
-            stack.last().copied()
+        }
+        Ok(true)
+    }
+
+    /// Close the ranges of a thread that ended by `t`.
+    fn close(stack: &mut Vec<Open>, regions: &mut [Acc], t: i64) {
+        while stack.last().is_some_and(|o| o.end <= t) {
+            let o = stack.pop().expect("checked above");
+            if o.first_kernel <= o.last_kernel {
+                regions[o.region as usize].span_ns += o.last_kernel - o.first_kernel;
+            }
+        }
+    }
+
+    fn range(&mut self, r: NvtxRange) -> Result<(), Error> {
+        self.ranges += 1;
+        let stack = self.stacks.entry(r.global_tid).or_default();
+        let parent = if r.style == Style::PushPop {
+            Self::close(stack, &mut self.regions, r.start);
+            stack.last().map(|o| o.region)
         } else {
+            // Start/end ranges cannot be put on a thread's stack.
             None
         };
-        let parent_region = parent.map(|i| instances[i].region);
-        let key = (r.global_tid, parent_region, r.style, r.domain, r.name);
-        let region = *ids.entry(key).or_insert_with(|| {
-            let name = names.get(r.name);
-            let (path, depth) = match parent_region {
-                Some(p) => (regions::join([regions[p].path.as_str(), name]), regions[p].depth + 1),
-                None => (name.to_string(), 0),
-            };
+        let key = (r.global_tid, parent, r.style, r.domain, r.name);
+        let regions = &mut self.regions;
+        let region = *self.ids.entry(key).or_insert_with(|| {
             regions.push(Acc {
-                parent: parent_region,
-                name: name.to_string(),
-                domain: names.get(r.domain).to_string(),
+                parent,
+                name: r.name,
+                domain: r.domain,
                 style: r.style,
                 global_tid: r.global_tid,
-                path,
-                depth,
-                durations: Vec::new(),
+                depth: parent.map_or(0, |p| regions[p as usize].depth + 1),
+                instances: 0,
+                inclusive_ns: 0,
+                min_ns: i64::MAX,
+                max_ns: i64::MIN,
                 child_ns: 0,
                 kernels: 0,
                 gpu_ns: 0,
@@ -230,244 +496,201 @@ pub fn build_with_samples(capture: &Capture) -> (RegionsReport, Vec<RegionSample
                 gpu_excl_ns: 0,
                 span_ns: 0,
             });
-            regions.len() - 1
+            (regions.len() - 1) as u32
         });
-        let duration = r.end - r.start;
-        regions[region].durations.push(duration);
-        if let Some(p) = parent_region {
-            regions[p].child_ns = regions[p].child_ns.saturating_add(duration);
+        let ns = r.end - r.start;
+        let acc = &mut self.regions[region as usize];
+        acc.instances += 1;
+        // Sums saturate: a corrupt export must not wrap around to a negative time.
+        acc.inclusive_ns = acc.inclusive_ns.saturating_add(ns);
+        acc.min_ns = acc.min_ns.min(ns);
+        acc.max_ns = acc.max_ns.max(ns);
+        if let Some(p) = parent {
+            let p = &mut self.regions[p as usize];
+            p.child_ns = p.child_ns.saturating_add(ns);
         }
         if r.style == Style::PushPop {
-            instances.push(Instance {
-                start: r.start,
-                end: r.end,
-                region,
-                parent,
-                first_kernel: i64::MAX,
-                last_kernel: i64::MIN,
-            });
-            stack.push(instances.len() - 1);
+            stack.push(Open { end: r.end, region, first_kernel: i64::MAX, last_kernel: i64::MIN });
         }
+        self.durations.push(region, ns)
     }
-    let unattributed = attribute(kernels, &capture.launches, &mut threads, &mut regions);
-    for instances in threads.values() {
-        for inst in instances.iter().filter(|i| i.first_kernel <= i.last_kernel) {
-            regions[inst.region].span_ns += inst.last_kernel - inst.first_kernel;
-        }
-    }
-    let mut notes = capture.odd.clone();
-    if ranges.is_empty() {
-        notes.push("no NVTX ranges in the capture (not traced, or the application emitted none)".into());
-    }
-    if kernels.is_empty() {
-        notes.push("no CUDA kernels in the capture (CUDA not traced, or nothing ran on a GPU)".into());
-    }
-    let (regions, samples) = finish(regions);
-    (RegionsReport { schema: REGIONS_SCHEMA.into(), regions, unattributed, notes, normalized: None }, samples)
-}
 
-/// Rename ranges that PyTorch named with per-call attributes
-/// (`aten::mul, op_id = 317177`) to their operator (`aten::mul`), so that an
-/// operator is one region with many instances instead of thousands of
-/// one-instance regions. Names without such attributes are untouched; the
-/// raw names stay in the SQLite export. `keys` empty: nothing changes.
-pub fn normalize_names(capture: &mut Capture, keys: &[String]) -> Option<Normalized> {
-    if keys.is_empty() {
-        return None;
-    }
-    let mut renamed: HashMap<u32, u32> = HashMap::default();
-    let mut instances = 0;
-    for r in &mut capture.ranges {
-        let names = &mut capture.names;
-        let to = *renamed.entry(r.name).or_insert_with(|| {
-            let head = regions::strip_attributes(names.get(r.name), keys).map(|(h, _)| h.to_string());
-            head.map_or(r.name, |h| names.intern(&h))
-        });
-        if to != r.name {
-            r.name = to;
-            instances += 1;
-        }
-    }
-    let raw: Vec<u32> = renamed.iter().filter(|(from, to)| from != to).map(|(_, to)| *to).collect();
-    let operators: std::collections::HashSet<u32> = raw.iter().copied().collect();
-    (!raw.is_empty()).then(|| Normalized {
-        keys: keys.to_vec(),
-        raw_names: raw.len(),
-        operators: operators.len(),
-        instances,
-    })
-}
-
-/// Attribute each kernel to the ranges open on its launching thread at launch time.
-fn attribute(
-    kernels: &[Kernel],
-    launches: &Launches,
-    threads: &mut HashMap<i64, Vec<Instance>>,
-    regions: &mut [Acc],
-) -> Unattributed {
-    let mut unattributed = Unattributed::default();
-    // Per thread, where the previous search ended: kernels come in time
-    // order, so the next launch is usually at or just after it.
-    let mut cursors: HashMap<i64, usize> = HashMap::default();
-    for k in kernels {
+    /// A kernel belongs to the ranges open on its launching thread when the launch call began.
+    fn launch(&mut self, k: Launched) {
+        let Some(stack) = self.stacks.get_mut(&k.global_tid) else { return };
+        Self::close(stack, &mut self.regions, k.launch);
+        let Some(inner) = stack.last() else { return };
         let ns = k.end - k.start;
-        let innermost = launches.get(k.correlation_id).and_then(|l| {
-            let instances = threads.get(&l.global_tid)?;
-            let cursor = cursors.entry(l.global_tid).or_default();
-            *cursor = started_by(instances, l.start, *cursor);
-            innermost_at(instances, *cursor, l.start).map(|i| (l.global_tid, i))
-        });
-        let Some((tid, inner)) = innermost else {
-            unattributed.kernel_count += 1;
-            unattributed.gpu_time_ns = unattributed.gpu_time_ns.saturating_add(ns);
-            continue;
-        };
-        let instances = threads.get_mut(&tid).expect("thread seen above");
-        let region = instances[inner].region;
-        regions[region].kernels_excl += 1;
-        regions[region].gpu_excl_ns = regions[region].gpu_excl_ns.saturating_add(ns);
-        let mut at = Some(inner);
-        while let Some(i) = at {
-            let inst = &mut instances[i];
-            regions[inst.region].kernels += 1;
-            regions[inst.region].gpu_ns = regions[inst.region].gpu_ns.saturating_add(ns);
-            inst.first_kernel = inst.first_kernel.min(k.start);
-            inst.last_kernel = inst.last_kernel.max(k.end);
-            at = inst.parent;
+        let acc = &mut self.regions[inner.region as usize];
+        acc.kernels_excl += 1;
+        acc.gpu_excl_ns = acc.gpu_excl_ns.saturating_add(ns);
+        for o in stack.iter_mut() {
+            let acc = &mut self.regions[o.region as usize];
+            acc.kernels += 1;
+            acc.gpu_ns = acc.gpu_ns.saturating_add(ns);
+            o.first_kernel = o.first_kernel.min(k.start);
+            o.last_kernel = o.last_kernel.max(k.end);
         }
+        self.attributed = (self.attributed.0 + 1, self.attributed.1.saturating_add(ns));
     }
-    unattributed
-}
 
-/// How many instances (sorted by start) started at or before `t`, searched
-/// outward from `hint` (a galloping search: O(1) when `t` moves forward a
-/// little, O(log n) at worst).
-fn started_by(instances: &[Instance], t: i64, hint: usize) -> usize {
-    let n = instances.len();
-    let hint = hint.min(n);
-    let before = |i: usize| instances[i].start <= t;
-    if hint < n && before(hint) {
-        let mut step = 1;
-        let mut lo = hint + 1;
-        while lo + step <= n && before(lo + step - 1) {
-            lo += step;
-            step *= 2;
+    /// The reports, from the accumulators and the sorted runs.
+    fn finish(
+        mut self,
+        names: Names,
+        normalized: Option<Normalized>,
+        kernels: KernelTotals,
+        top_n: usize,
+    ) -> Result<Ingested, Error> {
+        let regions = &mut self.regions;
+        for stack in self.stacks.values_mut() {
+            Self::close(stack, regions, i64::MAX);
         }
-        let hi = (lo + step).min(n);
-        lo + instances[lo..hi].partition_point(|i| i.start <= t)
-    } else if hint > 0 && !before(hint - 1) {
-        instances[..hint].partition_point(|i| i.start <= t)
-    } else {
-        hint
-    }
-}
-
-/// The innermost instance containing time `t`, given that `after` instances
-/// started by `t`: the last of them, or the nearest of its ancestors that is
-/// still open at `t`.
-fn innermost_at(instances: &[Instance], after: usize, t: i64) -> Option<usize> {
-    let mut at = after.checked_sub(1);
-    while let Some(i) = at {
-        if instances[i].end > t {
-            return Some(i);
-        }
-        at = instances[i].parent;
-    }
-    None
-}
-
-fn finish(regions: Vec<Acc>) -> (Vec<Region>, Vec<RegionSamples>) {
-    let paths: Vec<String> = regions.iter().map(|r| r.path.clone()).collect();
-    let mut out: Vec<(Region, Vec<i64>)> = regions
-        .into_iter()
-        .map(|mut r| {
-            r.durations.sort_unstable();
-            let n = r.durations.len();
-            // Sums saturate: a corrupt export must not wrap around to a negative time.
-            let inclusive: i64 = r.durations.iter().fold(0, |a, d| a.saturating_add(*d));
-            let region = Region {
-                parent: r.parent.map(|p| paths[p].clone()),
-                path: r.path,
-                name: r.name,
-                depth: r.depth,
-                domain: r.domain,
-                style: if r.style == Style::PushPop { "PushPop".into() } else { "StartEnd".into() },
-                process_id: pid_of(r.global_tid),
-                thread_id: tid_of(r.global_tid),
-                instances: n,
-                inclusive_ns: inclusive,
-                exclusive_ns: inclusive.saturating_sub(r.child_ns),
-                min_ns: r.durations[0],
-                median_ns: if n % 2 == 1 {
-                    r.durations[n / 2]
-                } else {
-                    ((i128::from(r.durations[n / 2 - 1]) + i128::from(r.durations[n / 2])) / 2) as i64
-                },
-                max_ns: r.durations[n - 1],
-                kernel_count: r.kernels,
-                gpu_time_ns: r.gpu_ns,
-                kernel_count_exclusive: r.kernels_excl,
-                gpu_time_exclusive_ns: r.gpu_excl_ns,
-                gpu_span_ns: r.span_ns,
-            };
-            (region, crate::stats::bounded(&r.durations, crate::timings::MAX_SAMPLES))
-        })
-        .collect();
-    out.sort_by(|(a, _), (b, _)| {
-        (a.process_id, a.thread_id, &a.path, &a.domain).cmp(&(b.process_id, b.thread_id, &b.path, &b.domain))
-    });
-    out.into_iter()
-        .map(|(r, samples_ns)| {
-            let s = RegionSamples {
-                path: r.path.clone(),
-                domain: r.domain.clone(),
-                process_id: r.process_id,
-                thread_id: r.thread_id,
-                instances: r.instances,
-                samples_ns,
-            };
-            (r, s)
-        })
-        .unzip()
-}
-
-/// Each listed kernel's launch durations, bounded like region samples.
-pub fn kernel_samples(capture: &Capture, top: &[TopKernel]) -> Vec<KernelSamples> {
-    let wanted: HashMap<&str, usize> = top.iter().enumerate().map(|(i, k)| (k.name.as_str(), i)).collect();
-    let mut by_id: HashMap<u32, Option<usize>> = HashMap::default();
-    let mut durations: Vec<Vec<i64>> = vec![Vec::new(); top.len()];
-    for k in &capture.kernels {
-        let slot = *by_id.entry(k.name).or_insert_with(|| wanted.get(capture.names.get(k.name)).copied());
-        if let Some(i) = slot {
-            durations[i].push(k.end - k.start);
-        }
-    }
-    top.iter()
-        .zip(durations)
-        .map(|(k, mut d)| {
-            d.sort_unstable();
-            KernelSamples {
-                name: k.name.clone(),
-                calls: d.len(),
-                samples_ns: crate::stats::bounded(&d, crate::timings::MAX_SAMPLES),
+        let mut notes = Vec::new();
+        for (count, what) in [(self.odd_ranges, "NVTX ranges"), (kernels.odd, "kernels")] {
+            if count > 0 {
+                let note = odd_note(count, what);
+                tracing::warn!("{note}");
+                notes.push(note);
             }
+        }
+        if self.ranges == 0 {
+            notes.push("no NVTX ranges in the capture (not traced, or the application emitted none)".into());
+        }
+        if kernels.count == 0 {
+            notes.push("no CUDA kernels in the capture (CUDA not traced, or nothing ran on a GPU)".into());
+        }
+        let unattributed = Unattributed {
+            kernel_count: kernels.count.saturating_sub(self.attributed.0),
+            gpu_time_ns: kernels.ns.saturating_sub(self.attributed.1),
+        };
+        // Each region's sorted durations: its median and bounded samples.
+        let mut medians = vec![0; self.regions.len()];
+        let mut region_samples = vec![Vec::new(); self.regions.len()];
+        let counts: Vec<usize> = self.regions.iter().map(|a| a.instances).collect();
+        each_sorted(self.durations, &counts, |region, median, samples| {
+            medians[region] = median;
+            region_samples[region] = samples;
+        })?;
+        let paths = region_paths(&self.regions, &names);
+        let mut rows: Vec<(Region, Vec<i64>)> = self
+            .regions
+            .iter()
+            .zip(region_samples)
+            .enumerate()
+            .map(|(i, (a, samples))| {
+                let region = Region {
+                    path: paths[i].clone(),
+                    name: names.get(a.name).to_string(),
+                    parent: a.parent.map(|p| paths[p as usize].clone()),
+                    depth: a.depth,
+                    domain: names.get(a.domain).to_string(),
+                    style: if a.style == Style::PushPop { "PushPop".into() } else { "StartEnd".into() },
+                    process_id: pid_of(a.global_tid),
+                    thread_id: tid_of(a.global_tid),
+                    instances: a.instances,
+                    inclusive_ns: a.inclusive_ns,
+                    exclusive_ns: a.inclusive_ns.saturating_sub(a.child_ns),
+                    min_ns: a.min_ns,
+                    median_ns: medians[i],
+                    max_ns: a.max_ns,
+                    kernel_count: a.kernels,
+                    gpu_time_ns: a.gpu_ns,
+                    kernel_count_exclusive: a.kernels_excl,
+                    gpu_time_exclusive_ns: a.gpu_excl_ns,
+                    gpu_span_ns: a.span_ns,
+                };
+                (region, samples)
+            })
+            .collect();
+        rows.sort_by(|(a, _), (b, _)| {
+            (a.process_id, a.thread_id, &a.path, &a.domain).cmp(&(b.process_id, b.thread_id, &b.path, &b.domain))
+        });
+        let (regions, region_samples): (Vec<Region>, Vec<RegionSamples>) = rows
+            .into_iter()
+            .map(|(r, samples_ns)| {
+                let s = RegionSamples {
+                    path: r.path.clone(),
+                    domain: r.domain.clone(),
+                    process_id: r.process_id,
+                    thread_id: r.thread_id,
+                    instances: r.instances,
+                    samples_ns,
+                };
+                (r, s)
+            })
+            .unzip();
+        let top = top_kernel_rows(kernels.by_name.iter().map(|(id, sums)| (names.get(*id).to_string(), *sums)), top_n);
+        // The listed kernels' launch durations, bounded like region samples.
+        let wanted: HashMap<&str, usize> = top.iter().enumerate().map(|(i, k)| (k.name.as_str(), i)).collect();
+        let slot: HashMap<u32, usize> =
+            kernels.by_name.keys().filter_map(|id| wanted.get(names.get(*id)).map(|&i| (*id, i))).collect();
+        let mut kernel_samples: Vec<Vec<i64>> = vec![Vec::new(); top.len()];
+        let max_name = kernels.by_name.keys().max().map_or(0, |m| *m as usize + 1);
+        let mut calls = vec![0; max_name];
+        for (id, sums) in &kernels.by_name {
+            calls[*id as usize] = sums.0;
+        }
+        each_sorted(kernels.durations, &calls, |id, _, samples| {
+            if let Some(&i) = slot.get(&(id as u32)) {
+                kernel_samples[i] = samples;
+            }
+        })?;
+        let kernel_samples = top
+            .iter()
+            .zip(kernel_samples)
+            .map(|(k, samples_ns)| KernelSamples { name: k.name.clone(), calls: k.calls, samples_ns })
+            .collect();
+        Ok(Ingested {
+            regions: RegionsReport { schema: REGIONS_SCHEMA.into(), regions, unattributed, notes, normalized },
+            top,
+            samples: Samples::new(region_samples, kernel_samples),
+            kernels: kernels.count,
         })
-        .collect()
-}
-
-/// Kernels by total GPU time, most first (ties by name); `n` = 0 keeps all.
-pub fn top_kernels(capture: &Capture, n: usize) -> Vec<TopKernel> {
-    top_kernels_of(&capture.kernels, &capture.names, n)
-}
-
-fn top_kernels_of(kernels: &[Kernel], names: &Names, n: usize) -> Vec<TopKernel> {
-    let mut by_name: HashMap<u32, (usize, i64, i64, i64)> = HashMap::default();
-    for k in kernels {
-        let ns = k.end - k.start;
-        let e = by_name.entry(k.name).or_insert((0, 0, i64::MAX, i64::MIN));
-        *e = (e.0 + 1, e.1.saturating_add(ns), e.2.min(ns), e.3.max(ns));
     }
-    top_kernel_rows(by_name.into_iter().map(|(name, sums)| (names.get(name).to_string(), sums)), n)
+}
+
+/// Each region's path: its ancestors' names and its own, joined by `::`.
+fn region_paths(regions: &[Acc], names: &Names) -> Vec<String> {
+    let mut paths: Vec<String> = Vec::with_capacity(regions.len());
+    // A parent is created before its children: its path is ready.
+    for a in regions {
+        let name = names.get(a.name);
+        paths.push(match a.parent {
+            Some(p) => regions::join([paths[p as usize].as_str(), name]),
+            None => name.to_string(),
+        });
+    }
+    paths
+}
+
+/// Walk the sorted (key, value) pairs key by key; `counts[key]` says how many
+/// each key has. Calls `each(key, median, bounded samples)` per key present.
+fn each_sorted(runs: Runs, counts: &[usize], mut each: impl FnMut(usize, i64, Vec<i64>)) -> Result<(), Error> {
+    let mut sorted = runs.sorted()?;
+    let mut next = sorted.pop()?;
+    while let Some((key, _)) = next {
+        let n = counts[key as usize];
+        let (lower, upper) = ((n - 1) / 2, n / 2);
+        let mut ranks = runs::bounded_ranks(n, crate::timings::MAX_SAMPLES).peekable();
+        let (mut median, mut samples, mut rank) = (0i128, Vec::new(), 0usize);
+        while let Some((_, v)) = next.filter(|(k, _)| *k == key) {
+            if rank == lower {
+                median += i128::from(v);
+            }
+            if rank == upper {
+                median += i128::from(v);
+            }
+            while ranks.peek() == Some(&rank) {
+                samples.push(v);
+                ranks.next();
+            }
+            rank += 1;
+            next = sorted.pop()?;
+        }
+        each(key as usize, (median / 2) as i64, samples);
+    }
+    Ok(())
 }
 
 /// Kernels by name with their (calls, total, min, max) ns → rows sorted by

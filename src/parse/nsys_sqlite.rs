@@ -77,90 +77,42 @@ pub struct NvtxRange {
     pub global_tid: i64,
 }
 
-/// One kernel execution on the GPU.
+/// One kernel execution joined to the runtime call that launched it.
+#[derive(Debug, Clone, Copy)]
+pub struct Launched {
+    /// The launching thread, and when the launch call began.
+    pub global_tid: i64,
+    pub launch: i64,
+    /// The kernel on the GPU.
+    pub start: i64,
+    pub end: i64,
+}
+
+/// One kernel execution, as the kernel table has it.
 #[derive(Debug, Clone, Copy)]
 pub struct Kernel {
     pub start: i64,
     pub end: i64,
-    pub device: i64,
-    pub stream: i64,
-    pub correlation_id: i64,
-    pub global_pid: i64,
     pub name: u32,
 }
 
-/// Everything llmperf reads from one export.
-#[derive(Debug, Default)]
-pub struct Capture {
-    pub names: Names,
-    pub ranges: Vec<NvtxRange>,
-    pub kernels: Vec<Kernel>,
-    pub launches: Launches,
-    /// Rows left out because their times are impossible, one line per kind
-    /// with a count (`3 NVTX ranges end before they start: left out`).
-    pub odd: Vec<String>,
+/// Whether `start..end` is a possible time span: an end before the start, or
+/// a duration past i64, is not (a corrupt or hand-edited export can hold either).
+pub fn plausible(start: i64, end: i64) -> bool {
+    end.checked_sub(start).is_some_and(|d| d >= 0)
 }
 
-/// Drop rows whose times are impossible: an end before the start, or a
-/// duration past i64 (a corrupt or hand-edited export can hold either); a
-/// note with the count when any were.
-fn drop_odd<T>(rows: &mut Vec<T>, times: impl Fn(&T) -> (i64, i64), what: &str, odd: &mut Vec<String>) {
-    let before = rows.len();
-    rows.retain(|r| {
-        let (start, end) = times(r);
-        end.checked_sub(start).is_some_and(|d| d >= 0)
-    });
-    let dropped = before - rows.len();
-    if dropped > 0 {
-        let note = format!("{dropped} {what} end before they start (or last longer than i64 nanoseconds): left out");
-        tracing::warn!("{note}");
-        odd.push(note);
-    }
+/// The note for rows left out because their times are impossible.
+pub fn odd_note(count: usize, what: &str) -> String {
+    format!("{count} {what} end before they start (or last longer than i64 nanoseconds): left out")
 }
 
-/// The host thread and time of a kernel's launch call, by correlation id.
-#[derive(Debug, Clone, Copy)]
-pub struct Launch {
-    pub global_tid: i64,
-    pub start: i64,
-}
-
-/// Launch calls by correlation id. The ids count the CUDA API calls of a
-/// capture, so they are nearly dense: then a table indexed by id (no hashing,
-/// and kernels in time order read it almost in order), else a hash map.
-#[derive(Debug, Clone, Default)]
-pub struct Launches {
-    base: i64,
-    dense: Vec<Launch>,
-    sparse: FxHashMap<i64, Launch>,
-}
-
-/// Marks an id without a launch call in the dense table.
-const NO_THREAD: i64 = i64::MIN;
-
-impl Launches {
-    pub(crate) fn from_rows(rows: Vec<(i64, Launch)>) -> Launches {
-        let (Some(min), Some(max)) = (rows.iter().map(|r| r.0).min(), rows.iter().map(|r| r.0).max()) else {
-            return Launches::default();
-        };
-        let span = max.saturating_sub(min).saturating_add(1);
-        if span > 4 * rows.len() as i64 + 1024 {
-            return Launches { sparse: rows.into_iter().collect(), ..Launches::default() };
-        }
-        let mut dense = vec![Launch { global_tid: NO_THREAD, start: 0 }; span as usize];
-        for (id, l) in rows {
-            dense[(id - min) as usize] = l;
-        }
-        Launches { base: min, dense, sparse: FxHashMap::default() }
-    }
-
-    pub fn get(&self, correlation_id: i64) -> Option<&Launch> {
-        if self.dense.is_empty() {
-            return self.sparse.get(&correlation_id);
-        }
-        let i = usize::try_from(correlation_id.checked_sub(self.base)?).ok()?;
-        self.dense.get(i).filter(|l| l.global_tid != NO_THREAD)
-    }
+/// Row order of the streams: as stored (fast; the caller checks that it is
+/// time order) or sorted by SQLite (`ORDER BY`, in bounded memory).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    Stored,
+    Sorted,
 }
 
 /// nsys packs the process id into globalTid/globalPid: pid = (gid >> 24) & 0xFFFFFF.
@@ -186,9 +138,8 @@ impl NsysDb {
         // One thread reads the connection: no need for SQLite's per-call mutexes.
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(path, flags).map_err(|e| bad(format!("cannot open as SQLite: {e}")))?;
-        // Read pages through a memory map instead of a pread copy each (a
-        // whole export is scanned; the map is only address space).
-        let _ = conn.pragma_update(None, "mmap_size", 1i64 << 40);
+        // No memory map: the pages of a mapped export count in the resident
+        // set, and ingestion keeps that flat (docs/internals.md, "Memory").
         let tables: HashSet<String> = conn
             .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
             .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
@@ -305,36 +256,8 @@ impl NsysDb {
             .unwrap_or(fallback)
     }
 
-    /// Ranges, kernels and launch calls, with names interned. Kernels and
-    /// launch calls are read on a second connection in parallel.
-    pub fn load(&self) -> Result<Capture, Error> {
-        let (mut kernels, launches, mut ranges, names, strings) = std::thread::scope(|s| {
-            let path = self.path.clone();
-            let side = s.spawn(move || {
-                let db = NsysDb::open(&path)?;
-                Ok::<_, Error>((db.kernels()?, db.launches()?))
-            });
-            let mut names = Names::default();
-            let main = self.string_ids(&mut names).and_then(|strings| {
-                let ranges = self.nvtx_ranges(&mut names, &strings)?;
-                Ok((ranges, strings))
-            });
-            let (kernels, launches) = side.join().expect("kernel reader does not panic")?;
-            let (ranges, strings) = main?;
-            Ok::<_, Error>((kernels, launches, ranges, names, strings))
-        })?;
-        // Kernel names were read as StringIds ids; map them to interned ids.
-        for k in &mut kernels {
-            k.name = strings.get(&i64::from(k.name)).copied().unwrap_or(0);
-        }
-        let mut odd = Vec::new();
-        drop_odd(&mut ranges, |r| (r.start, r.end), "NVTX ranges", &mut odd);
-        drop_odd(&mut kernels, |k| (k.start, k.end), "kernels", &mut odd);
-        Ok(Capture { names, ranges, kernels, launches, odd })
-    }
-
     /// StringIds id → interned name id.
-    fn string_ids(&self, names: &mut Names) -> Result<FxHashMap<i64, u32>, Error> {
+    pub fn string_ids(&self, names: &mut Names) -> Result<FxHashMap<i64, u32>, Error> {
         let mut stmt =
             self.conn.prepare("SELECT id, value FROM StringIds").map_err(|e| self.sql_error("StringIds", e))?;
         let mut rows = stmt.query([]).map_err(|e| self.sql_error("StringIds", e))?;
@@ -347,10 +270,18 @@ impl NsysDb {
         Ok(map)
     }
 
-    /// NVTX push/pop and start/end ranges that have ended.
-    fn nvtx_ranges(&self, names: &mut Names, strings: &FxHashMap<i64, u32>) -> Result<Vec<NvtxRange>, Error> {
+    /// NVTX push/pop and start/end ranges that have ended, each passed to
+    /// `each` (with the names, to intern more) until it returns false; in time order (outer range first when
+    /// two start together) with [`Order::Sorted`].
+    pub fn each_range(
+        &self,
+        names: &mut Names,
+        strings: &FxHashMap<i64, u32>,
+        order: Order,
+        mut each: impl FnMut(NvtxRange, &mut Names) -> bool,
+    ) -> Result<(), Error> {
         if !self.has_table("NVTX_EVENTS") {
-            return Ok(Vec::new());
+            return Ok(());
         }
         let push_pop = self.event_type("NvtxPushPopRange", PUSH_POP);
         let start_end = self.event_type("NvtxStartEndRange", START_END);
@@ -359,14 +290,14 @@ impl NsysDb {
         let cols = self.columns("NVTX_EVENTS");
         let text_id = if cols.contains("textId") { "e.textId" } else { "NULL" };
         let domain = if cols.contains("domainId") { "COALESCE(e.domainId, 0)" } else { "0" };
+        let order_by = if order == Order::Sorted { "ORDER BY e.start, e.end DESC" } else { "" };
         let sql = format!(
             "SELECT e.start, e.end, e.eventType, e.text, {text_id}, {domain}, e.globalTid FROM NVTX_EVENTS e \
-             WHERE e.eventType IN (?1, ?2) AND e.end IS NOT NULL"
+             WHERE e.eventType IN (?1, ?2) AND e.end IS NOT NULL {order_by}"
         );
         let what = "NVTX_EVENTS";
         let mut stmt = self.conn.prepare(&sql).map_err(|e| self.sql_error(what, e))?;
         let mut rows = stmt.query([push_pop, start_end]).map_err(|e| self.sql_error(what, e))?;
-        let mut out = Vec::new();
         while let Some(r) = rows.next().map_err(|e| self.sql_error(what, e))? {
             let get = |e| self.sql_error(what, e);
             // Unregistered strings are inline in `text`; registered ones are StringIds via textId.
@@ -374,16 +305,19 @@ impl NsysDb {
                 Some(text) => names.intern(text),
                 None => r.get::<_, Option<i64>>(4).map_err(get)?.and_then(|id| strings.get(&id).copied()).unwrap_or(0),
             };
-            out.push(NvtxRange {
+            let range = NvtxRange {
                 start: r.get(0).map_err(get)?,
                 end: r.get(1).map_err(get)?,
                 style: if r.get::<_, i64>(2).map_err(get)? == push_pop { Style::PushPop } else { Style::StartEnd },
                 name,
                 domain: domains.get(&r.get::<_, i64>(5).map_err(get)?).copied().unwrap_or(0),
                 global_tid: r.get::<_, Option<i64>>(6).map_err(get)?.unwrap_or(0),
-            });
+            };
+            if !each(range, names) {
+                break;
+            }
         }
-        Ok(out)
+        Ok(())
     }
 
     fn domains(&self) -> Result<HashMap<i64, String>, Error> {
@@ -398,48 +332,73 @@ impl NsysDb {
         rows.collect::<Result<_, _>>().map_err(|e| self.sql_error("NVTX domains", e))
     }
 
-    /// CUDA kernels, `name` still a StringIds id. Absent table (no CUDA
-    /// traced, nothing ran on a GPU) means none.
-    fn kernels(&self) -> Result<Vec<Kernel>, Error> {
-        if !self.has_table("CUPTI_ACTIVITY_KIND_KERNEL") {
-            return Ok(Vec::new());
-        }
+    /// The demangled (else short) name column of the kernel table.
+    fn kernel_name_column(&self) -> &'static str {
         let cols = self.columns("CUPTI_ACTIVITY_KIND_KERNEL");
-        let name_col = ["demangledName", "shortName"].into_iter().find(|c| cols.contains(*c)).unwrap_or("shortName");
-        let sql = format!(
-            "SELECT start, end, deviceId, streamId, correlationId, globalPid, {name_col} FROM CUPTI_ACTIVITY_KIND_KERNEL"
-        );
-        let what = "CUPTI_ACTIVITY_KIND_KERNEL";
-        let mut stmt = self.conn.prepare(&sql).map_err(|e| self.sql_error(what, e))?;
-        let rows = stmt
-            .query_map([], |r| {
-                Ok(Kernel {
-                    start: r.get(0)?,
-                    end: r.get(1)?,
-                    device: r.get(2)?,
-                    stream: r.get(3)?,
-                    correlation_id: r.get(4)?,
-                    global_pid: r.get::<_, Option<i64>>(5)?.unwrap_or(0),
-                    name: r.get::<_, Option<i64>>(6)?.and_then(|id| u32::try_from(id).ok()).unwrap_or(u32::MAX),
-                })
-            })
-            .map_err(|e| self.sql_error(what, e))?;
-        rows.collect::<Result<_, _>>().map_err(|e| self.sql_error(what, e))
+        ["demangledName", "shortName"].into_iter().find(|c| cols.contains(*c)).unwrap_or("shortName")
     }
 
-    /// Launch calls (runtime API rows) by correlation id.
-    fn launches(&self) -> Result<Launches, Error> {
-        if !self.has_table("CUPTI_ACTIVITY_KIND_RUNTIME") {
-            return Ok(Launches::default());
+    /// CUDA kernels in the table's order, names interned through `strings`
+    /// (StringIds id → name id), each passed to `each` until it returns false.
+    /// Absent table (no CUDA traced, nothing ran on a GPU) means none.
+    pub fn each_kernel(
+        &self,
+        strings: &FxHashMap<i64, u32>,
+        mut each: impl FnMut(Kernel) -> bool,
+    ) -> Result<(), Error> {
+        if !self.has_table("CUPTI_ACTIVITY_KIND_KERNEL") {
+            return Ok(());
         }
-        let mut stmt = self
-            .conn
-            .prepare("SELECT correlationId, globalTid, start FROM CUPTI_ACTIVITY_KIND_RUNTIME")
-            .map_err(|e| self.sql_error("CUPTI_ACTIVITY_KIND_RUNTIME", e))?;
-        let rows = stmt
-            .query_map([], |r| Ok((r.get::<_, i64>(0)?, Launch { global_tid: r.get(1)?, start: r.get(2)? })))
-            .map_err(|e| self.sql_error("CUPTI_ACTIVITY_KIND_RUNTIME", e))?;
-        let rows = rows.collect::<Result<_, _>>().map_err(|e| self.sql_error("CUPTI_ACTIVITY_KIND_RUNTIME", e))?;
-        Ok(Launches::from_rows(rows))
+        let sql = format!("SELECT start, end, {} FROM CUPTI_ACTIVITY_KIND_KERNEL", self.kernel_name_column());
+        let what = "CUPTI_ACTIVITY_KIND_KERNEL";
+        let mut stmt = self.conn.prepare(&sql).map_err(|e| self.sql_error(what, e))?;
+        let mut rows = stmt.query([]).map_err(|e| self.sql_error(what, e))?;
+        while let Some(r) = rows.next().map_err(|e| self.sql_error(what, e))? {
+            let get = |e| self.sql_error(what, e);
+            let name = r.get::<_, Option<i64>>(2).map_err(get)?.and_then(|id| strings.get(&id).copied()).unwrap_or(0);
+            if !each(Kernel { start: r.get(0).map_err(get)?, end: r.get(1).map_err(get)?, name }) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Kernels joined to their launch calls (the runtime row of the same
+    /// process with the kernel's correlation id), each passed to `each` until
+    /// it returns false; by launch time with [`Order::Sorted`], else in the
+    /// runtime table's order. Kernels without a traced launch call are left out.
+    pub fn each_launched(&self, order: Order, mut each: impl FnMut(Launched) -> bool) -> Result<(), Error> {
+        if !self.has_table("CUPTI_ACTIVITY_KIND_KERNEL") || !self.has_table("CUPTI_ACTIVITY_KIND_RUNTIME") {
+            return Ok(());
+        }
+        // Correlation ids count the calls of one process: two processes reuse them.
+        let same_process = if self.columns("CUPTI_ACTIVITY_KIND_KERNEL").contains("globalPid") {
+            "AND (k.globalPid >> 24) = (r.globalTid >> 24)"
+        } else {
+            ""
+        };
+        let order_by = if order == Order::Sorted { "ORDER BY r.start" } else { "" };
+        // CROSS JOIN keeps the runtime table outside: its rows come in stored
+        // order, and SQLite indexes the kernels' correlation ids for the lookup.
+        let sql = format!(
+            "SELECT r.globalTid, r.start, k.start, k.end FROM CUPTI_ACTIVITY_KIND_RUNTIME r \
+             CROSS JOIN CUPTI_ACTIVITY_KIND_KERNEL k ON k.correlationId = r.correlationId {same_process} {order_by}"
+        );
+        let what = "CUPTI_ACTIVITY_KIND_RUNTIME and CUPTI_ACTIVITY_KIND_KERNEL";
+        let mut stmt = self.conn.prepare(&sql).map_err(|e| self.sql_error(what, e))?;
+        let mut rows = stmt.query([]).map_err(|e| self.sql_error(what, e))?;
+        while let Some(r) = rows.next().map_err(|e| self.sql_error(what, e))? {
+            let get = |e| self.sql_error(what, e);
+            let row = Launched {
+                global_tid: r.get::<_, Option<i64>>(0).map_err(get)?.unwrap_or(0),
+                launch: r.get(1).map_err(get)?,
+                start: r.get(2).map_err(get)?,
+                end: r.get(3).map_err(get)?,
+            };
+            if !each(row) {
+                break;
+            }
+        }
+        Ok(())
     }
 }

@@ -343,24 +343,14 @@ pub(crate) fn write_outputs(
     let t = std::time::Instant::now();
     let db = NsysDb::open(sqlite)?;
     run.write_json(run_dir::NSYS_CAPTURE, &db.capture_host())?;
-    let mut capture = db.load()?;
+    let done = aggregate::nsys::ingest(&db, &opts.strip, top_n)?;
     let read = t.elapsed();
     signals::check()?;
-    let normalized = aggregate::nsys::normalize_names(&mut capture, &opts.strip);
-    let (mut report, region_samples) = aggregate::nsys::build_with_samples(&capture);
-    report.normalized = normalized;
-    let built = t.elapsed();
-    run.write_json(run_dir::NSYS_REGIONS, &report)?;
-    let top = aggregate::nsys::top_kernels(&capture, top_n);
-    run.write_json(run_dir::NSYS_TOP_KERNELS, &top)?;
-    let samples = aggregate::nsys::Samples::new(region_samples, aggregate::nsys::kernel_samples(&capture, &top));
-    run.write_json(run_dir::NSYS_SAMPLES, &samples)?;
-    tracing::debug!(
-        "nsys ingestion: read {read:.2?}, regions {:.2?}, written {:.2?}",
-        built - read,
-        t.elapsed() - built
-    );
-    Ok((report, capture.kernels.len()))
+    run.write_json(run_dir::NSYS_REGIONS, &done.regions)?;
+    run.write_json(run_dir::NSYS_TOP_KERNELS, &done.top)?;
+    run.write_json(run_dir::NSYS_SAMPLES, &done.samples)?;
+    tracing::debug!("nsys ingestion: read and built {read:.2?}, written {:.2?}", t.elapsed() - read);
+    Ok((done.regions, done.kernels))
 }
 
 /// `nsys/regions.json`, `nsys/top_kernels.json` and an empty `nsys/samples.json` from a kernel summary CSV
