@@ -511,3 +511,56 @@ fn import_of_a_report_too_new_for_this_nsys_fails_with_a_hint() {
     assert_eq!(stage(&manifest, "nsys_export")["status"], "failed");
     assert!(out.join("nsys/export.stderr.log").is_file(), "raw output kept");
 }
+
+/// `pipeline.nsys.stats` picks the `nsys stats` reports: one report in the
+/// other spelling gives exactly that CSV under the local nsys's name, with
+/// nsys's own instance counts equal to regions.json's; `[]` runs no `nsys stats`.
+#[test]
+fn nsys_stats_runs_the_configured_reports_or_none() {
+    let _nsys = nsys_lock();
+    let root = tempfile::tempdir().unwrap();
+    let sqlite = common::own("runs/cpu_llm_tiny/nsys/report.sqlite");
+    let import = |name: &str, stats: &str| {
+        let out = root.path().join(name);
+        llmperf()
+            .args(["import", "nsys"])
+            .arg(&sqlite)
+            .arg(format!("pipeline.nsys.stats={stats}"))
+            .arg("-o")
+            .arg(&out)
+            .timeout(Duration::from_secs(300))
+            .assert()
+            .success();
+        let csvs: Vec<String> = std::fs::read_dir(out.join("nsys"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.starts_with("stats_") && n.ends_with(".csv"))
+            .collect();
+        let stages: Vec<String> = json(&out.join("manifest.json"))["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["name"].as_str().unwrap().to_string())
+            .collect();
+        (out, csvs, stages)
+    };
+    let (out, csvs, stages) = import("one", "[nvtx_sum]");
+    assert_eq!(csvs, ["stats_nvtxsum.csv"], "nsys 2022.4 names it nvtxsum");
+    assert!(stages.iter().any(|s| s == "nsys_stats"));
+    let regions = json(&out.join("nsys/regions.json"));
+    let mut ours: std::collections::HashMap<String, (i64, i64)> = Default::default();
+    for r in regions["regions"].as_array().unwrap() {
+        let e = ours.entry(format!("{}:{}", r["domain"].as_str().unwrap(), r["name"].as_str().unwrap())).or_default();
+        e.0 += r["instances"].as_i64().unwrap();
+        e.1 += r["inclusive_ns"].as_i64().unwrap();
+    }
+    let rows = stats_rows(&out.join("nsys/stats_nvtxsum.csv"));
+    assert!(rows.len() >= 8, "{rows:?}");
+    for row in rows {
+        let key = &row["Range"];
+        assert_eq!(ours[key], (row["Instances"].parse().unwrap(), row["Total Time (ns)"].parse().unwrap()), "{key}");
+    }
+    let (_, csvs, stages) = import("none", "[]");
+    assert!(csvs.is_empty(), "{csvs:?}");
+    assert!(!stages.iter().any(|s| s == "nsys_stats"), "{stages:?}");
+}

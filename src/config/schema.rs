@@ -210,6 +210,15 @@ pub struct NsysConfig {
     pub force_overwrite: bool,
     #[serde(deserialize_with = "null_as_empty")]
     pub extra_args: Vec<String>,
+    /// `nsys stats` reports saved as CSV beside llmperf's own reports (a
+    /// cross-check; empty: `nsys stats` is not run). Defaulted for the
+    /// config.yaml of runs recorded before the key existed.
+    #[serde(default = "stats_nsys", deserialize_with = "null_as_empty")]
+    pub stats: Vec<String>,
+}
+
+fn stats_nsys() -> Vec<String> {
+    ["nvtx_sum", "cuda_gpu_kern_sum", "cuda_api_sum"].map(String::from).to_vec()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

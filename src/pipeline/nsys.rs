@@ -183,11 +183,17 @@ fn last_line(log: &str) -> Option<&str> {
 pub(crate) struct Ingest {
     pub top_n: usize,
     pub strip: Vec<String>,
+    /// The `nsys stats` reports to save (`pipeline.nsys.stats`; none: not run).
+    pub stats: Vec<String>,
 }
 
 impl Ingest {
     pub(crate) fn of(cfg: &crate::config::Config) -> Ingest {
-        Ingest { top_n: cfg.runner.run.top_n_kernels as usize, strip: cfg.report.nvtx_attributes.clone() }
+        Ingest {
+            top_n: cfg.runner.run.top_n_kernels as usize,
+            strip: cfg.report.nvtx_attributes.clone(),
+            stats: cfg.pipeline.nsys.stats.clone(),
+        }
     }
 }
 
@@ -229,9 +235,9 @@ pub(crate) fn analyze(
             }
         }
     };
-    if let Some(tool) = tool {
-        // A convenience: its failure is recorded, not the run's.
-        let _ = stats(run, manifest, tool, &sqlite)?;
+    if let Some(tool) = tool.filter(|_| !opts.stats.is_empty()) {
+        // A cross-check: its failure is recorded, not the run's.
+        let _ = stats(run, manifest, tool, &sqlite, &opts.stats)?;
     }
     if let Err(e) = signals::check() {
         verdict.add(StageOutcome::Interrupted(e));
@@ -292,11 +298,18 @@ fn export_failure(log: &str, report: &Path, done: &Finished, tool: &Tool) -> Err
 
 /// `nsys stats` CSVs for people and scripts (the numbers in regions.json come
 /// from native ingestion). New report names first, old ones when nsys refuses.
-fn stats(run: &RunDir, manifest: &mut ManifestWriter, tool: &Tool, sqlite: &Path) -> Result<StageOutcome, Error> {
+fn stats(
+    run: &RunDir,
+    manifest: &mut ManifestWriter,
+    tool: &Tool,
+    sqlite: &Path,
+    reports: &[String],
+) -> Result<StageOutcome, Error> {
     let base = absolute(&run.join(run_dir::NSYS_STATS_BASE));
     let mut new_names = tool.has_new_report_names();
-    let (spec, done) = loop {
-        let spec = Spawn::new(nsys::stats_argv(&tool.path, sqlite, &base, new_names))
+    let (spec, done, names) = loop {
+        let names = nsys::stats_names(reports, new_names);
+        let spec = Spawn::new(nsys::stats_argv(&tool.path, sqlite, &base, &names))
             .stdout(Sink::File(run.join(run_dir::NSYS_STATS_LOG)))
             .stderr(Sink::Capture)
             .timeout(Some(EXPORT_TIMEOUT));
@@ -305,13 +318,10 @@ fn stats(run: &RunDir, manifest: &mut ManifestWriter, tool: &Tool, sqlite: &Path
             new_names = false;
             continue;
         }
-        break (spec, done);
+        break (spec, done, names);
     };
-    let artifacts: Vec<String> = nsys::STATS_REPORTS
-        .iter()
-        .map(|(new, old)| run_dir::nsys_stats_csv(if new_names { new } else { old }))
-        .filter(|rel| run.join(rel).is_file())
-        .collect();
+    let artifacts: Vec<String> =
+        names.iter().map(|n| run_dir::nsys_stats_csv(n)).filter(|rel| run.join(rel).is_file()).collect();
     let error = match done.exit {
         Exit::Interrupted => Some(signals::interrupted()),
         _ if done.success() => None,
@@ -322,7 +332,7 @@ fn stats(run: &RunDir, manifest: &mut ManifestWriter, tool: &Tool, sqlite: &Path
                     ErrorKind::StageFailed,
                     format!("nsys stats {}: {}", done.describe(), stderr.lines().last().unwrap_or_default()),
                 )
-                .with_hint("the CSVs are a convenience; regions.json and top_kernels.json come from native ingestion"),
+                .with_hint("the CSVs are a cross-check: pipeline.nsys.stats names the reports ([] skips nsys stats); regions.json and top_kernels.json come from native ingestion"),
             )
         }
     };

@@ -103,13 +103,24 @@ pub(crate) fn export_argv(nsys: &Path, report: &Path, sqlite: &Path) -> Vec<OsSt
     argv
 }
 
-/// The `nsys stats` reports llmperf saves: (name since 2023.1, name before).
+/// `nsys stats` reports renamed in 2023.1: (name since 2023.1, name before).
 pub(crate) const STATS_REPORTS: [(&str, &str); 3] =
     [("nvtx_sum", "nvtxsum"), ("cuda_gpu_kern_sum", "gpukernsum"), ("cuda_api_sum", "cudaapisum")];
 
+/// The configured reports (`pipeline.nsys.stats`, either spelling) as the
+/// nsys at hand names them; reports not renamed pass as they are.
+pub(crate) fn stats_names(reports: &[String], new_names: bool) -> Vec<String> {
+    reports
+        .iter()
+        .map(|r| match STATS_REPORTS.iter().find(|(new, old)| r == new || r == old) {
+            Some((new, old)) => (if new_names { new } else { old }).to_string(),
+            None => r.clone(),
+        })
+        .collect()
+}
+
 /// `nsys stats --format csv -o <base>` writes `<base>_<report>.csv` per report.
-pub(crate) fn stats_argv(nsys: &Path, sqlite: &Path, out_base: &Path, new_names: bool) -> Vec<OsString> {
-    let names: Vec<&str> = STATS_REPORTS.iter().map(|(new, old)| if new_names { *new } else { *old }).collect();
+pub(crate) fn stats_argv(nsys: &Path, sqlite: &Path, out_base: &Path, names: &[String]) -> Vec<OsString> {
     let mut argv: Vec<OsString> = vec![nsys.into(), "stats".into(), "--report".into(), names.join(",").into()];
     argv.extend(["--format", "csv", "--force-overwrite", "true", "--output"].map(OsString::from));
     argv.push(out_base.into());
@@ -222,10 +233,19 @@ mod tests {
             strs(export_argv(Path::new("nsys"), Path::new("r.nsys-rep"), Path::new("r.sqlite"))),
             ["nsys", "export", "--type", "sqlite", "--force-overwrite", "true", "--output", "r.sqlite", "r.nsys-rep"]
         );
-        let old = strs(stats_argv(Path::new("nsys"), Path::new("r.sqlite"), Path::new("stats"), false));
-        assert_eq!(old[3], "nvtxsum,gpukernsum,cudaapisum");
-        let new = strs(stats_argv(Path::new("nsys"), Path::new("r.sqlite"), Path::new("stats"), true));
-        assert_eq!(new[3], "nvtx_sum,cuda_gpu_kern_sum,cuda_api_sum");
+        let configured: Vec<String> = ["nvtx_sum", "gpukernsum", "osrt_sum"].map(String::from).to_vec();
+        let stats = |new_names| {
+            strs(stats_argv(
+                Path::new("nsys"),
+                Path::new("r.sqlite"),
+                Path::new("stats"),
+                &stats_names(&configured, new_names),
+            ))
+        };
+        // Either spelling becomes the one the nsys at hand knows; other reports pass as written.
+        assert_eq!(stats(false)[3], "nvtxsum,gpukernsum,osrt_sum");
+        let new = stats(true);
+        assert_eq!(new[3], "nvtx_sum,cuda_gpu_kern_sum,osrt_sum");
         assert_eq!(&new[new.len() - 3..], ["--output", "stats", "r.sqlite"]);
         // Verbatim from nsys 2022.4 given a 2023 name.
         assert!(unknown_report("ERROR: Report 'cuda_gpu_kern_sum' could not be found."));
