@@ -410,6 +410,24 @@ fn torchscript_workload_capture_has_forward_ranges() {
     assert_eq!(count(&nvtx_ranges(&dir.join("nsys/report.nsys-rep")), "forward"), 4);
 }
 
+/// Per range name and domain, regions.json's instances and inclusive time
+/// summed over its paths equal nsys's own `nvtxsum` of the same run.
+fn assert_regions_equal_nvtxsum(dir: &Path) {
+    let regions = json(&dir.join("nsys/regions.json"));
+    let mut ours: std::collections::HashMap<String, (i64, i64)> = Default::default();
+    for r in regions["regions"].as_array().unwrap() {
+        let e = ours.entry(format!("{}:{}", r["domain"].as_str().unwrap(), r["name"].as_str().unwrap())).or_default();
+        e.0 += r["instances"].as_i64().unwrap();
+        e.1 += r["inclusive_ns"].as_i64().unwrap();
+    }
+    let rows = stats_rows(&dir.join("nsys/stats_nvtxsum.csv"));
+    assert!(rows.len() >= 8, "{rows:?}");
+    for row in rows {
+        let key = &row["Range"];
+        assert_eq!(ours[key], (row["Instances"].parse().unwrap(), row["Total Time (ns)"].parse().unwrap()), "{key}");
+    }
+}
+
 /// Rows of an `nsys stats --format csv` file, keyed by header.
 fn stats_rows(path: &Path) -> Vec<std::collections::HashMap<String, String>> {
     let mut r = csv::Reader::from_path(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -428,19 +446,8 @@ fn live_capture_regions_equal_nsys_nvtxsum_of_the_same_run() {
     for s in ["nsys_export", "nsys_stats", "nsys_regions"] {
         assert_eq!(stage(&manifest, s)["status"], "ok", "{s}");
     }
+    assert_regions_equal_nvtxsum(&dir);
     let regions = json(&dir.join("nsys/regions.json"));
-    let mut ours: std::collections::HashMap<String, (i64, i64)> = Default::default();
-    for r in regions["regions"].as_array().unwrap() {
-        let e = ours.entry(format!("{}:{}", r["domain"].as_str().unwrap(), r["name"].as_str().unwrap())).or_default();
-        e.0 += r["instances"].as_i64().unwrap();
-        e.1 += r["inclusive_ns"].as_i64().unwrap();
-    }
-    let rows = stats_rows(&dir.join("nsys/stats_nvtxsum.csv"));
-    assert!(rows.len() >= 8, "{rows:?}");
-    for row in rows {
-        let key = &row["Range"];
-        assert_eq!(ours[key], (row["Instances"].parse().unwrap(), row["Total Time (ns)"].parse().unwrap()), "{key}");
-    }
     let step = regions["regions"].as_array().unwrap().iter().find(|r| r["path"] == "decode_all::decode_step").unwrap();
     assert_eq!(
         (step["instances"].as_i64(), step["parent"].as_str(), step["domain"].as_str()),
@@ -547,19 +554,7 @@ fn nsys_stats_runs_the_configured_reports_or_none() {
     let (out, csvs, stages) = import("one", "[nvtx_sum]");
     assert_eq!(csvs, ["stats_nvtxsum.csv"], "nsys 2022.4 names it nvtxsum");
     assert!(stages.iter().any(|s| s == "nsys_stats"));
-    let regions = json(&out.join("nsys/regions.json"));
-    let mut ours: std::collections::HashMap<String, (i64, i64)> = Default::default();
-    for r in regions["regions"].as_array().unwrap() {
-        let e = ours.entry(format!("{}:{}", r["domain"].as_str().unwrap(), r["name"].as_str().unwrap())).or_default();
-        e.0 += r["instances"].as_i64().unwrap();
-        e.1 += r["inclusive_ns"].as_i64().unwrap();
-    }
-    let rows = stats_rows(&out.join("nsys/stats_nvtxsum.csv"));
-    assert!(rows.len() >= 8, "{rows:?}");
-    for row in rows {
-        let key = &row["Range"];
-        assert_eq!(ours[key], (row["Instances"].parse().unwrap(), row["Total Time (ns)"].parse().unwrap()), "{key}");
-    }
+    assert_regions_equal_nvtxsum(&out);
     let (_, csvs, stages) = import("none", "[]");
     assert!(csvs.is_empty(), "{csvs:?}");
     assert!(!stages.iter().any(|s| s == "nsys_stats"), "{stages:?}");
