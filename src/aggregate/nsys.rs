@@ -19,6 +19,8 @@ use rustc_hash::FxHashMap as HashMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use std::path::Path;
+
 use super::runs::{self, Runs};
 use crate::error::Error;
 use crate::parse::nsys_sqlite::{
@@ -178,19 +180,27 @@ pub struct Ingested {
 /// stored, which is time order in the exports we have seen; when a row comes
 /// out of order the pass starts again with SQLite sorting (`ORDER BY`).
 pub fn ingest(db: &NsysDb, strip: &[String], top_n: usize) -> Result<Ingested, Error> {
-    match ingest_in(db, strip, top_n, Order::Stored)? {
-        Some(done) => Ok(done),
-        None => {
-            tracing::debug!("{}: rows not in time order: sorting them in SQLite", db.path().display());
-            ingest_in(db, strip, top_n, Order::Sorted)?.ok_or_else(|| {
-                Error::new(
-                    crate::error::ErrorKind::Internal,
-                    format!("{}: rows still out of time order after SQLite sorted them", db.path().display()),
-                )
-                .with_hint("a bug in llmperf: please report it with the export's nsys version")
-            })
+    let mut names = Names::default();
+    let strings = db.string_ids(&mut names)?;
+    let path = db.path();
+    std::thread::scope(|s| {
+        // The kernel table's totals do not depend on row order: read once.
+        let kernels = s.spawn(|| kernel_totals(path, &strings));
+        let mut swept = sweep(path, &names, &strings, strip, Order::Stored);
+        if matches!(swept, Ok(None)) {
+            tracing::debug!("{}: rows not in time order: sorting them in SQLite", path.display());
+            swept = sweep(path, &names, &strings, strip, Order::Sorted);
         }
-    }
+        let kernels = kernels.join().expect("the kernel reader does not panic")?;
+        let (sweep, names, normalized) = swept?.ok_or_else(|| {
+            Error::new(
+                crate::error::ErrorKind::Internal,
+                format!("{}: rows still out of time order after SQLite sorted them", path.display()),
+            )
+            .with_hint("a bug in llmperf: please report it with the export's nsys version")
+        })?;
+        sweep.finish(names, normalized, kernels, top_n)
+    })
 }
 
 /// Rows travel between threads in batches of this many.
@@ -239,24 +249,44 @@ impl<T> Stream<T> {
     }
 }
 
-/// The kernel table's per-name totals and durations.
+/// The kernel table's per-name (calls, total, min, max) ns and durations.
 struct KernelTotals {
     by_name: HashMap<u32, (usize, i64, i64, i64)>,
     durations: Runs,
-    count: usize,
-    ns: i64,
     odd: usize,
 }
 
-/// One pass; None when `order` is `Stored` and the rows were not in time order.
-fn ingest_in(db: &NsysDb, strip: &[String], top_n: usize, order: Order) -> Result<Option<Ingested>, Error> {
-    let mut names = Names::default();
-    let strings = db.string_ids(&mut names)?;
-    let path = db.path().to_path_buf();
+fn kernel_totals(path: &Path, strings: &HashMap<i64, u32>) -> Result<KernelTotals, Error> {
+    let db = NsysDb::open(path)?;
+    let mut t = KernelTotals { by_name: HashMap::default(), durations: Runs::new(runs::DEFAULT_CAP), odd: 0 };
+    let mut failed = None;
+    db.each_kernel(strings, |k| {
+        if !plausible(k.start, k.end) {
+            t.odd += 1;
+            return true;
+        }
+        let ns = k.end - k.start;
+        let e = t.by_name.entry(k.name).or_insert((0, 0, i64::MAX, i64::MIN));
+        *e = (e.0 + 1, e.1.saturating_add(ns), e.2.min(ns), e.3.max(ns));
+        failed = t.durations.push(k.name, ns).err();
+        failed.is_none()
+    })?;
+    failed.map_or(Ok(t), Err)
+}
+
+/// The sweep over ranges and launches read in `order`, with the names the
+/// range reader interned and what its normalizer did; None when `order` is
+/// `Stored` and the rows were not in time order.
+fn sweep(
+    path: &Path,
+    names: &Names,
+    strings: &HashMap<i64, u32>,
+    strip: &[String],
+    order: Order,
+) -> Result<Option<(Sweep, Names, Option<Normalized>)>, Error> {
     std::thread::scope(|s| {
         let (range_tx, range_rx) = std::sync::mpsc::sync_channel(4);
         let (launch_tx, launch_rx) = std::sync::mpsc::sync_channel(4);
-        let (strings, path) = (&strings, &path);
         let mut range_names = names.clone();
         let ranges = s.spawn(move || {
             let db = NsysDb::open(path)?;
@@ -276,41 +306,12 @@ fn ingest_in(db: &NsysDb, strip: &[String], top_n: usize, order: Order) -> Resul
             out.flush();
             Ok::<_, Error>(())
         });
-        let kernels = s.spawn(move || {
-            let db = NsysDb::open(path)?;
-            let mut t = KernelTotals {
-                by_name: HashMap::default(),
-                durations: Runs::new(runs::DEFAULT_CAP),
-                count: 0,
-                ns: 0,
-                odd: 0,
-            };
-            let mut failed = None;
-            db.each_kernel(strings, |k| {
-                if !plausible(k.start, k.end) {
-                    t.odd += 1;
-                    return true;
-                }
-                let ns = k.end - k.start;
-                t.count += 1;
-                t.ns = t.ns.saturating_add(ns);
-                let e = t.by_name.entry(k.name).or_insert((0, 0, i64::MAX, i64::MIN));
-                *e = (e.0 + 1, e.1.saturating_add(ns), e.2.min(ns), e.3.max(ns));
-                failed = t.durations.push(k.name, ns).err();
-                failed.is_none()
-            })?;
-            failed.map_or(Ok(t), Err)
-        });
         let mut sweep = Sweep::default();
         let swept = sweep.run(Stream::new(range_rx), Stream::new(launch_rx));
         // The readers end when their streams end or the sweep drops them.
         let (names, normalized) = ranges.join().expect("the range reader does not panic")?;
         launches.join().expect("the launch reader does not panic")?;
-        let kernels = kernels.join().expect("the kernel reader does not panic")?;
-        if !swept? {
-            return Ok(None);
-        }
-        sweep.finish(names, normalized, kernels, top_n).map(Some)
+        Ok(swept?.then_some((sweep, names, normalized)))
     })
 }
 
@@ -557,21 +558,26 @@ impl Sweep {
         if self.ranges == 0 {
             notes.push("no NVTX ranges in the capture (not traced, or the application emitted none)".into());
         }
-        if kernels.count == 0 {
+        let (count, ns) = kernels.by_name.values().fold((0usize, 0i64), |(c, t), k| (c + k.0, t.saturating_add(k.1)));
+        if count == 0 {
             notes.push("no CUDA kernels in the capture (CUDA not traced, or nothing ran on a GPU)".into());
         }
         let unattributed = Unattributed {
-            kernel_count: kernels.count.saturating_sub(self.attributed.0),
-            gpu_time_ns: kernels.ns.saturating_sub(self.attributed.1),
+            kernel_count: count.saturating_sub(self.attributed.0),
+            gpu_time_ns: ns.saturating_sub(self.attributed.1),
         };
         // Each region's sorted durations: its median and bounded samples.
         let mut medians = vec![0; self.regions.len()];
         let mut region_samples = vec![Vec::new(); self.regions.len()];
-        let counts: Vec<usize> = self.regions.iter().map(|a| a.instances).collect();
-        each_sorted(self.durations, &counts, |region, median, samples| {
-            medians[region] = median;
-            region_samples[region] = samples;
-        })?;
+        let regions = &self.regions;
+        each_sorted(
+            self.durations,
+            |region| regions[region as usize].instances,
+            |region, median, samples| {
+                medians[region as usize] = median;
+                region_samples[region as usize] = samples;
+            },
+        )?;
         let paths = region_paths(&self.regions, &names);
         let mut rows: Vec<(Region, Vec<i64>)> = self
             .regions
@@ -626,16 +632,15 @@ impl Sweep {
         let slot: HashMap<u32, usize> =
             kernels.by_name.keys().filter_map(|id| wanted.get(names.get(*id)).map(|&i| (*id, i))).collect();
         let mut kernel_samples: Vec<Vec<i64>> = vec![Vec::new(); top.len()];
-        let max_name = kernels.by_name.keys().max().map_or(0, |m| *m as usize + 1);
-        let mut calls = vec![0; max_name];
-        for (id, sums) in &kernels.by_name {
-            calls[*id as usize] = sums.0;
-        }
-        each_sorted(kernels.durations, &calls, |id, _, samples| {
-            if let Some(&i) = slot.get(&(id as u32)) {
-                kernel_samples[i] = samples;
-            }
-        })?;
+        each_sorted(
+            kernels.durations,
+            |id| kernels.by_name[&id].0,
+            |id, _, samples| {
+                if let Some(&i) = slot.get(&id) {
+                    kernel_samples[i] = samples;
+                }
+            },
+        )?;
         let kernel_samples = top
             .iter()
             .zip(kernel_samples)
@@ -645,7 +650,7 @@ impl Sweep {
             regions: RegionsReport { schema: REGIONS_SCHEMA.into(), regions, unattributed, notes, normalized },
             top,
             samples: Samples::new(region_samples, kernel_samples),
-            kernels: kernels.count,
+            kernels: count,
         })
     }
 }
@@ -664,13 +669,17 @@ fn region_paths(regions: &[Acc], names: &Names) -> Vec<String> {
     paths
 }
 
-/// Walk the sorted (key, value) pairs key by key; `counts[key]` says how many
+/// Walk the sorted (key, value) pairs key by key; `count(key)` says how many
 /// each key has. Calls `each(key, median, bounded samples)` per key present.
-fn each_sorted(runs: Runs, counts: &[usize], mut each: impl FnMut(usize, i64, Vec<i64>)) -> Result<(), Error> {
+fn each_sorted(
+    runs: Runs,
+    count: impl Fn(u32) -> usize,
+    mut each: impl FnMut(u32, i64, Vec<i64>),
+) -> Result<(), Error> {
     let mut sorted = runs.sorted()?;
     let mut next = sorted.pop()?;
     while let Some((key, _)) = next {
-        let n = counts[key as usize];
+        let n = count(key);
         let (lower, upper) = ((n - 1) / 2, n / 2);
         let mut ranks = runs::bounded_ranks(n, crate::timings::MAX_SAMPLES).peekable();
         let (mut median, mut samples, mut rank) = (0i128, Vec::new(), 0usize);
@@ -688,7 +697,7 @@ fn each_sorted(runs: Runs, counts: &[usize], mut each: impl FnMut(usize, i64, Ve
             rank += 1;
             next = sorted.pop()?;
         }
-        each(key as usize, (median / 2) as i64, samples);
+        each(key, (median / 2) as i64, samples);
     }
     Ok(())
 }
