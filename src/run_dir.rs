@@ -182,6 +182,9 @@ pub(crate) const WORKLOAD_DIR: &str = "workload";
 pub(crate) const BASELINE_STDOUT: &str = "workload/baseline.stdout.log";
 pub(crate) const BASELINE_STDERR: &str = "workload/baseline.stderr.log";
 pub(crate) const TIMINGS_JSON: &str = "workload/timings.json";
+/// libtorch as the built-in workload's own process saw it; env.json's
+/// `libtorch` is completed from it, so `profile` never loads libtorch itself.
+pub(crate) const LIBTORCH_JSON: &str = "workload/libtorch.json";
 /// The built-in workload's timings when it ran under ncu (slowed by replay).
 pub(crate) const NCU_TIMINGS_JSON: &str = "workload/timings.ncu.json";
 /// The built-in workload run once without a profiler (`runner.run.baseline`).

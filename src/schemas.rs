@@ -38,6 +38,11 @@ pub const ARTIFACTS: &[Artifact] = &[
     },
     Artifact { pattern: run_dir::ENV_JSON, spec: "env.schema.json", schema: schema_of::<crate::provenance::Env> },
     Artifact {
+        pattern: run_dir::LIBTORCH_JSON,
+        spec: "libtorch.schema.json",
+        schema: schema_of::<crate::provenance::libtorch::Libtorch>,
+    },
+    Artifact {
         pattern: run_dir::TIMINGS_JSON,
         spec: "timings.schema.json",
         schema: schema_of::<crate::timings::Timings>,

@@ -333,6 +333,12 @@ fn cpu_llm_run_has_a_summary_with_calibrated_mfu_and_reproduces() {
     );
     assert!(summary.contains("| profiling overhead (nsys run vs baseline) |"), "{summary}");
     assert!(summary.contains("measured on this CPU by the workload"), "{summary}");
+    // libtorch as the workload's own process saw it (the parent never loads
+    // it), copied into env.json after the stages.
+    let described = json(&dir.join("workload/libtorch.json"));
+    assert_eq!(described["linked"], true, "{described}");
+    assert!(described["version"].as_str().is_some_and(|v| v.starts_with("2.")), "{described}");
+    assert_eq!(json(&dir.join("env.json"))["libtorch"], described);
     let timings = json(&dir.join("workload/timings.json"));
     let step_flops = timings["flops"]["per_call"]["decode_all::decode_step"].as_f64().unwrap();
     let step_ms = timings["stages"]["decode_all::decode_step"]["mean_ms"].as_f64().unwrap();

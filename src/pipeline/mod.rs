@@ -67,6 +67,7 @@ pub fn profile(req: Request) -> Result<Outcome, Error> {
         }
         if plan.builtin() {
             provenance::add_model_metadata(&run, provenance::inputs(cfg, &app, true))?;
+            provenance::add_libtorch(&run)?;
         }
         Ok(())
     })();

@@ -61,8 +61,14 @@ pub fn workload(
 }
 
 fn run_workload(cfg: &Config, run: &RunDir, nvtx: bool, file: &str) -> Result<(), Error> {
-    let timings = crate::plugin::run_workload(cfg, nvtx)?;
     run.subdir(run_dir::WORKLOAD_DIR)?;
+    // The first workload process of a run says what libtorch it loaded (the
+    // load is paid here anyway), before any NVTX range and even if the
+    // workload then fails; `profile` copies it into env.json.
+    if !run.join(run_dir::LIBTORCH_JSON).exists() {
+        run.write_json(run_dir::LIBTORCH_JSON, &provenance::libtorch::info())?;
+    }
+    let timings = crate::plugin::run_workload(cfg, nvtx)?;
     run.write_json(file, &timings)?;
     print_timings(&timings);
     Ok(())

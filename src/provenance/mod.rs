@@ -66,11 +66,17 @@ pub struct Probed {
 }
 
 impl Probed {
+    /// Both at once: each `--version` takes ~20 ms, which a profile run pays
+    /// before its workload starts (bench/profile_overhead.sh).
     pub fn probe(cfg: &Config) -> Self {
-        Probed {
-            nsys: Tool::probe(Kind::Nsys, &cfg.pipeline.nsys.executable),
-            ncu: Tool::probe(Kind::Ncu, &cfg.pipeline.ncu.executable),
-        }
+        std::thread::scope(|s| {
+            let ncu = s.spawn(|| Tool::probe(Kind::Ncu, &cfg.pipeline.ncu.executable));
+            let nsys = Tool::probe(Kind::Nsys, &cfg.pipeline.nsys.executable);
+            let ncu = ncu.join().unwrap_or_else(|_| {
+                Err(Error::new(crate::error::ErrorKind::Internal, "probing ncu panicked".to_string()))
+            });
+            Probed { nsys, ncu }
+        })
     }
 }
 
@@ -84,9 +90,10 @@ pub fn llmperf() -> Llmperf {
     Llmperf { version: env!("CARGO_PKG_VERSION").into(), git_revision: env!("LLMPERF_GIT_REV").into() }
 }
 
-/// `builtin`: the run's workload is a built-in one, so libtorch is loaded and
-/// described; a user's command does not use llmperf's libtorch, and loading it
-/// (~0.5 s, ~500 MB) would describe nothing about the run.
+/// `builtin`: the run's workload is a built-in one, whose own process
+/// describes libtorch ([`add_libtorch`]); this process never loads it: that
+/// costs ~0.5 s at start and exit, and a user's command does not use
+/// llmperf's libtorch at all.
 pub fn collect_env(tools: &Probed, builtin: bool) -> Env {
     Env {
         schema: ENV_SCHEMA.into(),
@@ -97,7 +104,7 @@ pub fn collect_env(tools: &Probed, builtin: bool) -> Env {
         gpu_counter_access: host::counter_access(),
         tools: Tools { nsys: ToolFact::of(&tools.nsys), ncu: ToolFact::of(&tools.ncu) },
         libtorch: if builtin {
-            libtorch::info()
+            Libtorch::not_loaded(NOT_DESCRIBED)
         } else {
             Libtorch::not_loaded("not loaded: the workload is a user command")
         },
@@ -154,6 +161,20 @@ pub fn inputs(cfg: &Config, argv: &[OsString], builtin: bool) -> Inputs {
         device: cfg.device.to_string(),
         model_metadata: None,
     }
+}
+
+const NOT_DESCRIBED: &str = "not described: the built-in workload did not start (see the stage logs)";
+
+/// Complete `env.json` with libtorch as the built-in workload's process saw it
+/// (`workload/libtorch.json`), once a workload process has run.
+pub fn add_libtorch(run: &crate::run_dir::RunDir) -> Result<(), crate::error::Error> {
+    use crate::run_dir::{ENV_JSON, LIBTORCH_JSON};
+    let (Some(lt), Some(mut env)) = (run.read_json::<Libtorch>(LIBTORCH_JSON), run.read_json::<Env>(ENV_JSON)) else {
+        return Ok(());
+    };
+    env.libtorch = lt;
+    run.write_json(ENV_JSON, &env)?;
+    Ok(())
 }
 
 /// Complete `inputs.yaml` with the model metadata from `workload/timings.json`, if the workload wrote it.
