@@ -6,11 +6,12 @@
 # checked against the generator's ground truth before its time counts.
 #
 #   bench/nsys_ingest.sh [RANGES] [KERNELS]
-#   SHARED_BENCH=../shared/bench  WORK=${TMPDIR:-/tmp}/llmperf-bench  LLMPERF=target/release/llmperf
+#   RUNS=3  SHARED_BENCH=../shared/bench  WORK=${TMPDIR:-/tmp}/llmperf-bench  LLMPERF=target/release/llmperf
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RANGES=${1:-1000000}
 KERNELS=${2:-1000000}
+RUNS=${RUNS:-3}
 SHARED_BENCH=${SHARED_BENCH:-../shared/bench}
 WORK=${WORK:-${TMPDIR:-/tmp}/llmperf-bench}
 [ -n "${LLMPERF:-}" ] || cargo build --release --locked -p llmperf >&2
@@ -21,6 +22,17 @@ if [ ! -f "$DB" ]; then
     [ -f "$SHARED_BENCH/gen_nsys_sqlite.py" ] || { echo "need $SHARED_BENCH/gen_nsys_sqlite.py (set SHARED_BENCH)" >&2; exit 1; }
     python3 "$SHARED_BENCH/gen_nsys_sqlite.py" --ranges "$RANGES" --kernels "$KERNELS" --out "$DB" --expect "${DB%.sqlite}.json"
 fi
+
+# median_of N CMD...: runs CMD (which prints "seconds peak_kib") N times; prints the
+# median seconds and the largest peak.
+median_of() {
+    local n=$1
+    shift
+    for _ in $(seq "$n"); do "$@"; done | python3 -c '
+import statistics, sys
+runs = [line.split() for line in sys.stdin]
+print(statistics.median(float(t) for t, _ in runs), max(int(float(m)) for _, m in runs))'
+}
 
 # Prints "seconds peak_rss_kib" of a command (GNU time), its output discarded.
 timed() {
@@ -54,9 +66,9 @@ print(f"llmperf output matches the ground truth: {len(expect['ranges'])} range n
 PY
     echo "$t"
 }
-read -r t_ll m_ll < <(ingest "$WORK/llmperf-out" "$BIN")
-read -r t_nv m_nv < <(timed nsys stats --report nvtxsum --format csv --output "$WORK/nsys_stats" --force-overwrite true "$DB")
-read -r t_gk m_gk < <(timed nsys stats --report gpukernsum --format csv --output "$WORK/nsys_stats" --force-overwrite true "$DB")
+read -r t_ll m_ll < <(median_of "$RUNS" ingest "$WORK/llmperf-out" "$BIN")
+read -r t_nv m_nv < <(median_of "$RUNS" timed nsys stats --report nvtxsum --format csv --output "$WORK/nsys_stats" --force-overwrite true "$DB")
+read -r t_gk m_gk < <(median_of "$RUNS" timed nsys stats --report gpukernsum --format csv --output "$WORK/nsys_stats" --force-overwrite true "$DB")
 # nvtxkernsum is nsys's per-range kernel attribution: what regions.json's kernel columns hold.
 # It needs about 2 GB and 30 s per million ranges here: skipped above 2 million
 # (NVTXKERNSUM=1 forces it, NVTXKERNSUM=0 skips it).
@@ -64,11 +76,12 @@ t_nk=nan m_nk=nan
 if [ "${NVTXKERNSUM:-$([ "$RANGES" -le 2000000 ] && echo 1 || echo 0)}" = 1 ]; then
     read -r t_nk m_nk < <(timed nsys stats --report nvtxkernsum --format csv --output "$WORK/nsys_stats" --force-overwrite true "$DB")
 fi
-python3 - "$RANGES" "$KERNELS" "$t_ll" "$m_ll" "$t_nv" "$m_nv" "$t_gk" "$m_gk" "$t_nk" "$m_nk" <<'PY'
-import sys
+RUNS=$RUNS python3 - "$RANGES" "$KERNELS" "$t_ll" "$m_ll" "$t_nv" "$m_nv" "$t_gk" "$m_gk" "$t_nk" "$m_nk" <<'PY'
+import os, sys
+runs = os.environ["RUNS"]
 r, k = sys.argv[1:3]
 t_ll, m_ll, t_nv, m_nv, t_gk, m_gk, t_nk, m_nk = map(float, sys.argv[3:])
-print(f"input: {int(r):,} NVTX ranges, {int(k):,} kernels")
+print(f"input: {int(r):,} NVTX ranges, {int(k):,} kernels; seconds are medians of {runs} runs, peaks the largest")
 print(f"{'tool':44} {'seconds':>8} {'peak MiB':>9}")
 print(f"{'llmperf import nsys (regions + top kernels)':44} {t_ll:8.2f} {m_ll/1024:9.0f}")
 print(f"{'nsys stats --report nvtxsum':44} {t_nv:8.2f} {m_nv/1024:9.0f}")

@@ -256,17 +256,24 @@ fn kernels_of_two_processes_are_attributed_through_their_own_launch_calls() {
     assert_eq!(kernels, 4010);
 }
 
+/// A copy of a corpus export to rewrite, in a directory dropped with the test.
+fn writable_copy(db: &Path) -> (tempfile::TempDir, std::path::PathBuf, rusqlite::Connection) {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("copy.sqlite");
+    std::fs::copy(db, &copy).unwrap();
+    let conn = rusqlite::Connection::open(&copy).unwrap();
+    (dir, copy, conn)
+}
+
 /// Rows stored out of time order (newer exports promise no order) give the
 /// same reports as rows in order: ingestion sees the disorder and lets SQLite
-/// sort. The copy stores its NVTX and runtime rows newest first.
+/// sort. The copy stores its NVTX, runtime and kernel rows newest first (the
+/// launch join then reads every kernel ahead before the first launch call).
 #[test]
 fn rows_stored_out_of_time_order_give_the_same_reports() {
     let Some(db) = corpus!(MEMFUSION) else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let copy = dir.path().join("reversed.sqlite");
-    std::fs::copy(&db, &copy).unwrap();
-    let conn = rusqlite::Connection::open(&copy).unwrap();
-    for table in ["NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME"] {
+    let (_dir, copy, conn) = writable_copy(&db);
+    for table in ["NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL"] {
         conn.execute_batch(&format!(
             "CREATE TABLE t AS SELECT * FROM {table} ORDER BY start DESC; DELETE FROM {table}; \
              INSERT INTO {table} SELECT * FROM t; DROP TABLE t;"
@@ -278,6 +285,33 @@ fn rows_stored_out_of_time_order_give_the_same_reports() {
     let last: i64 =
         conn.query_row("SELECT max(start) FROM NVTX_EVENTS WHERE eventType = 59", [], |r| r.get(0)).unwrap();
     assert_eq!(first, last, "the copy stores its newest range first");
+    drop(conn);
+    let (a, b) = (ingest(&db), ingest(&copy));
+    assert!(a.0.regions.iter().any(|r| r.kernel_count > 0), "a capture with attributed kernels");
+    assert_eq!(serde_json::to_value(&a.0).unwrap(), serde_json::to_value(&b.0).unwrap());
+    assert_eq!(serde_json::to_value(&a.1).unwrap(), serde_json::to_value(&b.1).unwrap());
+}
+
+/// A kernel table further out of correlation-id order than the streaming
+/// launch join reads ahead ([`MAX_DISORDER`] ids) is joined by SQLite instead,
+/// with the same reports. The copy stores its kernels newest first and
+/// multiplies every correlation id (kernels and launch calls alike) by 1,000.
+#[test]
+fn kernels_far_out_of_id_order_are_joined_by_sqlite_with_the_same_reports() {
+    use llmperf::parse::launch_join::MAX_DISORDER;
+    let Some(db) = corpus!(MEMFUSION) else { return };
+    let (_dir, copy, conn) = writable_copy(&db);
+    conn.execute_batch(
+        "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET correlationId = correlationId * 1000; \
+         UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET correlationId = correlationId * 1000; \
+         CREATE TABLE t AS SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start DESC; \
+         DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL; INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM t; DROP TABLE t;",
+    )
+    .unwrap();
+    let spread: i64 = conn
+        .query_row("SELECT max(correlationId) - min(correlationId) FROM CUPTI_ACTIVITY_KIND_KERNEL", [], |r| r.get(0))
+        .unwrap();
+    assert!(spread > MAX_DISORDER, "newest first, the ids fall by {spread}: past what the join reads ahead");
     drop(conn);
     let (a, b) = (ingest(&db), ingest(&copy));
     assert!(a.0.regions.iter().any(|r| r.kernel_count > 0), "a capture with attributed kernels");

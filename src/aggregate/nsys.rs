@@ -24,7 +24,7 @@ use std::path::Path;
 use super::runs::{self, Runs};
 use crate::error::Error;
 use crate::parse::nsys_sqlite::{
-    odd_note, pid_of, plausible, tid_of, Launched, Names, NsysDb, NvtxRange, Order, Style,
+    odd_note, pid_of, plausible, tid_of, Kernel, Launched, Names, NsysDb, NvtxRange, Order, Style,
 };
 use crate::regions;
 
@@ -171,10 +171,10 @@ pub struct Ingested {
 /// the samples behind both. `strip`: the PyTorch attribute keys stripped from
 /// range names (`report.nvtx_attributes`; empty strips nothing).
 ///
-/// Three readers run at once, each on its own connection: the NVTX ranges,
-/// the kernels joined to their launch calls (both in time order), and the
-/// kernel table for the per-name totals. This thread sweeps the first two in
-/// time order, holding per thread only the ranges open at the moment, plus
+/// Two readers run at once, each on its own connection: the NVTX ranges, and
+/// the kernels joined to their launch calls ([`crate::parse::launch_join`];
+/// both in time order), which on the way gives every kernel to the per-name
+/// totals. This thread sweeps the two in time order, holding per thread only the ranges open at the moment, plus
 /// one accumulator per region; instance durations go to sorted runs on disk
 /// ([`super::runs`]) for the medians and samples. The rows are first read as
 /// stored, which is time order in the exports we have seen; when a row comes
@@ -183,28 +183,26 @@ pub fn ingest(db: &NsysDb, strip: &[String], top_n: usize) -> Result<Ingested, E
     let mut names = Names::default();
     let strings = db.string_ids(&mut names)?;
     let path = db.path();
-    std::thread::scope(|s| {
-        // The kernel table's totals do not depend on row order: read once.
-        let kernels = s.spawn(|| kernel_totals(path, &strings));
-        let mut swept = sweep(path, &names, &strings, strip, Order::Stored);
-        if matches!(swept, Ok(None)) {
-            tracing::debug!("{}: rows not in time order: sorting them in SQLite", path.display());
-            swept = sweep(path, &names, &strings, strip, Order::Sorted);
-        }
-        let kernels = kernels.join().expect("the kernel reader does not panic")?;
-        let (sweep, names, normalized) = swept?.ok_or_else(|| {
-            Error::new(
-                crate::error::ErrorKind::Internal,
-                format!("{}: rows still out of time order after SQLite sorted them", path.display()),
-            )
-            .with_hint("a bug in llmperf: please report it with the export's nsys version")
-        })?;
-        sweep.finish(names, normalized, kernels, top_n)
-    })
+    let mut swept = sweep(path, &names, &strings, strip, Order::Stored);
+    if matches!(swept, Ok(None)) {
+        tracing::debug!("{}: rows not in time order: sorting them in SQLite", path.display());
+        swept = sweep(path, &names, &strings, strip, Order::Sorted);
+    }
+    let Swept { sweep, names, normalized, kernels } = swept?.ok_or_else(|| {
+        Error::new(
+            crate::error::ErrorKind::Internal,
+            format!("{}: rows still out of time order after SQLite sorted them", path.display()),
+        )
+        .with_hint("a bug in llmperf: please report it with the export's nsys version")
+    })?;
+    sweep.finish(names, normalized, kernels, top_n)
 }
 
-/// Rows travel between threads in batches of this many.
+/// Rows travel between threads in batches of this many,
 const BATCH: usize = 4096;
+/// with up to this many batches in flight per stream (~3 MB): room for a
+/// reader to run ahead while the sweep waits on the other stream.
+const IN_FLIGHT: usize = 16;
 
 /// Sends rows in batches; false once the receiver is gone (the sweep stopped).
 struct Batcher<T> {
@@ -254,24 +252,36 @@ struct KernelTotals {
     by_name: HashMap<u32, (usize, i64, i64, i64)>,
     durations: Runs,
     odd: usize,
+    /// The first error of writing `durations` to disk.
+    failed: Option<Error>,
 }
 
-fn kernel_totals(path: &Path, strings: &HashMap<i64, u32>) -> Result<KernelTotals, Error> {
-    let db = NsysDb::open(path)?;
-    let mut t = KernelTotals { by_name: HashMap::default(), durations: Runs::new(runs::DEFAULT_CAP), odd: 0 };
-    let mut failed = None;
-    db.each_kernel(strings, |k| {
+impl KernelTotals {
+    fn new() -> Self {
+        KernelTotals { by_name: HashMap::default(), durations: Runs::new(runs::DEFAULT_CAP), odd: 0, failed: None }
+    }
+
+    fn add(&mut self, k: Kernel) {
         if !plausible(k.start, k.end) {
-            t.odd += 1;
-            return true;
+            self.odd += 1;
+            return;
         }
         let ns = k.end - k.start;
-        let e = t.by_name.entry(k.name).or_insert((0, 0, i64::MAX, i64::MIN));
+        let e = self.by_name.entry(k.name).or_insert((0, 0, i64::MAX, i64::MIN));
         *e = (e.0 + 1, e.1.saturating_add(ns), e.2.min(ns), e.3.max(ns));
-        failed = t.durations.push(k.name, ns).err();
-        failed.is_none()
-    })?;
-    failed.map_or(Ok(t), Err)
+        if self.failed.is_none() {
+            self.failed = self.durations.push(k.name, ns).err();
+        }
+    }
+}
+
+/// A finished sweep, the names interned by the range reader, what its
+/// normalizer did, and the kernel table's totals.
+struct Swept {
+    sweep: Sweep,
+    names: Names,
+    normalized: Option<Normalized>,
+    kernels: KernelTotals,
 }
 
 /// The sweep over ranges and launches read in `order`, with the names the
@@ -283,10 +293,10 @@ fn sweep(
     strings: &HashMap<i64, u32>,
     strip: &[String],
     order: Order,
-) -> Result<Option<(Sweep, Names, Option<Normalized>)>, Error> {
+) -> Result<Option<Swept>, Error> {
     std::thread::scope(|s| {
-        let (range_tx, range_rx) = std::sync::mpsc::sync_channel(4);
-        let (launch_tx, launch_rx) = std::sync::mpsc::sync_channel(4);
+        let (range_tx, range_rx) = std::sync::mpsc::sync_channel(IN_FLIGHT);
+        let (launch_tx, launch_rx) = std::sync::mpsc::sync_channel(IN_FLIGHT);
         let mut range_names = names.clone();
         let ranges = s.spawn(move || {
             let db = NsysDb::open(path)?;
@@ -302,16 +312,17 @@ fn sweep(
         let launches = s.spawn(move || {
             let db = NsysDb::open(path)?;
             let mut out = Batcher::new(launch_tx);
-            db.each_launched(order, |l| out.push(l))?;
+            let mut totals = KernelTotals::new();
+            db.each_launched(order, strings, |k| totals.add(k), |l| out.push(l))?;
             out.flush();
-            Ok::<_, Error>(())
+            totals.failed.take().map_or(Ok(totals), Err)
         });
         let mut sweep = Sweep::default();
         let swept = sweep.run(Stream::new(range_rx), Stream::new(launch_rx));
         // The readers end when their streams end or the sweep drops them.
         let (names, normalized) = ranges.join().expect("the range reader does not panic")?;
-        launches.join().expect("the launch reader does not panic")?;
-        Ok(swept?.then_some((sweep, names, normalized)))
+        let totals = launches.join().expect("the launch reader does not panic")?;
+        Ok(swept?.then_some(Swept { sweep, names, normalized, kernels: totals }))
     })
 }
 
@@ -566,18 +577,41 @@ impl Sweep {
             kernel_count: count.saturating_sub(self.attributed.0),
             gpu_time_ns: ns.saturating_sub(self.attributed.1),
         };
-        // Each region's sorted durations: its median and bounded samples.
+        let top = top_kernel_rows(kernels.by_name.iter().map(|(id, sums)| (names.get(*id).to_string(), *sums)), top_n);
+        // The listed kernels' launch durations, bounded like region samples.
+        let wanted: HashMap<&str, usize> = top.iter().enumerate().map(|(i, k)| (k.name.as_str(), i)).collect();
+        let slot: HashMap<u32, usize> =
+            kernels.by_name.keys().filter_map(|id| wanted.get(names.get(*id)).map(|&i| (*id, i))).collect();
+        let mut kernel_samples: Vec<Vec<i64>> = vec![Vec::new(); top.len()];
+        // Each region's sorted durations: its median and bounded samples; the
+        // kernels' sorted durations at the same time, on another thread.
         let mut medians = vec![0; self.regions.len()];
         let mut region_samples = vec![Vec::new(); self.regions.len()];
         let regions = &self.regions;
-        each_sorted(
-            self.durations,
-            |region| regions[region as usize].instances,
-            |region, median, samples| {
-                medians[region as usize] = median;
-                region_samples[region as usize] = samples;
-            },
-        )?;
+        let by_name = &kernels.by_name;
+        let (kernel_runs, kernel_samples_out) = (kernels.durations, &mut kernel_samples);
+        std::thread::scope(|s| {
+            let kernels = s.spawn(move || {
+                each_sorted(
+                    kernel_runs,
+                    |id| by_name[&id].0,
+                    |id, _, samples| {
+                        if let Some(&i) = slot.get(&id) {
+                            kernel_samples_out[i] = samples;
+                        }
+                    },
+                )
+            });
+            let regions = each_sorted(
+                self.durations,
+                |region| regions[region as usize].instances,
+                |region, median, samples| {
+                    medians[region as usize] = median;
+                    region_samples[region as usize] = samples;
+                },
+            );
+            kernels.join().expect("the kernel runs' merge does not panic").and(regions)
+        })?;
         let paths = region_paths(&self.regions, &names);
         let mut rows: Vec<(Region, Vec<i64>)> = self
             .regions
@@ -626,21 +660,6 @@ impl Sweep {
                 (r, s)
             })
             .unzip();
-        let top = top_kernel_rows(kernels.by_name.iter().map(|(id, sums)| (names.get(*id).to_string(), *sums)), top_n);
-        // The listed kernels' launch durations, bounded like region samples.
-        let wanted: HashMap<&str, usize> = top.iter().enumerate().map(|(i, k)| (k.name.as_str(), i)).collect();
-        let slot: HashMap<u32, usize> =
-            kernels.by_name.keys().filter_map(|id| wanted.get(names.get(*id)).map(|&i| (*id, i))).collect();
-        let mut kernel_samples: Vec<Vec<i64>> = vec![Vec::new(); top.len()];
-        each_sorted(
-            kernels.durations,
-            |id| kernels.by_name[&id].0,
-            |id, _, samples| {
-                if let Some(&i) = slot.get(&id) {
-                    kernel_samples[i] = samples;
-                }
-            },
-        )?;
         let kernel_samples = top
             .iter()
             .zip(kernel_samples)

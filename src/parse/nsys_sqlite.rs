@@ -14,6 +14,8 @@ use rustc_hash::FxHashMap;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
+use super::launch_join;
+use super::sqlite_rows::Rows;
 use crate::error::{Error, ErrorKind};
 use crate::provenance::capture::{CaptureGpu, CaptureHost};
 
@@ -125,8 +127,22 @@ pub(crate) fn tid_of(global_tid: i64) -> i64 {
     global_tid & 0xFF_FFFF
 }
 
+/// Before the first connection: no memory statistics. With them, every
+/// allocation of every connection takes one global mutex, and the three
+/// readers of an ingestion (aggregate::nsys) spent their time waiting on it
+/// for each page they read.
+fn configure_sqlite() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: called before any connection is opened in this process (all
+        // go through NsysDb::open); a late call only returns SQLITE_MISUSE.
+        unsafe { rusqlite::ffi::sqlite3_config(rusqlite::ffi::SQLITE_CONFIG_MEMSTATUS, 0 as std::ffi::c_int) };
+    });
+}
+
 impl NsysDb {
     pub fn open(path: &Path) -> Result<NsysDb, Error> {
+        configure_sqlite();
         let bad = |what: String| {
             Error::new(ErrorKind::Unparseable, format!("{}: {what}", path.display()))
                 .with_hint("pass the SQLite file of `nsys export --type sqlite` (or the .nsys-rep/.qdrep it came from)")
@@ -285,7 +301,7 @@ impl NsysDb {
         }
         let push_pop = self.event_type("NvtxPushPopRange", PUSH_POP);
         let start_end = self.event_type("NvtxStartEndRange", START_END);
-        let domains: HashMap<i64, u32> =
+        let domains: FxHashMap<i64, u32> =
             self.domains()?.into_iter().map(|(id, name)| (id, names.intern(&name))).collect();
         let cols = self.columns("NVTX_EVENTS");
         let text_id = if cols.contains("textId") { "e.textId" } else { "NULL" };
@@ -293,25 +309,23 @@ impl NsysDb {
         let order_by = if order == Order::Sorted { "ORDER BY e.start, e.end DESC" } else { "" };
         let sql = format!(
             "SELECT e.start, e.end, e.eventType, e.text, {text_id}, {domain}, e.globalTid FROM NVTX_EVENTS e \
-             WHERE e.eventType IN (?1, ?2) AND e.end IS NOT NULL {order_by}"
+             WHERE e.eventType IN ({push_pop}, {start_end}) AND e.end IS NOT NULL {order_by}"
         );
         let what = "NVTX_EVENTS";
-        let mut stmt = self.conn.prepare(&sql).map_err(|e| self.sql_error(what, e))?;
-        let mut rows = stmt.query([push_pop, start_end]).map_err(|e| self.sql_error(what, e))?;
-        while let Some(r) = rows.next().map_err(|e| self.sql_error(what, e))? {
-            let get = |e| self.sql_error(what, e);
+        let mut rows = Rows::query(&self.conn, &sql).map_err(|e| self.sql_error(what, e))?;
+        while rows.step().map_err(|e| self.sql_error(what, e))? {
             // Unregistered strings are inline in `text`; registered ones are StringIds via textId.
-            let name = match r.get_ref(3).map_err(get)?.as_str_or_null().map_err(|e| get(e.into()))? {
-                Some(text) => names.intern(text),
-                None => r.get::<_, Option<i64>>(4).map_err(get)?.and_then(|id| strings.get(&id).copied()).unwrap_or(0),
+            let name = match rows.text(3) {
+                Some(text) => names.intern(&text),
+                None => rows.opt_int(4).and_then(|id| strings.get(&id).copied()).unwrap_or(0),
             };
             let range = NvtxRange {
-                start: r.get(0).map_err(get)?,
-                end: r.get(1).map_err(get)?,
-                style: if r.get::<_, i64>(2).map_err(get)? == push_pop { Style::PushPop } else { Style::StartEnd },
+                start: rows.int(0),
+                end: rows.int(1),
+                style: if rows.int(2) == push_pop { Style::PushPop } else { Style::StartEnd },
                 name,
-                domain: domains.get(&r.get::<_, i64>(5).map_err(get)?).copied().unwrap_or(0),
-                global_tid: r.get::<_, Option<i64>>(6).map_err(get)?.unwrap_or(0),
+                domain: domains.get(&rows.int(5)).copied().unwrap_or(0),
+                global_tid: rows.int(6),
             };
             if !each(range, names) {
                 break;
@@ -330,6 +344,16 @@ impl NsysDb {
             .query_map([create], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Option<String>>(1)?.unwrap_or_default())))
             .map_err(|e| self.sql_error("NVTX domains", e))?;
         rows.collect::<Result<_, _>>().map_err(|e| self.sql_error("NVTX domains", e))
+    }
+
+    /// The kernel table's process key for the launch join: correlation ids
+    /// count the calls of one process, so two processes reuse them.
+    fn kernel_pid(&self) -> &'static str {
+        if self.columns("CUPTI_ACTIVITY_KIND_KERNEL").contains("globalPid") {
+            "globalPid >> 24"
+        } else {
+            "0"
+        }
     }
 
     /// The demangled (else short) name column of the kernel table.
@@ -351,12 +375,10 @@ impl NsysDb {
         }
         let sql = format!("SELECT start, end, {} FROM CUPTI_ACTIVITY_KIND_KERNEL", self.kernel_name_column());
         let what = "CUPTI_ACTIVITY_KIND_KERNEL";
-        let mut stmt = self.conn.prepare(&sql).map_err(|e| self.sql_error(what, e))?;
-        let mut rows = stmt.query([]).map_err(|e| self.sql_error(what, e))?;
-        while let Some(r) = rows.next().map_err(|e| self.sql_error(what, e))? {
-            let get = |e| self.sql_error(what, e);
-            let name = r.get::<_, Option<i64>>(2).map_err(get)?.and_then(|id| strings.get(&id).copied()).unwrap_or(0);
-            if !each(Kernel { start: r.get(0).map_err(get)?, end: r.get(1).map_err(get)?, name }) {
+        let mut rows = Rows::query(&self.conn, &sql).map_err(|e| self.sql_error(what, e))?;
+        while rows.step().map_err(|e| self.sql_error(what, e))? {
+            let name = rows.opt_int(2).and_then(|id| strings.get(&id).copied()).unwrap_or(0);
+            if !each(Kernel { start: rows.int(0), end: rows.int(1), name }) {
                 break;
             }
         }
@@ -367,16 +389,114 @@ impl NsysDb {
     /// process with the kernel's correlation id), each passed to `each` until
     /// it returns false; by launch time with [`Order::Sorted`], else in the
     /// runtime table's order. Kernels without a traced launch call are left out.
-    pub fn each_launched(&self, order: Order, mut each: impl FnMut(Launched) -> bool) -> Result<(), Error> {
-        if !self.has_table("CUPTI_ACTIVITY_KIND_KERNEL") || !self.has_table("CUPTI_ACTIVITY_KIND_RUNTIME") {
+    /// On the way, every kernel of the table goes to `every_kernel` (names
+    /// interned through `strings`), so that the table is read once for both
+    /// (unless `each` stopped the pass).
+    ///
+    /// Joined in one streaming pass ([`super::launch_join`]) after a pass
+    /// over the kernels' ids measures how far their stored order strays from
+    /// id order. An export that strays further than
+    /// [`launch_join::MAX_DISORDER`] is joined by SQLite (slower: it indexes
+    /// the kernels for every query).
+    pub fn each_launched(
+        &self,
+        order: Order,
+        strings: &FxHashMap<i64, u32>,
+        mut every_kernel: impl FnMut(Kernel),
+        mut each: impl FnMut(Launched) -> bool,
+    ) -> Result<(), Error> {
+        if !self.has_table("CUPTI_ACTIVITY_KIND_RUNTIME") {
+            return self.each_kernel(strings, |k| {
+                every_kernel(k);
+                true
+            });
+        }
+        if !self.has_table("CUPTI_ACTIVITY_KIND_KERNEL") {
             return Ok(());
         }
-        // Correlation ids count the calls of one process: two processes reuse them.
-        let same_process = if self.columns("CUPTI_ACTIVITY_KIND_KERNEL").contains("globalPid") {
-            "AND (k.globalPid >> 24) = (r.globalTid >> 24)"
-        } else {
-            ""
+        let k_pid = self.kernel_pid();
+        let by_process = k_pid != "0";
+        let r_pid = if by_process { "globalTid >> 24" } else { "0" };
+        let order_by = if order == Order::Sorted { "ORDER BY start" } else { "" };
+        let kernels = format!(
+            "SELECT {k_pid}, correlationId, start, end, {} FROM CUPTI_ACTIVITY_KIND_KERNEL",
+            self.kernel_name_column()
+        );
+        let kernel_ids =
+            format!("SELECT {k_pid}, correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE correlationId IS NOT NULL");
+        let calls = format!(
+            "SELECT {r_pid}, correlationId, globalTid, start FROM CUPTI_ACTIVITY_KIND_RUNTIME \
+             WHERE correlationId IS NOT NULL {order_by}"
+        );
+        let what = "CUPTI_ACTIVITY_KIND_RUNTIME and CUPTI_ACTIVITY_KIND_KERNEL";
+        let sql = |e| self.sql_error(what, e);
+        let ids = |query: &str| -> Result<_, Error> {
+            let mut rows = Rows::query(&self.conn, query).map_err(sql)?;
+            let rows =
+                std::iter::from_fn(|| rows.step().map(|more| more.then(|| (rows.int(0), rows.int(1)))).transpose());
+            launch_join::disorder(rows).map_err(sql)
         };
+        let kernel_order = &ids(&kernel_ids)?;
+        let worst = launch_join::worst(kernel_order);
+        if worst > launch_join::MAX_DISORDER {
+            tracing::debug!("{}: correlation ids {worst} out of order: SQLite joins the kernels", self.path.display());
+            self.each_kernel(strings, |k| {
+                every_kernel(k);
+                true
+            })?;
+            return self.each_launched_by_sqlite(order, by_process, each);
+        }
+        let mut k_rows = Rows::query(&self.conn, &kernels).map_err(sql)?;
+        let mut c_rows = Rows::query(&self.conn, &calls).map_err(sql)?;
+        // Every kernel row goes to `every_kernel`; those with an id, to the join.
+        let mut k_rows = std::iter::from_fn(|| loop {
+            match k_rows.step().map_err(sql) {
+                Ok(true) => {}
+                Ok(false) => return None,
+                Err(e) => return Some(Err(e)),
+            }
+            let name = k_rows.opt_int(4).and_then(|id| strings.get(&id).copied()).unwrap_or(0);
+            let span = (k_rows.int(2), k_rows.int(3));
+            every_kernel(Kernel { start: span.0, end: span.1, name });
+            if let Some(id) = k_rows.opt_int(1) {
+                return Some(Ok(launch_join::Executed { pid: k_rows.int(0), id, span }));
+            }
+        });
+        let c_rows = std::iter::from_fn(|| {
+            let call = |r: &Rows| launch_join::Call { pid: r.int(0), id: r.int(1), row: (r.int(2), r.int(3)) };
+            c_rows.step().map(|more| more.then(|| call(&c_rows))).map_err(sql).transpose()
+        });
+        // The launch calls' disorder is measured only if the join asks.
+        let call_order = || ids(&calls);
+        let mut stopped = false;
+        let held = launch_join::join(
+            c_rows,
+            k_rows.by_ref(),
+            kernel_order,
+            call_order,
+            |&(global_tid, launch), (start, end)| {
+                stopped = !each(Launched { global_tid, launch, start, end });
+                !stopped
+            },
+        )?;
+        if !stopped {
+            // The kernels after the last launch call's.
+            for k in k_rows {
+                k?;
+            }
+        }
+        tracing::debug!("launch join: ids out of order by at most {worst}; at most {held} kernels held");
+        Ok(())
+    }
+
+    /// [`Self::each_launched`] by SQLite's join, for exports whose ids stray too far.
+    fn each_launched_by_sqlite(
+        &self,
+        order: Order,
+        by_process: bool,
+        mut each: impl FnMut(Launched) -> bool,
+    ) -> Result<(), Error> {
+        let same_process = if by_process { "AND (k.globalPid >> 24) = (r.globalTid >> 24)" } else { "" };
         let order_by = if order == Order::Sorted { "ORDER BY r.start" } else { "" };
         // CROSS JOIN keeps the runtime table outside: its rows come in stored
         // order, and SQLite indexes the kernels' correlation ids for the lookup.

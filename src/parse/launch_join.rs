@@ -1,0 +1,334 @@
+//! parse: kernels joined to their launch calls in one pass over both tables,
+//! in the launch calls' order, holding only the kernels read ahead.
+//!
+//! A kernel and its launch call share a correlation id, which counts the API
+//! calls of one process. SQLite can join the two tables only through an index
+//! it builds on the kernels for each query: 0.56 s of a 1M-kernel export, more
+//! than reading all three tables of an ingestion (issue 18). Two facts make a
+//! streaming join exact instead:
+//!
+//! - *Kernel disorder.* Per process, the kernel table's stored order is almost
+//!   correlation order: a kernel can follow a later launch's kernel (another
+//!   stream ran first), by at most `D` ids. A first pass measures `D` exactly:
+//!   the largest amount by which a kernel's id falls below the largest id
+//!   before it. So once a kernel with an id above `c + D` has been read, every
+//!   kernel with id `c` has been (were one later, that kernel would be more
+//!   than `D` below an id before it). The join reads kernels ahead only that
+//!   far, keeping them by (process, id) until their launch call comes.
+//! - *Launch disorder.* The launch calls' order (stored, or by start) is
+//!   almost correlation order too, by at most `R` ids (threads of one process
+//!   interleave). A kernel read ahead whose id is more than `R` below the
+//!   largest launch id seen has no launch call (a driver-API launch, say):
+//!   it can never match and is dropped, so such kernels do not pile up.
+//!
+//! What is held is the kernels read ahead: those queued on the GPU behind
+//! their launch, plus up to `D` ids of reordering, plus at most [`HOLD`]
+//! kernels before any are dropped (`R` costs a pass over the launch calls,
+//! made only once that many are held). [`MAX_DISORDER`] bounds `D`: an export
+//! more out of order than that is joined by SQLite instead.
+use rustc_hash::FxHashMap;
+
+/// Beyond this many ids of disorder, the caller falls back to SQLite's join.
+pub const MAX_DISORDER: i64 = 1 << 16;
+
+/// How often (in launch rows) kernels that can no longer match are dropped
+/// (often in tests, so that their small traces see it happen).
+const SWEEP_EVERY: usize = if cfg!(test) { 16 } else { 4096 };
+/// Dropping needs the launch calls' disorder, which costs a pass over them:
+/// it is measured only once this many kernels are held.
+const HOLD: usize = if cfg!(test) { 8 } else { 1 << 14 };
+
+/// Per process: how many rows, the largest id, and the disorder of the ids
+/// in the order they were read.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Disorder {
+    pub rows: u64,
+    pub max_id: i64,
+    pub disorder: i64,
+}
+
+/// The disorder per process of (process, correlation id) rows in read order.
+pub fn disorder<E>(rows: impl Iterator<Item = Result<(i64, i64), E>>) -> Result<FxHashMap<i64, Disorder>, E> {
+    let mut by_pid: FxHashMap<i64, Disorder> = FxHashMap::default();
+    for row in rows {
+        let (pid, id) = row?;
+        note(&mut by_pid, pid, id);
+    }
+    Ok(by_pid)
+}
+
+/// Counts the next row of [`disorder`].
+pub fn note(by_pid: &mut FxHashMap<i64, Disorder>, pid: i64, id: i64) {
+    let d = by_pid.entry(pid).or_insert(Disorder { rows: 0, max_id: i64::MIN, disorder: 0 });
+    if d.rows > 0 && id < d.max_id {
+        d.disorder = d.disorder.max(d.max_id - id);
+    }
+    d.max_id = d.max_id.max(id);
+    d.rows += 1;
+}
+
+/// The largest disorder of any process.
+pub fn worst(by_pid: &FxHashMap<i64, Disorder>) -> i64 {
+    by_pid.values().map(|d| d.disorder).max().unwrap_or(0)
+}
+
+/// A launch call: process, correlation id, and what the caller carries along.
+pub struct Call<T> {
+    pub pid: i64,
+    pub id: i64,
+    pub row: T,
+}
+
+/// A kernel: process, correlation id, and its (start, end).
+pub struct Executed {
+    pub pid: i64,
+    pub id: i64,
+    pub span: (i64, i64),
+}
+
+/// Calls each launch call's kernels, in `calls` order (a call's kernels in
+/// `kernels` order: a CUDA graph launch has many), as `each(&call, span)`
+/// until it returns false. `kernel_order` is [`disorder`] of `kernels`;
+/// `call_order` gives [`disorder`] of `calls` in the same order, asked for
+/// only when more than [`HOLD`] kernels are held. Returns the most kernels it
+/// held at once (read ahead or not yet dropped).
+pub fn join<T, E>(
+    calls: impl Iterator<Item = Result<Call<T>, E>>,
+    mut kernels: impl Iterator<Item = Result<Executed, E>>,
+    kernel_order: &FxHashMap<i64, Disorder>,
+    call_order: impl FnOnce() -> Result<FxHashMap<i64, Disorder>, E>,
+    mut each: impl FnMut(&T, (i64, i64)) -> bool,
+) -> Result<usize, E> {
+    let mut call_order = Some(call_order);
+    let mut calls_disorder: Option<FxHashMap<i64, Disorder>> = None;
+    // Kernels read ahead: the first of each (process, id) here, any more (graph
+    // launches) in `more`.
+    let mut ahead: FxHashMap<(i64, i64), (i64, i64)> = FxHashMap::default();
+    let mut more: FxHashMap<(i64, i64), Vec<(i64, i64)>> = FxHashMap::default();
+    let mut procs = Procs::new(kernel_order);
+    let mut most = 0;
+    for (n, call) in calls.enumerate() {
+        let call = call?;
+        let Some(p) = procs.index(call.pid) else {
+            continue; // a process without kernels
+        };
+        while procs.all[p].wants(call.id) {
+            let Some(k) = kernels.next().transpose()? else { break };
+            if let Some(q) = procs.index(k.pid) {
+                let r = &mut procs.all[q];
+                (r.read, r.max_read) = (r.read + 1, r.max_read.max(k.id));
+            }
+            if let Some(first) = ahead.insert((k.pid, k.id), k.span) {
+                // Keep the first in `ahead`, the rest in read order in `more`.
+                more.entry((k.pid, k.id)).or_default().push(k.span);
+                ahead.insert((k.pid, k.id), first);
+            }
+        }
+        let key = (call.pid, call.id);
+        if let Some(span) = ahead.remove(&key) {
+            if !each(&call.row, span) {
+                return Ok(most);
+            }
+            if !more.is_empty() {
+                for span in more.remove(&key).unwrap_or_default() {
+                    if !each(&call.row, span) {
+                        return Ok(most);
+                    }
+                }
+            }
+        }
+        let proc = &mut procs.all[p];
+        proc.launched = proc.launched.max(call.id);
+        if n % SWEEP_EVERY == SWEEP_EVERY - 1 {
+            let held = ahead.len() + more.values().map(Vec::len).sum::<usize>();
+            most = most.max(held);
+            if held <= HOLD {
+                continue;
+            }
+            if let Some(measure) = call_order.take() {
+                calls_disorder = Some(measure()?);
+            }
+            let Some(call_order) = calls_disorder.as_ref() else { continue };
+            let launched: FxHashMap<i64, i64> = procs.all.iter().map(|p| (p.pid, p.launched)).collect();
+            let unmatched = |&(pid, id): &(i64, i64)| {
+                let r = call_order.get(&pid).map_or(0, |d| d.disorder);
+                launched.get(&pid).is_some_and(|&top| id < top.saturating_sub(r))
+            };
+            ahead.retain(|key, _| !unmatched(key));
+            more.retain(|key, _| !unmatched(key));
+        }
+    }
+    Ok(most.max(ahead.len() + more.values().map(Vec::len).sum::<usize>()))
+}
+
+/// The join's state per process with kernels.
+struct Proc {
+    pid: i64,
+    order: Disorder,
+    /// Kernels read so far, and their largest id.
+    read: u64,
+    max_read: i64,
+    /// The largest launch id seen.
+    launched: i64,
+}
+
+impl Proc {
+    /// Whether a kernel with `id` may still be unread.
+    fn wants(&self, id: i64) -> bool {
+        self.read < self.order.rows && self.max_read <= id.saturating_add(self.order.disorder)
+    }
+}
+
+/// The processes, found by pid; rows come in runs of one process, so the
+/// last one found is tried first.
+struct Procs {
+    all: Vec<Proc>,
+    by_pid: FxHashMap<i64, usize>,
+    last: Option<(i64, usize)>,
+}
+
+impl Procs {
+    fn new(order: &FxHashMap<i64, Disorder>) -> Self {
+        let all: Vec<Proc> = order
+            .iter()
+            .map(|(&pid, &order)| Proc { pid, order, read: 0, max_read: i64::MIN, launched: i64::MIN })
+            .collect();
+        let by_pid = all.iter().enumerate().map(|(i, p)| (p.pid, i)).collect();
+        Procs { all, by_pid, last: None }
+    }
+
+    fn index(&mut self, pid: i64) -> Option<usize> {
+        match self.last {
+            Some((last, i)) if last == pid => Some(i),
+            _ => {
+                let i = *self.by_pid.get(&pid)?;
+                self.last = Some((pid, i));
+                Some(i)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::convert::Infallible;
+
+    type Row = (i64, i64, i64); // pid, id, launch time
+
+    /// The plain nested-loop join the streaming one must equal.
+    fn oracle(calls: &[Row], kernels: &[Executed]) -> Vec<(Row, (i64, i64))> {
+        let mut out = Vec::new();
+        for c in calls {
+            for k in kernels.iter().filter(|k| (k.pid, k.id) == (c.0, c.1)) {
+                out.push((*c, k.span));
+            }
+        }
+        out
+    }
+
+    fn streamed(calls: &[Row], kernels: &[Executed]) -> Vec<(Row, (i64, i64))> {
+        let k_order = disorder(kernels.iter().map(|k| Ok::<_, Infallible>((k.pid, k.id)))).unwrap();
+        let c_order = || disorder(calls.iter().map(|c| Ok::<_, Infallible>((c.0, c.1))));
+        let mut out = Vec::new();
+        join(
+            calls.iter().map(|&c| Ok::<_, Infallible>(Call { pid: c.0, id: c.1, row: c })),
+            kernels.iter().map(|k| Ok(Executed { pid: k.pid, id: k.id, span: k.span })),
+            &k_order,
+            c_order,
+            |row, span| {
+                out.push((*row, span));
+                true
+            },
+        )
+        .unwrap();
+        out
+    }
+
+    /// A small deterministic generator (xorshift), so the test needs no crate.
+    struct Rng(u64);
+    impl Rng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+    }
+
+    /// Two processes reusing ids, calls without kernels, kernels without calls
+    /// (driver launches), graph launches with several kernels, and kernels run
+    /// out of launch order on several streams: the streamed join equals the
+    /// nested loop, row for row and in order.
+    #[test]
+    fn equals_the_nested_loop_on_disordered_multi_process_traces() {
+        for seed in 1..40u64 {
+            let mut rng = Rng(seed * 0x9E37_79B9_7F4A_7C15);
+            let mut calls = Vec::new();
+            let mut kernels = Vec::new();
+            for pid in [1, 2] {
+                for id in 0..600i64 {
+                    // Threads interleave: launch calls up to 4 ids out of id order.
+                    let launch = id * 10 + rng.below(45) as i64;
+                    match rng.below(10) {
+                        0 => calls.push((pid, id, launch)),          // no kernel (a sync call)
+                        1 => kernels.push((launch + 5, pid, id, 1)), // no call (a driver launch)
+                        2 => {
+                            calls.push((pid, id, launch));
+                            for _ in 0..3 {
+                                kernels.push((launch + 5 + rng.below(400) as i64, pid, id, 1));
+                                // a graph
+                            }
+                        }
+                        _ => {
+                            calls.push((pid, id, launch));
+                            kernels.push((launch + 5 + rng.below(400) as i64, pid, id, 1));
+                        }
+                    }
+                }
+            }
+            // Stored order: launch time for calls, start time for kernels.
+            calls.sort_by_key(|c| c.2);
+            kernels.sort_by_key(|k| k.0);
+            let kernels: Vec<Executed> =
+                kernels.iter().map(|&(start, pid, id, d)| Executed { pid, id, span: (start, start + d) }).collect();
+            assert_eq!(streamed(&calls, &kernels), oracle(&calls, &kernels), "seed {seed}");
+        }
+    }
+
+    #[test]
+    fn disorder_is_how_far_an_id_falls_below_an_earlier_one() {
+        let rows = [(1, 5), (1, 3), (1, 9), (1, 4), (2, 7), (2, 8)];
+        let d = disorder(rows.iter().map(|&r| Ok::<_, Infallible>(r))).unwrap();
+        assert_eq!(d[&1], Disorder { rows: 4, max_id: 9, disorder: 5 });
+        assert_eq!(d[&2], Disorder { rows: 2, max_id: 8, disorder: 0 });
+        assert_eq!(worst(&d), 5);
+    }
+
+    /// Kernels that never match are dropped as the launches pass them: what
+    /// is held stays small on a long trace where every other kernel is a
+    /// driver launch (without dropping, 50,000 would be held at the end).
+    #[test]
+    fn kernels_without_launch_calls_do_not_pile_up() {
+        let n = 100_000i64;
+        let calls: Vec<Row> = (0..n).filter(|i| i % 2 == 0).map(|i| (1, i, i * 10)).collect();
+        let kernels: Vec<Executed> =
+            (0..n).map(|i| Executed { pid: 1, id: i, span: (i * 10 + 3, i * 10 + 4) }).collect();
+        let k_order = disorder(kernels.iter().map(|k| Ok::<_, Infallible>((k.pid, k.id)))).unwrap();
+        let c_order = || disorder(calls.iter().map(|c| Ok::<_, Infallible>((c.0, c.1))));
+        let mut matched = 0;
+        let most = join(
+            calls.iter().map(|&c| Ok::<_, Infallible>(Call { pid: c.0, id: c.1, row: c })),
+            kernels.iter().map(|k| Ok(Executed { pid: k.pid, id: k.id, span: k.span })),
+            &k_order,
+            c_order,
+            |_, _| {
+                matched += 1;
+                true
+            },
+        )
+        .unwrap();
+        assert_eq!(matched, n / 2);
+        assert!(most <= HOLD + SWEEP_EVERY + 1, "held {most} kernels at once");
+    }
+}
