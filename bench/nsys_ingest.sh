@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Ingest an nsys SQLite export with llmperf vs nsys's own reports, side by side.
 #
-# Input: the shared generator's export with the real nsys schema (default 1,000,000
+# Input: the shared generator's export with the real nsys schema, written by its streaming
+# twin bench/gen_nsys_stream.py in bounded memory (default 1,000,000
 # NVTX ranges and 1,000,000 kernels; kept in $WORK between runs). llmperf's result is
 # checked against the generator's ground truth before its time counts.
 #
@@ -20,7 +21,9 @@ DB="$WORK/nsys_${RANGES}_${KERNELS}.sqlite"
 mkdir -p "$WORK"
 if [ ! -f "$DB" ]; then
     [ -f "$SHARED_BENCH/gen_nsys_sqlite.py" ] || { echo "need $SHARED_BENCH/gen_nsys_sqlite.py (set SHARED_BENCH)" >&2; exit 1; }
-    python3 "$SHARED_BENCH/gen_nsys_sqlite.py" --ranges "$RANGES" --kernels "$KERNELS" --out "$DB" --expect "${DB%.sqlite}.json"
+    # The shared generator's rows, written in bounded memory (bench/gen_nsys_stream_check.sh).
+    SHARED_BENCH=$SHARED_BENCH python3 bench/gen_nsys_stream.py --ranges "$RANGES" --kernels "$KERNELS" \
+        --out "$DB" --expect "${DB%.sqlite}.json"
 fi
 
 # median_of N CMD...: runs CMD (which prints "seconds peak_kib") N times; prints the
