@@ -86,3 +86,42 @@ fn an_imported_capture_takes_its_peak_from_the_gpu_it_names() {
     let summary = std::fs::read_to_string(plain.join("stakeholder_summary.md")).unwrap();
     assert!(summary.contains("MFU not computed: no analytic FLOP count (a user command, not a built-in workload; hint: give the FLOPs of one instance per region, workload.flops="), "{summary}");
 }
+
+/// An export that names no GPU (nsys 2026.2 writes no `TARGET_INFO_GPU`):
+/// the summary says so with the fix, and `hardware.gpu` names it, which
+/// picks the table's peak and is named as the source.
+#[test]
+fn an_export_without_a_gpu_name_takes_the_one_hardware_gpu_gives() {
+    let test = "an_export_without_a_gpu_name_takes_the_one_hardware_gpu_gives";
+    let root = tempfile::tempdir().unwrap();
+    let Some(db) = common::corpus_copy(test, "real/nsys-ai/mfu_2gpu_before.sqlite", root.path()) else { return };
+    let flops = r#"workload.flops={"FlashAttnFunc": 1.0e9}"#;
+    let unnamed = root.path().join("unnamed");
+    common::import_nsys(&db, &unnamed, &[flops]);
+    let summary = std::fs::read_to_string(unnamed.join("stakeholder_summary.md")).unwrap();
+    assert!(summary.contains("| GPU | none recorded |"), "{summary}");
+    assert!(
+        summary.contains("MFU not computed: no GPU name known for cuda (hint: name it, hardware.gpu=H100-SXM,"),
+        "{summary}"
+    );
+    let named = root.path().join("named");
+    common::import_nsys(&db, &named, &[flops, "hardware.gpu=H100-SXM"]);
+    let summary = std::fs::read_to_string(named.join("stakeholder_summary.md")).unwrap();
+    assert!(
+        summary.contains(
+            "from H100 SXM5, FP16/BF16 tensor, 3350 GB/s (conf/hardware/gpu_peaks.yaml) (GPU name from hardware.gpu)"
+        ),
+        "{summary}"
+    );
+    // Both ranks' instances pooled, as the summary says.
+    let regions = json(&named.join("nsys/regions.json"));
+    let (ns, n) = regions["regions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["path"] == "FlashAttnFunc")
+        .fold((0.0, 0.0), |(ns, n), r| {
+            (ns + r["inclusive_ns"].as_f64().unwrap(), n + r["instances"].as_f64().unwrap())
+        });
+    assert_eq!(mfu_cell(&summary, "FlashAttnFunc"), format!("{:.2}%", 100.0 * 1.0e9 / (ns / n / 1e9) / 989e12));
+}

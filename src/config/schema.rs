@@ -419,6 +419,10 @@ pub struct Artifacts {
 pub struct Hardware {
     pub peak_tflops: Option<f64>,
     pub peak_gbps: Option<f64>,
+    /// The GPU to look up in the peak table (`H100-SXM`), over the names the
+    /// run found (env.json, the capture): for exports that name none.
+    #[serde(default)]
+    pub gpu: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -256,9 +256,13 @@ pub fn region_utilization(
     (uses, unmatched)
 }
 
-/// The GPU a user's command ran on, as far as the run knows: this machine's
-/// first GPU (env.json), else the capture's first GPU (nsys/capture.json).
+/// The GPU a user's command ran on, as far as the run knows: `hardware.gpu`,
+/// else this machine's first GPU (env.json), else the capture's first GPU
+/// (nsys/capture.json).
 fn user_gpu(inputs: &Inputs) -> Option<(String, &'static str)> {
+    if let Some(gpu) = configured_gpu(inputs) {
+        return Some(gpu);
+    }
     let from_env = inputs.env.as_ref().and_then(|e| e.gpus.devices.first()).map(|d| (d.name.clone(), "env.json"));
     let from_capture = || {
         let c = inputs.capture.as_ref()?;
@@ -290,8 +294,20 @@ pub fn peak_of(inputs: &Inputs) -> Option<Peak> {
         // which give the roofline its roofs.
         return hw.peak_tflops.and_then(|_| peaks::choose(&hw, "", None, "", None).ok());
     };
-    let gpu = gpu_name(inputs, &t.device);
-    peaks::choose(&hw, &t.device, gpu.as_deref(), &t.dtype, t.calibration.as_ref()).ok()
+    let gpu = configured_gpu(inputs).or_else(|| gpu_name(inputs, &t.device).map(|n| (n, "env.json")));
+    let mut peak =
+        peaks::choose(&hw, &t.device, gpu.as_ref().map(|g| g.0.as_str()), &t.dtype, t.calibration.as_ref()).ok()?;
+    let from_table = hw.peak_tflops.is_none() && t.device != "cpu" && peak.flops.is_some();
+    if let (Some((_, from)), true) = (&gpu, from_table) {
+        peak.source = format!("{} (GPU name from {from})", peak.source);
+    }
+    Some(peak)
+}
+
+/// `hardware.gpu`, the user's word for the GPU, with its source.
+fn configured_gpu(inputs: &Inputs) -> Option<(String, &'static str)> {
+    let gpu = inputs.config.as_ref()?.hardware.gpu.clone()?;
+    Some((gpu, "hardware.gpu"))
 }
 
 fn gpu_name(inputs: &Inputs, device: &str) -> Option<String> {

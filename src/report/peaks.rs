@@ -105,7 +105,7 @@ pub fn choose(
             flops: None,
             bytes_per_s: None,
             source: String::new(),
-            missing: Some(format!("MFU not computed: no GPU name known for {device} (hint: set hardware.peak_tflops and hardware.peak_gbps)")),
+            missing: Some(format!("MFU not computed: no GPU name known for {device} (hint: name it, hardware.gpu=H100-SXM, or set hardware.peak_tflops and hardware.peak_gbps)")),
         });
     };
     let table = table()?;
@@ -157,7 +157,7 @@ mod tests {
     }
 
     fn hw(tflops: Option<f64>, gbps: Option<f64>) -> Hardware {
-        Hardware { peak_tflops: tflops, peak_gbps: gbps }
+        Hardware { peak_tflops: tflops, peak_gbps: gbps, gpu: None }
     }
 
     #[test]
