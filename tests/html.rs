@@ -21,7 +21,8 @@ fn chart_data_points_equal_the_json_reports() {
     let root = tempfile::tempdir().unwrap();
     let Some(dir) = import_memfusion(&this_test!(), root.path()) else { return };
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
-    // Top kernels: one bar per kernel of kernels.json (first 15), same totals.
+    // Top kernels: one bar per kernel of kernels.json (first 15), same totals,
+    // labelled by the short name where the export has one.
     let kernels = json(&dir.join("kernels.json"));
     let bars = points(&html, "kernel", "value");
     let want: Vec<(String, f64)> = kernels["kernels"]
@@ -29,8 +30,13 @@ fn chart_data_points_equal_the_json_reports() {
         .unwrap()
         .iter()
         .take(15)
-        .map(|k| (k["kernel_name"].as_str().unwrap().to_string(), k["total_ms"].as_f64().unwrap()))
+        .map(|k| {
+            let label = k["short_name"].as_str().or(k["kernel_name"].as_str()).unwrap();
+            (label.to_string(), k["total_ms"].as_f64().unwrap())
+        })
         .collect();
+    let shorts = kernels["kernels"].as_array().unwrap().iter().filter(|k| k["short_name"].is_string()).count();
+    assert!(shorts > 0, "memfusion's export has short names that differ from the demangled ones");
     assert_eq!(bars.len(), want.len());
     for ((name, v), (wname, w)) in bars.iter().zip(&want) {
         assert_eq!(name, wname);

@@ -318,3 +318,28 @@ fn kernels_far_out_of_id_order_are_joined_by_sqlite_with_the_same_reports() {
     assert_eq!(serde_json::to_value(&a.0).unwrap(), serde_json::to_value(&b.0).unwrap());
     assert_eq!(serde_json::to_value(&a.1).unwrap(), serde_json::to_value(&b.1).unwrap());
 }
+
+/// Where the export has `shortName`, each top kernel carries it: the short
+/// name SQLite joins to that demangled name, never the demangled one again.
+#[test]
+fn top_kernels_carry_the_exports_short_names() {
+    let Some(db) = corpus!(MEMFUSION) else { return };
+    let (_, top, _) = ingest(&db);
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let mut sql = conn
+        .prepare(
+            "SELECT DISTINCT d.value, s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k \
+             JOIN StringIds d ON d.id = k.demangledName JOIN StringIds s ON s.id = k.shortName",
+        )
+        .unwrap();
+    let shorts: HashMap<String, String> =
+        sql.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect();
+    assert_eq!(top.len(), shorts.len(), "one short name per demangled name here");
+    let mut with_short = 0;
+    for k in &top {
+        let want = Some(&shorts[&k.name]).filter(|s| **s != k.name);
+        assert_eq!(k.short_name.as_ref(), want, "{}", k.name);
+        with_short += usize::from(k.short_name.is_some());
+    }
+    assert!(with_short > 0, "memfusion has kernels whose short name differs");
+}

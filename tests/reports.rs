@@ -144,3 +144,28 @@ fn roofline_point_from_ncu_counters_by_hand() {
     let html = std::fs::read_to_string(with_peaks.join("report.html")).unwrap();
     assert!(html.contains("data-peak-flops=\"2.095000e14\" data-peak-bytes=\"1.792000e12\""), "{html}");
 }
+
+/// Kernel tables show the export's short name where it has one, and the full
+/// demangled name with `report.kernel_names=full`; kernels.json keeps both.
+#[test]
+fn kernel_tables_show_short_names_and_full_ones_on_demand() {
+    let root = tempfile::tempdir().unwrap();
+    let Some(short) = import_memfusion(&this_test!(), root.path()) else { return };
+    let kernels = json(&short.join("kernels.json"));
+    let row =
+        kernels["kernels"].as_array().unwrap().iter().find(|k| k["short_name"] == "copyVectorizedKernel").unwrap();
+    let full = row["kernel_name"].as_str().unwrap();
+    assert!(full.starts_with("void genericReformat::copyVectorizedKernel<double, __half"), "{full}");
+    let md = std::fs::read_to_string(short.join("kernels.md")).unwrap();
+    assert!(md.contains("| `copyVectorizedKernel` | all | 0.020 | 12 |"), "{md}");
+    assert!(!md.contains("genericReformat::"), "{md}");
+    let db = root.path().join("report1.sqlite");
+    let long = root.path().join("full");
+    import_nsys(&db, &long, &["report.kernel_names=full"]);
+    let md = std::fs::read_to_string(long.join("kernels.md")).unwrap();
+    assert!(
+        md.contains("| `void genericReformat::copyVectorizedKernel<double, __half, __half, (b…` | all | 0.020 | 12 |"),
+        "{md}"
+    );
+    assert_eq!(json(&long.join("kernels.json"))["full_names"], true);
+}

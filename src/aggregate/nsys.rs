@@ -147,7 +147,12 @@ pub struct Unattributed {
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct TopKernel {
+    /// The demangled name (the key everywhere, and what ncu's filter matches).
     pub name: String,
+    /// The export's short name (`shortName`) when it has one apart from `name`:
+    /// the function without namespace, template arguments and parameters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub short_name: Option<String>,
     pub calls: usize,
     pub total_ns: i64,
     pub mean_ns: f64,
@@ -250,6 +255,8 @@ impl<T> Stream<T> {
 /// The kernel table's per-name (calls, total, min, max) ns and durations.
 struct KernelTotals {
     by_name: HashMap<u32, (usize, i64, i64, i64)>,
+    /// Each name's short name, as first seen.
+    short: HashMap<u32, u32>,
     durations: Runs,
     odd: usize,
     /// The first error of writing `durations` to disk.
@@ -258,13 +265,22 @@ struct KernelTotals {
 
 impl KernelTotals {
     fn new() -> Self {
-        KernelTotals { by_name: HashMap::default(), durations: Runs::new(runs::DEFAULT_CAP), odd: 0, failed: None }
+        KernelTotals {
+            by_name: HashMap::default(),
+            short: HashMap::default(),
+            durations: Runs::new(runs::DEFAULT_CAP),
+            odd: 0,
+            failed: None,
+        }
     }
 
     fn add(&mut self, k: Kernel) {
         if !plausible(k.start, k.end) {
             self.odd += 1;
             return;
+        }
+        if k.short != 0 {
+            self.short.entry(k.name).or_insert(k.short);
         }
         let ns = k.end - k.start;
         let e = self.by_name.entry(k.name).or_insert((0, 0, i64::MAX, i64::MIN));
@@ -577,7 +593,19 @@ impl Sweep {
             kernel_count: count.saturating_sub(self.attributed.0),
             gpu_time_ns: ns.saturating_sub(self.attributed.1),
         };
-        let top = top_kernel_rows(kernels.by_name.iter().map(|(id, sums)| (names.get(*id).to_string(), *sums)), top_n);
+        let mut top =
+            top_kernel_rows(kernels.by_name.iter().map(|(id, sums)| (names.get(*id).to_string(), *sums)), top_n);
+        let index: HashMap<&str, usize> = top.iter().enumerate().map(|(i, k)| (k.name.as_str(), i)).collect();
+        let shorts: Vec<(usize, String)> = kernels
+            .short
+            .iter()
+            .filter_map(|(id, short)| Some((*index.get(names.get(*id))?, names.get(*short))))
+            .filter(|(i, short)| !short.is_empty() && *short != top[*i].name)
+            .map(|(i, short)| (i, short.to_string()))
+            .collect();
+        for (i, short) in shorts {
+            top[i].short_name = Some(short);
+        }
         // The listed kernels' launch durations, bounded like region samples.
         let wanted: HashMap<&str, usize> = top.iter().enumerate().map(|(i, k)| (k.name.as_str(), i)).collect();
         let slot: HashMap<u32, usize> =
@@ -734,6 +762,7 @@ pub(crate) fn top_kernel_rows(
         .into_iter()
         .map(|(name, (calls, total, min, max))| TopKernel {
             name,
+            short_name: None,
             calls,
             total_ns: total,
             mean_ns: if calls > 0 { total as f64 / calls as f64 } else { 0.0 },

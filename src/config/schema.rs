@@ -434,6 +434,19 @@ pub struct ReportConfig {
     /// stripped so that one operator is one region; empty keeps names whole.
     #[serde(default = "pytorch_nvtx_attributes", deserialize_with = "null_as_empty")]
     pub nvtx_attributes: Vec<String>,
+    /// Which kernel name the tables and charts show (kernels.json keeps both).
+    #[serde(default)]
+    pub kernel_names: KernelNames,
+}
+
+/// `report.kernel_names`: the export's short name (`shortName`, where it has
+/// one) or the full demangled name.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KernelNames {
+    #[default]
+    Short,
+    Full,
 }
 
 /// What `torch.autograd.profiler.emit_nvtx` appends: `seq`, `op_id`, `sizes`, `input_op_ids`.

@@ -95,7 +95,11 @@ pub struct Launched {
 pub struct Kernel {
     pub start: i64,
     pub end: i64,
+    /// The demangled name (else the short one).
     pub name: u32,
+    /// The export's short name (`shortName`, the function without its
+    /// namespace, template arguments and parameters); 0 when it has none.
+    pub short: u32,
 }
 
 /// Whether `start..end` is a possible time span: an end before the start, or
@@ -356,6 +360,17 @@ impl NsysDb {
         }
     }
 
+    /// The short name column of the kernel table, when it has one besides
+    /// the demangled name (else NULL: the name is already the short one).
+    fn kernel_short_column(&self) -> &'static str {
+        let cols = self.columns("CUPTI_ACTIVITY_KIND_KERNEL");
+        if cols.contains("demangledName") && cols.contains("shortName") {
+            "shortName"
+        } else {
+            "NULL"
+        }
+    }
+
     /// The demangled (else short) name column of the kernel table.
     fn kernel_name_column(&self) -> &'static str {
         let cols = self.columns("CUPTI_ACTIVITY_KIND_KERNEL");
@@ -373,12 +388,17 @@ impl NsysDb {
         if !self.has_table("CUPTI_ACTIVITY_KIND_KERNEL") {
             return Ok(());
         }
-        let sql = format!("SELECT start, end, {} FROM CUPTI_ACTIVITY_KIND_KERNEL", self.kernel_name_column());
+        let sql = format!(
+            "SELECT start, end, {}, {} FROM CUPTI_ACTIVITY_KIND_KERNEL",
+            self.kernel_name_column(),
+            self.kernel_short_column()
+        );
         let what = "CUPTI_ACTIVITY_KIND_KERNEL";
         let mut rows = Rows::query(&self.conn, &sql).map_err(|e| self.sql_error(what, e))?;
         while rows.step().map_err(|e| self.sql_error(what, e))? {
             let name = rows.opt_int(2).and_then(|id| strings.get(&id).copied()).unwrap_or(0);
-            if !each(Kernel { start: rows.int(0), end: rows.int(1), name }) {
+            let short = rows.opt_int(3).and_then(|id| strings.get(&id).copied()).unwrap_or(0);
+            if !each(Kernel { start: rows.int(0), end: rows.int(1), name, short }) {
                 break;
             }
         }
@@ -419,8 +439,9 @@ impl NsysDb {
         let r_pid = if by_process { "globalTid >> 24" } else { "0" };
         let order_by = if order == Order::Sorted { "ORDER BY start" } else { "" };
         let kernels = format!(
-            "SELECT {k_pid}, correlationId, start, end, {} FROM CUPTI_ACTIVITY_KIND_KERNEL",
-            self.kernel_name_column()
+            "SELECT {k_pid}, correlationId, start, end, {}, {} FROM CUPTI_ACTIVITY_KIND_KERNEL",
+            self.kernel_name_column(),
+            self.kernel_short_column()
         );
         let kernel_ids =
             format!("SELECT {k_pid}, correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE correlationId IS NOT NULL");
@@ -456,8 +477,9 @@ impl NsysDb {
                 Err(e) => return Some(Err(e)),
             }
             let name = k_rows.opt_int(4).and_then(|id| strings.get(&id).copied()).unwrap_or(0);
+            let short = k_rows.opt_int(5).and_then(|id| strings.get(&id).copied()).unwrap_or(0);
             let span = (k_rows.int(2), k_rows.int(3));
-            every_kernel(Kernel { start: span.0, end: span.1, name });
+            every_kernel(Kernel { start: span.0, end: span.1, name, short });
             if let Some(id) = k_rows.opt_int(1) {
                 return Some(Ok(launch_join::Executed { pid: k_rows.int(0), id, span }));
             }

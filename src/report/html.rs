@@ -189,7 +189,8 @@ fn kernels_chart(h: &mut String, k: &KernelsReport) {
         let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(k.note.as_deref().unwrap_or("No kernels.")));
         return;
     }
-    let rows: Vec<(String, f64)> = k.kernels.iter().take(15).map(|r| (r.kernel_name.clone(), r.total_ms)).collect();
+    let rows: Vec<(String, f64)> =
+        k.kernels.iter().take(15).map(|r| (r.label(k.full_names).to_string(), r.total_ms)).collect();
     bars(h, "kernels", &rows, "ms", "kernel");
     let _ = writeln!(h, "<p class=\"note\">Source: {}.</p>", esc(&k.source));
 }
@@ -326,8 +327,9 @@ fn tables(h: &mut String, inputs: &Inputs, k: &KernelsReport, ops: &OperatorsRep
         for r in k.kernels.iter().take(30) {
             let _ = writeln!(
                 h,
-                "<tr><td><code>{}</code></td><td>{:.3}</td><td>{}</td><td>{:.4}</td><td>{:.1}%</td></tr>",
+                "<tr><td><code title=\"{}\">{}</code></td><td>{:.3}</td><td>{}</td><td>{:.4}</td><td>{:.1}%</td></tr>",
                 esc(&r.kernel_name),
+                esc(r.label(k.full_names)),
                 r.total_ms,
                 r.calls,
                 r.mean_ms,

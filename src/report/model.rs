@@ -59,6 +59,9 @@ impl Inputs {
 pub struct KernelsReport {
     /// `nsys` (GPU time from the timeline), `ncu` (replayed, slower than production) or `none`.
     pub source: String,
+    /// The tables show full names (`report.kernel_names=full`), not short ones.
+    #[serde(default)]
+    pub full_names: bool,
     pub note: Option<String>,
     pub kernels: Vec<KernelRow>,
 }
@@ -66,7 +69,11 @@ pub struct KernelsReport {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KernelRow {
+    /// The full (demangled) name: the key that joins nsys, ncu and roofline.json.
     pub kernel_name: String,
+    /// The export's short name, where it has one apart from the full name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub short_name: Option<String>,
     pub device: String,
     pub total_ms: f64,
     pub calls: u64,
@@ -95,12 +102,29 @@ pub struct OperatorRow {
     pub gpu_ms: Option<f64>,
 }
 
+impl KernelRow {
+    /// The name the tables show: the short one unless `full` (or there is none).
+    pub fn label(&self, full: bool) -> &str {
+        match (&self.short_name, full) {
+            (Some(short), false) => short,
+            _ => &self.kernel_name,
+        }
+    }
+}
+
 pub fn kernels(inputs: &Inputs) -> KernelsReport {
+    let full_names =
+        inputs.config.as_ref().is_some_and(|c| c.report.kernel_names == crate::config::schema::KernelNames::Full);
+    KernelsReport { full_names, ..kernel_rows(inputs) }
+}
+
+fn kernel_rows(inputs: &Inputs) -> KernelsReport {
     if let Some(top) = inputs.nsys_top.as_ref().filter(|t| !t.is_empty()) {
         let rows = top
             .iter()
             .map(|k| KernelRow {
                 kernel_name: k.name.clone(),
+                short_name: k.short_name.clone(),
                 device: "all".into(),
                 total_ms: k.total_ns as f64 / 1e6,
                 calls: k.calls as u64,
@@ -108,7 +132,7 @@ pub fn kernels(inputs: &Inputs) -> KernelsReport {
                 share_pct: k.share_pct,
             })
             .collect();
-        return KernelsReport { source: "nsys".into(), note: None, kernels: rows };
+        return KernelsReport { source: "nsys".into(), full_names: false, note: None, kernels: rows };
     }
     if let Some(scope) = inputs.ncu.as_ref().and_then(|r| r.scopes.first()) {
         let mut by_name: BTreeMap<(String, String), (u64, f64)> = BTreeMap::new();
@@ -124,6 +148,7 @@ pub fn kernels(inputs: &Inputs) -> KernelsReport {
             .into_iter()
             .map(|((kernel_name, device), (calls, total_ms))| KernelRow {
                 kernel_name,
+                short_name: None,
                 device,
                 total_ms,
                 calls,
@@ -135,10 +160,11 @@ pub fn kernels(inputs: &Inputs) -> KernelsReport {
         let note = Some(
             "from ncu: kernels were replayed (serialized, clocks locked): times are slower than production".into(),
         );
-        return KernelsReport { source: "ncu".into(), note, kernels: rows };
+        return KernelsReport { source: "ncu".into(), full_names: false, note, kernels: rows };
     }
     KernelsReport {
         source: "none".into(),
+        full_names: false,
         note: Some("no CUDA kernels: nsys saw none (CPU run, or CUDA not traced) and ncu profiled none".into()),
         kernels: Vec::new(),
     }

@@ -20,7 +20,7 @@ pub fn kernels_md(k: &KernelsReport) -> String {
             md,
             "| {} | `{}` | {} | {:.3} | {} | {:.4} | {:.1}% |",
             i + 1,
-            short(&r.kernel_name, 70),
+            short(r.label(k.full_names), 70),
             r.device,
             r.total_ms,
             r.calls,
@@ -28,7 +28,11 @@ pub fn kernels_md(k: &KernelsReport) -> String {
             r.share_pct
         );
     }
-    md.push_str("\nFull names are in kernels.json.\n");
+    md.push_str(if k.full_names {
+        "\nFull names are in kernels.json.\n"
+    } else {
+        "\nShort names where the export has them (`report.kernel_names=full` shows the demangled ones); full names are in kernels.json.\n"
+    });
     md
 }
 
@@ -378,7 +382,7 @@ fn top_kernels(md: &mut String, k: &KernelsReport, roofline: Option<&crate::aggr
         let _ = write!(
             md,
             "| `{}` | {:.3} | {} | {:.4} | {:.1}% |",
-            short(&r.kernel_name, 60),
+            short(r.label(k.full_names), 60),
             r.total_ms,
             r.calls,
             r.mean_ms,
@@ -447,7 +451,7 @@ fn narrative(md: &mut String, inputs: &Inputs, ops: &OperatorsReport, k: &Kernel
         };
         lines.push(format!(
             "The top kernel `{}` takes {:.1}% of GPU time ({:.3} ms over {} calls); {reading}.",
-            short(&top.kernel_name, 60),
+            short(top.label(k.full_names), 60),
             top.share_pct,
             top.total_ms,
             top.calls
