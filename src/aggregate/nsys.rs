@@ -274,16 +274,16 @@ impl KernelTotals {
         }
     }
 
-    fn add(&mut self, k: Kernel) {
+    fn add(&mut self, k: Kernel, strings: &HashMap<i64, u32>) {
         if !plausible(k.start, k.end) {
             self.odd += 1;
             return;
         }
-        if k.short != 0 {
-            self.short.entry(k.name).or_insert(k.short);
-        }
         let ns = k.end - k.start;
         let e = self.by_name.entry(k.name).or_insert((0, 0, i64::MAX, i64::MIN));
+        if let (0, Some(short)) = (e.0, k.short_id.and_then(|id| strings.get(&id))) {
+            self.short.insert(k.name, *short); // once per name, not per kernel
+        }
         *e = (e.0 + 1, e.1.saturating_add(ns), e.2.min(ns), e.3.max(ns));
         if self.failed.is_none() {
             self.failed = self.durations.push(k.name, ns).err();
@@ -329,7 +329,7 @@ fn sweep(
             let db = NsysDb::open(path)?;
             let mut out = Batcher::new(launch_tx);
             let mut totals = KernelTotals::new();
-            db.each_launched(order, strings, |k| totals.add(k), |l| out.push(l))?;
+            db.each_launched(order, strings, |k| totals.add(k, strings), |l| out.push(l))?;
             out.flush();
             totals.failed.take().map_or(Ok(totals), Err)
         });

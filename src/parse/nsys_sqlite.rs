@@ -98,8 +98,10 @@ pub struct Kernel {
     /// The demangled name (else the short one).
     pub name: u32,
     /// The export's short name (`shortName`, the function without its
-    /// namespace, template arguments and parameters); 0 when it has none.
-    pub short: u32,
+    /// namespace, template arguments and parameters) as its `StringIds` id,
+    /// None when it has none: most rows repeat a name whose short name is
+    /// known, so it is looked up (`strings`) only where needed.
+    pub short_id: Option<i64>,
 }
 
 /// Whether `start..end` is a possible time span: an end before the start, or
@@ -389,7 +391,7 @@ impl NsysDb {
             return Ok(());
         }
         let sql = format!(
-            "SELECT start, end, {}, {} FROM CUPTI_ACTIVITY_KIND_KERNEL",
+            "SELECT start, end, {}, COALESCE({}, -1) FROM CUPTI_ACTIVITY_KIND_KERNEL",
             self.kernel_name_column(),
             self.kernel_short_column()
         );
@@ -397,8 +399,8 @@ impl NsysDb {
         let mut rows = Rows::query(&self.conn, &sql).map_err(|e| self.sql_error(what, e))?;
         while rows.step().map_err(|e| self.sql_error(what, e))? {
             let name = rows.opt_int(2).and_then(|id| strings.get(&id).copied()).unwrap_or(0);
-            let short = rows.opt_int(3).and_then(|id| strings.get(&id).copied()).unwrap_or(0);
-            if !each(Kernel { start: rows.int(0), end: rows.int(1), name, short }) {
+            let short_id = Some(rows.int(3)).filter(|&id| id >= 0); // -1: none (COALESCE, no type check)
+            if !each(Kernel { start: rows.int(0), end: rows.int(1), name, short_id }) {
                 break;
             }
         }
@@ -439,7 +441,7 @@ impl NsysDb {
         let r_pid = if by_process { "globalTid >> 24" } else { "0" };
         let order_by = if order == Order::Sorted { "ORDER BY start" } else { "" };
         let kernels = format!(
-            "SELECT {k_pid}, correlationId, start, end, {}, {} FROM CUPTI_ACTIVITY_KIND_KERNEL",
+            "SELECT {k_pid}, correlationId, start, end, {}, COALESCE({}, -1) FROM CUPTI_ACTIVITY_KIND_KERNEL",
             self.kernel_name_column(),
             self.kernel_short_column()
         );
@@ -477,9 +479,9 @@ impl NsysDb {
                 Err(e) => return Some(Err(e)),
             }
             let name = k_rows.opt_int(4).and_then(|id| strings.get(&id).copied()).unwrap_or(0);
-            let short = k_rows.opt_int(5).and_then(|id| strings.get(&id).copied()).unwrap_or(0);
             let span = (k_rows.int(2), k_rows.int(3));
-            every_kernel(Kernel { start: span.0, end: span.1, name, short });
+            let short_id = Some(k_rows.int(5)).filter(|&id| id >= 0); // -1: none (COALESCE, no type check)
+            every_kernel(Kernel { start: span.0, end: span.1, name, short_id });
             if let Some(id) = k_rows.opt_int(1) {
                 return Some(Ok(launch_join::Executed { pid: k_rows.int(0), id, span }));
             }
