@@ -69,12 +69,11 @@ class Sink:
 class ThreadRows:
     """Stands in for the lists `ThreadSim` appends to, for one thread."""
 
-    def __init__(self, tmp, texts, template_index):
+    def __init__(self, tmp, template_index):
         self.nvtx = Sink(tmp, NVTX)
         self.runtime = Sink(tmp, RUNTIME)
         self.kernels = Sink(tmp, KERNEL)
         self.pending = []  # NVTX rows of the open outermost range (their end comes at its pop)
-        self.texts = texts
         self.template_index = template_index
 
 
@@ -130,7 +129,7 @@ class View:
 def make_thread_sim(tmp, all_rows, texts, template_index):
     class StreamingSim(gen.ThreadSim):
         def __init__(self, ti, gtid, stream, t0, seed, ctx):
-            rows = ThreadRows(tmp, texts, template_index)
+            rows = ThreadRows(tmp, template_index)
             all_rows.append(rows)
             super().__init__(ti, gtid, stream, t0, seed, View(ctx, rows))
             self.rows = rows

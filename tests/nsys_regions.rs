@@ -265,6 +265,15 @@ fn writable_copy(db: &Path) -> (tempfile::TempDir, std::path::PathBuf, rusqlite:
     (dir, copy, conn)
 }
 
+/// The same regions and top kernels from an export and its rewritten copy,
+/// on a capture with attributed kernels.
+fn assert_same_reports(db: &Path, copy: &Path) {
+    let (a, b) = (ingest(db), ingest(copy));
+    assert!(a.0.regions.iter().any(|r| r.kernel_count > 0), "a capture with attributed kernels");
+    assert_eq!(serde_json::to_value(&a.0).unwrap(), serde_json::to_value(&b.0).unwrap());
+    assert_eq!(serde_json::to_value(&a.1).unwrap(), serde_json::to_value(&b.1).unwrap());
+}
+
 /// Rows stored out of time order (newer exports promise no order) give the
 /// same reports as rows in order: ingestion sees the disorder and lets SQLite
 /// sort. The copy stores its NVTX, runtime and kernel rows newest first (the
@@ -286,10 +295,7 @@ fn rows_stored_out_of_time_order_give_the_same_reports() {
         conn.query_row("SELECT max(start) FROM NVTX_EVENTS WHERE eventType = 59", [], |r| r.get(0)).unwrap();
     assert_eq!(first, last, "the copy stores its newest range first");
     drop(conn);
-    let (a, b) = (ingest(&db), ingest(&copy));
-    assert!(a.0.regions.iter().any(|r| r.kernel_count > 0), "a capture with attributed kernels");
-    assert_eq!(serde_json::to_value(&a.0).unwrap(), serde_json::to_value(&b.0).unwrap());
-    assert_eq!(serde_json::to_value(&a.1).unwrap(), serde_json::to_value(&b.1).unwrap());
+    assert_same_reports(&db, &copy);
 }
 
 /// A kernel table further out of correlation-id order than the streaming
@@ -313,10 +319,7 @@ fn kernels_far_out_of_id_order_are_joined_by_sqlite_with_the_same_reports() {
         .unwrap();
     assert!(spread > MAX_DISORDER, "newest first, the ids fall by {spread}: past what the join reads ahead");
     drop(conn);
-    let (a, b) = (ingest(&db), ingest(&copy));
-    assert!(a.0.regions.iter().any(|r| r.kernel_count > 0), "a capture with attributed kernels");
-    assert_eq!(serde_json::to_value(&a.0).unwrap(), serde_json::to_value(&b.0).unwrap());
-    assert_eq!(serde_json::to_value(&a.1).unwrap(), serde_json::to_value(&b.1).unwrap());
+    assert_same_reports(&db, &copy);
 }
 
 /// Where the export has `shortName`, each top kernel carries it: the short

@@ -595,21 +595,18 @@ impl Sweep {
         };
         let mut top =
             top_kernel_rows(kernels.by_name.iter().map(|(id, sums)| (names.get(*id).to_string(), *sums)), top_n);
-        let index: HashMap<&str, usize> = top.iter().enumerate().map(|(i, k)| (k.name.as_str(), i)).collect();
-        let shorts: Vec<(usize, String)> = kernels
-            .short
-            .iter()
-            .filter_map(|(id, short)| Some((*index.get(names.get(*id))?, names.get(*short))))
-            .filter(|(i, short)| !short.is_empty() && *short != top[*i].name)
-            .map(|(i, short)| (i, short.to_string()))
-            .collect();
-        for (i, short) in shorts {
-            top[i].short_name = Some(short);
+        // Each listed kernel's place in `top`, by name id.
+        let slot: HashMap<u32, usize> = {
+            let wanted: HashMap<&str, usize> = top.iter().enumerate().map(|(i, k)| (k.name.as_str(), i)).collect();
+            kernels.by_name.keys().filter_map(|id| wanted.get(names.get(*id)).map(|&i| (*id, i))).collect()
+        };
+        for (id, short) in &kernels.short {
+            let (Some(&i), short) = (slot.get(id), names.get(*short)) else { continue };
+            if !short.is_empty() && short != top[i].name {
+                top[i].short_name = Some(short.to_string());
+            }
         }
         // The listed kernels' launch durations, bounded like region samples.
-        let wanted: HashMap<&str, usize> = top.iter().enumerate().map(|(i, k)| (k.name.as_str(), i)).collect();
-        let slot: HashMap<u32, usize> =
-            kernels.by_name.keys().filter_map(|id| wanted.get(names.get(*id)).map(|&i| (*id, i))).collect();
         let mut kernel_samples: Vec<Vec<i64>> = vec![Vec::new(); top.len()];
         // Each region's sorted durations: its median and bounded samples; the
         // kernels' sorted durations at the same time, on another thread.

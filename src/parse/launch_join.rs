@@ -27,6 +27,7 @@
 //! made only once that many are held). [`MAX_DISORDER`] bounds `D`: an export
 //! more out of order than that is joined by SQLite instead.
 use rustc_hash::FxHashMap;
+use std::collections::hash_map::Entry;
 
 /// Beyond this many ids of disorder, the caller falls back to SQLite's join.
 pub const MAX_DISORDER: i64 = 1 << 16;
@@ -118,10 +119,12 @@ pub fn join<T, E>(
                 let r = &mut procs.all[q];
                 (r.read, r.max_read) = (r.read + 1, r.max_read.max(k.id));
             }
-            if let Some(first) = ahead.insert((k.pid, k.id), k.span) {
-                // Keep the first in `ahead`, the rest in read order in `more`.
-                more.entry((k.pid, k.id)).or_default().push(k.span);
-                ahead.insert((k.pid, k.id), first);
+            // The first kernel of an id in `ahead`, the rest in read order in `more`.
+            match ahead.entry((k.pid, k.id)) {
+                Entry::Vacant(v) => {
+                    v.insert(k.span);
+                }
+                Entry::Occupied(_) => more.entry((k.pid, k.id)).or_default().push(k.span),
             }
         }
         let key = (call.pid, call.id);

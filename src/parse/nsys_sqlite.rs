@@ -133,6 +133,28 @@ pub(crate) fn tid_of(global_tid: i64) -> i64 {
     global_tid & 0xFF_FFFF
 }
 
+/// The kernel table's queries, for its columns: `rows` selects (process,
+/// correlation id, start, end, name id, short name id or -1), `ids` the first
+/// two of the rows with an id; `by_process` says whether the process is known.
+struct KernelTable {
+    rows: String,
+    ids: String,
+    by_process: bool,
+}
+
+impl KernelTable {
+    /// The kernel of a `rows` row; the short name's id stays raw (interned
+    /// only where needed) and is read without a type check.
+    fn kernel(r: &Rows, strings: &FxHashMap<i64, u32>) -> Kernel {
+        Kernel {
+            start: r.int(2),
+            end: r.int(3),
+            name: r.opt_int(4).and_then(|id| strings.get(&id).copied()).unwrap_or(0),
+            short_id: Some(r.int(5)).filter(|&id| id >= 0),
+        }
+    }
+}
+
 /// Before the first connection: no memory statistics. With them, every
 /// allocation of every connection takes one global mutex, and the three
 /// readers of an ingestion (aggregate::nsys) spent their time waiting on it
@@ -352,31 +374,23 @@ impl NsysDb {
         rows.collect::<Result<_, _>>().map_err(|e| self.sql_error("NVTX domains", e))
     }
 
-    /// The kernel table's process key for the launch join: correlation ids
-    /// count the calls of one process, so two processes reuse them.
-    fn kernel_pid(&self) -> &'static str {
-        if self.columns("CUPTI_ACTIVITY_KIND_KERNEL").contains("globalPid") {
-            "globalPid >> 24"
-        } else {
-            "0"
-        }
-    }
-
-    /// The short name column of the kernel table, when it has one besides
-    /// the demangled name (else NULL: the name is already the short one).
-    fn kernel_short_column(&self) -> &'static str {
+    /// How the kernel table is read, from one look at its columns.
+    fn kernel_table(&self) -> KernelTable {
         let cols = self.columns("CUPTI_ACTIVITY_KIND_KERNEL");
-        if cols.contains("demangledName") && cols.contains("shortName") {
-            "shortName"
-        } else {
-            "NULL"
+        // Correlation ids count the calls of one process, so two processes reuse them.
+        let by_process = cols.contains("globalPid");
+        let pid = if by_process { "globalPid >> 24" } else { "0" };
+        let id = if cols.contains("correlationId") { "correlationId" } else { "NULL" };
+        // The demangled name, else the short one; the short one apart only when both exist.
+        let name = if cols.contains("demangledName") { "demangledName" } else { "shortName" };
+        let short = if name == "demangledName" && cols.contains("shortName") { "shortName" } else { "NULL" };
+        KernelTable {
+            rows: format!(
+                "SELECT {pid}, {id}, start, end, {name}, COALESCE({short}, -1) FROM CUPTI_ACTIVITY_KIND_KERNEL"
+            ),
+            ids: format!("SELECT {pid}, {id} FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE {id} IS NOT NULL"),
+            by_process,
         }
-    }
-
-    /// The demangled (else short) name column of the kernel table.
-    fn kernel_name_column(&self) -> &'static str {
-        let cols = self.columns("CUPTI_ACTIVITY_KIND_KERNEL");
-        ["demangledName", "shortName"].into_iter().find(|c| cols.contains(*c)).unwrap_or("shortName")
     }
 
     /// CUDA kernels in the table's order, names interned through `strings`
@@ -390,17 +404,10 @@ impl NsysDb {
         if !self.has_table("CUPTI_ACTIVITY_KIND_KERNEL") {
             return Ok(());
         }
-        let sql = format!(
-            "SELECT start, end, {}, COALESCE({}, -1) FROM CUPTI_ACTIVITY_KIND_KERNEL",
-            self.kernel_name_column(),
-            self.kernel_short_column()
-        );
         let what = "CUPTI_ACTIVITY_KIND_KERNEL";
-        let mut rows = Rows::query(&self.conn, &sql).map_err(|e| self.sql_error(what, e))?;
+        let mut rows = Rows::query(&self.conn, &self.kernel_table().rows).map_err(|e| self.sql_error(what, e))?;
         while rows.step().map_err(|e| self.sql_error(what, e))? {
-            let name = rows.opt_int(2).and_then(|id| strings.get(&id).copied()).unwrap_or(0);
-            let short_id = Some(rows.int(3)).filter(|&id| id >= 0); // -1: none (COALESCE, no type check)
-            if !each(Kernel { start: rows.int(0), end: rows.int(1), name, short_id }) {
+            if !each(KernelTable::kernel(&rows, strings)) {
                 break;
             }
         }
@@ -436,17 +443,9 @@ impl NsysDb {
         if !self.has_table("CUPTI_ACTIVITY_KIND_KERNEL") {
             return Ok(());
         }
-        let k_pid = self.kernel_pid();
-        let by_process = k_pid != "0";
+        let KernelTable { rows: kernels, ids: kernel_ids, by_process } = self.kernel_table();
         let r_pid = if by_process { "globalTid >> 24" } else { "0" };
         let order_by = if order == Order::Sorted { "ORDER BY start" } else { "" };
-        let kernels = format!(
-            "SELECT {k_pid}, correlationId, start, end, {}, COALESCE({}, -1) FROM CUPTI_ACTIVITY_KIND_KERNEL",
-            self.kernel_name_column(),
-            self.kernel_short_column()
-        );
-        let kernel_ids =
-            format!("SELECT {k_pid}, correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE correlationId IS NOT NULL");
         let calls = format!(
             "SELECT {r_pid}, correlationId, globalTid, start FROM CUPTI_ACTIVITY_KIND_RUNTIME \
              WHERE correlationId IS NOT NULL {order_by}"
@@ -478,12 +477,10 @@ impl NsysDb {
                 Ok(false) => return None,
                 Err(e) => return Some(Err(e)),
             }
-            let name = k_rows.opt_int(4).and_then(|id| strings.get(&id).copied()).unwrap_or(0);
-            let span = (k_rows.int(2), k_rows.int(3));
-            let short_id = Some(k_rows.int(5)).filter(|&id| id >= 0); // -1: none (COALESCE, no type check)
-            every_kernel(Kernel { start: span.0, end: span.1, name, short_id });
+            let kernel = KernelTable::kernel(&k_rows, strings);
+            every_kernel(kernel);
             if let Some(id) = k_rows.opt_int(1) {
-                return Some(Ok(launch_join::Executed { pid: k_rows.int(0), id, span }));
+                return Some(Ok(launch_join::Executed { pid: k_rows.int(0), id, span: (kernel.start, kernel.end) }));
             }
         });
         let c_rows = std::iter::from_fn(|| {
