@@ -256,6 +256,45 @@ fn kernels_of_two_processes_are_attributed_through_their_own_launch_calls() {
     assert_eq!(kernels, 4010);
 }
 
+/// Each region's kernels by name add up to its totals, and the kernels outside
+/// every range, by name, are what SQL finds launched outside every range; the
+/// capture has no CUDA graph nodes, and no region says it has.
+#[test]
+fn per_region_kernels_by_name_equal_sql_sums() {
+    let Some(db) = corpus!("real/nsys-ai/mfu_2gpu_before.sqlite") else { return };
+    let (report, _, _) = ingest(&db);
+    for r in &report.regions {
+        let calls: usize = r.kernels.iter().map(|k| k.calls).sum();
+        let ns: i64 = r.kernels.iter().map(|k| k.gpu_time_ns).sum();
+        assert_eq!((calls, ns), (r.kernel_count, r.gpu_time_ns), "{}", r.path);
+        assert_eq!((r.graph_kernel_count, r.graph_gpu_time_ns), (0, 0));
+    }
+    assert!(report.regions.iter().any(|r| r.kernels.len() > 1), "regions with several kernels");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let graph_nodes: i64 =
+        conn.query_row("SELECT count(graphNodeId) FROM CUPTI_ACTIVITY_KIND_KERNEL", [], |r| r.get(0)).unwrap();
+    assert_eq!(graph_nodes, 0);
+    let mut stmt = conn
+        .prepare(
+            "SELECT s.value, count(*), sum(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k \
+             JOIN StringIds s ON s.id = k.demangledName \
+             LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId \
+             AND (k.globalPid >> 24) = (r.globalTid >> 24) WHERE NOT EXISTS (SELECT 1 FROM NVTX_EVENTS n \
+             WHERE n.eventType = 59 AND n.globalTid = r.globalTid AND n.start <= r.start AND n.end > r.start) \
+             GROUP BY s.value",
+        )
+        .unwrap();
+    let sql: HashMap<String, (usize, i64)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, (r.get::<_, i64>(1)? as usize, r.get(2)?))))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let ours: HashMap<String, (usize, i64)> =
+        report.unattributed.kernels.iter().map(|k| (k.name.clone(), (k.calls, k.gpu_time_ns))).collect();
+    assert!(!sql.is_empty());
+    assert_eq!(ours, sql);
+}
+
 /// A copy of a corpus export to rewrite, in a directory dropped with the test.
 fn writable_copy(db: &Path) -> (tempfile::TempDir, std::path::PathBuf, rusqlite::Connection) {
     let dir = tempfile::tempdir().unwrap();

@@ -123,16 +123,60 @@ pub struct Region {
     pub gpu_time_exclusive_ns: i64,
     /// Sum over instances of first kernel start to last kernel end.
     pub gpu_span_ns: i64,
+    /// Of `kernel_count` and `gpu_time_ns`: the kernels a CUDA graph ran
+    /// (graph nodes, attributed through the graph's launch call); absent when none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub graph_kernel_count: usize,
+    #[serde(default, skip_serializing_if = "is_zero_i64")]
+    pub graph_gpu_time_ns: i64,
+    /// The kernels behind `kernel_count` and `gpu_time_ns`, by name: longest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernels: Vec<RegionKernel>,
+}
+
+/// One kernel's launches inside a region (inclusive), or outside every region.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RegionKernel {
+    /// The demangled name, as in top_kernels.json.
+    pub name: String,
+    pub calls: usize,
+    pub gpu_time_ns: i64,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+fn is_zero_i64(n: &i64) -> bool {
+    *n == 0
+}
+
+/// (name, calls, ns) per kernel name, as [`RegionKernel`]s, longest first.
+fn kernel_rows(by_name: impl IntoIterator<Item = (String, (usize, i64))>) -> Vec<RegionKernel> {
+    let mut rows: Vec<RegionKernel> =
+        by_name.into_iter().map(|(name, (calls, gpu_time_ns))| RegionKernel { name, calls, gpu_time_ns }).collect();
+    rows.sort_by(|a, b| b.gpu_time_ns.cmp(&a.gpu_time_ns).then_with(|| a.name.cmp(&b.name)));
+    rows
 }
 
 impl RegionsReport {
     /// A report of kernels without NVTX ranges (a kernel summary CSV): no
     /// regions, every kernel unattributed, and the note saying why.
-    pub(crate) fn kernels_only(kernel_count: usize, gpu_time_ns: i64, note: String) -> RegionsReport {
+    pub(crate) fn kernels_only(kernels: &[TopKernel], note: String) -> RegionsReport {
+        let kernel_count = kernels.iter().map(|k| k.calls).sum();
+        let gpu_time_ns = kernels.iter().map(|k| k.total_ns).sum();
+        let rows = kernel_rows(kernels.iter().map(|k| (k.name.clone(), (k.calls, k.total_ns))));
         RegionsReport {
             schema: REGIONS_SCHEMA.into(),
             regions: Vec::new(),
-            unattributed: Unattributed { kernel_count, gpu_time_ns },
+            unattributed: Unattributed {
+                kernel_count,
+                gpu_time_ns,
+                graph_kernel_count: 0,
+                graph_gpu_time_ns: 0,
+                kernels: rows,
+            },
             notes: vec![note],
             normalized: None,
         }
@@ -143,6 +187,14 @@ impl RegionsReport {
 pub struct Unattributed {
     pub kernel_count: usize,
     pub gpu_time_ns: i64,
+    /// Of them, CUDA graph nodes whose launch no range held (or was not traced).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub graph_kernel_count: usize,
+    #[serde(default, skip_serializing_if = "is_zero_i64")]
+    pub graph_gpu_time_ns: i64,
+    /// By name, longest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernels: Vec<RegionKernel>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -255,6 +307,8 @@ impl<T> Stream<T> {
 /// The kernel table's per-name (calls, total, min, max) ns and durations.
 struct KernelTotals {
     by_name: HashMap<u32, (usize, i64, i64, i64)>,
+    /// CUDA graph nodes: count and ns.
+    graph: (usize, i64),
     /// Each name's short name, as first seen.
     short: HashMap<u32, u32>,
     durations: Runs,
@@ -267,6 +321,7 @@ impl KernelTotals {
     fn new() -> Self {
         KernelTotals {
             by_name: HashMap::default(),
+            graph: (0, 0),
             short: HashMap::default(),
             durations: Runs::new(runs::DEFAULT_CAP),
             odd: 0,
@@ -285,6 +340,9 @@ impl KernelTotals {
             self.short.insert(k.name, *short); // once per name, not per kernel
         }
         *e = (e.0 + 1, e.1.saturating_add(ns), e.2.min(ns), e.3.max(ns));
+        if k.graph {
+            self.graph = (self.graph.0 + 1, self.graph.1.saturating_add(ns));
+        }
         if self.failed.is_none() {
             self.failed = self.durations.push(k.name, ns).err();
         }
@@ -402,6 +460,8 @@ struct Acc {
     kernels_excl: usize,
     gpu_excl_ns: i64,
     span_ns: i64,
+    graph_kernels: usize,
+    graph_ns: i64,
 }
 
 /// A push/pop range instance still open on its thread.
@@ -421,6 +481,9 @@ struct Sweep {
     ranges: usize,
     odd_ranges: usize,
     attributed: (usize, i64),
+    attributed_graph: (usize, i64),
+    /// (innermost region, kernel name) → calls, ns: rolled up the tree at the end.
+    exclusive_kernels: HashMap<(u32, u32), (usize, i64)>,
 }
 
 impl Default for Sweep {
@@ -433,6 +496,8 @@ impl Default for Sweep {
             ranges: 0,
             odd_ranges: 0,
             attributed: (0, 0),
+            attributed_graph: (0, 0),
+            exclusive_kernels: HashMap::default(),
         }
     }
 }
@@ -523,6 +588,8 @@ impl Sweep {
                 kernels_excl: 0,
                 gpu_excl_ns: 0,
                 span_ns: 0,
+                graph_kernels: 0,
+                graph_ns: 0,
             });
             (regions.len() - 1) as u32
         });
@@ -552,14 +619,22 @@ impl Sweep {
         let acc = &mut self.regions[inner.region as usize];
         acc.kernels_excl += 1;
         acc.gpu_excl_ns = acc.gpu_excl_ns.saturating_add(ns);
+        let by_name = self.exclusive_kernels.entry((inner.region, k.name)).or_insert((0, 0));
+        *by_name = (by_name.0 + 1, by_name.1.saturating_add(ns));
+        let graph = usize::from(k.graph);
         for o in stack.iter_mut() {
             let acc = &mut self.regions[o.region as usize];
             acc.kernels += 1;
             acc.gpu_ns = acc.gpu_ns.saturating_add(ns);
+            acc.graph_kernels += graph;
+            acc.graph_ns = acc.graph_ns.saturating_add(ns * graph as i64);
             o.first_kernel = o.first_kernel.min(k.start);
             o.last_kernel = o.last_kernel.max(k.end);
         }
         self.attributed = (self.attributed.0 + 1, self.attributed.1.saturating_add(ns));
+        if k.graph {
+            self.attributed_graph = (self.attributed_graph.0 + 1, self.attributed_graph.1.saturating_add(ns));
+        }
     }
 
     /// The reports, from the accumulators and the sorted runs.
@@ -589,9 +664,30 @@ impl Sweep {
         if count == 0 {
             notes.push("no CUDA kernels in the capture (CUDA not traced, or nothing ran on a GPU)".into());
         }
+        // Each region's kernels, inclusive: the exclusive ones rolled up the tree;
+        // the unattributed ones: each name's total less what the roots hold.
+        let mut inclusive: Vec<HashMap<u32, (usize, i64)>> = vec![HashMap::default(); self.regions.len()];
+        let mut attributed_by_name: HashMap<u32, (usize, i64)> = HashMap::default();
+        for (&(region, name), &(calls, ns)) in &self.exclusive_kernels {
+            let mut at = Some(region);
+            while let Some(r) = at {
+                let e = inclusive[r as usize].entry(name).or_insert((0, 0));
+                *e = (e.0 + calls, e.1.saturating_add(ns));
+                at = self.regions[r as usize].parent;
+            }
+            let e = attributed_by_name.entry(name).or_insert((0, 0));
+            *e = (e.0 + calls, e.1.saturating_add(ns));
+        }
+        let outside = kernels.by_name.iter().filter_map(|(name, &(calls, ns, _, _))| {
+            let (c, t) = attributed_by_name.get(name).copied().unwrap_or((0, 0));
+            (calls > c).then(|| (names.get(*name).to_string(), (calls - c, ns.saturating_sub(t))))
+        });
         let unattributed = Unattributed {
             kernel_count: count.saturating_sub(self.attributed.0),
             gpu_time_ns: ns.saturating_sub(self.attributed.1),
+            graph_kernel_count: kernels.graph.0.saturating_sub(self.attributed_graph.0),
+            graph_gpu_time_ns: kernels.graph.1.saturating_sub(self.attributed_graph.1),
+            kernels: kernel_rows(outside),
         };
         let mut top =
             top_kernel_rows(kernels.by_name.iter().map(|(id, sums)| (names.get(*id).to_string(), *sums)), top_n);
@@ -664,6 +760,9 @@ impl Sweep {
                     kernel_count_exclusive: a.kernels_excl,
                     gpu_time_exclusive_ns: a.gpu_excl_ns,
                     gpu_span_ns: a.span_ns,
+                    graph_kernel_count: a.graph_kernels,
+                    graph_gpu_time_ns: a.graph_ns,
+                    kernels: kernel_rows(inclusive[i].iter().map(|(n, &v)| (names.get(*n).to_string(), v))),
                 };
                 (region, samples)
             })
@@ -778,6 +877,55 @@ pub(crate) fn top_kernel_rows(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Streams fed from vectors, as the readers would send them.
+    fn stream<T: Send>(rows: Vec<T>) -> Stream<T> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        tx.send(rows).unwrap();
+        Stream::new(rx)
+    }
+
+    /// A CUDA graph launched inside `decode::step` runs three kernels under one
+    /// launch call: all three belong to `step` and `decode`, counted as graph
+    /// time; a graph launched outside every range is unattributed graph time.
+    #[test]
+    fn graph_kernels_belong_to_the_range_around_the_graph_launch() {
+        let mut names = Names::default();
+        let (decode, step, g1, g2, k) =
+            (names.intern("decode"), names.intern("step"), names.intern("g1"), names.intern("g2"), names.intern("k"));
+        let tid = (7 << 24) | 7;
+        let range =
+            |start, end, name| NvtxRange { start, end, name, domain: 0, style: Style::PushPop, global_tid: tid };
+        let launched =
+            |launch, start, name, graph| Launched { global_tid: tid, launch, start, end: start + 10, name, graph };
+        let launches = vec![
+            launched(20, 100, g1, true),
+            launched(20, 110, g2, true),
+            launched(20, 120, g2, true),
+            launched(60, 130, k, false),
+            launched(300, 310, g1, true),
+        ];
+        let mut totals = KernelTotals::new();
+        for l in &launches {
+            totals.add(
+                Kernel { start: l.start, end: l.end, name: l.name, short_id: None, graph: l.graph },
+                &HashMap::default(),
+            );
+        }
+        let mut sweep = Sweep::default();
+        assert!(sweep.run(stream(vec![range(0, 100, decode), range(10, 50, step)]), stream(launches)).unwrap());
+        let out = sweep.finish(names, None, totals, 0).unwrap();
+        let region = |path: &str| out.regions.regions.iter().find(|r| r.path == path).unwrap().clone();
+        let (d, s) = (region("decode"), region("decode::step"));
+        assert_eq!((s.kernel_count, s.gpu_time_ns, s.graph_kernel_count, s.graph_gpu_time_ns), (3, 30, 3, 30));
+        assert_eq!((d.kernel_count, d.gpu_time_ns, d.graph_kernel_count, d.graph_gpu_time_ns), (4, 40, 3, 30));
+        let row = |name: &str, calls, gpu_time_ns| RegionKernel { name: name.into(), calls, gpu_time_ns };
+        assert_eq!(s.kernels, [row("g2", 2, 20), row("g1", 1, 10)]);
+        assert_eq!(d.kernels, [row("g2", 2, 20), row("g1", 1, 10), row("k", 1, 10)]);
+        let u = &out.regions.unattributed;
+        assert_eq!((u.kernel_count, u.gpu_time_ns, u.graph_kernel_count, u.graph_gpu_time_ns), (1, 10, 1, 10));
+        assert_eq!(u.kernels, [row("g1", 1, 10)]);
+    }
 
     #[test]
     fn top_kernel_rows_have_means_and_shares() {

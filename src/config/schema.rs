@@ -243,6 +243,8 @@ pub enum CaptureRange {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CudaGraphTrace {
+    /// `node` where the installed nsys has `--cuda-graph-trace`, else not passed.
+    Auto,
     Graph,
     Node,
 }

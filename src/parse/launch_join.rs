@@ -80,11 +80,12 @@ pub struct Call<T> {
     pub row: T,
 }
 
-/// A kernel: process, correlation id, and its (start, end).
-pub struct Executed {
+/// A kernel: process, correlation id, and what the join hands on for it
+/// (its (start, end), or more).
+pub struct Executed<S> {
     pub pid: i64,
     pub id: i64,
-    pub span: (i64, i64),
+    pub span: S,
 }
 
 /// Calls each launch call's kernels, in `calls` order (a call's kernels in
@@ -93,19 +94,19 @@ pub struct Executed {
 /// `call_order` gives [`disorder`] of `calls` in the same order, asked for
 /// only when more than [`HOLD`] kernels are held. Returns the most kernels it
 /// held at once (read ahead or not yet dropped).
-pub fn join<T, E>(
+pub fn join<T, S: Copy, E>(
     calls: impl Iterator<Item = Result<Call<T>, E>>,
-    mut kernels: impl Iterator<Item = Result<Executed, E>>,
+    mut kernels: impl Iterator<Item = Result<Executed<S>, E>>,
     kernel_order: &FxHashMap<i64, Disorder>,
     call_order: impl FnOnce() -> Result<FxHashMap<i64, Disorder>, E>,
-    mut each: impl FnMut(&T, (i64, i64)) -> bool,
+    mut each: impl FnMut(&T, S) -> bool,
 ) -> Result<usize, E> {
     let mut call_order = Some(call_order);
     let mut calls_disorder: Option<FxHashMap<i64, Disorder>> = None;
     // Kernels read ahead: the first of each (process, id) here, any more (graph
     // launches) in `more`.
-    let mut ahead: FxHashMap<(i64, i64), (i64, i64)> = FxHashMap::default();
-    let mut more: FxHashMap<(i64, i64), Vec<(i64, i64)>> = FxHashMap::default();
+    let mut ahead: FxHashMap<(i64, i64), S> = FxHashMap::default();
+    let mut more: FxHashMap<(i64, i64), Vec<S>> = FxHashMap::default();
     let mut procs = Procs::new(kernel_order);
     let mut most = 0;
     for (n, call) in calls.enumerate() {
@@ -220,7 +221,7 @@ mod tests {
     type Row = (i64, i64, i64); // pid, id, launch time
 
     /// The plain nested-loop join the streaming one must equal.
-    fn oracle(calls: &[Row], kernels: &[Executed]) -> Vec<(Row, (i64, i64))> {
+    fn oracle(calls: &[Row], kernels: &[Executed<(i64, i64)>]) -> Vec<(Row, (i64, i64))> {
         let mut out = Vec::new();
         for c in calls {
             for k in kernels.iter().filter(|k| (k.pid, k.id) == (c.0, c.1)) {
@@ -230,7 +231,7 @@ mod tests {
         out
     }
 
-    fn streamed(calls: &[Row], kernels: &[Executed]) -> Vec<(Row, (i64, i64))> {
+    fn streamed(calls: &[Row], kernels: &[Executed<(i64, i64)>]) -> Vec<(Row, (i64, i64))> {
         let k_order = disorder(kernels.iter().map(|k| Ok::<_, Infallible>((k.pid, k.id)))).unwrap();
         let c_order = || disorder(calls.iter().map(|c| Ok::<_, Infallible>((c.0, c.1))));
         let mut out = Vec::new();
@@ -293,7 +294,7 @@ mod tests {
             // Stored order: launch time for calls, start time for kernels.
             calls.sort_by_key(|c| c.2);
             kernels.sort_by_key(|k| k.0);
-            let kernels: Vec<Executed> =
+            let kernels: Vec<Executed<(i64, i64)>> =
                 kernels.iter().map(|&(start, pid, id, d)| Executed { pid, id, span: (start, start + d) }).collect();
             assert_eq!(streamed(&calls, &kernels), oracle(&calls, &kernels), "seed {seed}");
         }
@@ -315,7 +316,7 @@ mod tests {
     fn kernels_without_launch_calls_do_not_pile_up() {
         let n = 100_000i64;
         let calls: Vec<Row> = (0..n).filter(|i| i % 2 == 0).map(|i| (1, i, i * 10)).collect();
-        let kernels: Vec<Executed> =
+        let kernels: Vec<Executed<(i64, i64)>> =
             (0..n).map(|i| Executed { pid: 1, id: i, span: (i * 10 + 3, i * 10 + 4) }).collect();
         let k_order = disorder(kernels.iter().map(|k| Ok::<_, Infallible>((k.pid, k.id)))).unwrap();
         let c_order = || disorder(calls.iter().map(|c| Ok::<_, Infallible>((c.0, c.1))));

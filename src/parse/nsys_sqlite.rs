@@ -88,6 +88,9 @@ pub struct Launched {
     /// The kernel on the GPU.
     pub start: i64,
     pub end: i64,
+    /// Its name (the kernel table's, interned) and whether a CUDA graph ran it.
+    pub name: u32,
+    pub graph: bool,
 }
 
 /// One kernel execution, as the kernel table has it.
@@ -102,6 +105,9 @@ pub struct Kernel {
     /// None when it has none: most rows repeat a name whose short name is
     /// known, so it is looked up (`strings`) only where needed.
     pub short_id: Option<i64>,
+    /// A node of a CUDA graph (`graphNodeId` set: nsys traced the graph's
+    /// nodes, `--cuda-graph-trace=node`); its launch call is the graph's.
+    pub graph: bool,
 }
 
 /// Whether `start..end` is a possible time span: an end before the start, or
@@ -134,7 +140,7 @@ pub(crate) fn tid_of(global_tid: i64) -> i64 {
 }
 
 /// The kernel table's queries, for its columns: `rows` selects (process,
-/// correlation id, start, end, name id, short name id or -1), `ids` the first
+/// correlation id, start, end, name id, short name id or -1, graph node or 0), `ids` the first
 /// two of the rows with an id; `by_process` says whether the process is known.
 struct KernelTable {
     rows: String,
@@ -151,6 +157,7 @@ impl KernelTable {
             end: r.int(3),
             name: r.opt_int(4).and_then(|id| strings.get(&id).copied()).unwrap_or(0),
             short_id: Some(r.int(5)).filter(|&id| id >= 0),
+            graph: r.int(6) != 0,
         }
     }
 }
@@ -384,9 +391,11 @@ impl NsysDb {
         // The demangled name, else the short one; the short one apart only when both exist.
         let name = if cols.contains("demangledName") { "demangledName" } else { "shortName" };
         let short = if name == "demangledName" && cols.contains("shortName") { "shortName" } else { "NULL" };
+        let graph = if cols.contains("graphNodeId") { "graphNodeId" } else { "NULL" };
         KernelTable {
             rows: format!(
-                "SELECT {pid}, {id}, start, end, {name}, COALESCE({short}, -1) FROM CUPTI_ACTIVITY_KIND_KERNEL"
+                "SELECT {pid}, {id}, start, end, {name}, COALESCE({short}, -1), COALESCE({graph}, 0) \
+                 FROM CUPTI_ACTIVITY_KIND_KERNEL"
             ),
             ids: format!("SELECT {pid}, {id} FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE {id} IS NOT NULL"),
             by_process,
@@ -466,7 +475,7 @@ impl NsysDb {
                 every_kernel(k);
                 true
             })?;
-            return self.each_launched_by_sqlite(order, by_process, each);
+            return self.each_launched_by_sqlite(order, by_process, strings, each);
         }
         let mut k_rows = Rows::query(&self.conn, &kernels).map_err(sql)?;
         let mut c_rows = Rows::query(&self.conn, &calls).map_err(sql)?;
@@ -480,7 +489,7 @@ impl NsysDb {
             let kernel = KernelTable::kernel(&k_rows, strings);
             every_kernel(kernel);
             if let Some(id) = k_rows.opt_int(1) {
-                return Some(Ok(launch_join::Executed { pid: k_rows.int(0), id, span: (kernel.start, kernel.end) }));
+                return Some(Ok(launch_join::Executed { pid: k_rows.int(0), id, span: kernel }));
             }
         });
         let c_rows = std::iter::from_fn(|| {
@@ -495,8 +504,9 @@ impl NsysDb {
             k_rows.by_ref(),
             kernel_order,
             call_order,
-            |&(global_tid, launch), (start, end)| {
-                stopped = !each(Launched { global_tid, launch, start, end });
+            |&(global_tid, launch), k: Kernel| {
+                let (start, end, name, graph) = (k.start, k.end, k.name, k.graph);
+                stopped = !each(Launched { global_tid, launch, start, end, name, graph });
                 !stopped
             },
         )?;
@@ -515,14 +525,18 @@ impl NsysDb {
         &self,
         order: Order,
         by_process: bool,
+        strings: &FxHashMap<i64, u32>,
         mut each: impl FnMut(Launched) -> bool,
     ) -> Result<(), Error> {
         let same_process = if by_process { "AND (k.globalPid >> 24) = (r.globalTid >> 24)" } else { "" };
         let order_by = if order == Order::Sorted { "ORDER BY r.start" } else { "" };
+        let cols = self.columns("CUPTI_ACTIVITY_KIND_KERNEL");
+        let name = if cols.contains("demangledName") { "k.demangledName" } else { "k.shortName" };
+        let graph = if cols.contains("graphNodeId") { "k.graphNodeId" } else { "NULL" };
         // CROSS JOIN keeps the runtime table outside: its rows come in stored
         // order, and SQLite indexes the kernels' correlation ids for the lookup.
         let sql = format!(
-            "SELECT r.globalTid, r.start, k.start, k.end FROM CUPTI_ACTIVITY_KIND_RUNTIME r \
+            "SELECT r.globalTid, r.start, k.start, k.end, {name}, COALESCE({graph}, 0) FROM CUPTI_ACTIVITY_KIND_RUNTIME r \
              CROSS JOIN CUPTI_ACTIVITY_KIND_KERNEL k ON k.correlationId = r.correlationId {same_process} {order_by}"
         );
         let what = "CUPTI_ACTIVITY_KIND_RUNTIME and CUPTI_ACTIVITY_KIND_KERNEL";
@@ -535,6 +549,8 @@ impl NsysDb {
                 launch: r.get(1).map_err(get)?,
                 start: r.get(2).map_err(get)?,
                 end: r.get(3).map_err(get)?,
+                name: r.get::<_, Option<i64>>(4).map_err(get)?.and_then(|id| strings.get(&id).copied()).unwrap_or(0),
+                graph: r.get::<_, i64>(5).map_err(get)? != 0,
             };
             if !each(row) {
                 break;

@@ -38,6 +38,9 @@ pub(crate) fn capture(
     let Some(tool) = stage::gate(manifest, verdict, "nsys", nsys_cfg.enable, probe)? else { return Ok(()) };
     run.subdir(run_dir::NSYS_DIR)?;
     let base = absolute(&run.join(run_dir::NSYS_REPORT_BASE));
+    let mut resolved = nsys_cfg.clone();
+    resolved.cuda_graph_trace = nsys::resolve_graph_trace(nsys_cfg, || tool.has_cuda_graph_trace());
+    let nsys_cfg = &resolved;
     let spec = Spawn::new(nsys::profile_argv(&tool.path, nsys_cfg, &base, app))
         .stdout(Sink::File(run.join(run_dir::NSYS_STDOUT)))
         .stderr(Sink::File(run.join(run_dir::NSYS_STDERR)))
@@ -377,7 +380,7 @@ pub(crate) fn write_summary_outputs(
         "{} is a kernel summary without NVTX ranges: no regions, every kernel is unattributed",
         run.relative(csv)
     );
-    let report = aggregate::nsys::RegionsReport::kernels_only(count, kernels.iter().map(|k| k.total_ns).sum(), note);
+    let report = aggregate::nsys::RegionsReport::kernels_only(&kernels, note);
     if top_n > 0 {
         kernels.truncate(top_n);
     }

@@ -47,6 +47,16 @@ pub fn validate(cfg: &NsysConfig) -> Result<(), Error> {
     Ok(())
 }
 
+/// `auto` made concrete for this nsys: `node` (each graph node's kernel
+/// traced, so that it can be attributed to the range around the graph's
+/// launch) where the installed nsys has `--cuda-graph-trace`, else nothing.
+pub fn resolve_graph_trace(cfg: &NsysConfig, has_option: impl FnOnce() -> bool) -> Option<CudaGraphTrace> {
+    match cfg.cuda_graph_trace {
+        Some(CudaGraphTrace::Auto) => has_option().then_some(CudaGraphTrace::Node),
+        other => other,
+    }
+}
+
 /// `nsys profile ... <app...>`, writing `<output_base>.nsys-rep`.
 pub fn profile_argv(nsys: &Path, cfg: &NsysConfig, output_base: &Path, app: &[OsString]) -> Vec<OsString> {
     let mut argv: Vec<OsString> = vec![nsys.into(), "profile".into()];
@@ -65,8 +75,11 @@ pub fn profile_argv(nsys: &Path, cfg: &NsysConfig, output_base: &Path, app: &[Os
         opt(format!("--nvtx-capture={range}"));
         opt(REGISTER_ONLY_ENV.into());
     }
-    if let Some(graph) = cfg.cuda_graph_trace {
-        opt(format!("--cuda-graph-trace={}", if graph == CudaGraphTrace::Graph { "graph" } else { "node" }));
+    match cfg.cuda_graph_trace {
+        Some(CudaGraphTrace::Graph) => opt("--cuda-graph-trace=graph".into()),
+        Some(CudaGraphTrace::Node) => opt("--cuda-graph-trace=node".into()),
+        // Resolved by the caller (`resolve_graph_trace`); unresolved, nothing is passed.
+        Some(CudaGraphTrace::Auto) | None => {}
     }
     opt(format!("--output={}", output_base.display()));
     opt(format!("--force-overwrite={}", cfg.force_overwrite));
@@ -174,6 +187,22 @@ mod tests {
                 "--flag"
             ]
         );
+    }
+
+    #[test]
+    fn graph_trace_auto_is_node_where_nsys_has_it() {
+        let auto = cfg(&[]);
+        assert_eq!(auto.cuda_graph_trace, Some(CudaGraphTrace::Auto));
+        let mut resolved = auto.clone();
+        resolved.cuda_graph_trace = resolve_graph_trace(&auto, || true);
+        assert!(argv(&resolved).contains(&"--cuda-graph-trace=node".to_string()));
+        resolved.cuda_graph_trace = resolve_graph_trace(&auto, || false);
+        assert!(!argv(&resolved).iter().any(|a| a.starts_with("--cuda-graph-trace")));
+        // An explicit choice is kept, and the probe is not asked.
+        let graph = cfg(&["pipeline.nsys.cuda_graph_trace=graph"]);
+        assert_eq!(resolve_graph_trace(&graph, || unreachable!()), Some(CudaGraphTrace::Graph));
+        let none = cfg(&["pipeline.nsys.cuda_graph_trace=null"]);
+        assert_eq!(resolve_graph_trace(&none, || unreachable!()), None);
     }
 
     #[test]

@@ -118,6 +118,19 @@ impl Tool {
             .as_deref()
     }
 
+    /// nsys `--cuda-graph-trace`: listed by 2022.4's `nsys profile --help`
+    /// (the oldest here); an older nsys is asked.
+    pub(crate) fn has_cuda_graph_trace(&self) -> bool {
+        if self.version >= Version::new(2022, 4, 0) {
+            return true;
+        }
+        let spec = Spawn::new([self.path.as_os_str(), "profile".as_ref(), "--help".as_ref()])
+            .stdout(Sink::Capture)
+            .stderr(Sink::Null)
+            .timeout(Some(PROBE_TIMEOUT));
+        process::run(&spec).is_ok_and(|done| String::from_utf8_lossy(&done.stdout).contains("--cuda-graph-trace"))
+    }
+
     /// ncu `--replay-mode range` (2022.1+).
     pub(crate) fn has_range_replay(&self) -> bool {
         self.version >= Version::new(2022, 1, 0)

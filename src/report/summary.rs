@@ -167,6 +167,24 @@ fn gpu_totals(inputs: &Inputs) -> Option<(f64, usize)> {
     Some((ns as f64 / 1e6, n))
 }
 
+/// The kernels CUDA graphs ran, attributed to the ranges around the graph
+/// launches and outside every range, as text; None when there were none.
+fn graph_totals(inputs: &Inputs) -> Option<String> {
+    let r = inputs.nsys_regions.as_ref()?;
+    let top = r.regions.iter().filter(|x| x.depth == 0 && x.style == "PushPop");
+    let (n, ns) = top.fold((0, 0), |(n, ns), x| (n + x.graph_kernel_count, ns + x.graph_gpu_time_ns));
+    let (un, uns) = (r.unattributed.graph_kernel_count, r.unattributed.graph_gpu_time_ns);
+    (n + un > 0).then(|| {
+        format!(
+            "{} kernels, {:.3} ms: {n} ({:.3} ms) in the ranges around their graph launches, {un} ({:.3} ms) launched outside every range",
+            n + un,
+            (ns + uns) as f64 / 1e6,
+            ns as f64 / 1e6,
+            uns as f64 / 1e6
+        )
+    })
+}
+
 fn aggregates(md: &mut String, inputs: &Inputs) {
     md.push_str("## Aggregates\n\n| metric | value |\n|---|---:|\n");
     let t = inputs.timings.as_ref();
@@ -179,6 +197,9 @@ fn aggregates(md: &mut String, inputs: &Inputs) {
         Some((ms, n)) => {
             let _ = writeln!(md, "| GPU busy time (sum of kernel times, nsys) | {ms:.3} ms |");
             let _ = writeln!(md, "| kernels | {n} |");
+            if let Some(g) = graph_totals(inputs) {
+                let _ = writeln!(md, "| of them run by CUDA graphs (nsys, node trace) | {g} |");
+            }
         }
         None => md.push_str("| GPU busy time | – (no nsys capture) |\n| kernels | – |\n"),
     }
