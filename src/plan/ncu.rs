@@ -375,7 +375,15 @@ fn kernel_filter(cli: &NcuCli, mode: RunMode, top: Option<&[String]>, notes: &mu
         Some(names) if !names.is_empty() => Some(KernelFilter {
             source: "nsys_top_n".into(),
             kernels: names.to_vec(),
-            expression: format!("regex:^(?:{})$", names.iter().map(|n| escape_regex(n)).collect::<Vec<_>>().join("|")),
+            // Each name as nsys spells it or as ncu does (namespaces and literal casts optional).
+            expression: format!(
+                "regex:^(?:{})$",
+                names
+                    .iter()
+                    .map(|n| crate::kernel_names::spelling_regex(n, escape_regex))
+                    .collect::<Vec<_>>()
+                    .join("|")
+            ),
         }),
         Some(_) => {
             notes.push("deep mode: nsys saw no CUDA kernels, so ncu runs without a kernel filter".into());

@@ -1,0 +1,172 @@
+//! kernel_names: one kernel's identity across the two tools' spellings.
+//!
+//! nsys prints a kernel's demangled name in full (`void flash::flash_fwd_kernel<
+//! Flash_fwd_kernel_traits<(int)128, …, cutlass::bfloat16_t, …>, (bool)0, …>(
+//! flash::Flash_fwd_params)`); ncu's CSVs print the same kernel without
+//! namespace qualifiers and without the casts on template literals (`void
+//! flash_fwd_kernel<Flash_fwd_kernel_traits<128, …, bfloat16_t, …>, 0, …>(
+//! Flash_fwd_params)`; real DeepSeek-OCR files, REFERENCE §CSV layouts).
+//! Neither artifact we read records mangled names (ncu prints them only with
+//! `--print-kernel-base mangled`, which the reports would then show), so the
+//! join is: the same name, else the same [`key`], when exactly one name of
+//! the other tool has it.
+use std::sync::OnceLock;
+
+use regex::Regex;
+
+/// A namespace qualifier (`flash::`, `(anonymous namespace)::`, nsys's
+/// `<unnamed>::`, which ncu prints `unnamed>::`), a cast on a template literal
+/// (`(bool)0`, `(int)-1`, `(unsigned int)8`), or a lambda's bracket (nsys
+/// `const::[lambda() (instance 7)]`, ncu `lambda() (instance 7)]`).
+fn spelling_parts() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(concat!(
+            r"(?P<u><?unnamed>::)",
+            r"|(?P<q>(?:\(anonymous namespace\)|\b[A-Za-z_][A-Za-z0-9_]*)::)",
+            r"|(?P<c>\([A-Za-z_][A-Za-z0-9_ ]*\))(?P<d>-?[0-9])",
+            r"|(?P<b>[\[\]])"
+        ))
+        .expect("valid regex")
+    })
+}
+
+/// The spelling both tools agree on: namespace qualifiers, the casts on
+/// template literals and lambdas' brackets dropped, runs of spaces made one.
+/// A member after a template (`enable_if<…>::type`) is kept: both tools print it.
+pub fn key(name: &str) -> String {
+    // nsys's `at::native::<unnamed>::k` is ncu's `unnamed>::k`: the `<` went
+    // with the qualifiers. Inside a template ncu's `<unnamed>::` keeps the
+    // template's `<` (`Copy<unnamed>::T`, nsys `Copy<at::native::<unnamed>::T`).
+    let name = name.replace("::<unnamed>::", "::");
+    let stripped = spelling_parts().replace_all(&name, |c: &regex::Captures| match c.name("u") {
+        Some(u) if u.as_str().starts_with('<') => "<".to_string(),
+        _ => c.name("d").map_or(String::new(), |d| d.as_str().to_string()),
+    });
+    stripped.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A regular expression (ECMAScript and the regex crate agree on it) that
+/// matches `name` as nsys spells it and as ncu does: every namespace
+/// qualifier and every cast optional, the rest literal. For ncu's
+/// `--kernel-name regex:` with `--kernel-name-base demangled`.
+pub fn spelling_regex(name: &str, escape: impl Fn(&str) -> String) -> String {
+    let mut out = String::with_capacity(name.len() * 2);
+    let mut at = 0;
+    for c in spelling_parts().captures_iter(name) {
+        let whole = c.get(0).expect("a match");
+        out.push_str(&escape(&name[at..whole.start()]));
+        match (c.name("q"), c.name("c"), c.name("d")) {
+            _ if c.name("u").is_some() => out.push_str(&format!("(?:{}?{})?", escape("<"), escape("unnamed>::"))),
+            _ if c.name("b").is_some() => out.push_str(&format!("{}?", escape(whole.as_str()))),
+            (Some(q), _, _) => out.push_str(&format!("(?:{})?", escape(q.as_str()))),
+            (_, Some(cast), Some(d)) => out.push_str(&format!("(?:{})?{}", escape(cast.as_str()), escape(d.as_str()))),
+            _ => out.push_str(&escape(whole.as_str())),
+        }
+        at = whole.end();
+    }
+    out.push_str(&escape(&name[at..]));
+    out
+}
+
+/// How an ncu kernel name found its nsys name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Matched {
+    /// Spelled the same.
+    Exact,
+    /// The same [`key`], and no other nsys name has it.
+    Normalized,
+    /// Several nsys names have its key: not joined.
+    Ambiguous,
+    /// No nsys name has its key.
+    None,
+}
+
+/// The nsys names, looked up by name and by [`key`].
+pub struct Index<'a> {
+    names: std::collections::HashSet<&'a str>,
+    by_key: std::collections::HashMap<String, Vec<&'a str>>,
+}
+
+impl<'a> Index<'a> {
+    pub fn new(names: impl IntoIterator<Item = &'a str>) -> Index<'a> {
+        let names: std::collections::HashSet<&str> = names.into_iter().collect();
+        let mut by_key: std::collections::HashMap<String, Vec<&str>> = Default::default();
+        for n in &names {
+            by_key.entry(key(n)).or_default().push(n);
+        }
+        for v in by_key.values_mut() {
+            v.sort_unstable();
+        }
+        Index { names, by_key }
+    }
+
+    /// The nsys name of `other` (an ncu spelling), and how it was found.
+    pub fn find(&self, other: &str) -> (Option<&'a str>, Matched) {
+        if let Some(n) = self.names.get(other) {
+            return (Some(n), Matched::Exact);
+        }
+        match self.by_key.get(&key(other)).map(Vec::as_slice) {
+            Some([one]) => (Some(one), Matched::Normalized),
+            Some([]) | None => (None, Matched::None),
+            Some(_) => (None, Matched::Ambiguous),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NSYS: &str = "void flash::flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<(int)128, (int)64, (int)128, (int)4, (bool)0, (bool)0, cutlass::bfloat16_t, Flash_kernel_traits<(int)128, (int)64, (int)128, (int)4, cutlass::bfloat16_t>>, (bool)0, (bool)0, (bool)0, (bool)0, (bool)1, (bool)0, (bool)1, (bool)0>(flash::Flash_fwd_params)";
+    const NCU: &str = "void flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, 0, 0, bfloat16_t, Flash_kernel_traits<128, 64, 128, 4, bfloat16_t>>, 0, 0, 0, 0, 1, 0, 1, 0>(Flash_fwd_params)";
+
+    #[test]
+    fn both_spellings_have_one_key() {
+        assert_eq!(key(NSYS), NCU);
+        assert_eq!(key(NCU), NCU);
+        // A member after a template stays; a negative literal keeps its sign.
+        assert_eq!(
+            key("std::enable_if<!T7, void>::type internal::gemvx::kernel<(int)-1>(T13)"),
+            "enable_if<!T7, void>::type kernel<-1>(T13)"
+        );
+        assert_eq!(key("(anonymous namespace)::k<(unsigned int)8>"), "k<8>");
+        // Anonymous namespaces and lambdas, as the two tools print them (DeepSeek-OCR files).
+        assert_eq!(
+            key("void at::native::<unnamed>::CatArrayBatchedCopy<at::native::<unnamed>::OpaqueType<(unsigned int)2>, (int)4>(T1 *)"),
+            key("void unnamed>::CatArrayBatchedCopy<unnamed>::OpaqueType<2>, 4>(T1 *)")
+        );
+        assert_eq!(
+            key("f(at::TensorIteratorBase &)::[lambda() (instance 3)]::operator ()() const::[lambda(float) (instance 1)], std::array<char *, (unsigned long)2>"),
+            key("f(TensorIteratorBase &)::[lambda() (instance 3)]::operator ()() lambda(float) (instance 1)], array<char *, 2>")
+        );
+        // Other parentheses are not casts.
+        assert_eq!(key("void at::native::f<(bool)1>(at::Tensor (*)(int))"), "void f<1>(Tensor (*)(int))");
+    }
+
+    #[test]
+    fn the_spelling_regex_matches_both_spellings_and_no_other() {
+        let escape = |s: &str| regex::escape(s);
+        let re = Regex::new(&format!("^(?:{})$", spelling_regex(NSYS, escape))).unwrap();
+        assert!(re.is_match(NSYS));
+        assert!(re.is_match(NCU));
+        assert!(!re.is_match(&NCU.replace("128, 64, 128, 4, 0", "64, 64, 256, 4, 0")));
+        assert!(!re.is_match(&NSYS.replace("void flash::", "void pytorch_flash::")));
+        let nsys = "void at::native::<unnamed>::k<at::native::<unnamed>::T<(unsigned int)2>>(f(at::X &)::[lambda() (instance 3)]::operator ()() const::[lambda(float) (instance 1)])";
+        let ncu = "void unnamed>::k<unnamed>::T<2>>(f(X &)::[lambda() (instance 3)]::operator ()() lambda(float) (instance 1)])";
+        let re = Regex::new(&format!("^(?:{})$", spelling_regex(nsys, escape))).unwrap();
+        assert!(re.is_match(nsys) && re.is_match(ncu));
+    }
+
+    #[test]
+    fn an_index_finds_exact_then_unique_normalized_names() {
+        let other = NSYS.replace("flash::Flash_fwd_params", "other::Flash_fwd_params");
+        let idx = Index::new([NSYS, "k"]);
+        assert_eq!(idx.find(NSYS), (Some(NSYS), Matched::Exact));
+        assert_eq!(idx.find(NCU), (Some(NSYS), Matched::Normalized));
+        assert_eq!(idx.find("j"), (None, Matched::None));
+        let two = Index::new([NSYS, other.as_str()]);
+        assert_eq!(two.find(NCU), (None, Matched::Ambiguous));
+    }
+}
