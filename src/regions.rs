@@ -7,6 +7,10 @@
 /// Separator of nested region names in reports.
 pub(crate) const SEP: &str = "::";
 
+/// The separator reports show instead when a name holds `::` itself
+/// (PyTorch's `aten::to › aten::_to_copy`); selectors accept it too.
+pub const PLAIN_SEP: &str = " › ";
+
 /// NVTX domain of the LLM workload's ranges (ncu writes `LLM@prefill/`, nsys `prefill@LLM`).
 pub const LLM_DOMAIN: &str = "LLM";
 pub const PREFILL: &str = "prefill";
@@ -110,9 +114,22 @@ impl<'a> Selector<'a> {
         Selector::of(path, domain)
     }
 
-    /// A region's `::` path in a domain.
+    /// A region's `::` path in a domain, or its ` › ` path (see [`display`]).
     pub fn of(path: &'a str, domain: &'a str) -> Selector<'a> {
-        Selector { domain, names: path.split(SEP).collect() }
+        let sep = if path.contains(PLAIN_SEP) { PLAIN_SEP } else { SEP };
+        Selector { domain, names: path.split(sep).collect() }
+    }
+
+    /// Whether the region of these nested names in `domain` is this one, name
+    /// by name: exact where a name holds `::` itself. A `::` selector
+    /// names such a region by its `::` spelling as a whole.
+    pub fn names_path(&self, names: &[String], domain: &str) -> bool {
+        if self.domain != domain {
+            return false;
+        }
+        let by_name =
+            names.len() == self.names.len() && self.names.iter().zip(names).all(|(want, name)| glob_match(want, name));
+        by_name || self.names_region(&join(names), domain)
     }
 
     /// The innermost name.
@@ -135,6 +152,17 @@ pub fn selector(path: &str, domain: &str) -> String {
         path.to_string()
     } else {
         format!("{domain}@{path}")
+    }
+}
+
+/// Nested names as reports show them: `A::A1`, unless a name holds `::`
+/// itself; then every name apart, ` › ` between (`aten::to › aten::_to_copy`),
+/// a spelling that selectors accept as well.
+pub fn display<S: AsRef<str>>(names: &[S]) -> String {
+    if names.iter().any(|n| n.as_ref().contains(SEP)) {
+        names.iter().map(AsRef::as_ref).collect::<Vec<_>>().join(PLAIN_SEP)
+    } else {
+        join(names)
     }
 }
 
@@ -170,6 +198,24 @@ pub fn glob_match(pattern: &str, name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn paths_whose_names_hold_the_separator_render_apart_and_select_exactly() {
+        let two = ["aten::to".to_string(), "aten::_to_copy".to_string()];
+        let four = ["aten", "to", "aten", "_to_copy"].map(String::from);
+        assert_eq!(display(&two), "aten::to › aten::_to_copy");
+        assert_eq!(display(&four), "aten::to::aten::_to_copy");
+        assert_eq!(display(&["A", "A1"]), "A::A1");
+        // The shown spelling names only its own region; globs apply per name.
+        let shown = Selector::parse("aten::to › aten::_to_copy");
+        assert!(shown.names_path(&two, ""));
+        assert!(!shown.names_path(&four, ""));
+        assert!(Selector::parse("aten::to › aten::*").names_path(&two, ""));
+        // The `::` spelling users type still finds both.
+        let typed = Selector::parse("aten::to::aten::_to_copy");
+        assert!(typed.names_path(&two, "") && typed.names_path(&four, ""));
+        assert!(!Selector::parse("LLM@aten::to › aten::_to_copy").names_path(&two, ""));
+    }
 
     #[test]
     fn pytorch_attributes_are_stripped_and_other_names_kept() {

@@ -71,6 +71,8 @@ pub(crate) const SUMMARY_MD: &str = "stakeholder_summary.md";
 /// One self-contained page with charts (no script, no network).
 pub(crate) const REPORT_HTML: &str = "report.html";
 pub(crate) const ROOFLINE_JSON: &str = "roofline.json";
+/// nsys and ncu joined per region: coverage, HFU, MBU.
+pub(crate) const REGION_JOIN_JSON: &str = "region_join.json";
 /// The index of a run: stage statuses, diagnoses, links to every file.
 pub(crate) const REPORT_MD: &str = "report.md";
 pub(crate) const NCU_CMD: &str = "ncu/cmd.txt";

@@ -79,6 +79,11 @@ pub const ARTIFACTS: &[Artifact] = &[
         schema: schema_of::<Vec<crate::aggregate::nsys::TopKernel>>,
     },
     Artifact {
+        pattern: run_dir::REGION_JOIN_JSON,
+        spec: "region-join.schema.json",
+        schema: schema_of::<crate::report::join::RegionJoin>,
+    },
+    Artifact {
         pattern: run_dir::KERNELS_JSON,
         spec: "kernels.schema.json",
         schema: schema_of::<crate::report::model::KernelsReport>,

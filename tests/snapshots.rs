@@ -14,8 +14,14 @@ use common::*;
 use std::path::Path;
 
 /// Beyond common::REPORTS (report.html is checked in tests/html.rs, not snapshotted).
-const MORE: [&str; 5] =
-    ["roofline.json", "nsys/regions.json", "nsys/top_kernels.json", "nsys/capture.json", "ncu/regions/report.md"];
+const MORE: [&str; 6] = [
+    "roofline.json",
+    "region_join.json",
+    "nsys/regions.json",
+    "nsys/top_kernels.json",
+    "nsys/capture.json",
+    "ncu/regions/report.md",
+];
 
 const DSOCR_KERNEL_SUMMARY: &str =
     "llm-perf-opt/reports/20251107-dsocr/nsys/all-stage/nsys/summary_cuda_gpu_kern_sum.csv";

@@ -101,7 +101,8 @@ fn an_export_without_a_gpu_name_takes_the_one_hardware_gpu_gives() {
     let summary = std::fs::read_to_string(unnamed.join("stakeholder_summary.md")).unwrap();
     assert!(summary.contains("| GPU | none recorded |"), "{summary}");
     assert!(
-        summary.contains("MFU not computed: no GPU name known for cuda (hint: name it, hardware.gpu=H100-SXM,"),
+        summary
+            .contains("MFU not computed: no GPU name known for this run's GPU (hint: name it, hardware.gpu=H100-SXM,"),
         "{summary}"
     );
     let named = root.path().join("named");

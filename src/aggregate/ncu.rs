@@ -96,8 +96,12 @@ pub struct ScopeReport {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RegionEntry {
-    /// The full nested name (`A::A1`), verbatim.
+    /// The full nested name (`A::A1`), verbatim: the spelling selectors use.
     pub name: String,
+    /// The nested names, outermost first: unambiguous where a name holds `::`
+    /// itself (PyTorch's `aten::to`).
+    #[serde(default)]
+    pub path_names: Vec<String>,
     /// The bucket of results outside every NVTX range, named `(unattributed)`
     /// (an application range of that name is a region like any other).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -112,6 +116,10 @@ pub struct RegionEntry {
     /// Directory under `ncu/regions/` with region.json and sections.txt.
     pub dir: String,
     pub inclusive: Totals,
+    /// Inclusive sums over the results with FLOP and DRAM counters, counted as
+    /// roofline.json counts them; what HFU and MBU per region are made of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<Counters>,
     /// Results whose innermost region is this one; absent in range replay.
     pub exclusive: Option<Totals>,
     /// Inclusive roll-up of the configured sections' metrics, by section then name.
@@ -131,6 +139,19 @@ pub struct Totals {
     pub gpu_time_ms: f64,
     /// Results without a duration metric: counted in calls, not in time.
     pub untimed_calls: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Counters {
+    /// Results that had the counters.
+    pub launches: u64,
+    /// Their GPU time under ncu (replayed, clocks as ncu set them).
+    pub gpu_time_ms: f64,
+    /// Hardware FLOPs (tensor-pipe and FMA/ADD/MUL counts, else the SOL rates × time).
+    pub flops: f64,
+    /// DRAM bytes read and written.
+    pub dram_bytes: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -200,6 +221,8 @@ struct Acc {
     excluded: u64,
     /// kernel name → (calls, total ns).
     kernels: BTreeMap<String, (u64, f64)>,
+    /// The launches with FLOP and DRAM counters (roofline.json's rule): calls, ns, FLOPs, bytes.
+    counted: (u64, f64, f64, f64),
     /// section → metric name → accumulator (looked up by &str: no allocation per row).
     metrics: HashMap<String, HashMap<String, MetricAcc>>,
 }
@@ -288,6 +311,8 @@ impl Acc {
         self.untimed += o.untimed;
         self.time_ns += o.time_ns;
         self.excluded += o.excluded;
+        let (c, m) = (&mut self.counted, o.counted);
+        *c = (c.0 + m.0, c.1 + m.1, c.2 + m.2, c.3 + m.3);
         for (k, (c, t)) in &o.kernels {
             let e = self.kernels.entry(k.clone()).or_default();
             e.0 += c;
@@ -441,7 +466,7 @@ impl LaunchSink for Builder {
     /// One launch (or range result) with borrowed metric rows.
     fn add(&mut self, launch: &LaunchView, how: Attribution, regions: &[String]) {
         self.results += 1;
-        self.roofline.add(launch);
+        let counted = self.roofline.add(launch);
         let range = how == Attribution::Range || launch.kernel_name == RANGE_RESULT;
         let (region, found) = match how {
             _ if range => (range_region(launch, regions), Attribution::Range),
@@ -459,6 +484,10 @@ impl LaunchSink for Builder {
             return;
         }
         let duration = launch.duration_ns();
+        if let Some((ns, flops, bytes)) = counted {
+            let c = &mut acc.counted;
+            *c = (c.0 + 1, c.1 + ns, c.2 + flops, c.3 + bytes);
+        }
         acc.calls += 1;
         match duration {
             Some(d) => acc.time_ns += d,
@@ -677,6 +706,7 @@ impl Builder {
             .collect();
         RegionEntry {
             name: key.path(),
+            path_names: names.clone(),
             unattributed: key.outside,
             parent: (names.len() > 1).then(|| regions::join(&names[..names.len() - 1])),
             depth: names.len() - 1,
@@ -685,6 +715,12 @@ impl Builder {
             process_id: single(pids),
             dir,
             inclusive: totals_of(incl),
+            counters: (incl.counted.0 > 0).then(|| Counters {
+                launches: incl.counted.0,
+                gpu_time_ms: incl.counted.1 / 1e6,
+                flops: incl.counted.2,
+                dram_bytes: incl.counted.3,
+            }),
             exclusive: (!self.in_range_mode()).then(|| excl.map(totals_of).unwrap_or_default()),
             metrics,
             sections,

@@ -98,8 +98,12 @@ pub struct Normalized {
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Region {
-    /// Nested names joined by `::`, outermost first.
+    /// Nested names joined by `::`, outermost first: the spelling selectors use.
     pub path: String,
+    /// The nested names, outermost first: unambiguous where a name holds `::`
+    /// itself (PyTorch's `aten::to` inside `aten::_to_copy` is two names).
+    #[serde(default)]
+    pub path_names: Vec<String>,
     pub name: String,
     pub parent: Option<String>,
     pub depth: usize,
@@ -158,6 +162,18 @@ fn kernel_rows(by_name: impl IntoIterator<Item = (String, (usize, i64))>) -> Vec
         by_name.into_iter().map(|(name, (calls, gpu_time_ns))| RegionKernel { name, calls, gpu_time_ns }).collect();
     rows.sort_by(|a, b| b.gpu_time_ns.cmp(&a.gpu_time_ns).then_with(|| a.name.cmp(&b.name)));
     rows
+}
+
+impl Region {
+    /// The nested names: `path_names`, else (a regions.json written before it
+    /// existed) the path split at `::`.
+    pub fn names(&self) -> Vec<String> {
+        if self.path_names.is_empty() {
+            self.path.split(regions::SEP).map(String::from).collect()
+        } else {
+            self.path_names.clone()
+        }
+    }
 }
 
 impl RegionsReport {
@@ -742,6 +758,7 @@ impl Sweep {
             .map(|(i, (a, samples))| {
                 let region = Region {
                     path: paths[i].clone(),
+                    path_names: path_names(&self.regions, &names, i),
                     name: names.get(a.name).to_string(),
                     parent: a.parent.map(|p| paths[p as usize].clone()),
                     depth: a.depth,
@@ -796,6 +813,18 @@ impl Sweep {
             kernels: count,
         })
     }
+}
+
+/// Region `i`'s names, outermost first.
+fn path_names(regions: &[Acc], names: &Names, i: usize) -> Vec<String> {
+    let mut out = Vec::with_capacity(regions[i].depth + 1);
+    let mut at = Some(i as u32);
+    while let Some(r) = at {
+        out.push(names.get(regions[r as usize].name).to_string());
+        at = regions[r as usize].parent;
+    }
+    out.reverse();
+    out
 }
 
 /// Each region's path: its ancestors' names and its own, joined by `::`.

@@ -187,10 +187,11 @@ pub struct RooflineAcc {
 }
 
 impl RooflineAcc {
-    pub fn add(&mut self, l: &LaunchView) {
+    /// One launch; its (GPU time ns, FLOPs, DRAM bytes) when it had the counters.
+    pub fn add(&mut self, l: &LaunchView) -> Option<(f64, f64, f64)> {
         self.launches += 1;
-        let Some(ns) = l.duration_ns().filter(|v| v.is_finite() && *v > 0.0) else { return };
-        let (Some((flops, names)), Some(bytes)) = (flops_of(l, ns), bytes_of(l, ns)) else { return };
+        let ns = l.duration_ns().filter(|v| v.is_finite() && *v > 0.0)?;
+        let (Some((flops, names)), Some(bytes)) = (flops_of(l, ns), bytes_of(l, ns)) else { return None };
         self.counted += 1;
         self.flop_metrics.extend(names);
         if !self.by_kernel.contains_key(l.kernel_name) {
@@ -210,6 +211,7 @@ impl RooflineAcc {
         {
             e.dram = (e.dram.0 + v * ns, e.dram.1 + ns);
         }
+        Some((ns, flops, bytes))
     }
 
     /// Fold in what another accumulator saw (a later block or file).

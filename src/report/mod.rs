@@ -4,6 +4,7 @@
 //! (summary.rs, html.rs, ncu_regions.rs, peaks for MFU), and this module, the
 //! one writer of report files.
 pub mod html;
+pub mod join;
 pub mod model;
 pub mod ncu_regions;
 pub mod peaks;
@@ -45,16 +46,23 @@ pub fn write_summaries(run: &RunDir) -> Result<Vec<String>, Error> {
     run.write(run_dir::OPERATORS_MD, summary::operators_md(&d.operators).as_bytes())?;
     run.write(run_dir::SUMMARY_MD, summary::stakeholder_summary(&inputs, &d).as_bytes())?;
     run.write(run_dir::REPORT_HTML, html::render(&inputs, &d).as_bytes())?;
-    Ok([
-        run_dir::KERNELS_JSON,
-        run_dir::KERNELS_MD,
-        run_dir::OPERATORS_JSON,
-        run_dir::OPERATORS_MD,
-        run_dir::SUMMARY_MD,
-        run_dir::REPORT_HTML,
-    ]
-    .map(String::from)
-    .to_vec())
+    let mut written = Vec::new();
+    if let Some(j) = &d.join {
+        run.write_json(run_dir::REGION_JOIN_JSON, j)?;
+        written.push(run_dir::REGION_JOIN_JSON.to_string());
+    }
+    written.extend(
+        [
+            run_dir::KERNELS_JSON,
+            run_dir::KERNELS_MD,
+            run_dir::OPERATORS_JSON,
+            run_dir::OPERATORS_MD,
+            run_dir::SUMMARY_MD,
+            run_dir::REPORT_HTML,
+        ]
+        .map(String::from),
+    );
+    Ok(written)
 }
 
 /// The ncu preflight: each configured region as nsys captured it.

@@ -94,6 +94,8 @@ pub struct OperatorsReport {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OperatorRow {
+    /// The nested names as reports show them (`regions::display`): `A::A1`,
+    /// or `aten::to › aten::_to_copy` when a name holds `::`.
     pub name: String,
     pub total_ms: f64,
     pub calls: u64,
@@ -172,9 +174,11 @@ fn kernel_rows(inputs: &Inputs) -> KernelsReport {
 
 pub fn operators(inputs: &Inputs) -> OperatorsReport {
     if let Some(regions) = inputs.nsys_regions.as_ref().filter(|r| r.regions.iter().any(|r| r.depth > 0)) {
-        let mut by_path: BTreeMap<&str, (i64, usize, i64, usize)> = BTreeMap::new();
+        // By nested names, not by their `::` spelling: `aten::to` inside
+        // `aten::_to_copy` is not `aten` › `to` › `aten` › `_to_copy`.
+        let mut by_path: BTreeMap<Vec<String>, (i64, usize, i64, usize)> = BTreeMap::new();
         for r in regions.regions.iter().filter(|r| r.depth > 0) {
-            let e = by_path.entry(&r.path).or_default();
+            let e = by_path.entry(r.names()).or_default();
             e.0 += r.inclusive_ns;
             e.1 += r.instances;
             e.2 += r.gpu_time_ns;
@@ -182,8 +186,8 @@ pub fn operators(inputs: &Inputs) -> OperatorsReport {
         }
         let rows = by_path
             .into_iter()
-            .map(|(name, (ns, calls, gpu, kernels))| OperatorRow {
-                name: name.to_string(),
+            .map(|(names, (ns, calls, gpu, kernels))| OperatorRow {
+                name: crate::regions::display(&names),
                 total_ms: ns as f64 / 1e6,
                 calls: calls as u64,
                 mean_ms: ns as f64 / 1e6 / calls.max(1) as f64,
@@ -260,7 +264,7 @@ pub fn region_utilization(
     let mut unmatched = Vec::new();
     for (selector, &per_call) in flops {
         let sel = crate::regions::Selector::parse(selector);
-        let hits: Vec<_> = regions.regions.iter().filter(|r| sel.names_region(&r.path, &r.domain)).collect();
+        let hits: Vec<_> = regions.regions.iter().filter(|r| sel.names_path(&r.names(), &r.domain)).collect();
         let instances: usize = hits.iter().map(|r| r.instances).sum();
         let wall_ns: i64 = hits.iter().map(|r| r.inclusive_ns).sum();
         if instances == 0 || wall_ns <= 0 {
@@ -302,8 +306,9 @@ pub fn peak_of(inputs: &Inputs) -> Option<Peak> {
     let cfg = inputs.config.as_ref()?;
     let hw = cfg.hardware.clone();
     let Some(t) = inputs.timings.as_ref() else {
-        if !cfg.workload.flops.is_empty() {
-            // A user's command with its FLOPs: the override, else its GPU in the table.
+        if !cfg.workload.flops.is_empty() || inputs.ncu.is_some() {
+            // A user's command with its FLOPs, or ncu counters (HFU, MBU): the
+            // override, else its GPU in the table.
             let dtype = match cfg.workload.dtype {
                 crate::config::schema::Dtype::F32 => "f32",
                 crate::config::schema::Dtype::F16 => "f16",
@@ -367,6 +372,8 @@ pub struct Derived {
     pub uses: Vec<StageUse>,
     /// `workload.flops` selectors that name no region of the capture.
     pub unmatched_flops: Vec<String>,
+    /// nsys and ncu per region (region_join.json), when both have results.
+    pub join: Option<super::join::RegionJoin>,
 }
 
 impl Derived {
@@ -377,6 +384,11 @@ impl Derived {
             (None, Some(p), Some(r), Some(c)) => region_utilization(&c.workload.flops, r, p),
             _ => (Vec::new(), Vec::new()),
         };
-        Derived { kernels: kernels(inputs), operators: operators(inputs), peak, uses, unmatched_flops }
+        let clocks = inputs.config.as_ref().and_then(|c| c.pipeline.ncu.ncu_cli.clock_control);
+        let join = match (&inputs.nsys_regions, &inputs.ncu) {
+            (Some(nsys), Some(ncu)) => super::join::join(nsys, ncu, clocks, peak.as_ref()),
+            _ => None,
+        };
+        Derived { kernels: kernels(inputs), operators: operators(inputs), peak, uses, unmatched_flops, join }
     }
 }

@@ -105,7 +105,7 @@ pub fn choose(
             flops: None,
             bytes_per_s: None,
             source: String::new(),
-            missing: Some(format!("MFU not computed: no GPU name known for {device} (hint: name it, hardware.gpu=H100-SXM, or set hardware.peak_tflops and hardware.peak_gbps)")),
+            missing: Some(format!("MFU not computed: no GPU name known for {} (hint: name it, hardware.gpu=H100-SXM, or set hardware.peak_tflops and hardware.peak_gbps)", if device == "cuda" { "this run's GPU" } else { device })),
         });
     };
     let table = table()?;

@@ -54,9 +54,63 @@ pub fn stakeholder_summary(inputs: &Inputs, d: &Derived) -> String {
     stages(&mut md, inputs);
     mfu(&mut md, inputs, d);
     top_operators(&mut md, &d.operators);
-    top_kernels(&mut md, &d.kernels, inputs.roofline.as_ref());
-    narrative(&mut md, inputs, &d.operators, &d.kernels, &d.uses);
+    top_kernels(&mut md, &d.kernels, inputs.roofline.as_ref(), d.join.as_ref());
+    if let Some(j) = &d.join {
+        region_join(&mut md, j);
+    }
+    narrative(&mut md, inputs, d);
     md
+}
+
+/// Rows of the nsys × ncu table shown; region_join.json has them all.
+const JOIN_ROWS: usize = 15;
+
+/// nsys and ncu side by side per region: coverage, HFU, MBU.
+fn region_join(md: &mut String, j: &super::join::RegionJoin) {
+    md.push_str(
+        "## nsys × ncu per region
+
+",
+    );
+    md.push_str("| region | nsys wall ms | nsys GPU ms | ncu results | ncu GPU ms (replayed) | coverage | HFU | MBU |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    let mut rows: Vec<_> = j.regions.iter().collect();
+    rows.sort_by_key(|r| std::cmp::Reverse(r.nsys.as_ref().map_or(0, |n| n.gpu_time_ns)));
+    let pct = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.1}%"));
+    let ms = |ns: i64| format!("{:.3}", ns as f64 / 1e6);
+    for r in rows.iter().take(JOIN_ROWS) {
+        let shown = if r.path_names.len() > 1 { crate::regions::display(&r.path_names) } else { r.path.clone() };
+        let name = crate::regions::selector(&shown, &r.domain).replace('|', "\\|");
+        let (wall, gpu) = r.nsys.as_ref().map_or(("–".into(), "–".into()), |n| {
+            (if n.instances > 0 { ms(n.wall_ns) } else { "–".into() }, ms(n.gpu_time_ns))
+        });
+        let (calls, ncu_ms) = r
+            .ncu
+            .as_ref()
+            .map_or(("–".into(), "–".into()), |n| (n.calls.to_string(), format!("{:.3}", n.gpu_time_ms)));
+        let _ = writeln!(
+            md,
+            "| `{name}` | {wall} | {gpu} | {calls} | {ncu_ms} | {} | {} | {} |",
+            pct(r.coverage_pct),
+            pct(r.hfu_pct),
+            pct(r.mbu_pct)
+        );
+    }
+    if j.regions.len() > JOIN_ROWS {
+        let _ = writeln!(md, "\n{} more in region_join.json.", j.regions.len() - JOIN_ROWS);
+    }
+    let coverage = match j.ncu_results.as_str() {
+        "range" => "ncu measured each range as one result (range replay): no per-kernel coverage".to_string(),
+        _ => "coverage = nsys GPU time of the region's kernels that ncu profiled there / all its nsys GPU time".into(),
+    };
+    let joined = j.kernels.iter().filter(|k| k.nsys_name.is_some()).count();
+    let _ = writeln!(
+        md,
+        "\n{coverage}. {joined} of {} ncu kernel names joined an nsys kernel ({} by a normalized spelling). HFU = hardware FLOPs (ncu counters) / the profiled kernels' GPU time / peak FLOP/s; MBU = DRAM bytes / the same time / peak bandwidth. Peak: {}. Clocks: {}.\n",
+        j.kernels.len(),
+        j.kernels.iter().filter(|k| k.matched == crate::kernel_names::Matched::Normalized).count(),
+        j.peak.as_deref().or(j.peak_missing.as_deref()).unwrap_or("–"),
+        j.clocks
+    );
 }
 
 fn environment(md: &mut String, inputs: &Inputs) {
@@ -381,25 +435,28 @@ fn top_operators(md: &mut String, ops: &OperatorsReport) {
 /// throughputs too, matched by kernel name ("–" when ncu did not see that name;
 /// no such columns when none of the top kernels has a match, e.g. nsys and ncu
 /// name them differently).
-fn top_kernels(md: &mut String, k: &KernelsReport, roofline: Option<&crate::aggregate::roofline::Roofline>) {
+fn top_kernels(
+    md: &mut String,
+    k: &KernelsReport,
+    roofline: Option<&crate::aggregate::roofline::Roofline>,
+    join: Option<&super::join::RegionJoin>,
+) {
     md.push_str("## Top Kernels\n\n");
     if k.kernels.is_empty() {
         let _ = writeln!(md, "{}\n", k.note.as_deref().unwrap_or("No kernels."));
         return;
     }
-    let mut points = roofline.map(|r| r.points.as_slice()).unwrap_or_default();
     let top = &k.kernels[..k.kernels.len().min(10)];
-    if !top.iter().any(|r| points.iter().any(|p| p.kernel_name == r.kernel_name)) {
-        points = &[];
-    }
+    let found: Vec<_> = top.iter().map(|r| point_of(roofline, join, &r.kernel_name)).collect();
+    let points = found.iter().any(Option::is_some);
     md.push_str("| kernel | total ms | calls | mean ms | share |");
-    if !points.is_empty() {
+    if points {
         md.push_str(" FLOP/byte (ncu) | SM % (ncu) | DRAM % (ncu) |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
     } else {
         md.push_str("\n|---|---:|---:|---:|---:|\n");
     }
     let opt = |v: Option<f64>, digits: usize| v.map_or("–".to_string(), |v| format!("{v:.digits$}"));
-    for r in top {
+    for (r, p) in top.iter().zip(found) {
         let _ = write!(
             md,
             "| `{}` | {:.3} | {} | {:.4} | {:.1}% |",
@@ -409,8 +466,7 @@ fn top_kernels(md: &mut String, k: &KernelsReport, roofline: Option<&crate::aggr
             r.mean_ms,
             r.share_pct
         );
-        if !points.is_empty() {
-            let p = points.iter().find(|p| p.kernel_name == r.kernel_name);
+        if points {
             let _ = write!(
                 md,
                 " {} | {} | {} |",
@@ -425,7 +481,22 @@ fn top_kernels(md: &mut String, k: &KernelsReport, roofline: Option<&crate::aggr
 }
 
 /// Three biggest costs by time, each read by a rule; every number is in a table above.
-fn narrative(md: &mut String, inputs: &Inputs, ops: &OperatorsReport, k: &KernelsReport, uses: &[StageUse]) {
+/// The ncu counters of an nsys kernel: roofline.json's point under the same
+/// name, else under the ncu name that joined it (region_join.json).
+pub(crate) fn point_of<'a>(
+    roofline: Option<&'a crate::aggregate::roofline::Roofline>,
+    join: Option<&super::join::RegionJoin>,
+    kernel: &str,
+) -> Option<&'a crate::aggregate::roofline::Point> {
+    let points = &roofline?.points;
+    points.iter().find(|p| p.kernel_name == kernel).or_else(|| {
+        let ncu = join?.kernels.iter().find(|k| k.nsys_name.as_deref() == Some(kernel))?;
+        points.iter().find(|p| p.kernel_name == ncu.ncu_name)
+    })
+}
+
+fn narrative(md: &mut String, inputs: &Inputs, d: &Derived) {
+    let (ops, k, uses) = (&d.operators, &d.kernels, d.uses.as_slice());
     md.push_str("## Narrative\n\n");
     let mut lines = Vec::new();
     if let Some(t) = &inputs.timings {
@@ -463,7 +534,7 @@ fn narrative(md: &mut String, inputs: &Inputs, ops: &OperatorsReport, k: &Kernel
         lines.push(format!("The largest operator is `{}` with {:.3} ms in all; {lead}.", op.name, op.total_ms));
     }
     if let Some(top) = k.kernels.first() {
-        let point = inputs.roofline.as_ref().and_then(|r| r.points.iter().find(|p| p.kernel_name == top.kernel_name));
+        let point = point_of(inputs.roofline.as_ref(), d.join.as_ref(), &top.kernel_name);
         let reading = match (point, sm_throughput(inputs)) {
             (Some(p), _) => kernel_reading(p),
             (None, Some((region, v))) if v < 20.0 => format!("ncu has no counters for this kernel by name; the ncu region `{region}`, which holds most profiled GPU time, runs at {v:.1}% SM throughput: low, which points at launch overhead or occupancy rather than compute"),
