@@ -42,12 +42,23 @@ fn chart_data_points_equal_the_json_reports() {
         assert_eq!(name, wname);
         assert!((v - w).abs() <= 1e-6 * w.max(1.0), "{name}: {v} vs {w}");
     }
-    // Regions: one box per NVTX path, as wide in ms as nsys/regions.json says.
+    // Regions: one box per NVTX path, as wide in ms as nsys/regions.json says,
+    // named by its nested names: ` › ` between them where a name holds `::`
+    // (TensorRT's layer names here do).
     let regions = json(&dir.join("nsys/regions.json"));
     let mut want: std::collections::BTreeMap<String, f64> = Default::default();
+    let mut apart = 0;
     for r in regions["regions"].as_array().unwrap().iter().filter(|r| r["style"] == "PushPop") {
-        *want.entry(r["path"].as_str().unwrap().to_string()).or_default() += r["inclusive_ns"].as_f64().unwrap() / 1e6;
+        let names: Vec<&str> = r["path_names"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+        let shown = if names.iter().any(|n| n.contains("::")) {
+            apart += 1;
+            names.join(" › ")
+        } else {
+            names.join("::")
+        };
+        *want.entry(shown).or_default() += r["inclusive_ns"].as_f64().unwrap() / 1e6;
     }
+    assert!(apart > 0, "memfusion's names hold `::`");
     let boxes = points(&html, "region", "ms");
     assert_eq!(boxes.len(), want.len(), "{boxes:?}");
     for (path, v) in boxes {

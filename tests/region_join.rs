@@ -114,3 +114,36 @@ fn deep_mode_filter_from_nsys_names_selects_ncu_spellings_of_exactly_those_kerne
     }
     assert!(selected >= 5 && others >= 5, "{selected} of the top 10 among ncu's kernels, {others} others");
 }
+
+/// HFU and MBU of the one region from its ncu counters, over the peaks the
+/// import was given: the counters are the roofline's (every point's FLOPs
+/// and bytes, every launch with counters), over their replayed GPU time.
+#[test]
+fn hfu_and_mbu_come_from_the_regions_counters_over_the_given_peaks() {
+    let root = tempfile::tempdir().unwrap();
+    let Some(summary) = corpus_copy(&this_test!(), KERNEL_SUMMARY, root.path()) else { return };
+    let Some(ncu) = dsocr_ncu(&this_test!(), root.path()) else { return };
+    let run = root.path().join("run");
+    llmperf().args(["import", "nsys"]).arg(&summary).arg("-o").arg(&run).assert().success();
+    llmperf()
+        .args(["import", "ncu"])
+        .args(&ncu)
+        .args(["hardware.peak_tflops=100", "hardware.peak_gbps=1000", "-o"])
+        .arg(&run)
+        .assert()
+        .success();
+    let join = json(&run.join("region_join.json"));
+    assert_eq!(join["peak"], "hardware.peak_tflops / hardware.peak_gbps (user override); dense");
+    let roofline = json(&run.join("roofline.json"));
+    let points = roofline["points"].as_array().unwrap();
+    let sum = |key: &str| points.iter().map(|p| p[key].as_f64().unwrap()).sum::<f64>();
+    let (flops, bytes, ns) = (sum("flops"), sum("dram_bytes"), sum("gpu_time_ns"));
+    let r = &join["regions"][0];
+    assert_eq!(r["ncu"]["launches_with_counters"], roofline["launches_with_counters"]);
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
+    let hfu = flops / (ns * 1e-9) / 100e12 * 100.0;
+    let mbu = bytes / (ns * 1e-9) / 1000e9 * 100.0;
+    assert!(close(r["hfu_pct"].as_f64().unwrap(), hfu), "{} vs {hfu}", r["hfu_pct"]);
+    assert!(close(r["mbu_pct"].as_f64().unwrap(), mbu), "{} vs {mbu}", r["mbu_pct"]);
+    assert!(hfu > 1.0 && mbu > 1.0, "{hfu} {mbu}");
+}

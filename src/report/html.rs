@@ -40,20 +40,22 @@ pub(crate) fn esc(s: &str) -> String {
 
 const COLORS: [&str; 6] = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#b07aa1"];
 
-/// A region's box: depth, parent path, milliseconds.
-type Box = (usize, Option<String>, f64);
+/// A region's box: depth, parent's names, milliseconds.
+type Box = (usize, Option<Vec<String>>, f64);
 
 /// Time per NVTX region as an icicle: each row a nesting level, each box as
 /// wide as the region's inclusive time, children inside their parent.
+/// Regions are keyed by their nested names (a name may hold `::` itself,
+/// as PyTorch's do), and labelled as the reports show them.
 fn regions_chart(h: &mut String, inputs: &Inputs) {
     h.push_str("<h2>Time per region</h2>\n");
-    // path → (depth, parent, ms). nsys gives depth and parent (names may
-    // contain `::` themselves); the workload's own names do not.
-    let mut boxes: BTreeMap<String, Box> = BTreeMap::new();
+    let mut boxes: BTreeMap<Vec<String>, Box> = BTreeMap::new();
     let source = match &inputs.nsys_regions {
         Some(r) if !r.regions.is_empty() => {
             for x in r.regions.iter().filter(|x| x.style == "PushPop") {
-                let e = boxes.entry(x.path.clone()).or_insert((x.depth, x.parent.clone(), 0.0));
+                let names = x.names();
+                let parent = (names.len() > 1).then(|| names[..names.len() - 1].to_vec());
+                let e = boxes.entry(names).or_insert((x.depth, parent, 0.0));
                 e.2 += x.inclusive_ns as f64 / 1e6;
             }
             "nsys (wall time of the NVTX ranges, summed over threads)"
@@ -61,8 +63,9 @@ fn regions_chart(h: &mut String, inputs: &Inputs) {
         _ => match &inputs.timings {
             Some(t) => {
                 for (k, s) in t.stages.iter().chain(&t.operators) {
-                    let parent = k.rsplit_once(crate::regions::SEP).map(|(p, _)| p.to_string());
-                    boxes.insert(k.clone(), (k.matches(crate::regions::SEP).count(), parent, s.total_ms));
+                    let names: Vec<String> = k.split(crate::regions::SEP).map(String::from).collect();
+                    let parent = (names.len() > 1).then(|| names[..names.len() - 1].to_vec());
+                    boxes.insert(names.clone(), (names.len() - 1, parent, s.total_ms));
                 }
                 "the workload's own clock (timings.json)"
             }
@@ -80,12 +83,12 @@ fn regions_chart(h: &mut String, inputs: &Inputs) {
         "<svg id=\"regions\" width=\"{WIDTH}\" height=\"{}\" role=\"img\" aria-label=\"time per region\">",
         (max_depth + 1) as f64 * row
     );
-    let mut order: Vec<(&String, &Box)> = boxes.iter().collect();
+    let mut order: Vec<(&Vec<String>, &Box)> = boxes.iter().collect();
     order.sort_by(|a, b| a.1 .0.cmp(&b.1 .0).then_with(|| a.0.cmp(b.0)));
-    let mut placed: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
-    let mut next_child: BTreeMap<&str, f64> = BTreeMap::new();
+    let mut placed: BTreeMap<&[String], (f64, f64)> = BTreeMap::new();
+    let mut next_child: BTreeMap<&[String], f64> = BTreeMap::new();
     let mut top_x = 0.0;
-    for (path, (d, parent, v)) in order {
+    for (names, (d, parent, v)) in order {
         let (x, w) = match parent.as_deref() {
             None => {
                 let w = if total > 0.0 { WIDTH * v / total } else { 0.0 };
@@ -101,19 +104,17 @@ fn regions_chart(h: &mut String, inputs: &Inputs) {
                 (x, w)
             }
         };
-        placed.insert(path, (x, w));
-        let name = match parent {
-            Some(p) => path.strip_prefix(p.as_str()).and_then(|r| r.strip_prefix(crate::regions::SEP)).unwrap_or(path),
-            None => path.as_str(),
-        };
+        placed.insert(names, (x, w));
+        let path = crate::regions::display(names);
+        let name = names.last().map_or("", String::as_str);
         let _ = write!(
             h,
             "<g><rect data-region=\"{}\" data-ms=\"{v:.6}\" x=\"{x:.2}\" y=\"{:.1}\" width=\"{w:.2}\" height=\"{:.1}\" fill=\"{}\" stroke=\"#fff\"><title>{}: {v:.3} ms</title></rect>",
-            esc(path),
+            esc(&path),
             *d as f64 * row,
             row - 2.0,
             COLORS[d % COLORS.len()],
-            esc(path)
+            esc(&path)
         );
         if w > 7.0 * name.len() as f64 {
             let _ = write!(
