@@ -295,6 +295,31 @@ fn per_region_kernels_by_name_equal_sql_sums() {
     assert_eq!(ours, sql);
 }
 
+/// The graph columns are read only when the export names a graph launch
+/// call. A copy of a capture whose kernels are all marked as graph nodes
+/// counts every kernel as graph time, in every region and outside; without a
+/// graph launch among its strings, none.
+#[test]
+fn graph_nodes_are_counted_where_the_export_names_a_graph_launch() {
+    let Some(db) = corpus!(MEMFUSION) else { return };
+    let (_dir, copy, conn) = writable_copy(&db);
+    conn.execute_batch("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET graphNodeId = rowid;").unwrap();
+    let (without, _, _) = ingest(&copy);
+    assert!(without.regions.iter().all(|r| r.graph_kernel_count == 0));
+    conn.execute_batch(
+        "INSERT INTO StringIds (id, value) VALUES ((SELECT max(id) + 1 FROM StringIds), 'cudaGraphLaunch_v10000');",
+    )
+    .unwrap();
+    drop(conn);
+    let (with, _, _) = ingest(&copy);
+    assert!(with.regions.iter().any(|r| r.kernel_count > 0));
+    for r in &with.regions {
+        assert_eq!((r.graph_kernel_count, r.graph_gpu_time_ns), (r.kernel_count, r.gpu_time_ns), "{}", r.path);
+    }
+    let u = &with.unattributed;
+    assert_eq!((u.graph_kernel_count, u.graph_gpu_time_ns), (u.kernel_count, u.gpu_time_ns));
+}
+
 /// A copy of a corpus export to rewrite, in a directory dropped with the test.
 fn writable_copy(db: &Path) -> (tempfile::TempDir, std::path::PathBuf, rusqlite::Connection) {
     let dir = tempfile::tempdir().unwrap();

@@ -478,6 +478,10 @@ struct Acc {
     span_ns: i64,
     graph_kernels: usize,
     graph_ns: i64,
+    /// Kernels launched while this region was the innermost open one, by
+    /// name: (name, calls, ns), sorted by name (few per region: a binary
+    /// search is cheaper than hashing each launch).
+    exclusive_kernels: Vec<(u32, usize, i64)>,
 }
 
 /// A push/pop range instance still open on its thread.
@@ -498,8 +502,6 @@ struct Sweep {
     odd_ranges: usize,
     attributed: (usize, i64),
     attributed_graph: (usize, i64),
-    /// (innermost region, kernel name) → calls, ns: rolled up the tree at the end.
-    exclusive_kernels: HashMap<(u32, u32), (usize, i64)>,
 }
 
 impl Default for Sweep {
@@ -513,7 +515,6 @@ impl Default for Sweep {
             odd_ranges: 0,
             attributed: (0, 0),
             attributed_graph: (0, 0),
-            exclusive_kernels: HashMap::default(),
         }
     }
 }
@@ -606,6 +607,7 @@ impl Sweep {
                 span_ns: 0,
                 graph_kernels: 0,
                 graph_ns: 0,
+                exclusive_kernels: Vec::new(),
             });
             (regions.len() - 1) as u32
         });
@@ -635,8 +637,13 @@ impl Sweep {
         let acc = &mut self.regions[inner.region as usize];
         acc.kernels_excl += 1;
         acc.gpu_excl_ns = acc.gpu_excl_ns.saturating_add(ns);
-        let by_name = self.exclusive_kernels.entry((inner.region, k.name)).or_insert((0, 0));
-        *by_name = (by_name.0 + 1, by_name.1.saturating_add(ns));
+        match acc.exclusive_kernels.binary_search_by_key(&k.name, |e| e.0) {
+            Ok(i) => {
+                let e = &mut acc.exclusive_kernels[i];
+                (e.1, e.2) = (e.1 + 1, e.2.saturating_add(ns));
+            }
+            Err(i) => acc.exclusive_kernels.insert(i, (k.name, 1, ns)),
+        }
         let graph = usize::from(k.graph);
         for o in stack.iter_mut() {
             let acc = &mut self.regions[o.region as usize];
@@ -684,7 +691,9 @@ impl Sweep {
         // the unattributed ones: each name's total less what the roots hold.
         let mut inclusive: Vec<HashMap<u32, (usize, i64)>> = vec![HashMap::default(); self.regions.len()];
         let mut attributed_by_name: HashMap<u32, (usize, i64)> = HashMap::default();
-        for (&(region, name), &(calls, ns)) in &self.exclusive_kernels {
+        let pairs =
+            self.regions.iter().enumerate().flat_map(|(r, a)| a.exclusive_kernels.iter().map(move |e| (r as u32, e)));
+        for (region, &(name, calls, ns)) in pairs {
             let mut at = Some(region);
             while let Some(r) = at {
                 let e = inclusive[r as usize].entry(name).or_insert((0, 0));
