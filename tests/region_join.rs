@@ -133,7 +133,7 @@ fn hfu_and_mbu_come_from_the_regions_counters_over_the_given_peaks() {
         .assert()
         .success();
     let join = json(&run.join("region_join.json"));
-    assert_eq!(join["peak"], "hardware.peak_tflops / hardware.peak_gbps (user override); dense");
+    assert_eq!(join["peak"], "hardware.peak_tflops / hardware.peak_gbps (user override)");
     let roofline = json(&run.join("roofline.json"));
     let points = roofline["points"].as_array().unwrap();
     let sum = |key: &str| points.iter().map(|p| p[key].as_f64().unwrap()).sum::<f64>();

@@ -163,7 +163,7 @@ pub fn join(
     Some(RegionJoin {
         schema: SCHEMA.into(),
         ncu_results: if range { "range" } else { "kernel" }.into(),
-        peak: peak.filter(|p| p.flops.is_some() || p.bytes_per_s.is_some()).map(|p| format!("{}; dense", p.source)),
+        peak: peak.filter(|p| p.flops.is_some() || p.bytes_per_s.is_some()).map(|p| p.source.clone()),
         peak_missing: peak.and_then(|p| p.missing.as_ref()).map(|m| m.replace("MFU not computed", "HFU and MBU not computed")).or_else(|| {
             peak.is_none().then(|| {
                 "HFU and MBU not computed: no peak known (hint: name the GPU, hardware.gpu=H100-SXM, or set hardware.peak_tflops and hardware.peak_gbps)".into()
@@ -435,7 +435,7 @@ mod tests {
         let rest: Vec<_> = j.regions[1..].iter().map(|r| (r.path_names.len(), r.coverage_pct)).collect();
         assert_eq!(rest, [(4, Some(0.0)), (1, Some(0.0))]);
         assert_eq!(j.clocks, "not locked (--clock-control none): boost clocks, as in production");
-        assert_eq!(j.peak.as_deref(), Some("test peak; dense"));
+        assert_eq!(j.peak.as_deref(), Some("test peak"));
     }
 
     /// Range replay measures each range as one result: no kernel coverage.

@@ -316,6 +316,9 @@ pub fn peak_of(inputs: &Inputs) -> Option<Peak> {
             };
             let gpu = user_gpu(inputs);
             let mut peak = peaks::choose(&hw, "cuda", gpu.as_ref().map(|g| g.0.as_str()), dtype, None).ok()?;
+            if let (None, Some(missing), Some(hint)) = (&gpu, &peak.missing, arch_hint(inputs)) {
+                peak.missing = Some(format!("{missing}; {hint}"));
+            }
             if let (Some((_, from)), true) = (&gpu, hw.peak_tflops.is_none()) {
                 peak.source = format!("{} (GPU name from {from})", peak.source);
             }
@@ -333,6 +336,24 @@ pub fn peak_of(inputs: &Inputs) -> Option<Peak> {
         peak.source = format!("{} (GPU name from {from})", peak.source);
     }
     Some(peak)
+}
+
+/// What the kernels' names say of the GPU when nothing names it: cuBLAS,
+/// cuDNN and CUTLASS kernels carry the architecture they were built for
+/// (`sm90_xmma_…`, `…_sm80(…)`). That is a lower bound, not the GPU (the corpus's RTX 3090,
+/// sm_86, runs `sm80_` kernels), so it is a hint, never a peak.
+pub(crate) fn arch_hint(inputs: &Inputs) -> Option<String> {
+    let re =
+        regex::Regex::new(r"(?:^|[^A-Za-z0-9])sm_?([1-9][0-9]{1,2})[a-z]?(?:[^A-Za-z0-9]|$)").expect("valid regex");
+    let nsys = inputs.nsys_top.iter().flatten().map(|k| k.name.as_str());
+    let ncu = inputs.ncu.iter().flat_map(|r| r.scopes.first()).flat_map(|s| &s.regions).flat_map(|r| &r.kernels);
+    let names = nsys.chain(ncu.map(|k| k.kernel_name.as_str()));
+    let best = names.filter_map(|n| re.captures(n)?.get(1)?.as_str().parse::<u32>().ok()).max()?;
+    Some(format!(
+        "kernel names carry sm{best}_ (built for compute capability {}.{}): the GPU is of that architecture or newer, which names no peak",
+        best / 10,
+        best % 10
+    ))
 }
 
 /// `hardware.gpu`, the user's word for the GPU, with its source.

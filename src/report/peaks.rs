@@ -112,8 +112,8 @@ pub fn choose(
     Ok(match lookup(&table, name) {
         Some(g) => {
             let (tflops, column) = match dtype {
-                "f16" | "bf16" | "float16" | "bfloat16" => (g.fp16_bf16, "FP16/BF16 tensor"),
-                _ => (g.fp32, "FP32 (no TF32)"),
+                "f16" | "bf16" | "float16" | "bfloat16" => (g.fp16_bf16, "FP16/BF16 tensor, FP32 accumulate, dense"),
+                _ => (g.fp32, "FP32 (no TF32), dense"),
             };
             Peak {
                 flops: Some(tflops * 1e12),
