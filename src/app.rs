@@ -28,6 +28,11 @@ pub fn run(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             print(&format!("{}\n", dir.display()))?;
             Ok(0)
         }
+        Command::Merge(args) => {
+            let dir = pipeline::merge(&args.job_dirs)?;
+            print(&format!("{}\n", dir.display()))?;
+            Ok(0)
+        }
         Command::Validate(args) => {
             let checks = crate::schemas::validate(&args.run_dir)?;
             let (text, ok) = crate::schemas::render(&checks);
@@ -111,11 +116,19 @@ fn profile(config_dir: Option<std::path::PathBuf>, args: ProfileArgs, argv: Vec<
     let mut overrides = args.overrides.clone();
     overrides.extend(flag_overrides(&args).into_iter().map(OsString::from));
     let resolved = load(config_dir, overrides)?;
+    let rank = match args.rank_from_env {
+        true => {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+            Some(crate::plan::rank::from_env(|k| std::env::var(k).ok(), args.run_id.as_deref(), host.trim())?)
+        }
+        false => None,
+    };
     let outcome = pipeline::profile(pipeline::Request {
         resolved,
         command: args.command,
         no_nvtx: args.no_nvtx,
         llmperf_argv: argv,
+        rank,
     })?;
     // The run directory is the result, even for a failed or interrupted run.
     print(&format!("{}\n", outcome.run_dir.display()))?;

@@ -58,6 +58,9 @@ pub enum Command {
     /// Judge a run against a baseline run with budgets; exit 8 on a regression (for CI).
     #[command(after_help = CHECK_EXAMPLES)]
     Check(CheckArgs),
+    /// Cross-rank reports of a job whose ranks each ran `llmperf profile --rank-from-env`.
+    #[command(after_help = MERGE_EXAMPLES)]
+    Merge(MergeArgs),
     /// Show the resolved configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -89,6 +92,24 @@ Examples:
   llmperf workload --model torchscript model.path=model.pt 'model.input_shapes=[[8,3,224,224]]'
 
 Prints a timing table and the run directory; workload/timings.json holds the numbers.";
+
+const MERGE_EXAMPLES: &str = "\
+Examples:
+  srun -n 16 llmperf profile --rank-from-env -- python infer.py   (each rank: runs/<job>/ranks/<rank>/)
+  llmperf merge tmp/profile-output/4711
+  llmperf merge /nodeA/runs/4711 /nodeB/runs/4711      per-node filesystems: every node's ranks
+
+Reads each ranks/<rank>/ (nsys/regions.json, rank.json, manifest.json) of the job directories and
+writes ranks.json and ranks.md into the first: per rank its processes, devices, kernels and GPU
+time; per region its time on every rank, the spread and the straggler; the ranks that are missing
+and why. Reads only those small files, never the captures.";
+
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// Job directories (each holding ranks/<rank>/); the reports go into the first.
+    #[arg(required = true, value_name = "JOB_DIR")]
+    pub job_dirs: Vec<PathBuf>,
+}
 
 const DIFF_EXAMPLES: &str = "\
 Examples:
@@ -201,6 +222,15 @@ pub struct ProfileArgs {
     /// Where run directories are created (runner.artifacts.root).
     #[arg(short = 'o', long = "output-root", value_name = "DIR")]
     pub output_root: Option<PathBuf>,
+    /// One rank of a job under a launcher (srun, mpirun, torchrun): the rank
+    /// from RANK, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID, the run
+    /// directory ROOT/<job>/ranks/<rank>/ (job: --run-id, SLURM_JOB_ID,
+    /// TORCHELASTIC_RUN_ID or PMIX_NAMESPACE). `llmperf merge ROOT/<job>` after.
+    #[arg(long)]
+    pub rank_from_env: bool,
+    /// The job's name for --rank-from-env (the same for every rank).
+    #[arg(long, value_name = "NAME", requires = "rank_from_env")]
+    pub run_id: Option<String>,
     /// Configuration overrides.
     #[arg(value_name = "OVERRIDES")]
     pub overrides: Vec<OsString>,

@@ -69,6 +69,13 @@ pub fn spelling_regex(name: &str, escape: impl Fn(&str) -> String) -> String {
     out
 }
 
+/// A communication kernel: NCCL's (`ncclDevKernel_…`, `ncclKernel_…`), by
+/// either tool's spelling.
+pub fn is_comm(kernel: &str) -> bool {
+    let base = kernel.strip_prefix("void ").unwrap_or(kernel);
+    base.starts_with("nccl")
+}
+
 /// How an ncu kernel name found its nsys name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]

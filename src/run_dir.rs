@@ -71,6 +71,13 @@ pub(crate) const SUMMARY_MD: &str = "stakeholder_summary.md";
 /// One self-contained page with charts (no script, no network).
 pub(crate) const REPORT_HTML: &str = "report.html";
 pub(crate) const ROOFLINE_JSON: &str = "roofline.json";
+/// One job's ranks side by side (several processes, or `ranks/<rank>/`).
+pub(crate) const RANKS_JSON: &str = "ranks.json";
+pub(crate) const RANKS_MD: &str = "ranks.md";
+/// A job directory's per-rank run directories (`--rank-from-env`).
+pub(crate) const RANKS_DIR: &str = "ranks";
+/// In a rank's run directory: which rank of which job wrote it.
+pub(crate) const RANK_JSON: &str = "rank.json";
 /// nsys and ncu joined per region: coverage, HFU, MBU.
 pub(crate) const REGION_JOIN_JSON: &str = "region_join.json";
 /// The index of a run: stage statuses, diagnoses, links to every file.
@@ -224,6 +231,25 @@ impl RunDir {
             }
         }
         Err(Error::new(ErrorKind::Internal, format!("no free run id under {}", root.display())))
+    }
+
+    /// Rank `rank`'s run directory of job `job`: `<root>/<job>/ranks/<rank>/`,
+    /// claimed with an exclusive `mkdir` (the job's directories are shared by
+    /// its ranks, on one filesystem or one per node). A second claim of one
+    /// rank is refused: two ranks with one number, or a job id used again.
+    pub(crate) fn create_rank(root: &Path, job: &str, rank: u32) -> Result<Self, Error> {
+        let ranks = root.join(job).join(RANKS_DIR);
+        std::fs::create_dir_all(&ranks).map_err(|e| io_error(&ranks, "create the job's ranks directory", &e))?;
+        let path = ranks.join(rank.to_string());
+        match std::fs::create_dir(&path) {
+            Ok(()) => Ok(RunDir { path, run_id: format!("{job}-rank{rank}") }),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(Error::usage(format!(
+                "{} exists: rank {rank} of job {job} already has a run directory",
+                path.display()
+            ))
+            .with_hint("two ranks with one number, or a job id used again: pass --run-id with a new name")),
+            Err(e) => Err(io_error(&path, "create the rank's run directory", &e)),
+        }
     }
 
     /// A run directory at a path the user chose (`import -o DIR`): created if
@@ -392,7 +418,7 @@ pub fn absolute(p: &Path) -> PathBuf {
 }
 
 /// Write `bytes` to `path` through a temporary sibling and a rename.
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| io_error(dir, "create", &e))?;
     let mut tmp = tempfile::Builder::new()

@@ -78,6 +78,12 @@ pub const ARTIFACTS: &[Artifact] = &[
         spec: "nsys-top-kernels.schema.json",
         schema: schema_of::<Vec<crate::aggregate::nsys::TopKernel>>,
     },
+    Artifact { pattern: run_dir::RANK_JSON, spec: "rank.schema.json", schema: schema_of::<crate::plan::rank::RankId> },
+    Artifact {
+        pattern: run_dir::RANKS_JSON,
+        spec: "ranks.schema.json",
+        schema: schema_of::<crate::aggregate::ranks::RanksReport>,
+    },
     Artifact {
         pattern: run_dir::REGION_JOIN_JSON,
         spec: "region-join.schema.json",

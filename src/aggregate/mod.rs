@@ -6,6 +6,7 @@
 //! - [`select`]: which kernels a report keeps.
 pub mod ncu;
 pub mod nsys;
+pub mod ranks;
 pub mod roofline;
 pub mod runs;
 pub mod select;

@@ -81,6 +81,29 @@ pub struct RegionsReport {
     /// (`report.nvtx_attributes`), when any name had them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub normalized: Option<Normalized>,
+    /// Every kernel (attributed or not) per process and device: what the
+    /// ranks of a multi-process capture are told apart by (ranks.json).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub processes: Vec<ProcessKernels>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessKernels {
+    /// 0 when the export does not record processes.
+    pub process_id: i64,
+    pub devices: Vec<DeviceKernels>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceKernels {
+    /// The CUDA device id; -1 when the export does not record it.
+    pub device: i64,
+    pub kernel_count: usize,
+    pub gpu_time_ns: i64,
+    /// Of `gpu_time_ns`: communication kernels (NCCL's, `nccl…`).
+    pub comm_gpu_time_ns: i64,
 }
 
 /// What the name normalizer did (see `Normalizer`).
@@ -195,6 +218,7 @@ impl RegionsReport {
             },
             notes: vec![note],
             normalized: None,
+            processes: Vec::new(),
         }
     }
 }
@@ -325,6 +349,12 @@ struct KernelTotals {
     by_name: HashMap<u32, (usize, i64, i64, i64)>,
     /// CUDA graph nodes: count and ns.
     graph: (usize, i64),
+    /// Per (process, device): kernels, ns, communication ns; the last one
+    /// used first (rows come in runs of one process and device).
+    by_process: Vec<((i64, i64), usize, i64, i64)>,
+    last_process: usize,
+    /// Which name ids are communication kernels (NCCL), by id.
+    comm: std::sync::Arc<Vec<bool>>,
     /// Each name's short name, as first seen.
     short: HashMap<u32, u32>,
     durations: Runs,
@@ -334,10 +364,13 @@ struct KernelTotals {
 }
 
 impl KernelTotals {
-    fn new() -> Self {
+    fn new(comm: std::sync::Arc<Vec<bool>>) -> Self {
         KernelTotals {
             by_name: HashMap::default(),
             graph: (0, 0),
+            by_process: Vec::new(),
+            last_process: 0,
+            comm,
             short: HashMap::default(),
             durations: Runs::new(runs::DEFAULT_CAP),
             odd: 0,
@@ -358,6 +391,22 @@ impl KernelTotals {
         *e = (e.0 + 1, e.1.saturating_add(ns), e.2.min(ns), e.3.max(ns));
         if k.graph {
             self.graph = (self.graph.0 + 1, self.graph.1.saturating_add(ns));
+        }
+        let key = (k.pid, k.device);
+        if self.by_process.get(self.last_process).is_none_or(|p| p.0 != key) {
+            self.last_process = match self.by_process.iter().position(|p| p.0 == key) {
+                Some(i) => i,
+                None => {
+                    self.by_process.push((key, 0, 0, 0));
+                    self.by_process.len() - 1
+                }
+            };
+        }
+        let comm = self.comm.get(k.name as usize).copied().unwrap_or(false);
+        let p = &mut self.by_process[self.last_process];
+        (p.1, p.2) = (p.1 + 1, p.2.saturating_add(ns));
+        if comm {
+            p.3 = p.3.saturating_add(ns);
         }
         if self.failed.is_none() {
             self.failed = self.durations.push(k.name, ns).err();
@@ -388,6 +437,8 @@ fn sweep(
         let (range_tx, range_rx) = std::sync::mpsc::sync_channel(IN_FLIGHT);
         let (launch_tx, launch_rx) = std::sync::mpsc::sync_channel(IN_FLIGHT);
         let mut range_names = names.clone();
+        // Kernel names are the export's strings, interned before the readers start.
+        let comm = std::sync::Arc::new(names.all().iter().map(|n| crate::kernel_names::is_comm(n)).collect::<Vec<bool>>());
         let ranges = s.spawn(move || {
             let db = NsysDb::open(path)?;
             let mut out = Batcher::new(range_tx);
@@ -402,7 +453,7 @@ fn sweep(
         let launches = s.spawn(move || {
             let db = NsysDb::open(path)?;
             let mut out = Batcher::new(launch_tx);
-            let mut totals = KernelTotals::new();
+            let mut totals = KernelTotals::new(comm);
             db.each_launched(order, strings, |k| totals.add(k, strings), |l| out.push(l))?;
             out.flush();
             totals.failed.take().map_or(Ok(totals), Err)
@@ -815,8 +866,25 @@ impl Sweep {
             .zip(kernel_samples)
             .map(|(k, samples_ns)| KernelSamples { name: k.name.clone(), calls: k.calls, samples_ns })
             .collect();
+        let mut processes: Vec<ProcessKernels> = Vec::new();
+        let mut by_process = kernels.by_process.clone();
+        by_process.sort_by_key(|p| p.0);
+        for ((pid, device), kernel_count, gpu_time_ns, comm_gpu_time_ns) in by_process {
+            let d = DeviceKernels { device, kernel_count, gpu_time_ns, comm_gpu_time_ns };
+            match processes.last_mut().filter(|p| p.process_id == pid) {
+                Some(p) => p.devices.push(d),
+                None => processes.push(ProcessKernels { process_id: pid, devices: vec![d] }),
+            }
+        }
         Ok(Ingested {
-            regions: RegionsReport { schema: REGIONS_SCHEMA.into(), regions, unattributed, notes, normalized },
+            regions: RegionsReport {
+                schema: REGIONS_SCHEMA.into(),
+                regions,
+                unattributed,
+                notes,
+                normalized,
+                processes,
+            },
             top,
             samples: Samples::new(region_samples, kernel_samples),
             kernels: count,
@@ -943,12 +1011,11 @@ mod tests {
             launched(60, 130, k, false),
             launched(300, 310, g1, true),
         ];
-        let mut totals = KernelTotals::new();
+        let mut totals = KernelTotals::new(Default::default());
         for l in &launches {
-            totals.add(
-                Kernel { start: l.start, end: l.end, name: l.name, short_id: None, graph: l.graph },
-                &HashMap::default(),
-            );
+            let k =
+                Kernel { start: l.start, end: l.end, name: l.name, short_id: None, graph: l.graph, pid: 7, device: 0 };
+            totals.add(k, &HashMap::default());
         }
         let mut sweep = Sweep::default();
         assert!(sweep.run(stream(vec![range(0, 100, decode), range(10, 50, step)]), stream(launches)).unwrap());

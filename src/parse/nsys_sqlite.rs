@@ -65,6 +65,11 @@ impl Names {
     pub fn get(&self, id: u32) -> &str {
         &self.names[id as usize]
     }
+
+    /// Every name, by id.
+    pub fn all(&self) -> &[String] {
+        &self.names
+    }
 }
 
 /// One NVTX range instance.
@@ -108,6 +113,9 @@ pub struct Kernel {
     /// A node of a CUDA graph (`graphNodeId` set: nsys traced the graph's
     /// nodes, `--cuda-graph-trace=node`); its launch call is the graph's.
     pub graph: bool,
+    /// Its process (0 when the export does not say) and CUDA device (-1 likewise).
+    pub pid: i64,
+    pub device: i64,
 }
 
 /// Whether `start..end` is a possible time span: an end before the start, or
@@ -140,7 +148,7 @@ pub(crate) fn tid_of(global_tid: i64) -> i64 {
 }
 
 /// The kernel table's queries, for its columns: `rows` selects (process,
-/// correlation id, start, end, name id, short name id or -1, graph node or 0), `ids` the first
+/// correlation id, start, end, name id, short name id or -1, graph node or 0, device or -1), `ids` the first
 /// two of the rows with an id; `by_process` says whether the process is known.
 struct KernelTable {
     rows: String,
@@ -158,6 +166,9 @@ impl KernelTable {
             name: r.opt_int(4).and_then(|id| strings.get(&id).copied()).unwrap_or(0),
             short_id: Some(r.int(5)).filter(|&id| id >= 0),
             graph: r.int(6) != 0,
+            // The query's `globalPid >> 24` keeps the bits above the process id.
+            pid: r.int(0) & 0xFF_FFFF,
+            device: r.int(7),
         }
     }
 }
@@ -395,9 +406,10 @@ impl NsysDb {
         // one among the export's strings there are none, and the column (late
         // in a wide row) is not read: 4% of an ingestion.
         let graph = if cols.contains("graphNodeId") && self.has_graph_launches() { "graphNodeId" } else { "NULL" };
+        let device = if cols.contains("deviceId") { "COALESCE(deviceId, -1)" } else { "-1" };
         KernelTable {
             rows: format!(
-                "SELECT {pid}, {id}, start, end, {name}, COALESCE({short}, -1), COALESCE({graph}, 0) \
+                "SELECT {pid}, {id}, start, end, {name}, COALESCE({short}, -1), COALESCE({graph}, 0), {device} \
                  FROM CUPTI_ACTIVITY_KIND_KERNEL"
             ),
             ids: format!("SELECT {pid}, {id} FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE {id} IS NOT NULL"),

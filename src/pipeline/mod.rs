@@ -4,6 +4,7 @@
 //! saved raw outputs. Raw outputs land in the run directory before anything
 //! parses them, and the manifest is rewritten after every stage change, so a
 //! crash, a parser bug or Ctrl-C never costs the capture.
+mod merge;
 mod ncu;
 mod nsys;
 mod stage;
@@ -33,6 +34,9 @@ pub struct Request {
     pub no_nvtx: bool,
     /// llmperf's own argv, for the manifest.
     pub llmperf_argv: Vec<String>,
+    /// One rank of a job (`--rank-from-env`): its run directory is
+    /// `<root>/<job>/ranks/<rank>/`, with `rank.json`.
+    pub rank: Option<crate::plan::rank::RankId>,
 }
 
 /// A finished (or failed, or interrupted) run: the directory always exists.
@@ -42,12 +46,21 @@ pub struct Outcome {
     pub error: Option<Error>,
 }
 
+pub use merge::merge;
+
 /// `llmperf profile`: plan → run directory → provenance → the baseline, nsys
 /// and ncu stages → reports.
 pub fn profile(req: Request) -> Result<Outcome, Error> {
     let cfg = &req.resolved.config;
     let plan = RunPlan::new(cfg, &req.command, req.no_nvtx)?;
-    let run = RunDir::create(&cfg.runner.artifacts.root)?;
+    let run = match &req.rank {
+        Some(r) => {
+            let run = RunDir::create_rank(&cfg.runner.artifacts.root, &r.job, r.rank)?;
+            run.write_json(run_dir::RANK_JSON, r)?;
+            run
+        }
+        None => RunDir::create(&cfg.runner.artifacts.root)?,
+    };
     tracing::info!("run directory: {}", run.path().display());
     let tools = Probed::probe(cfg);
     let app = plan.app_argv(&run, run_dir::TIMINGS_JSON);

@@ -4,6 +4,7 @@
 //! timings file of the stage's own); [`ncu`] plans the Nsight Compute passes.
 pub mod ncu;
 pub mod preflight;
+pub mod rank;
 
 use std::ffi::OsString;
 use std::path::PathBuf;

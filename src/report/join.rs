@@ -381,6 +381,7 @@ mod tests {
                 unattributed: Unattributed::default(),
                 notes: Vec::new(),
                 normalized: None,
+                processes: Vec::new(),
             },
             RegionReportFile {
                 schema: String::new(),

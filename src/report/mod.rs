@@ -51,6 +51,10 @@ pub fn write_summaries(run: &RunDir) -> Result<Vec<String>, Error> {
         run.write_json(run_dir::REGION_JOIN_JSON, j)?;
         written.push(run_dir::REGION_JOIN_JSON.to_string());
     }
+    if let Some(r) = &d.ranks {
+        run.write_json(run_dir::RANKS_JSON, r)?;
+        written.push(run_dir::RANKS_JSON.to_string());
+    }
     written.extend(
         [
             run_dir::KERNELS_JSON,

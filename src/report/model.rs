@@ -338,6 +338,33 @@ pub fn peak_of(inputs: &Inputs) -> Option<Peak> {
     Some(peak)
 }
 
+/// One capture's processes as ranks (a profiler outside the launcher: one
+/// nsys around torchrun or mpirun sees every rank); None for one process.
+fn ranks_of_capture(
+    inputs: &Inputs,
+    regions: &crate::aggregate::nsys::RegionsReport,
+) -> Option<crate::aggregate::ranks::RanksReport> {
+    use crate::aggregate::ranks;
+    let (by_rank, source) = ranks::ranks_of_processes(regions)?;
+    let host = inputs
+        .env
+        .as_ref()
+        .map(|e| e.os.hostname.clone())
+        .or_else(|| inputs.capture.as_ref().and_then(|c| c.hostname.clone()));
+    let each: Vec<ranks::RankInput> = by_rank
+        .iter()
+        .map(|&(rank, pid)| ranks::RankInput {
+            rank,
+            host: host.clone(),
+            regions,
+            processes: Some(vec![pid]),
+            status: None,
+            failure: None,
+        })
+        .collect();
+    Some(ranks::build(&each, source, Vec::new()))
+}
+
 /// What the kernels' names say of the GPU when nothing names it: cuBLAS,
 /// cuDNN and CUTLASS kernels carry the architecture they were built for
 /// (`sm90_xmma_…`, `…_sm80(…)`). That is a lower bound, not the GPU (the corpus's RTX 3090,
@@ -395,6 +422,8 @@ pub struct Derived {
     pub unmatched_flops: Vec<String>,
     /// nsys and ncu per region (region_join.json), when both have results.
     pub join: Option<super::join::RegionJoin>,
+    /// The ranks of a capture of several processes (ranks.json).
+    pub ranks: Option<crate::aggregate::ranks::RanksReport>,
 }
 
 impl Derived {
@@ -410,6 +439,7 @@ impl Derived {
             (Some(nsys), Some(ncu)) => super::join::join(nsys, ncu, clocks, peak.as_ref()),
             _ => None,
         };
-        Derived { kernels: kernels(inputs), operators: operators(inputs), peak, uses, unmatched_flops, join }
+        let ranks = inputs.nsys_regions.as_ref().and_then(|r| ranks_of_capture(inputs, r));
+        Derived { kernels: kernels(inputs), operators: operators(inputs), peak, uses, unmatched_flops, join, ranks }
     }
 }

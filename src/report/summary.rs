@@ -55,11 +55,79 @@ pub fn stakeholder_summary(inputs: &Inputs, d: &Derived) -> String {
     mfu(&mut md, inputs, d);
     top_operators(&mut md, &d.operators);
     top_kernels(&mut md, &d.kernels, inputs.roofline.as_ref(), d.join.as_ref());
+    if let Some(r) = &d.ranks {
+        ranks_section(&mut md, r);
+    }
     if let Some(j) = &d.join {
         region_join(&mut md, j);
     }
     narrative(&mut md, inputs, d);
     md
+}
+
+/// Regions of the Ranks table: the ones with the most time on their slowest rank.
+const RANK_ROWS: usize = 15;
+
+/// `ranks.md` of a merged job: the Ranks section alone.
+pub(crate) fn ranks_md(r: &crate::aggregate::ranks::RanksReport) -> String {
+    let mut md = String::from("# Ranks\n\n");
+    ranks_section(&mut md, r);
+    md.replacen("## Ranks\n\n", "", 1)
+}
+
+/// Each rank's totals, then the regions whose ranks differ most.
+fn ranks_section(md: &mut String, r: &crate::aggregate::ranks::RanksReport) {
+    md.push_str("## Ranks\n\n| rank | host | processes | devices | kernels | GPU ms | of it communication | in NVTX ranges ms |\n|---:|---|---|---|---:|---:|---:|---:|\n");
+    let ms = |ns: i64| format!("{:.3}", ns as f64 / 1e6);
+    let list = |v: &[i64]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ");
+    for k in &r.ranks {
+        let failed = k.failure.as_deref().map(|f| format!(" ({})", f.replace('|', "\\|"))).unwrap_or_default();
+        let _ = writeln!(
+            md,
+            "| {}{failed} | {} | {} | {} | {} | {} | {} | {} |",
+            k.rank,
+            k.host.as_deref().unwrap_or("–"),
+            list(&k.process_ids),
+            list(&k.devices),
+            k.kernels,
+            ms(k.gpu_time_ns),
+            ms(k.comm_gpu_time_ns),
+            ms(k.wall_ns)
+        );
+    }
+    for m in &r.missing {
+        let _ = writeln!(md, "| {} | – | missing: {} | | | | | |", m.rank, m.reason.replace('|', "\\|"));
+    }
+    let how = match r.rank_source.as_str() {
+        "cuda_device" => {
+            "each process's rank is its CUDA device's place among the devices (the device its kernels ran on)"
+        }
+        "process" => "the processes ran no kernels: ranks are numbered by process id",
+        _ => "each rank wrote its own ranks/<rank>/ directory",
+    };
+    let _ = writeln!(md, "\nRanks: {how}. Same-named regions of different ranks ran in parallel: their times are per rank, never summed.\n");
+    let mut rows: Vec<_> = r.regions.iter().filter(|x| x.per_rank.len() > 1).collect();
+    rows.sort_by_key(|x| std::cmp::Reverse(x.max_ns));
+    if rows.is_empty() {
+        return;
+    }
+    md.push_str(
+        "| region | ranks | min ms | median ms | max ms | skew | straggler |\n|---|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for x in rows.iter().take(RANK_ROWS) {
+        let shown = crate::regions::selector(&crate::regions::display(&x.path_names), &x.domain).replace('|', "\\|");
+        let _ = writeln!(
+            md,
+            "| `{shown}` | {} | {} | {} | {} | {} | {} |",
+            x.per_rank.len(),
+            ms(x.min_ns),
+            ms(x.median_ns),
+            ms(x.max_ns),
+            x.skew_pct.map_or("–".into(), |v| format!("{v:.1}%")),
+            x.straggler_rank.map_or("–".into(), |v| v.to_string())
+        );
+    }
+    let _ = writeln!(md, "\nskew = (max − min) / median over the ranks; all regions, per rank, in ranks.json.\n");
 }
 
 /// Rows of the nsys × ncu table shown; region_join.json has them all.

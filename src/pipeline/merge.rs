@@ -1,0 +1,119 @@
+//! `llmperf merge JOB_DIR…`: the cross-rank reports of a job whose ranks each
+//! wrote `ranks/<rank>/` (`llmperf profile --rank-from-env`). Reads each
+//! rank's small files only (rank.json, nsys/regions.json, env.json,
+//! manifest.json), so its time and memory do not grow with the captures.
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::aggregate::nsys::RegionsReport;
+use crate::aggregate::ranks::{self, MissingRank, RankInput};
+use crate::error::Error;
+use crate::manifest::{Manifest, Status};
+use crate::plan::rank::RankId;
+use crate::run_dir;
+
+/// One rank's directory, read.
+struct Found {
+    rank: u32,
+    dir: PathBuf,
+    id: Option<RankId>,
+    regions: Option<RegionsReport>,
+    manifest: Option<Manifest>,
+}
+
+fn read<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
+    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+}
+
+/// Writes `ranks.json` and `ranks.md` into the first job directory; returns it.
+pub fn merge(job_dirs: &[PathBuf]) -> Result<PathBuf, Error> {
+    let mut found: BTreeMap<u32, Found> = BTreeMap::new();
+    for job in job_dirs {
+        let ranks_dir = job.join(run_dir::RANKS_DIR);
+        let entries = std::fs::read_dir(&ranks_dir).map_err(|e| {
+            Error::usage(format!("{}: cannot read its ranks/ directory ({e})", job.display())).with_hint(
+                "pass the job directory that `llmperf profile --rank-from-env` wrote: <root>/<job>, holding ranks/<rank>/",
+            )
+        })?;
+        for e in entries.flatten() {
+            let dir = e.path();
+            let Some(rank) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+            if !dir.is_dir() {
+                continue;
+            }
+            if let Some(other) = found.get(&rank) {
+                return Err(Error::usage(format!(
+                    "rank {rank} is in two job directories: {} and {}",
+                    other.dir.display(),
+                    dir.display()
+                ))
+                .with_hint("merge the directories of one job only (its ranks are numbered once)"));
+            }
+            let id: Option<RankId> = read(&dir.join(run_dir::RANK_JSON));
+            let regions = read(&dir.join(run_dir::NSYS_REGIONS));
+            let manifest = read(&dir.join(run_dir::MANIFEST_JSON));
+            found.insert(rank, Found { rank, dir, id, regions, manifest });
+        }
+    }
+    if found.is_empty() {
+        return Err(Error::usage(format!(
+            "no rank directories (ranks/<rank>/) under {}",
+            job_dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
+        ))
+        .with_hint("each rank writes one with `llmperf profile --rank-from-env`; pass <root>/<job>"));
+    }
+    let world = found.values().filter_map(|f| f.id.as_ref()?.world_size).max();
+    let mut missing = Vec::new();
+    for rank in 0..world.unwrap_or(0) {
+        if !found.contains_key(&rank) {
+            missing.push(MissingRank {
+                rank,
+                reason: "no run directory: it did not start, or its node's job directory was not given to merge".into(),
+            });
+        }
+    }
+    let mut inputs = Vec::new();
+    for f in found.values() {
+        match &f.regions {
+            Some(regions) => inputs.push(RankInput {
+                rank: f.rank,
+                host: f.id.as_ref().map(|i| i.host.clone()),
+                regions,
+                processes: None,
+                status: f.manifest.as_ref().map(|m| m.status.to_string()),
+                failure: f.manifest.as_ref().filter(|m| m.status != Status::Ok).map(|_| why_missing(f)),
+            }),
+            None => missing.push(MissingRank { rank: f.rank, reason: why_missing(f) }),
+        }
+    }
+    missing.sort_by_key(|m| m.rank);
+    let report = ranks::build(&inputs, "run_directory", missing);
+    let out = &job_dirs[0];
+    run_dir::write_json_atomic(&out.join(run_dir::RANKS_JSON), &report)?;
+    run_dir::write_atomic(&out.join(run_dir::RANKS_MD), crate::report::summary::ranks_md(&report).as_bytes())?;
+    tracing::info!("merged {} ranks ({} missing) into {}", report.ranks.len(), report.missing.len(), out.display());
+    Ok(out.clone())
+}
+
+/// What went wrong in a rank's run: its manifest's status and failed stage.
+fn why_missing(f: &Found) -> String {
+    let Some(m) = &f.manifest else {
+        return format!("{} has no manifest.json: the rank stopped before it began", f.dir.display());
+    };
+    let failed = m.stages.iter().find(|s| matches!(s.status, Status::Failed | Status::Interrupted));
+    match failed {
+        Some(s) => {
+            let exit = s.exit.as_ref().map(|e| match (e.code, e.signal) {
+                (_, Some(sig)) => format!(" (killed by signal {sig})"),
+                (Some(code), _) => format!(" (exit status {code})"),
+                _ => String::new(),
+            });
+            let reason = s.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default();
+            format!("run {}; stage {} {}{}{reason}", m.status, s.name, s.status, exit.unwrap_or_default())
+        }
+        None if f.regions.is_none() => {
+            format!("run {}, without nsys/regions.json (nsys did not run or wrote no capture)", m.status)
+        }
+        None => format!("run {}", m.status),
+    }
+}
