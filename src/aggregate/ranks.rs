@@ -105,7 +105,7 @@ pub fn build(inputs: &[RankInput], rank_source: &str, missing: Vec<MissingRank>)
     for input in inputs {
         let r = input.regions;
         let procs: Vec<_> = r.processes.iter().filter(|p| mine(input, p.process_id)).collect();
-        let mut devices: Vec<i64> = procs.iter().flat_map(|p| p.devices.iter().map(|d| d.device)).collect();
+        let mut devices: Vec<i64> = procs.iter().flat_map(|p| p.devices.iter().filter_map(|d| d.device)).collect();
         devices.sort_unstable();
         devices.dedup();
         let mut process_ids: Vec<i64> = procs.iter().map(|p| p.process_id).collect();
@@ -185,7 +185,7 @@ pub fn ranks_of_processes(r: &RegionsReport) -> Option<(Vec<(u32, i64)>, &'stati
     }
     let device_of = |pid: i64| {
         let p = r.processes.iter().find(|p| p.process_id == pid)?;
-        p.devices.iter().max_by_key(|d| d.gpu_time_ns).map(|d| d.device)
+        p.devices.iter().max_by_key(|d| d.gpu_time_ns).and_then(|d| d.device)
     };
     let with_device: Vec<(i64, i64)> = pids.iter().filter_map(|&p| device_of(p).map(|d| (d, p))).collect();
     let mut devices: Vec<i64> = with_device.iter().map(|x| x.0).collect();

@@ -113,9 +113,10 @@ pub struct Kernel {
     /// A node of a CUDA graph (`graphNodeId` set: nsys traced the graph's
     /// nodes, `--cuda-graph-trace=node`); its launch call is the graph's.
     pub graph: bool,
-    /// Its process (0 when the export does not say) and CUDA device (-1 likewise).
+    /// Its process (0 when the export does not say) and CUDA device (None
+    /// when not read: one process, or the export does not say).
     pub pid: i64,
-    pub device: i64,
+    pub device: Option<i64>,
 }
 
 /// Whether `start..end` is a possible time span: an end before the start, or
@@ -168,7 +169,7 @@ impl KernelTable {
             graph: r.int(6) != 0,
             // The query's `globalPid >> 24` keeps the bits above the process id.
             pid: r.int(0) & 0xFF_FFFF,
-            device: r.int(7),
+            device: r.opt_int(7),
         }
     }
 }
@@ -393,7 +394,9 @@ impl NsysDb {
     }
 
     /// How the kernel table is read, from one look at its columns.
-    fn kernel_table(&self) -> KernelTable {
+    /// `with_device`: read each kernel's device (6% of an ingestion: asked
+    /// only where several processes ran kernels, whose ranks it tells apart).
+    fn kernel_table(&self, with_device: bool) -> KernelTable {
         let cols = self.columns("CUPTI_ACTIVITY_KIND_KERNEL");
         // Correlation ids count the calls of one process, so two processes reuse them.
         let by_process = cols.contains("globalPid");
@@ -406,7 +409,7 @@ impl NsysDb {
         // one among the export's strings there are none, and the column (late
         // in a wide row) is not read: 4% of an ingestion.
         let graph = if cols.contains("graphNodeId") && self.has_graph_launches() { "graphNodeId" } else { "NULL" };
-        let device = if cols.contains("deviceId") { "COALESCE(deviceId, -1)" } else { "-1" };
+        let device = if with_device && cols.contains("deviceId") { "deviceId" } else { "NULL" };
         KernelTable {
             rows: format!(
                 "SELECT {pid}, {id}, start, end, {name}, COALESCE({short}, -1), COALESCE({graph}, 0), {device} \
@@ -436,13 +439,15 @@ impl NsysDb {
     pub fn each_kernel(
         &self,
         strings: &FxHashMap<i64, u32>,
+        with_device: bool,
         mut each: impl FnMut(Kernel) -> bool,
     ) -> Result<(), Error> {
         if !self.has_table("CUPTI_ACTIVITY_KIND_KERNEL") {
             return Ok(());
         }
         let what = "CUPTI_ACTIVITY_KIND_KERNEL";
-        let mut rows = Rows::query(&self.conn, &self.kernel_table().rows).map_err(|e| self.sql_error(what, e))?;
+        let rows = &self.kernel_table(with_device).rows;
+        let mut rows = Rows::query(&self.conn, rows).map_err(|e| self.sql_error(what, e))?;
         while rows.step().map_err(|e| self.sql_error(what, e))? {
             if !each(KernelTable::kernel(&rows, strings)) {
                 break;
@@ -472,7 +477,8 @@ impl NsysDb {
         mut each: impl FnMut(Launched) -> bool,
     ) -> Result<(), Error> {
         if !self.has_table("CUPTI_ACTIVITY_KIND_RUNTIME") {
-            return self.each_kernel(strings, |k| {
+            // No launch calls to join: a rare export, whose devices are read.
+            return self.each_kernel(strings, true, |k| {
                 every_kernel(k);
                 true
             });
@@ -480,7 +486,7 @@ impl NsysDb {
         if !self.has_table("CUPTI_ACTIVITY_KIND_KERNEL") {
             return Ok(());
         }
-        let KernelTable { rows: kernels, ids: kernel_ids, by_process } = self.kernel_table();
+        let KernelTable { ids: kernel_ids, by_process, .. } = self.kernel_table(false);
         let r_pid = if by_process { "globalTid >> 24" } else { "0" };
         let order_by = if order == Order::Sorted { "ORDER BY start" } else { "" };
         let calls = format!(
@@ -496,10 +502,11 @@ impl NsysDb {
             launch_join::disorder(rows).map_err(sql)
         };
         let kernel_order = &ids(&kernel_ids)?;
+        let kernels = self.kernel_table(kernel_order.len() > 1).rows;
         let worst = launch_join::worst(kernel_order);
         if worst > launch_join::MAX_DISORDER {
             tracing::debug!("{}: correlation ids {worst} out of order: SQLite joins the kernels", self.path.display());
-            self.each_kernel(strings, |k| {
+            self.each_kernel(strings, kernel_order.len() > 1, |k| {
                 every_kernel(k);
                 true
             })?;
