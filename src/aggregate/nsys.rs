@@ -345,6 +345,9 @@ impl<T> Stream<T> {
     }
 }
 
+/// A process id and a CUDA device (None when not read).
+type ProcessDevice = (i64, Option<i64>);
+
 /// The kernel table's per-name (calls, total, min, max) ns and durations.
 struct KernelTotals {
     by_name: HashMap<u32, (usize, i64, i64, i64)>,
@@ -352,7 +355,7 @@ struct KernelTotals {
     graph: (usize, i64),
     /// Per (process, device): kernels, ns, communication ns; the last one
     /// used first (rows come in runs of one process and device).
-    by_process: Vec<((i64, Option<i64>), usize, i64, i64)>,
+    by_process: Vec<(ProcessDevice, usize, i64, i64)>,
     last_process: usize,
     /// Which name ids are communication kernels (NCCL), by id.
     comm: std::sync::Arc<Vec<bool>>,
