@@ -100,9 +100,23 @@ fn mine(input: &RankInput, pid: i64) -> bool {
 
 /// The cross-rank report of `inputs` (one per rank).
 pub fn build(inputs: &[RankInput], rank_source: &str, missing: Vec<MissingRank>) -> RanksReport {
-    let mut ranks = Vec::new();
-    let mut regions: BTreeMap<(Vec<String>, String), RankedRegion> = BTreeMap::new();
+    let mut b = Builder::default();
     for input in inputs {
+        b.add(input);
+    }
+    b.finish(rank_source, missing)
+}
+
+/// The report built one rank at a time: a rank's regions can be dropped
+/// once added, so merging many ranks holds only the report itself.
+#[derive(Default)]
+pub struct Builder {
+    ranks: Vec<RankEntry>,
+    regions: BTreeMap<(Vec<String>, String), RankedRegion>,
+}
+
+impl Builder {
+    pub fn add(&mut self, input: &RankInput) {
         let r = input.regions;
         let procs: Vec<_> = r.processes.iter().filter(|p| mine(input, p.process_id)).collect();
         let mut devices: Vec<i64> = procs.iter().flat_map(|p| p.devices.iter().filter_map(|d| d.device)).collect();
@@ -118,7 +132,7 @@ pub fn build(inputs: &[RankInput], rank_source: &str, missing: Vec<MissingRank>)
             (n + d.kernel_count, ns.saturating_add(d.gpu_time_ns), c.saturating_add(d.comm_gpu_time_ns))
         });
         let wall = own.iter().filter(|x| x.depth == 0 && x.style == "PushPop").map(|x| x.inclusive_ns).sum();
-        ranks.push(RankEntry {
+        self.ranks.push(RankEntry {
             rank: input.rank,
             host: input.host.clone(),
             process_ids,
@@ -131,28 +145,35 @@ pub fn build(inputs: &[RankInput], rank_source: &str, missing: Vec<MissingRank>)
             failure: input.failure.clone(),
         });
         for x in own {
-            let e = regions.entry((x.names(), x.domain.clone())).or_insert_with(|| RankedRegion {
-                path: x.path.clone(),
-                path_names: x.names(),
-                domain: x.domain.clone(),
-                per_rank: BTreeMap::new(),
-                comm_ns: BTreeMap::new(),
-                compute_ns: BTreeMap::new(),
-                min_ns: 0,
-                median_ns: 0,
-                max_ns: 0,
-                skew_pct: None,
-                straggler_rank: None,
-            });
+            let names = x.names();
+            let e = match self.regions.get_mut(&(names.clone(), x.domain.clone())) {
+                Some(e) => e,
+                None => self.regions.entry((names.clone(), x.domain.clone())).or_insert_with(|| RankedRegion {
+                    path: x.path.clone(),
+                    path_names: names,
+                    domain: x.domain.clone(),
+                    per_rank: BTreeMap::new(),
+                    comm_ns: BTreeMap::new(),
+                    compute_ns: BTreeMap::new(),
+                    min_ns: 0,
+                    median_ns: 0,
+                    max_ns: 0,
+                    skew_pct: None,
+                    straggler_rank: None,
+                }),
+            };
             *e.per_rank.entry(input.rank).or_default() += x.inclusive_ns;
             let comm: i64 = x.kernels.iter().filter(|k| is_comm(&k.name)).map(|k| k.gpu_time_ns).sum();
             *e.comm_ns.entry(input.rank).or_default() += comm;
             *e.compute_ns.entry(input.rank).or_default() += x.gpu_time_ns - comm;
         }
     }
-    ranks.sort_by_key(|r| r.rank);
-    let regions = regions.into_values().map(spread).collect();
-    RanksReport { schema: SCHEMA.into(), rank_source: rank_source.into(), ranks, missing, regions }
+
+    pub fn finish(mut self, rank_source: &str, missing: Vec<MissingRank>) -> RanksReport {
+        self.ranks.sort_by_key(|r| r.rank);
+        let regions = self.regions.into_values().map(spread).collect();
+        RanksReport { schema: SCHEMA.into(), rank_source: rank_source.into(), ranks: self.ranks, missing, regions }
+    }
 }
 
 /// Minimum, median, maximum, skew and straggler over the ranks that ran the region.

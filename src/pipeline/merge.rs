@@ -12,12 +12,12 @@ use crate::manifest::{Manifest, Status};
 use crate::plan::rank::RankId;
 use crate::run_dir;
 
-/// One rank's directory, read.
+/// One rank's directory, and its small files but the regions (read when added).
 struct Found {
     rank: u32,
     dir: PathBuf,
     id: Option<RankId>,
-    regions: Option<RegionsReport>,
+    has_regions: bool,
     manifest: Option<Manifest>,
 }
 
@@ -50,9 +50,9 @@ pub fn merge(job_dirs: &[PathBuf]) -> Result<PathBuf, Error> {
                 .with_hint("merge the directories of one job only (its ranks are numbered once)"));
             }
             let id: Option<RankId> = read(&dir.join(run_dir::RANK_JSON));
-            let regions = read(&dir.join(run_dir::NSYS_REGIONS));
+            let has_regions = dir.join(run_dir::NSYS_REGIONS).is_file();
             let manifest = read(&dir.join(run_dir::MANIFEST_JSON));
-            found.insert(rank, Found { rank, dir, id, regions, manifest });
+            found.insert(rank, Found { rank, dir, id, has_regions, manifest });
         }
     }
     if found.is_empty() {
@@ -72,10 +72,13 @@ pub fn merge(job_dirs: &[PathBuf]) -> Result<PathBuf, Error> {
             });
         }
     }
-    let mut inputs = Vec::new();
+    // One rank's regions at a time: read, added, dropped.
+    let mut builder = ranks::Builder::default();
     for f in found.values() {
-        match &f.regions {
-            Some(regions) => inputs.push(RankInput {
+        let regions: Option<RegionsReport> =
+            if f.has_regions { read(&f.dir.join(run_dir::NSYS_REGIONS)) } else { None };
+        match &regions {
+            Some(regions) => builder.add(&RankInput {
                 rank: f.rank,
                 host: f.id.as_ref().map(|i| i.host.clone()),
                 regions,
@@ -83,11 +86,19 @@ pub fn merge(job_dirs: &[PathBuf]) -> Result<PathBuf, Error> {
                 status: f.manifest.as_ref().map(|m| m.status.to_string()),
                 failure: f.manifest.as_ref().filter(|m| m.status != Status::Ok).map(|_| why_missing(f)),
             }),
+            None if f.has_regions => missing.push(MissingRank {
+                rank: f.rank,
+                reason: format!(
+                    "{} is not a regions.json this llmperf reads (rebuild it: llmperf report {})",
+                    f.dir.join(run_dir::NSYS_REGIONS).display(),
+                    f.dir.display()
+                ),
+            }),
             None => missing.push(MissingRank { rank: f.rank, reason: why_missing(f) }),
         }
     }
     missing.sort_by_key(|m| m.rank);
-    let report = ranks::build(&inputs, "run_directory", missing);
+    let report = builder.finish("run_directory", missing);
     let out = &job_dirs[0];
     run_dir::write_json_atomic(&out.join(run_dir::RANKS_JSON), &report)?;
     run_dir::write_atomic(&out.join(run_dir::RANKS_MD), crate::report::summary::ranks_md(&report).as_bytes())?;
@@ -111,7 +122,7 @@ fn why_missing(f: &Found) -> String {
             let reason = s.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default();
             format!("run {}; stage {} {}{}{reason}", m.status, s.name, s.status, exit.unwrap_or_default())
         }
-        None if f.regions.is_none() => {
+        None if !f.has_regions => {
             format!("run {}, without nsys/regions.json (nsys did not run or wrote no capture)", m.status)
         }
         None => format!("run {}", m.status),
