@@ -72,7 +72,7 @@ fn an_imported_capture_takes_its_peak_from_the_gpu_it_names() {
     common::import_nsys(&db, &out, &[&format!(r#"workload.flops={{"{region}": 1.0e6}}"#)]);
     let summary = std::fs::read_to_string(out.join("stakeholder_summary.md")).unwrap();
     assert!(
-        summary.contains("from RTX 3090, FP16/BF16 tensor, 936 GB/s (conf/hardware/gpu_peaks.yaml) (GPU name from nsys/capture.json)"),
+        summary.contains("from RTX 3090, FP16/BF16 tensor, FP32 accumulate, dense, 936 GB/s (conf/hardware/gpu_peaks.yaml) (GPU name from nsys/capture.json)"),
         "{summary}"
     );
     let regions = json(&out.join("nsys/regions.json"));
@@ -110,7 +110,7 @@ fn an_export_without_a_gpu_name_takes_the_one_hardware_gpu_gives() {
     let summary = std::fs::read_to_string(named.join("stakeholder_summary.md")).unwrap();
     assert!(
         summary.contains(
-            "from H100 SXM5, FP16/BF16 tensor, 3350 GB/s (conf/hardware/gpu_peaks.yaml) (GPU name from hardware.gpu)"
+            "from H100 SXM5, FP16/BF16 tensor, FP32 accumulate, dense, 3350 GB/s (conf/hardware/gpu_peaks.yaml) (GPU name from hardware.gpu)"
         ),
         "{summary}"
     );
