@@ -164,3 +164,58 @@ fn rank_from_env_without_a_launcher_is_refused_with_a_hint() {
     assert!(stderr.contains("hint: run llmperf under torchrun, mpirun or srun"), "{stderr}");
     assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0, "nothing written");
 }
+
+/// The profiler outside the launcher, on this machine: one nsys around
+/// torchrun (the project's venv, 2 processes on CPU) running the built-in
+/// workload in each. The capture holds both processes: ranks.json gives each
+/// its rank (no kernels without a GPU: by process id, and it says so), and
+/// each region its time per rank, equal to that process's regions.json entries.
+#[test]
+fn one_nsys_around_torchrun_reports_each_process_as_a_rank() {
+    let torchrun = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/torchrun");
+    if !torchrun.is_file() {
+        skipped(&this_test!(), ".venv/bin/torchrun not found (make setup installs it)");
+        return;
+    }
+    let _nsys = nsys_lock();
+    let root = tempfile::tempdir().unwrap();
+    let llmperf_bin = env!("CARGO_BIN_EXE_llmperf");
+    let out = llmperf()
+        .args(["profile", "--no-ncu", "-o"])
+        .arg(root.path())
+        .args(NSYS_HANG)
+        .arg("--")
+        .arg(&torchrun)
+        .args(["--standalone", "--nproc-per-node", "2", "--no-python"])
+        .arg(&llmperf_bin)
+        .args(["-q", "workload", "--model", "nvtx_regions", "infer.iters=5", "-o"])
+        .arg(root.path().join("workloads"))
+        .timeout(std::time::Duration::from_secs(600))
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let run = run_dir(&out);
+    let ranks = json(&run.join("ranks.json"));
+    assert_eq!(ranks["rank_source"], "process");
+    let listed = ranks["ranks"].as_array().unwrap();
+    assert_eq!(listed.len(), 2, "{ranks}");
+    let regions = json(&run.join("nsys/regions.json"));
+    let pids: Vec<i64> = listed.iter().map(|r| r["process_ids"][0].as_i64().unwrap()).collect();
+    assert!(pids[0] < pids[1], "ranks in process-id order");
+    for name in ["A", "A::A1", "B"] {
+        let merged = ranks["regions"].as_array().unwrap().iter().find(|r| r["path"] == name).unwrap();
+        for (rank, pid) in pids.iter().enumerate() {
+            let own: Vec<&serde_json::Value> = regions["regions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|r| r["path"] == name && r["process_id"] == *pid)
+                .collect();
+            assert_eq!(own.len(), 1, "{name} once in process {pid}");
+            assert_eq!(own[0]["instances"], 5, "{name}: infer.iters=5 in process {pid}");
+            assert_eq!(merged["per_rank"][rank.to_string()], own[0]["inclusive_ns"], "{name} on rank {rank}");
+        }
+    }
+}
