@@ -187,7 +187,7 @@ fn one_nsys_around_torchrun_reports_each_process_as_a_rank() {
         .arg("--")
         .arg(&torchrun)
         .args(["--standalone", "--nproc-per-node", "2", "--no-python"])
-        .arg(&llmperf_bin)
+        .arg(llmperf_bin)
         .args(["-q", "workload", "--model", "nvtx_regions", "infer.iters=5", "-o"])
         .arg(root.path().join("workloads"))
         .timeout(std::time::Duration::from_secs(600))
