@@ -219,3 +219,37 @@ fn one_nsys_around_torchrun_reports_each_process_as_a_rank() {
         }
     }
 }
+
+/// report.html's ranks × regions heat map: every cell is a region's time on
+/// a rank as ranks.json has it; report.md links ranks.json.
+#[test]
+fn the_heat_map_cells_equal_ranks_json() {
+    let root = tempfile::tempdir().unwrap();
+    let Some(db) = corpus_copy!("real/nsys-ai/mfu_2gpu_before.sqlite", root.path()) else { return };
+    let run = root.path().join("run");
+    llmperf().args(["import", "nsys"]).arg(&db).arg("-o").arg(&run).assert().success();
+    let ranks = json(&run.join("ranks.json"));
+    let html = std::fs::read_to_string(run.join("report.html")).unwrap();
+    let cell = regex::Regex::new(r#"data-region="([^"]*)" data-rank="(\d+)" data-ns="(\d+)""#).unwrap();
+    let unescape = |s: &str| s.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&amp;", "&");
+    let mut cells = 0;
+    for c in cell.captures_iter(&html) {
+        let shown = unescape(&c[1]);
+        let region = ranks["regions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| {
+                let names: Vec<&str> =
+                    r["path_names"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+                let sep = if names.iter().any(|n| n.contains("::")) { " › " } else { "::" };
+                names.join(sep) == shown
+            })
+            .unwrap_or_else(|| panic!("{shown} is a region of ranks.json"));
+        assert_eq!(region["per_rank"][&c[2]].as_i64().unwrap(), c[3].parse::<i64>().unwrap(), "{shown} rank {}", &c[2]);
+        cells += 1;
+    }
+    assert_eq!(cells, 40, "the 20 regions with the most time, on both ranks");
+    let index = std::fs::read_to_string(run.join("report.md")).unwrap();
+    assert!(index.contains("- [ranks.json](ranks.json): ranks side by side"), "{index}");
+}

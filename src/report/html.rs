@@ -20,6 +20,9 @@ pub fn render(inputs: &Inputs, d: &Derived) -> String {
         esc(id)
     );
     regions_chart(&mut h, inputs);
+    if let Some(r) = &d.ranks {
+        ranks_heatmap(&mut h, r);
+    }
     stages_chart(&mut h, inputs);
     kernels_chart(&mut h, &d.kernels);
     roofline(&mut h, inputs, &d.uses, d.peak.as_ref());
@@ -128,6 +131,73 @@ fn regions_chart(h: &mut String, inputs: &Inputs) {
         h.push_str("</g>\n");
     }
     let _ = writeln!(h, "</svg>\n<p class=\"note\">Source: {source}. Hover a box for its name and time.</p>");
+}
+
+/// Regions and ranks drawn in the heat map; ranks.json has them all.
+const HEAT_REGIONS: usize = 20;
+const HEAT_RANKS: usize = 64;
+
+/// Ranks × regions: each cell a region's time on a rank, shaded by how far it
+/// runs past the region's median over the ranks (white at or below it, red
+/// at 1.5× and beyond), so a straggler is a red column.
+fn ranks_heatmap(h: &mut String, r: &crate::aggregate::ranks::RanksReport) {
+    let mut rows: Vec<_> = r.regions.iter().filter(|x| x.per_rank.len() > 1).collect();
+    if rows.is_empty() {
+        return;
+    }
+    rows.sort_by_key(|x| std::cmp::Reverse(x.max_ns));
+    rows.truncate(HEAT_REGIONS);
+    let ranks: Vec<u32> = r.ranks.iter().map(|k| k.rank).take(HEAT_RANKS).collect();
+    h.push_str("<h2>Ranks × regions</h2>\n");
+    let (label_w, cell, row) = (260.0, ((WIDTH - 260.0) / ranks.len() as f64).min(40.0), 18.0);
+    let _ = writeln!(
+        h,
+        "<svg id=\"ranks\" width=\"{WIDTH}\" height=\"{:.0}\" role=\"img\" aria-label=\"time per rank and region\">",
+        (rows.len() + 1) as f64 * row + 4.0
+    );
+    for (j, rank) in ranks.iter().enumerate() {
+        let _ = write!(h, "<text x=\"{:.1}\" y=\"12\">{rank}</text>", label_w + j as f64 * cell + 2.0);
+    }
+    for (i, x) in rows.iter().enumerate() {
+        let y = (i + 1) as f64 * row;
+        let name = crate::regions::display(&x.path_names);
+        let _ = write!(h, "<text x=\"0\" y=\"{:.1}\">{}</text>", y + 13.0, esc(&short_label(&name, 40)));
+        for (j, rank) in ranks.iter().enumerate() {
+            let Some(&ns) = x.per_rank.get(rank) else { continue };
+            let over = if x.median_ns > 0 { (ns as f64 / x.median_ns as f64 - 1.0) / 0.5 } else { 0.0 };
+            let shade = (255.0 * (1.0 - over.clamp(0.0, 1.0))).round() as u8;
+            let _ = write!(
+                h,
+                "<rect data-region=\"{}\" data-rank=\"{rank}\" data-ns=\"{ns}\" x=\"{:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"rgb(255,{shade},{shade})\" stroke=\"#ccc\"><title>{} on rank {rank}: {:.3} ms</title></rect>",
+                esc(&name),
+                label_w + j as f64 * cell,
+                cell,
+                row - 2.0,
+                esc(&name),
+                ns as f64 / 1e6
+            );
+        }
+    }
+    let more = if r.ranks.len() > HEAT_RANKS {
+        format!(", the first {HEAT_RANKS} of {} ranks", r.ranks.len())
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        h,
+        "</svg>\n<p class=\"note\">The {} regions with the most time on their slowest rank{more}; white at or below the region's median over the ranks, red at 1.5× it. All of them in ranks.json.</p>",
+        rows.len()
+    );
+}
+
+/// `text` cut to `n` characters with an ellipsis.
+fn short_label(text: &str, n: usize) -> String {
+    if text.chars().count() <= n {
+        return text.to_string();
+    }
+    let mut s: String = text.chars().take(n - 1).collect();
+    s.push('…');
+    s
 }
 
 /// A horizontal bar chart: (label, value, data attribute name).

@@ -127,11 +127,13 @@ pub fn write_index(run: &RunDir) -> Result<(), Error> {
     md.push_str("\n## Reports\n\n");
     for (file, what) in [
         (run_dir::SUMMARY_MD, "stakeholder summary: environment, aggregates, stages, MFU, top operators and kernels"),
-        (run_dir::REPORT_HTML, "charts: time per region, stages, top kernels, roofline; with the tables"),
+        (run_dir::REPORT_HTML, "charts: time per region, ranks × regions, stages, top kernels, roofline; with the tables"),
         (run_dir::KERNELS_MD, "top kernels"),
         (run_dir::OPERATORS_MD, "operators (NVTX ranges below the stages)"),
         (run_dir::NCU_REGIONS_MD, "Nsight Compute per-region report"),
         (run_dir::ROOFLINE_JSON, "roofline points per kernel from the ncu counters"),
+        (run_dir::RANKS_JSON, "ranks side by side: per-rank totals, each region's time per rank, stragglers (the summary's Ranks section, report.html's heat map)"),
+        (run_dir::REGION_JOIN_JSON, "nsys and ncu per region: coverage, HFU, MBU"),
     ] {
         if run.join(file).is_file() {
             let _ = writeln!(md, "- [{file}]({file}): {what}");
