@@ -148,16 +148,51 @@ pub(crate) fn tid_of(global_tid: i64) -> i64 {
     global_tid & 0xFF_FFFF
 }
 
-/// The kernel table's queries, for its columns: `rows` selects (process,
-/// correlation id, start, end, name id, short name id or -1, graph node or 0, device or -1), `ids` the first
-/// two of the rows with an id; `by_process` says whether the process is known.
+/// How the kernel table is read, chosen from one look at its columns (and,
+/// for the graph column, at the export's strings): each field is the column
+/// read for that value, or `NULL`.
 struct KernelTable {
-    rows: String,
-    ids: String,
+    /// Whether the process is known (`globalPid`): correlation ids count the
+    /// calls of one process, so two processes reuse them.
     by_process: bool,
+    id: &'static str,
+    /// The demangled name, else the short one; the short one apart only when both exist.
+    name: &'static str,
+    short: &'static str,
+    graph: &'static str,
+    device: &'static str,
 }
 
 impl KernelTable {
+    /// (process, correlation id, start, end, name id, short name id or -1,
+    /// graph node or 0, device or NULL); the device only `with_device` (6%
+    /// of an ingestion: asked only where several processes ran kernels,
+    /// whose ranks it tells apart).
+    fn rows(&self, with_device: bool) -> String {
+        let Self { id, name, short, graph, .. } = self;
+        let pid = if self.by_process { "globalPid >> 24" } else { "0" };
+        let device = if with_device { self.device } else { "NULL" };
+        format!(
+            "SELECT {pid}, {id}, start, end, {name}, COALESCE({short}, -1), COALESCE({graph}, 0), {device} \
+             FROM CUPTI_ACTIVITY_KIND_KERNEL"
+        )
+    }
+
+    /// (process, correlation id) of the rows with an id.
+    fn ids(&self) -> String {
+        let pid = if self.by_process { "globalPid >> 24" } else { "0" };
+        format!("SELECT {pid}, {id} FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE {id} IS NOT NULL", id = self.id)
+    }
+
+    /// `column` of the table aliased `k` in a join, or `NULL`.
+    fn in_join(column: &str) -> String {
+        if column == "NULL" {
+            column.to_string()
+        } else {
+            format!("k.{column}")
+        }
+    }
+
     /// The kernel of a `rows` row; the short name's id stays raw (interned
     /// only where needed) and is read without a type check.
     fn kernel(r: &Rows, strings: &FxHashMap<i64, u32>) -> Kernel {
@@ -394,29 +429,20 @@ impl NsysDb {
     }
 
     /// How the kernel table is read, from one look at its columns.
-    /// `with_device`: read each kernel's device (6% of an ingestion: asked
-    /// only where several processes ran kernels, whose ranks it tells apart).
-    fn kernel_table(&self, with_device: bool) -> KernelTable {
+    fn kernel_table(&self) -> KernelTable {
         let cols = self.columns("CUPTI_ACTIVITY_KIND_KERNEL");
-        // Correlation ids count the calls of one process, so two processes reuse them.
-        let by_process = cols.contains("globalPid");
-        let pid = if by_process { "globalPid >> 24" } else { "0" };
-        let id = if cols.contains("correlationId") { "correlationId" } else { "NULL" };
-        // The demangled name, else the short one; the short one apart only when both exist.
+        let has = |c: &'static str| if cols.contains(c) { c } else { "NULL" };
         let name = if cols.contains("demangledName") { "demangledName" } else { "shortName" };
-        let short = if name == "demangledName" && cols.contains("shortName") { "shortName" } else { "NULL" };
-        // Graph nodes carry the correlation id of a graph launch call: without
-        // one among the export's strings there are none, and the column (late
-        // in a wide row) is not read: 4% of an ingestion.
-        let graph = if cols.contains("graphNodeId") && self.has_graph_launches() { "graphNodeId" } else { "NULL" };
-        let device = if with_device && cols.contains("deviceId") { "deviceId" } else { "NULL" };
         KernelTable {
-            rows: format!(
-                "SELECT {pid}, {id}, start, end, {name}, COALESCE({short}, -1), COALESCE({graph}, 0), {device} \
-                 FROM CUPTI_ACTIVITY_KIND_KERNEL"
-            ),
-            ids: format!("SELECT {pid}, {id} FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE {id} IS NOT NULL"),
-            by_process,
+            by_process: cols.contains("globalPid"),
+            id: has("correlationId"),
+            name,
+            short: if name == "demangledName" { has("shortName") } else { "NULL" },
+            // Graph nodes carry the correlation id of a graph launch call: without
+            // one among the export's strings there are none, and the column (late
+            // in a wide row) is not read: 4% of an ingestion.
+            graph: if cols.contains("graphNodeId") && self.has_graph_launches() { "graphNodeId" } else { "NULL" },
+            device: has("deviceId"),
         }
     }
 
@@ -436,18 +462,15 @@ impl NsysDb {
     /// CUDA kernels in the table's order, names interned through `strings`
     /// (StringIds id → name id), each passed to `each` until it returns false.
     /// Absent table (no CUDA traced, nothing ran on a GPU) means none.
-    pub fn each_kernel(
+    fn each_kernel(
         &self,
+        table: &KernelTable,
         strings: &FxHashMap<i64, u32>,
         with_device: bool,
         mut each: impl FnMut(Kernel) -> bool,
     ) -> Result<(), Error> {
-        if !self.has_table("CUPTI_ACTIVITY_KIND_KERNEL") {
-            return Ok(());
-        }
         let what = "CUPTI_ACTIVITY_KIND_KERNEL";
-        let rows = &self.kernel_table(with_device).rows;
-        let mut rows = Rows::query(&self.conn, rows).map_err(|e| self.sql_error(what, e))?;
+        let mut rows = Rows::query(&self.conn, &table.rows(with_device)).map_err(|e| self.sql_error(what, e))?;
         while rows.step().map_err(|e| self.sql_error(what, e))? {
             if !each(KernelTable::kernel(&rows, strings)) {
                 break;
@@ -476,18 +499,18 @@ impl NsysDb {
         mut every_kernel: impl FnMut(Kernel),
         mut each: impl FnMut(Launched) -> bool,
     ) -> Result<(), Error> {
+        if !self.has_table("CUPTI_ACTIVITY_KIND_KERNEL") {
+            return Ok(());
+        }
+        let table = self.kernel_table();
         if !self.has_table("CUPTI_ACTIVITY_KIND_RUNTIME") {
             // No launch calls to join: a rare export, whose devices are read.
-            return self.each_kernel(strings, true, |k| {
+            return self.each_kernel(&table, strings, true, |k| {
                 every_kernel(k);
                 true
             });
         }
-        if !self.has_table("CUPTI_ACTIVITY_KIND_KERNEL") {
-            return Ok(());
-        }
-        let KernelTable { ids: kernel_ids, by_process, .. } = self.kernel_table(false);
-        let r_pid = if by_process { "globalTid >> 24" } else { "0" };
+        let r_pid = if table.by_process { "globalTid >> 24" } else { "0" };
         let order_by = if order == Order::Sorted { "ORDER BY start" } else { "" };
         let calls = format!(
             "SELECT {r_pid}, correlationId, globalTid, start FROM CUPTI_ACTIVITY_KIND_RUNTIME \
@@ -501,18 +524,18 @@ impl NsysDb {
                 std::iter::from_fn(|| rows.step().map(|more| more.then(|| (rows.int(0), rows.int(1)))).transpose());
             launch_join::disorder(rows).map_err(sql)
         };
-        let kernel_order = &ids(&kernel_ids)?;
-        let kernels = self.kernel_table(kernel_order.len() > 1).rows;
+        let kernel_order = &ids(&table.ids())?;
+        let with_device = kernel_order.len() > 1;
         let worst = launch_join::worst(kernel_order);
         if worst > launch_join::MAX_DISORDER {
             tracing::debug!("{}: correlation ids {worst} out of order: SQLite joins the kernels", self.path.display());
-            self.each_kernel(strings, kernel_order.len() > 1, |k| {
+            self.each_kernel(&table, strings, with_device, |k| {
                 every_kernel(k);
                 true
             })?;
-            return self.each_launched_by_sqlite(order, by_process, strings, each);
+            return self.each_launched_by_sqlite(order, &table, strings, each);
         }
-        let mut k_rows = Rows::query(&self.conn, &kernels).map_err(sql)?;
+        let mut k_rows = Rows::query(&self.conn, &table.rows(with_device)).map_err(sql)?;
         let mut c_rows = Rows::query(&self.conn, &calls).map_err(sql)?;
         // Every kernel row goes to `every_kernel`; those with an id, to the join.
         let mut k_rows = std::iter::from_fn(|| loop {
@@ -559,15 +582,13 @@ impl NsysDb {
     fn each_launched_by_sqlite(
         &self,
         order: Order,
-        by_process: bool,
+        table: &KernelTable,
         strings: &FxHashMap<i64, u32>,
         mut each: impl FnMut(Launched) -> bool,
     ) -> Result<(), Error> {
-        let same_process = if by_process { "AND (k.globalPid >> 24) = (r.globalTid >> 24)" } else { "" };
+        let same_process = if table.by_process { "AND (k.globalPid >> 24) = (r.globalTid >> 24)" } else { "" };
         let order_by = if order == Order::Sorted { "ORDER BY r.start" } else { "" };
-        let cols = self.columns("CUPTI_ACTIVITY_KIND_KERNEL");
-        let name = if cols.contains("demangledName") { "k.demangledName" } else { "k.shortName" };
-        let graph = if cols.contains("graphNodeId") && self.has_graph_launches() { "k.graphNodeId" } else { "NULL" };
+        let (name, graph) = (KernelTable::in_join(table.name), KernelTable::in_join(table.graph));
         // CROSS JOIN keeps the runtime table outside: its rows come in stored
         // order, and SQLite indexes the kernels' correlation ids for the lookup.
         let sql = format!(
