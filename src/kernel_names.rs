@@ -90,28 +90,29 @@ pub enum Matched {
     None,
 }
 
-/// The nsys names, looked up by name and by [`key`].
+/// The nsys names, looked up by name and by [`key`]; each name's key is
+/// computed once (a regular expression over names of hundreds of characters).
 pub struct Index<'a> {
-    names: std::collections::HashSet<&'a str>,
+    keys: std::collections::HashMap<&'a str, String>,
     by_key: std::collections::HashMap<String, Vec<&'a str>>,
 }
 
 impl<'a> Index<'a> {
     pub fn new(names: impl IntoIterator<Item = &'a str>) -> Index<'a> {
-        let names: std::collections::HashSet<&str> = names.into_iter().collect();
+        let keys: std::collections::HashMap<&str, String> = names.into_iter().map(|n| (n, key(n))).collect();
         let mut by_key: std::collections::HashMap<String, Vec<&str>> = Default::default();
-        for n in &names {
-            by_key.entry(key(n)).or_default().push(n);
+        for (n, k) in &keys {
+            by_key.entry(k.clone()).or_default().push(n);
         }
         for v in by_key.values_mut() {
             v.sort_unstable();
         }
-        Index { names, by_key }
+        Index { keys, by_key }
     }
 
     /// The nsys name of `other` (an ncu spelling), and how it was found.
     pub fn find(&self, other: &str) -> (Option<&'a str>, Matched) {
-        if let Some(n) = self.names.get(other) {
+        if let Some((n, _)) = self.keys.get_key_value(other) {
             return (Some(n), Matched::Exact);
         }
         match self.by_key.get(&key(other)).map(Vec::as_slice) {
@@ -119,6 +120,29 @@ impl<'a> Index<'a> {
             Some([]) | None => (None, Matched::None),
             Some(_) => (None, Matched::Ambiguous),
         }
+    }
+
+    /// [`Self::find`] among some of the indexed names (a region's), for
+    /// `other` whose key is `other_key`: the same name, else the one of them
+    /// with that key.
+    pub fn find_among<'b>(
+        &self,
+        among: impl IntoIterator<Item = &'b str>,
+        other: &str,
+        other_key: &str,
+    ) -> Option<&'b str> {
+        let mut same_key = None;
+        let mut count = 0;
+        for n in among {
+            if n == other {
+                return Some(n);
+            }
+            if self.keys.get(n).is_some_and(|k| k == other_key) {
+                same_key = Some(n);
+                count += 1;
+            }
+        }
+        same_key.filter(|_| count == 1)
     }
 }
 
@@ -175,5 +199,9 @@ mod tests {
         assert_eq!(idx.find("j"), (None, Matched::None));
         let two = Index::new([NSYS, other.as_str()]);
         assert_eq!(two.find(NCU), (None, Matched::Ambiguous));
+        // Among some of the names: ambiguous in all, unique in one of them.
+        assert_eq!(two.find_among([NSYS], NCU, &key(NCU)), Some(NSYS));
+        assert_eq!(two.find_among([NSYS, other.as_str()], NCU, &key(NCU)), None);
+        assert_eq!(two.find_among([other.as_str(), NSYS], NSYS, &key(NSYS)), Some(NSYS));
     }
 }

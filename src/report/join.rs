@@ -133,7 +133,16 @@ pub fn join(
     let mut all_nsys: Vec<&str> = pooled.values().flat_map(|p| p.kernels.keys()).map(String::as_str).collect();
     all_nsys.extend(outside.kernels.keys().map(String::as_str));
     let everywhere = kernel_names::Index::new(all_nsys);
-    let mut kernels: BTreeMap<String, KernelJoin> = BTreeMap::new();
+    // Each ncu name once: its key, and its nsys name anywhere.
+    let mut kernels: BTreeMap<&str, (String, KernelJoin)> = BTreeMap::new();
+    for k in scope.regions.iter().flat_map(|e| &e.kernels) {
+        kernels.entry(&k.kernel_name).or_insert_with(|| {
+            let (found, matched) = everywhere.find(&k.kernel_name);
+            let join = KernelJoin { ncu_name: k.kernel_name.clone(), nsys_name: found.map(String::from), matched };
+            (kernel_names::key(&k.kernel_name), join)
+        });
+    }
+    let ncu_keys: BTreeMap<&str, &str> = kernels.iter().map(|(n, (k, _))| (*n, k.as_str())).collect();
     let mut rows = Vec::new();
     let mut seen: std::collections::BTreeSet<Key> = Default::default();
     for e in &scope.regions {
@@ -141,15 +150,7 @@ pub fn join(
         let key = (names.clone(), e.domain.clone());
         let side = if e.unattributed { Some(&outside) } else { pooled.get(&key) };
         seen.insert(key);
-        for k in &e.kernels {
-            let (found, matched) = everywhere.find(&k.kernel_name);
-            kernels.entry(k.kernel_name.clone()).or_insert_with(|| KernelJoin {
-                ncu_name: k.kernel_name.clone(),
-                nsys_name: found.map(String::from),
-                matched,
-            });
-        }
-        rows.push(joined(e, names, side, range, peak));
+        rows.push(joined(e, names, side, (&everywhere, &ncu_keys), range, peak));
     }
     // Regions only nsys saw: ncu profiled nothing there.
     for (key, p) in &pooled {
@@ -171,7 +172,7 @@ pub fn join(
         }),
         clocks: clocks(ncu, configured),
         regions: rows,
-        kernels: kernels.into_values().collect(),
+        kernels: kernels.into_values().map(|(_, j)| j).collect(),
     })
 }
 
@@ -197,20 +198,24 @@ fn pool(nsys: &RegionsReport) -> (BTreeMap<Key, Pooled>, Pooled) {
     (pooled, outside)
 }
 
+/// The nsys names indexed, and each ncu name's key.
+type Names<'a> = (&'a kernel_names::Index<'a>, &'a BTreeMap<&'a str, &'a str>);
+
 fn joined(
     e: &RegionEntry,
     names: Vec<String>,
     side: Option<&Pooled>,
+    (index, ncu_keys): Names,
     range: bool,
     peak: Option<&Peak>,
 ) -> JoinedRegion {
     // Coverage: the region's nsys kernels that one of ncu's kernels here names.
     let (mut covered, mut kernels_joined) = (0i64, 0usize);
     if let Some(p) = side.filter(|_| !range) {
-        let here = kernel_names::Index::new(p.kernels.keys().map(String::as_str));
         let mut hit = std::collections::BTreeSet::new();
         for k in &e.kernels {
-            if let (Some(name), _) = here.find(&k.kernel_name) {
+            let here = p.kernels.keys().map(String::as_str);
+            if let Some(name) = index.find_among(here, &k.kernel_name, ncu_keys[k.kernel_name.as_str()]) {
                 kernels_joined += 1;
                 hit.insert(name);
             }
