@@ -344,8 +344,7 @@ impl RunDir {
 
     /// A JSON artifact of the run, if present and readable as `T`.
     pub(crate) fn read_json<T: serde::de::DeserializeOwned>(&self, rel: &str) -> Option<T> {
-        let text = std::fs::read_to_string(self.join(rel)).ok()?;
-        serde_json::from_str(&text).ok()
+        read_json_file(&self.join(rel))
     }
 
     /// Every file of the run directory, relative and sorted (temporaries of
@@ -418,6 +417,11 @@ pub fn absolute(p: &Path) -> PathBuf {
 }
 
 /// Write `bytes` to `path` through a temporary sibling and a rename.
+/// A JSON file, if present and readable as `T`.
+pub(crate) fn read_json_file<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
+    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+}
+
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| io_error(dir, "create", &e))?;

@@ -10,3 +10,8 @@ pub mod ranks;
 pub mod roofline;
 pub mod runs;
 pub mod select;
+
+/// For `skip_serializing_if`: a count or a time of 0 is left out of a report.
+pub(crate) fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
+    *n == T::default()
+}

@@ -68,16 +68,12 @@ pub(crate) struct Source {
     pub results: u64,
     /// Range results that the kernel selection (`report.kernels`) did not
     /// apply to: it selects kernels, and a range is not one.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "super::is_zero")]
     pub ranges_not_selected: u64,
     /// The `Profiler Command Line` of each pass's `--page session` export
     /// (newer ncu): the replay mode and filters, proven from the report itself.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub profiler_command_lines: Vec<String>,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 /// One scope: `aggregate`, `process:<pid>` or `device:<id>`.

@@ -153,9 +153,9 @@ pub struct Region {
     pub gpu_span_ns: i64,
     /// Of `kernel_count` and `gpu_time_ns`: the kernels a CUDA graph ran
     /// (graph nodes, attributed through the graph's launch call); absent when none.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "super::is_zero")]
     pub graph_kernel_count: usize,
-    #[serde(default, skip_serializing_if = "is_zero_i64")]
+    #[serde(default, skip_serializing_if = "super::is_zero")]
     pub graph_gpu_time_ns: i64,
     /// The kernels behind `kernel_count` and `gpu_time_ns`, by name: longest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -170,14 +170,6 @@ pub struct RegionKernel {
     pub name: String,
     pub calls: usize,
     pub gpu_time_ns: i64,
-}
-
-fn is_zero(n: &usize) -> bool {
-    *n == 0
-}
-
-fn is_zero_i64(n: &i64) -> bool {
-    *n == 0
 }
 
 /// (name, calls, ns) per kernel name, as [`RegionKernel`]s, longest first.
@@ -229,9 +221,9 @@ pub struct Unattributed {
     pub kernel_count: usize,
     pub gpu_time_ns: i64,
     /// Of them, CUDA graph nodes whose launch no range held (or was not traced).
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "super::is_zero")]
     pub graph_kernel_count: usize,
-    #[serde(default, skip_serializing_if = "is_zero_i64")]
+    #[serde(default, skip_serializing_if = "super::is_zero")]
     pub graph_gpu_time_ns: i64,
     /// By name, longest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -814,7 +806,8 @@ impl Sweep {
             );
             kernels.join().expect("the kernel runs' merge does not panic").and(regions)
         })?;
-        let paths = region_paths(&self.regions, &names);
+        let path_names = region_names(&self.regions, &names);
+        let paths: Vec<String> = path_names.iter().map(regions::join).collect();
         let mut rows: Vec<(Region, Vec<i64>)> = self
             .regions
             .iter()
@@ -823,7 +816,7 @@ impl Sweep {
             .map(|(i, (a, samples))| {
                 let region = Region {
                     path: paths[i].clone(),
-                    path_names: path_names(&self.regions, &names, i),
+                    path_names: path_names[i].clone(),
                     name: names.get(a.name).to_string(),
                     parent: a.parent.map(|p| paths[p as usize].clone()),
                     depth: a.depth,
@@ -872,7 +865,7 @@ impl Sweep {
             .map(|(k, samples_ns)| KernelSamples { name: k.name.clone(), calls: k.calls, samples_ns })
             .collect();
         let mut processes: Vec<ProcessKernels> = Vec::new();
-        let mut by_process = kernels.by_process.clone();
+        let mut by_process = kernels.by_process;
         by_process.sort_by_key(|p| p.0);
         for ((pid, device), kernel_count, gpu_time_ns, comm_gpu_time_ns) in by_process {
             let d = DeviceKernels { device, kernel_count, gpu_time_ns, comm_gpu_time_ns };
@@ -897,30 +890,16 @@ impl Sweep {
     }
 }
 
-/// Region `i`'s names, outermost first.
-fn path_names(regions: &[Acc], names: &Names, i: usize) -> Vec<String> {
-    let mut out = Vec::with_capacity(regions[i].depth + 1);
-    let mut at = Some(i as u32);
-    while let Some(r) = at {
-        out.push(names.get(regions[r as usize].name).to_string());
-        at = regions[r as usize].parent;
-    }
-    out.reverse();
-    out
-}
-
-/// Each region's path: its ancestors' names and its own, joined by `::`.
-fn region_paths(regions: &[Acc], names: &Names) -> Vec<String> {
-    let mut paths: Vec<String> = Vec::with_capacity(regions.len());
-    // A parent is created before its children: its path is ready.
+/// Each region's names, outermost first: its parent's and its own.
+fn region_names(regions: &[Acc], names: &Names) -> Vec<Vec<String>> {
+    let mut out: Vec<Vec<String>> = Vec::with_capacity(regions.len());
+    // A parent is created before its children: its names are ready.
     for a in regions {
-        let name = names.get(a.name);
-        paths.push(match a.parent {
-            Some(p) => regions::join([paths[p as usize].as_str(), name]),
-            None => name.to_string(),
-        });
+        let mut path = a.parent.map_or_else(Vec::new, |p| out[p as usize].clone());
+        path.push(names.get(a.name).to_string());
+        out.push(path);
     }
-    paths
+    out
 }
 
 /// Walk the sorted (key, value) pairs key by key; `count(key)` says how many

@@ -145,23 +145,19 @@ impl Builder {
             failure: input.failure.clone(),
         });
         for x in own {
-            let names = x.names();
-            let e = match self.regions.get_mut(&(names.clone(), x.domain.clone())) {
-                Some(e) => e,
-                None => self.regions.entry((names.clone(), x.domain.clone())).or_insert_with(|| RankedRegion {
-                    path: x.path.clone(),
-                    path_names: names,
-                    domain: x.domain.clone(),
-                    per_rank: BTreeMap::new(),
-                    comm_ns: BTreeMap::new(),
-                    compute_ns: BTreeMap::new(),
-                    min_ns: 0,
-                    median_ns: 0,
-                    max_ns: 0,
-                    skew_pct: None,
-                    straggler_rank: None,
-                }),
-            };
+            let e = self.regions.entry((x.names(), x.domain.clone())).or_insert_with(|| RankedRegion {
+                path: x.path.clone(),
+                path_names: x.names(),
+                domain: x.domain.clone(),
+                per_rank: BTreeMap::new(),
+                comm_ns: BTreeMap::new(),
+                compute_ns: BTreeMap::new(),
+                min_ns: 0,
+                median_ns: 0,
+                max_ns: 0,
+                skew_pct: None,
+                straggler_rank: None,
+            });
             *e.per_rank.entry(input.rank).or_default() += x.inclusive_ns;
             let comm: i64 = x.kernels.iter().filter(|k| is_comm(&k.name)).map(|k| k.gpu_time_ns).sum();
             *e.comm_ns.entry(input.rank).or_default() += comm;

@@ -3,14 +3,14 @@
 //! rank's small files only (rank.json, nsys/regions.json, env.json,
 //! manifest.json), so its time and memory do not grow with the captures.
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::aggregate::nsys::RegionsReport;
 use crate::aggregate::ranks::{self, MissingRank, RankInput};
 use crate::error::Error;
 use crate::manifest::{Manifest, Status};
 use crate::plan::rank::RankId;
-use crate::run_dir;
+use crate::run_dir::{self, read_json_file as read};
 
 /// One rank's directory, and its small files but the regions (read when added).
 struct Found {
@@ -19,10 +19,6 @@ struct Found {
     id: Option<RankId>,
     has_regions: bool,
     manifest: Option<Manifest>,
-}
-
-fn read<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
-    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
 }
 
 /// Writes `ranks.json` and `ranks.md` into the first job directory; returns it.

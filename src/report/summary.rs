@@ -71,13 +71,19 @@ const RANK_ROWS: usize = 15;
 /// `ranks.md` of a merged job: the Ranks section alone.
 pub(crate) fn ranks_md(r: &crate::aggregate::ranks::RanksReport) -> String {
     let mut md = String::from("# Ranks\n\n");
-    ranks_section(&mut md, r);
-    md.replacen("## Ranks\n\n", "", 1)
+    ranks_tables(&mut md, r);
+    md
+}
+
+/// The summary's Ranks section.
+fn ranks_section(md: &mut String, r: &crate::aggregate::ranks::RanksReport) {
+    md.push_str("## Ranks\n\n");
+    ranks_tables(md, r);
 }
 
 /// Each rank's totals, then the regions whose ranks differ most.
-fn ranks_section(md: &mut String, r: &crate::aggregate::ranks::RanksReport) {
-    md.push_str("## Ranks\n\n| rank | host | processes | devices | kernels | GPU ms | of it communication | in NVTX ranges ms |\n|---:|---|---|---|---:|---:|---:|---:|\n");
+fn ranks_tables(md: &mut String, r: &crate::aggregate::ranks::RanksReport) {
+    md.push_str("| rank | host | processes | devices | kernels | GPU ms | of it communication | in NVTX ranges ms |\n|---:|---|---|---|---:|---:|---:|---:|\n");
     let ms = |ns: i64| format!("{:.3}", ns as f64 / 1e6);
     let list = |v: &[i64]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ");
     for k in &r.ranks {
