@@ -28,6 +28,9 @@ pub fn run(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             print(&format!("{}\n", dir.display()))?;
             Ok(0)
         }
+        Command::LaunchRank(args) => {
+            Err(pipeline::launch_rank(args.record.as_deref(), &args.wrap_ranks, args.wrapper_len, &args.argv).into())
+        }
         Command::Merge(args) => {
             let dir = pipeline::merge(&args.job_dirs)?;
             print(&format!("{}\n", dir.display()))?;
@@ -123,13 +126,36 @@ fn profile(config_dir: Option<std::path::PathBuf>, args: ProfileArgs, argv: Vec<
         }
         false => None,
     };
-    let outcome = pipeline::profile(pipeline::Request {
-        resolved,
-        command: args.command,
-        no_nvtx: args.no_nvtx,
-        llmperf_argv: argv,
-        rank,
-    })?;
+    use crate::plan::launcher::LauncherKind;
+    let kind = args.launcher.map(|l| match l {
+        crate::cli::LauncherArg::Torchrun => LauncherKind::Torchrun,
+        crate::cli::LauncherArg::Mpirun => LauncherKind::Mpirun,
+        crate::cli::LauncherArg::Srun => LauncherKind::Srun,
+    });
+    let srun = kind == Some(LauncherKind::Srun);
+    if args.run_id.is_some() && !args.rank_from_env && !srun {
+        return Err(Error::usage("--run-id names the job of --rank-from-env or --launcher srun")
+            .with_hint("add --rank-from-env (a rank under a launcher) or --launcher srun, or drop --run-id")
+            .into());
+    }
+    let launcher = match kind {
+        Some(kind) => Some(pipeline::launcher_of(kind, args.nproc.unwrap_or(1), args.launcher_args.clone())?),
+        None => None,
+    };
+    let outcome = match launcher {
+        Some(l) if l.kind == LauncherKind::Srun => {
+            let raw: Vec<OsString> = std::env::args_os().collect();
+            pipeline::srun(&l, &raw, &resolved.config.runner.artifacts.root, args.run_id.as_deref())?
+        }
+        launcher => pipeline::profile(pipeline::Request {
+            resolved,
+            command: args.command,
+            no_nvtx: args.no_nvtx,
+            llmperf_argv: argv,
+            rank,
+            launcher,
+        })?,
+    };
     // The run directory is the result, even for a failed or interrupted run.
     print(&format!("{}\n", outcome.run_dir.display()))?;
     match outcome.error {
@@ -158,8 +184,12 @@ fn workload(config_dir: Option<std::path::PathBuf>, args: WorkloadArgs, argv: Ve
 }
 
 fn import_nsys(config_dir: Option<std::path::PathBuf>, args: ImportArgs, argv: Vec<String>) -> anyhow::Result<i32> {
-    let resolved = load(config_dir, args.overrides)?;
-    let outcome = pipeline::import_nsys(&resolved, &args.file, args.output.as_deref(), argv)?;
+    let (files, overrides) = split_inputs(args.inputs)?;
+    let resolved = load(config_dir, overrides)?;
+    let outcome = match files.as_slice() {
+        [file] => pipeline::import_nsys(&resolved, file, args.output.as_deref(), argv)?,
+        _ => pipeline::import_nsys_ranks(&resolved, &files, args.output.as_deref(), argv)?,
+    };
     print(&format!("{}\n", outcome.run_dir.display()))?;
     match outcome.error {
         Some(e) => Err(e.into()),

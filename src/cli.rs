@@ -58,6 +58,9 @@ pub enum Command {
     /// Judge a run against a baseline run with budgets; exit 8 on a regression (for CI).
     #[command(after_help = CHECK_EXAMPLES)]
     Check(CheckArgs),
+    /// One rank under a launcher: record its rank, then become ARGV (used by `profile --launcher`).
+    #[command(hide = true)]
+    LaunchRank(LaunchRankArgs),
     /// Cross-rank reports of a job whose ranks each ran `llmperf profile --rank-from-env`.
     #[command(after_help = MERGE_EXAMPLES)]
     Merge(MergeArgs),
@@ -79,6 +82,8 @@ Examples:
   llmperf profile --no-nsys --replay-mode kernel -- ./my_app
   llmperf profile pipeline.nsys.trace=nvtx,osrt runner.artifacts.root=/data/runs -- ./my_app
   llmperf profile profiling/ncu@pipeline.ncu=ncu.high --replay-mode range -- ./my_app
+  llmperf profile --launcher torchrun --nproc 2 -- train.py         one nsys around torchrun: every rank
+  llmperf profile --launcher srun -n 16 --no-ncu -- python infer.py nsys per rank, then `llmperf merge`
 
 OVERRIDES use the grammar of docs/configuration.md (key=value, +key=value, ~key, group@package=option).
 Convenience flags are applied after OVERRIDES, so they win.";
@@ -103,6 +108,28 @@ Reads each ranks/<rank>/ (nsys/regions.json, rank.json, manifest.json) of the jo
 writes ranks.json and ranks.md into the first: per rank its processes, devices, kernels and GPU
 time; per region its time on every rank, the spread and the straggler; the ranks that are missing
 and why. Reads only those small files, never the captures.";
+
+/// `--launcher`: the launchers llmperf knows how to start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LauncherArg {
+    Torchrun,
+    Mpirun,
+    Srun,
+}
+
+#[derive(Debug, Args)]
+pub struct LaunchRankArgs {
+    /// Write DIR/<pid>.json with this process's rank (from the launcher's environment).
+    #[arg(long, value_name = "DIR")]
+    pub record: Option<PathBuf>,
+    /// The ranks that run ARGV whole; the others run ARGV without its first --wrapper-len words.
+    #[arg(long, value_delimiter = ',', value_name = "RANKS")]
+    pub wrap_ranks: Vec<u32>,
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub wrapper_len: usize,
+    #[arg(last = true, required = true, value_name = "ARGV")]
+    pub argv: Vec<OsString>,
+}
 
 #[derive(Debug, Args)]
 pub struct MergeArgs {
@@ -229,8 +256,20 @@ pub struct ProfileArgs {
     #[arg(long)]
     pub rank_from_env: bool,
     /// The job's name for --rank-from-env (the same for every rank).
-    #[arg(long, value_name = "NAME", requires = "rank_from_env")]
+    #[arg(long, value_name = "NAME")]
     pub run_id: Option<String>,
+    /// Start the job's ranks with this launcher: torchrun or mpirun inside
+    /// nsys (and ncu) on this node, each process given its rank from the
+    /// launcher's environment; srun outside, each rank profiling itself
+    /// (--rank-from-env) and the job merged after (docs/ranks.md).
+    #[arg(long, value_enum, value_name = "LAUNCHER", conflicts_with = "rank_from_env", requires = "nproc")]
+    pub launcher: Option<LauncherArg>,
+    /// Number of ranks for --launcher (torchrun --nproc-per-node, mpirun -np, srun -n).
+    #[arg(short = 'n', long, visible_alias = "np", value_name = "N", requires = "launcher")]
+    pub nproc: Option<u32>,
+    /// An option for the launcher itself, repeatable (--launcher-arg=--oversubscribe).
+    #[arg(long = "launcher-arg", value_name = "ARG", allow_hyphen_values = true, requires = "launcher")]
+    pub launcher_args: Vec<String>,
     /// Configuration overrides.
     #[arg(value_name = "OVERRIDES")]
     pub overrides: Vec<OsString>,
@@ -246,7 +285,7 @@ pub struct ProfileArgs {
 pub enum ImportCommand {
     /// An Nsight Systems report (.nsys-rep, .qdrep), its SQLite export, or an `nsys stats` kernel summary CSV.
     #[command(
-        after_help = "Examples:\n  llmperf import nsys report1.nsys-rep -o runs/imported\n  llmperf import nsys report1.sqlite\n  llmperf import nsys summary_cuda_gpu_kern_sum.csv   # kernels only, no regions\n\nWrites nsys/regions.json (NVTX region tree with kernel attribution), nsys/top_kernels.json,\nthe SQLite export and nsys stats CSVs into DIR/nsys/; prints DIR. Into an existing run\ndirectory, adds to it."
+        after_help = "Examples:\n  llmperf import nsys report1.nsys-rep -o runs/imported\n  llmperf import nsys report1.sqlite\n  llmperf import nsys summary_cuda_gpu_kern_sum.csv   # kernels only, no regions\n  llmperf import nsys report.0.nsys-rep report.1.nsys-rep -o runs/job   # one capture per rank, one job\n\nWrites nsys/regions.json (NVTX region tree with kernel attribution), nsys/top_kernels.json,\nthe SQLite export and nsys stats CSVs into DIR/nsys/; prints DIR. Into an existing run\ndirectory, adds to it. Several files are the ranks of one job (each file's rank: the last\nnumber in its name, as `nsys -o report.%q{RANK}` writes it): each goes to DIR/ranks/<rank>/,\nthen DIR/ranks.json and ranks.md as `llmperf merge` writes them."
     )]
     Nsys(ImportArgs),
     /// Nsight Compute reports (.ncu-rep) or CSVs of their details or raw page, into one run.
@@ -279,14 +318,13 @@ pub struct RunDirArgs {
 
 #[derive(Debug, Args)]
 pub struct ImportArgs {
-    /// The report to read (.nsys-rep, .qdrep, .sqlite, or a kernel summary .csv).
-    pub file: PathBuf,
+    /// The reports to read (.nsys-rep, .qdrep, .sqlite, or a kernel summary
+    /// .csv; several: one per rank), then configuration overrides (KEY=VALUE).
+    #[arg(value_name = "FILE|OVERRIDE", required = true)]
+    pub inputs: Vec<OsString>,
     /// Output directory (default: a new run directory under runner.artifacts.root).
     #[arg(short = 'o', long = "output", value_name = "DIR")]
     pub output: Option<PathBuf>,
-    /// Configuration overrides (e.g. runner.run.top_n_kernels=50).
-    #[arg(value_name = "OVERRIDES")]
-    pub overrides: Vec<OsString>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -78,6 +78,12 @@ pub(crate) const RANKS_MD: &str = "ranks.md";
 pub(crate) const RANKS_DIR: &str = "ranks";
 /// In a rank's run directory: which rank of which job wrote it.
 pub(crate) const RANK_JSON: &str = "rank.json";
+/// `profile --launcher torchrun|mpirun`: `<pid>.json` per rank, from its launcher's environment.
+pub(crate) const LAUNCHED_RANKS_DIR: &str = "launcher/ranks";
+pub(crate) const LAUNCHED_RANK_PATTERN: &str = "launcher/ranks/*";
+/// The same, for the ncu stage's launch when ncu wraps the launcher (ncu's `rank:<r>` scopes).
+pub(crate) const LAUNCHED_NCU_RANKS_DIR: &str = "launcher/ncu_ranks";
+pub(crate) const LAUNCHED_NCU_RANK_PATTERN: &str = "launcher/ncu_ranks/*";
 /// nsys and ncu joined per region: coverage, HFU, MBU.
 pub(crate) const REGION_JOIN_JSON: &str = "region_join.json";
 /// The index of a run: stage statuses, diagnoses, links to every file.
@@ -438,7 +444,7 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     Ok(())
 }
 
-fn io_error(path: &Path, what: &str, e: &std::io::Error) -> Error {
+pub(crate) fn io_error(path: &Path, what: &str, e: &std::io::Error) -> Error {
     Error::new(ErrorKind::Internal, format!("cannot {what} {}: {e}", path.display())).with_hint(
         "check that the directory is writable and the disk is not full (-o/--output-root picks another place)",
     )

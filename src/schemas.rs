@@ -80,6 +80,16 @@ pub const ARTIFACTS: &[Artifact] = &[
     },
     Artifact { pattern: run_dir::RANK_JSON, spec: "rank.schema.json", schema: schema_of::<crate::plan::rank::RankId> },
     Artifact {
+        pattern: run_dir::LAUNCHED_RANK_PATTERN,
+        spec: "launched-rank.schema.json",
+        schema: schema_of::<crate::plan::rank::LaunchedRank>,
+    },
+    Artifact {
+        pattern: run_dir::LAUNCHED_NCU_RANK_PATTERN,
+        spec: "launched-rank.schema.json",
+        schema: schema_of::<crate::plan::rank::LaunchedRank>,
+    },
+    Artifact {
         pattern: run_dir::RANKS_JSON,
         spec: "ranks.schema.json",
         schema: schema_of::<crate::aggregate::ranks::RanksReport>,

@@ -147,6 +147,32 @@ fn ranks_under_a_launcher_write_apart_and_merge_with_failures_reported() {
     }
     let md = std::fs::read_to_string(job.join("ranks.md")).unwrap();
     assert!(md.contains("| 3 | – | missing: no run directory"), "{md}");
+
+    // The same captures as per-rank files (`nsys -o report.%q{RANK}`), imported into one job.
+    let files = root.path().join("files");
+    std::fs::create_dir(&files).unwrap();
+    for r in 0..2 {
+        std::fs::copy(job.join(format!("ranks/{r}/nsys/report.sqlite")), files.join(format!("report.{r}.sqlite")))
+            .unwrap();
+    }
+    let imported = root.path().join("imported");
+    let (f0, f1) = (files.join("report.0.sqlite"), files.join("report.1.sqlite"));
+    llmperf().args(["import", "nsys"]).arg(&f1).arg(&f0).arg("-o").arg(&imported).assert().success();
+    let again = json(&imported.join("ranks.json"));
+    assert_eq!(again["rank_source"], "run_directory");
+    assert_eq!(json(&imported.join("ranks/1/rank.json"))["rank_from"], "file name (report.1.sqlite)");
+    for region in ranks["regions"].as_array().unwrap() {
+        let other = again["regions"].as_array().unwrap().iter().find(|x| x["path"] == region["path"]).unwrap();
+        for r in ["0", "1"] {
+            assert_eq!(other["per_rank"][r], region["per_rank"][r], "{} on rank {r}", region["path"]);
+        }
+    }
+    let dup = files.join("copy.1.sqlite");
+    std::fs::copy(&f1, &dup).unwrap();
+    let e =
+        llmperf().args(["import", "nsys"]).arg(&f1).arg(&dup).arg("-o").arg(root.path().join("dup")).assert().code(2);
+    let e = String::from_utf8_lossy(&e.get_output().stderr).into_owned();
+    assert!(e.contains("both name rank 1") && e.contains("hint:"), "{e}");
 }
 
 /// Without a rank variable, or without a job id, `--rank-from-env` stops

@@ -76,7 +76,8 @@ pub(crate) struct Source {
     pub profiler_command_lines: Vec<String>,
 }
 
-/// One scope: `aggregate`, `process:<pid>` or `device:<id>`.
+/// One scope: `aggregate`, `process:<pid>`, `rank:<r>` (a launcher's rank,
+/// its processes) or `device:<id>`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScopeReport {
@@ -206,6 +207,10 @@ pub struct Options {
     /// Metric names given with `--metrics`.
     pub metrics: Vec<String>,
     pub aggregate: bool,
+    /// Process id (as the CSV spells it) → rank, where the launcher's ranks
+    /// were recorded (`profile --launcher` with ncu around the launcher):
+    /// one `rank:<r>` scope per rank.
+    pub ranks: BTreeMap<String, u32>,
 }
 
 /// Per (process, device, region): what the region's own results add up to.
@@ -556,7 +561,8 @@ impl Builder {
         self.ranges_not_selected
     }
 
-    /// The scopes: aggregate (unless turned off), then each process, then each device.
+    /// The scopes: aggregate (unless turned off), then each process, each
+    /// rank (when the ranks are known), then each device.
     pub fn finish(&self, stamp: &Stamp) -> Vec<ScopeReport> {
         let dirs = self.dirs();
         let mut scopes = Vec::new();
@@ -564,8 +570,17 @@ impl Builder {
             scopes.push(self.scope("aggregate", |_, _| true, stamp, &dirs));
         }
         let pids: BTreeSet<&String> = self.accs.keys().map(|k| &k.0).collect();
+        for pid in &pids {
+            scopes.push(self.scope(&format!("process:{pid}"), |p, _| p == *pid, stamp, &dirs));
+        }
+        let mut by_rank: BTreeMap<u32, BTreeSet<&String>> = BTreeMap::new();
         for pid in pids {
-            scopes.push(self.scope(&format!("process:{pid}"), |p, _| p == pid, stamp, &dirs));
+            if let Some(&r) = self.opts.ranks.get(pid) {
+                by_rank.entry(r).or_default().insert(pid);
+            }
+        }
+        for (rank, mine) in by_rank {
+            scopes.push(self.scope(&format!("rank:{rank}"), |p, _| mine.contains(p), stamp, &dirs));
         }
         let devices: BTreeSet<&String> = self.accs.keys().map(|k| &k.1).collect();
         for dev in devices {

@@ -23,12 +23,19 @@ pub struct RanksReport {
     pub schema: String,
     /// How each process got its rank: `cuda_device` (the device its kernels
     /// ran on, ranks numbered by device), `process` (no kernels: ranks
-    /// numbered by process id), or `run_directory` (`ranks/<rank>/`, written by
-    /// each rank from its RANK, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID).
+    /// numbered by process id), `environment (RANK)` (one capture of
+    /// `profile --launcher torchrun|mpirun`: each process's rank from the
+    /// variable its launcher set, recorded before it became the application)
+    /// or `run_directory` (`ranks/<rank>/`, written by each rank from its
+    /// RANK, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID).
     pub rank_source: String,
     pub ranks: Vec<RankEntry>,
-    /// Ranks expected but without data (failed, killed, or not profiled).
+    /// Ranks expected but without data (failed, killed, or no capture).
     pub missing: Vec<MissingRank>,
+    /// Ranks that ran the application without nsys (`pipeline.nsys.ranks`),
+    /// with how their run ended.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_profiled: Vec<MissingRank>,
     pub regions: Vec<RankedRegion>,
 }
 
@@ -168,7 +175,14 @@ impl Builder {
     pub fn finish(mut self, rank_source: &str, missing: Vec<MissingRank>) -> RanksReport {
         self.ranks.sort_by_key(|r| r.rank);
         let regions = self.regions.into_values().map(spread).collect();
-        RanksReport { schema: SCHEMA.into(), rank_source: rank_source.into(), ranks: self.ranks, missing, regions }
+        RanksReport {
+            schema: SCHEMA.into(),
+            rank_source: rank_source.into(),
+            ranks: self.ranks,
+            missing,
+            not_profiled: Vec::new(),
+            regions,
+        }
     }
 }
 

@@ -215,6 +215,10 @@ pub struct NsysConfig {
     /// config.yaml of runs recorded before the key existed.
     #[serde(default = "stats_nsys", deserialize_with = "null_as_empty")]
     pub stats: Vec<String>,
+    /// The ranks of a job that run under nsys (`all`, or a list); the others
+    /// run the application plainly, in step. Defaulted for older config.yaml.
+    #[serde(default)]
+    pub ranks: RankSet,
 }
 
 fn stats_nsys() -> Vec<String> {
@@ -264,7 +268,103 @@ pub struct NcuConfig {
     /// fails the run (exit 7) instead of a warning.
     #[serde(default)]
     pub fail_on_empty: bool,
+    /// The ranks of a job that run under ncu (default rank 0: ncu serializes
+    /// kernel launches across processes, and NCCL collectives then deadlock).
+    #[serde(default = "rank_zero")]
+    pub ranks: RankSet,
+    /// In a job, NCCL's kernels are profiled too in kernel and application
+    /// replay (default: excluded from the kernel filter).
+    #[serde(default)]
+    pub comm_kernels: bool,
     pub ncu_cli: NcuCli,
+}
+
+fn rank_zero() -> RankSet {
+    RankSet::Only(vec![0])
+}
+
+/// Which ranks of a job a profiler runs on: `all`, or a list (`[0]`, `[0, 8]`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum RankSet {
+    #[default]
+    All,
+    Only(Vec<u32>),
+}
+
+impl RankSet {
+    pub fn contains(&self, rank: u32) -> bool {
+        match self {
+            RankSet::All => true,
+            RankSet::Only(v) => v.contains(&rank),
+        }
+    }
+
+    /// Every rank of a job of `world` ranks (unknown world: only `all`).
+    pub fn covers(&self, world: Option<u32>) -> bool {
+        match (self, world) {
+            (RankSet::All, _) => true,
+            (RankSet::Only(v), Some(n)) => (0..n).all(|r| v.contains(&r)),
+            (RankSet::Only(_), None) => false,
+        }
+    }
+}
+
+impl fmt::Display for RankSet {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self {
+            RankSet::All => f.write_str("all"),
+            RankSet::Only(v) => {
+                write!(f, "[{}]", v.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(", "))
+            }
+        }
+    }
+}
+
+impl Serialize for RankSet {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            RankSet::All => s.serialize_str("all"),
+            RankSet::Only(v) => v.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for RankSet {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<RankSet, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RankSet;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("`all` or a list of ranks (numbers from 0), e.g. [0]")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<RankSet, E> {
+                match s.trim() {
+                    "all" => Ok(RankSet::All),
+                    other => other.parse().map(|r| RankSet::Only(vec![r])).map_err(|_| {
+                        E::custom(format!("`{other}` is not a rank set: write `all` or a list of ranks, e.g. [0, 1]"))
+                    }),
+                }
+            }
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<RankSet, E> {
+                u32::try_from(n)
+                    .map(|r| RankSet::Only(vec![r]))
+                    .map_err(|_| E::custom(format!("rank {n} is too large")))
+            }
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<RankSet, E> {
+                u32::try_from(n).map(|r| RankSet::Only(vec![r])).map_err(|_| E::custom(format!("{n} is not a rank")))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<RankSet, A::Error> {
+                let mut v = Vec::new();
+                while let Some(r) = seq.next_element::<u32>()? {
+                    v.push(r);
+                }
+                v.sort_unstable();
+                v.dedup();
+                Ok(RankSet::Only(v))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// The conf/ defaults, for a run's config.yaml written before `stop_timeout_s` existed.

@@ -70,7 +70,12 @@ pub fn merge(job_dirs: &[PathBuf]) -> Result<PathBuf, Error> {
     }
     // One rank's regions at a time: read, added, dropped.
     let mut builder = ranks::Builder::default();
+    let mut not_profiled = Vec::new();
     for f in found.values() {
+        if let Some(reason) = without_nsys(f) {
+            not_profiled.push(MissingRank { rank: f.rank, reason });
+            continue;
+        }
         let regions: Option<RegionsReport> =
             if f.has_regions { read(&f.dir.join(run_dir::NSYS_REGIONS)) } else { None };
         match &regions {
@@ -94,12 +99,34 @@ pub fn merge(job_dirs: &[PathBuf]) -> Result<PathBuf, Error> {
         }
     }
     missing.sort_by_key(|m| m.rank);
-    let report = builder.finish("run_directory", missing);
+    let mut report = builder.finish("run_directory", missing);
+    report.not_profiled = not_profiled;
     let out = &job_dirs[0];
     run_dir::write_json_atomic(&out.join(run_dir::RANKS_JSON), &report)?;
     run_dir::write_atomic(&out.join(run_dir::RANKS_MD), crate::report::summary::ranks_md(&report).as_bytes())?;
     tracing::info!("merged {} ranks ({} missing) into {}", report.ranks.len(), report.missing.len(), out.display());
     Ok(out.clone())
+}
+
+/// Why a rank has no nsys regions by design: it was not in
+/// `pipeline.nsys.ranks` (stage `plain:nsys`), or nsys was disabled; None
+/// when nsys was meant to run there (then it is missing, or has regions).
+fn without_nsys(f: &Found) -> Option<String> {
+    let m = f.manifest.as_ref().filter(|_| !f.has_regions)?;
+    let stage = m.stages.iter().find(|s| s.name == "plain:nsys" || s.name == "nsys")?;
+    let why = match (stage.name.as_str(), stage.status) {
+        ("plain:nsys", _) => "not in pipeline.nsys.ranks: ran the application without nsys",
+        ("nsys", Status::Skipped) if stage.reason.as_deref().is_some_and(|r| r.starts_with("disabled")) => {
+            "nsys disabled (pipeline.nsys.enable=false)"
+        }
+        _ => return None,
+    };
+    let by = f.id.as_ref().map(|i| i.profiled.clone()).unwrap_or_default();
+    let by = if by.is_empty() { String::new() } else { format!("; profiled by {}", by.join(", ")) };
+    Some(match m.status {
+        Status::Ok => format!("{why} (run ok{by})"),
+        _ => format!("{why}; {}", why_missing(f)),
+    })
 }
 
 /// What went wrong in a rank's run: its manifest's status and failed stage.

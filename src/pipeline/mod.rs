@@ -4,6 +4,7 @@
 //! saved raw outputs. Raw outputs land in the run directory before anything
 //! parses them, and the manifest is rewritten after every stage change, so a
 //! crash, a parser bug or Ctrl-C never costs the capture.
+mod launcher;
 mod merge;
 mod ncu;
 mod nsys;
@@ -37,6 +38,123 @@ pub struct Request {
     /// One rank of a job (`--rank-from-env`): its run directory is
     /// `<root>/<job>/ranks/<rank>/`, with `rank.json`.
     pub rank: Option<crate::plan::rank::RankId>,
+    /// The profiler outside a launcher (`--launcher torchrun|mpirun`): the
+    /// ranks are processes of this run.
+    pub launcher: Option<crate::plan::launcher::Launcher>,
+}
+
+/// A run that is (part of) a job of several ranks: which profilers run on
+/// this rank, and whether the ranks must run the application in step.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub rank: Option<u32>,
+    /// nsys, ncu on this rank.
+    pub nsys: bool,
+    pub ncu: bool,
+    /// ncu runs on some ranks only: the others run the application once per
+    /// ncu pass, plainly, so every pass is one run of the application whose
+    /// count is known before it starts.
+    pub ncu_in_step: bool,
+    /// Leave NCCL's kernels out of kernel and application replay.
+    pub exclude_comm: bool,
+    /// `--launcher torchrun|mpirun`: the launcher the profilers wrap, and the
+    /// one rank ncu runs on inside it (None: ncu wraps the launcher, all ranks).
+    pub launch: Option<crate::plan::launcher::Launcher>,
+    pub ncu_rank: Option<u32>,
+}
+
+impl Job {
+    /// One rank of a job (`--rank-from-env`): its profilers from
+    /// `pipeline.{nsys,ncu}.ranks`. Refused before anything runs when the
+    /// ranks could not stay in step.
+    pub fn of_rank(cfg: &crate::config::Config, r: &crate::plan::rank::RankId) -> Result<Job, Error> {
+        let ncu = &cfg.pipeline.ncu;
+        let ncu_in_step = ncu.enable && !ncu.ranks.covers(r.world_size);
+        if ncu_in_step {
+            check_in_step(cfg)?;
+        }
+        Ok(Job {
+            rank: Some(r.rank),
+            nsys: cfg.pipeline.nsys.ranks.contains(r.rank),
+            ncu: ncu.ranks.contains(r.rank),
+            ncu_in_step,
+            exclude_comm: !ncu.comm_kernels,
+            launch: None,
+            ncu_rank: None,
+        })
+    }
+
+    /// The profiler outside the launcher (`--launcher torchrun|mpirun`): nsys
+    /// wraps it and sees every rank; ncu wraps it (`pipeline.ncu.ranks=all`)
+    /// or runs inside it on one rank while the others run plainly.
+    pub fn of_launch(cfg: &crate::config::Config, l: &crate::plan::launcher::Launcher) -> Result<Job, Error> {
+        use crate::config::schema::RankSet;
+        let (nsys, ncu) = (&cfg.pipeline.nsys, &cfg.pipeline.ncu);
+        let program = l.kind.program();
+        if nsys.enable && nsys.ranks != RankSet::All {
+            return Err(Error::usage(format!(
+                "pipeline.nsys.ranks={}: with --launcher {program} one nsys wraps the launcher and sees every rank",
+                nsys.ranks
+            ))
+            .with_hint("drop pipeline.nsys.ranks, or run each rank under its own nsys: --launcher srun, or --rank-from-env under the launcher"));
+        }
+        let ncu_rank = match &ncu.ranks {
+            _ if !ncu.enable => None,
+            RankSet::All => None,
+            RankSet::Only(v) if v.len() == 1 && v[0] < l.nproc => {
+                check_in_step(cfg)?;
+                Some(v[0])
+            }
+            RankSet::Only(_) => {
+                return Err(Error::usage(format!(
+                "pipeline.ncu.ranks={}: with --launcher {program}, ncu runs on one rank (below --nproc {}) or on all",
+                ncu.ranks, l.nproc
+            ))
+                .with_hint("set pipeline.ncu.ranks=[0] (or another single rank), or pipeline.ncu.ranks=all"))
+            }
+        };
+        Ok(Job {
+            rank: None,
+            nsys: true,
+            ncu: true,
+            ncu_in_step: false,
+            exclude_comm: !ncu.comm_kernels,
+            launch: Some(l.clone()),
+            ncu_rank,
+        })
+    }
+
+    fn why_plain(&self, profiler: &str) -> String {
+        let rank = self.rank.map(|r| format!("rank {r}")).unwrap_or_else(|| "this rank".into());
+        format!(
+            "{rank} is not in pipeline.{profiler}.ranks: it ran the application without {profiler}, in step with the ranks that did"
+        )
+    }
+}
+
+/// With ncu on some ranks only, every rank must run the application the same
+/// number of times: replay modes that run it again and again (application,
+/// app-range) or climb a ladder (auto) cannot be matched by the other ranks.
+pub(crate) fn check_in_step(cfg: &crate::config::Config) -> Result<(), Error> {
+    use crate::config::schema::ReplayMode;
+    let ncu = &cfg.pipeline.ncu;
+    let mode = ncu.ncu_cli.replay_mode;
+    if matches!(mode, ReplayMode::Kernel | ReplayMode::Range) {
+        return Ok(());
+    }
+    Err(Error::usage(format!(
+        "pipeline.ncu.ranks={} profiles some ranks of the job with ncu, and replay mode {} runs the application a number of times only ncu knows, so the other ranks cannot run in step with it",
+        ncu.ranks,
+        mode.as_str()
+    ))
+    .with_hint("use --replay-mode kernel or --replay-mode range (one run per pass), or pipeline.ncu.ranks=all"))
+}
+
+fn cfg_enabled(cfg: &crate::config::Config, profiler: &str) -> bool {
+    match profiler {
+        "nsys" => cfg.pipeline.nsys.enable,
+        _ => cfg.pipeline.ncu.enable,
+    }
 }
 
 /// A finished (or failed, or interrupted) run: the directory always exists.
@@ -46,24 +164,46 @@ pub struct Outcome {
     pub error: Option<Error>,
 }
 
+pub use launcher::{launch_rank, launcher_of, srun, RANK_ENV};
 pub use merge::merge;
 
 /// `llmperf profile`: plan → run directory → provenance → the baseline, nsys
 /// and ncu stages → reports.
 pub fn profile(req: Request) -> Result<Outcome, Error> {
     let cfg = &req.resolved.config;
-    let plan = RunPlan::new(cfg, &req.command, req.no_nvtx)?;
+    let command = match &req.launcher {
+        Some(l) => l.command(req.command.clone()),
+        None => req.command.clone(),
+    };
+    let plan = RunPlan::new(cfg, &command, req.no_nvtx)?;
+    let job = match (&req.rank, &req.launcher) {
+        (Some(r), _) => Some(Job::of_rank(cfg, r)?),
+        (None, Some(l)) => Some(Job::of_launch(cfg, l)?),
+        (None, None) => None,
+    };
     let run = match &req.rank {
         Some(r) => {
             let run = RunDir::create_rank(&cfg.runner.artifacts.root, &r.job, r.rank)?;
-            run.write_json(run_dir::RANK_JSON, r)?;
+            let mut id = r.clone();
+            let job = job.as_ref().expect("a rank is in a job");
+            id.profiled = [("nsys", job.nsys), ("ncu", job.ncu)]
+                .into_iter()
+                .filter(|(name, on)| *on && cfg_enabled(cfg, name))
+                .map(|(name, _)| name.to_string())
+                .collect();
+            run.write_json(run_dir::RANK_JSON, &id)?;
             run
         }
         None => RunDir::create(&cfg.runner.artifacts.root)?,
     };
     tracing::info!("run directory: {}", run.path().display());
     let tools = Probed::probe(cfg);
-    let app = plan.app_argv(&run, run_dir::TIMINGS_JSON);
+    let inner = plan.app_argv(&run, run_dir::TIMINGS_JSON);
+    let launch = job.as_ref().and_then(|j| j.launch.as_ref());
+    let app = match launch {
+        Some(l) => l.around(Some(&launcher::record_dir(&run)), None, &inner),
+        None => inner,
+    };
     provenance::write(&run, &req.resolved, &app, plan.builtin(), &tools)?;
     let mut manifest = ManifestWriter::start(&run, req.llmperf_argv.clone())?;
     let mut verdict = Verdict::default();
@@ -71,12 +211,25 @@ pub fn profile(req: Request) -> Result<Outcome, Error> {
         if plan.baseline {
             verdict.add(workload::baseline(&run, &mut manifest, &plan)?);
         }
+        let job = job.as_ref();
         if !verdict.stopped() {
-            nsys::capture(&run, &mut manifest, &mut verdict, cfg, &tools.nsys, &app)?;
+            match job.filter(|j| !j.nsys && cfg.pipeline.nsys.enable) {
+                Some(j) => verdict.add(workload::plain(&run, &mut manifest, "nsys", &app, 1, &j.why_plain("nsys"))?),
+                None => nsys::capture(&run, &mut manifest, &mut verdict, cfg, &tools.nsys, &app)?,
+            }
         }
         if !verdict.stopped() {
-            let ncu_app = plan.app_argv(&run, run_dir::NCU_TIMINGS_JSON);
-            ncu::profile(&run, &mut manifest, &mut verdict, cfg, &tools.ncu, &ncu_app)?;
+            let mut ncu_app = plan.app_argv(&run, run_dir::NCU_TIMINGS_JSON);
+            if let Some(l) = launch.filter(|_| job.is_some_and(|j| j.ncu_rank.is_none())) {
+                ncu_app = l.around(Some(&run.join(run_dir::LAUNCHED_NCU_RANKS_DIR)), None, &ncu_app);
+            }
+            match job.filter(|j| !j.ncu && cfg.pipeline.ncu.enable) {
+                Some(j) => {
+                    let times = ncu::passes_in_step(cfg);
+                    verdict.add(workload::plain(&run, &mut manifest, "ncu", &ncu_app, times, &j.why_plain("ncu"))?)
+                }
+                None => ncu::profile(&run, &mut manifest, &mut verdict, cfg, &tools.ncu, &ncu_app, job)?,
+            }
         }
         if plan.builtin() {
             provenance::add_model_metadata(&run, provenance::inputs(cfg, &app, true))?;
@@ -100,6 +253,52 @@ pub fn import_nsys(resolved: &Resolved, file: &Path, out: Option<&Path>, argv: V
     let stages =
         nsys::analyze(&run, &mut manifest, &mut verdict, tool.as_ref(), &absolute(file), &nsys::Ingest::of(cfg));
     finish(&run, manifest, verdict, stages)
+}
+
+/// `llmperf import nsys FILE FILE…`: one capture per rank of a job (`nsys
+/// -o report.%q{RANK}`), each imported into `<job>/ranks/<rank>/` (its rank:
+/// the last number in its file name) with a `rank.json`, then merged as
+/// `llmperf merge` does. A file that fails is reported by the merge; the
+/// others are kept.
+pub fn import_nsys_ranks(
+    resolved: &Resolved,
+    files: &[PathBuf],
+    out: Option<&Path>,
+    argv: Vec<String>,
+) -> Result<Outcome, Error> {
+    let ranked = crate::plan::rank::ranks_of_files(files)?;
+    for (_, file) in &ranked {
+        crate::parse::input::check(file)?;
+    }
+    let job = match out {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).map_err(|e| run_dir::io_error(dir, "create the job directory", &e))?;
+            dir.to_path_buf()
+        }
+        None => RunDir::create(&resolved.config.runner.artifacts.root)?.path().to_path_buf(),
+    };
+    let name = job.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut error = None;
+    for (rank, file) in ranked {
+        let dir = job.join(run_dir::RANKS_DIR).join(rank.to_string());
+        let outcome = import_nsys(resolved, &file, Some(&dir), argv.clone())?;
+        let run = RunDir::open(&dir)?;
+        let host =
+            run.read_json::<crate::provenance::capture::CaptureHost>(run_dir::NSYS_CAPTURE).and_then(|c| c.hostname);
+        let id = crate::plan::rank::RankId {
+            rank,
+            rank_from: format!("file name ({})", file.file_name().unwrap_or_default().to_string_lossy()),
+            world_size: None,
+            job: name.clone(),
+            job_from: "llmperf import nsys".into(),
+            host: host.unwrap_or_default(),
+            profiled: vec!["nsys".into()],
+        };
+        run.write_json(run_dir::RANK_JSON, &id)?;
+        error = error.or(outcome.error);
+    }
+    merge(std::slice::from_ref(&job))?;
+    Ok(Outcome { run_dir: job, error })
 }
 
 /// `llmperf import ncu FILE...`: region reports from existing ncu reports or

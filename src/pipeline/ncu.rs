@@ -41,6 +41,7 @@ pub(crate) fn profile(
     cfg: &Config,
     probe: &Result<Tool, Error>,
     app: &[OsString],
+    job: Option<&super::Job>,
 ) -> Result<(), Error> {
     let Some(tool) = stage::gate(manifest, verdict, "ncu", cfg.pipeline.ncu.enable, probe)? else { return Ok(()) };
     let cli = &cfg.pipeline.ncu.ncu_cli;
@@ -49,7 +50,7 @@ pub(crate) fn profile(
         return Ok(());
     }
     run.subdir(run_dir::NCU_DIR)?;
-    let mut plan = plan_from_run(run, cfg);
+    let mut plan = plan_from_run(run, cfg, job);
     run.write_json(run_dir::NCU_PLAN, &plan)?;
     for note in &plan.notes {
         tracing::info!("ncu plan: {note}");
@@ -68,7 +69,8 @@ pub(crate) fn profile(
         }
         checked = report;
     }
-    run_passes(run, manifest, verdict, &PassRun { cfg, tool, cli, app }, &mut plan)?;
+    let inside = job.and_then(|j| Some((j.launch.as_ref()?, j.ncu_rank?)));
+    run_passes(run, manifest, verdict, &PassRun { cfg, tool, cli, app, inside }, &mut plan)?;
     if let Err(e) = signals::check() {
         verdict.add(StageOutcome::Interrupted(e));
         return Ok(());
@@ -261,10 +263,30 @@ fn empty_cause(codes: &[String], preflight: Option<&Preflight>) -> String {
     }
 }
 
-/// The plan, with what nsys found in this run (top kernels, regions) if it ran.
-fn plan_from_run(run: &RunDir, cfg: &Config) -> NcuPlan {
-    let top: Option<Vec<String>> =
-        run.read_json::<Vec<TopKernel>>(run_dir::NSYS_TOP_KERNELS).map(|t| t.into_iter().map(|k| k.name).collect());
+/// How many times a rank without ncu runs the application while ncu profiles
+/// others (kernel or range replay, `check_in_step`): once per pass of the plan
+/// made from the configuration alone, as the profiled rank makes it.
+pub(crate) fn passes_in_step(cfg: &Config) -> usize {
+    ncu_plan::plan(&cfg.pipeline.ncu.ncu_cli, cfg.runner.run.mode, None, None).passes.len()
+}
+
+/// The plan, with what nsys found in this run (top kernels, regions) if it
+/// ran. In a job: with ncu on some ranks only, the passes come from the
+/// configuration alone (the unprofiled ranks count them the same way), and
+/// NCCL's kernels are left out of kernel replay unless asked for.
+fn plan_from_run(run: &RunDir, cfg: &Config, job: Option<&super::Job>) -> NcuPlan {
+    if let Some(job) = job {
+        let mode = cfg.runner.run.mode;
+        let mut plan = match job.ncu_in_step {
+            true => ncu_plan::plan(&cfg.pipeline.ncu.ncu_cli, mode, top_kernels(run).as_deref(), None),
+            false => plan_from_run(run, cfg, None),
+        };
+        if job.exclude_comm {
+            ncu_plan::leave_out_comm(&mut plan);
+        }
+        return plan;
+    }
+    let top = top_kernels(run);
     let found: Option<Vec<FoundRegion>> = run.read_json::<RegionsReport>(run_dir::NSYS_REGIONS).map(|r| {
         let mut v: Vec<FoundRegion> = r
             .regions
@@ -278,12 +300,18 @@ fn plan_from_run(run: &RunDir, cfg: &Config) -> NcuPlan {
     ncu_plan::plan(&cfg.pipeline.ncu.ncu_cli, cfg.runner.run.mode, top.as_deref(), found.as_deref())
 }
 
+fn top_kernels(run: &RunDir) -> Option<Vec<String>> {
+    run.read_json::<Vec<TopKernel>>(run_dir::NSYS_TOP_KERNELS).map(|t| t.into_iter().map(|k| k.name).collect())
+}
+
 /// What a pass's application and tool are run with.
 struct PassRun<'a> {
     cfg: &'a Config,
     tool: &'a Tool,
     cli: &'a NcuCli,
     app: &'a [OsString],
+    /// ncu on one rank inside the job's launcher.
+    inside: Option<(&'a crate::plan::launcher::Launcher, u32)>,
 }
 
 /// One pass: `ncu` under `LC_ALL=C`, its log's diagnoses, its report rendered.
@@ -346,7 +374,12 @@ fn pass_spec(run: &RunDir, with: &PassRun, name: &str) -> Spawn {
     let ncu_cfg = &with.cfg.pipeline.ncu;
     let base = absolute(&run.join(&pass_file(name, PassFile::Base)));
     let log = absolute(&run.join(&pass_file(name, PassFile::Log)));
-    Spawn::new(ncu::profile_argv(&with.tool.path, with.cli, &base, &log, with.app))
+    let argv = ncu::profile_argv(&with.tool.path, with.cli, &base, &log, with.app);
+    let argv = match with.inside {
+        Some((launcher, rank)) => launcher.around(None, Some((rank, argv.len() - with.app.len())), &argv),
+        None => argv,
+    };
+    Spawn::new(argv)
         .env("LC_ALL", "C")
         .stdout(Sink::File(run.join(&pass_file(name, PassFile::Stdout))))
         .stderr(Sink::File(run.join(&pass_file(name, PassFile::Stderr))))
@@ -495,13 +528,15 @@ pub(crate) fn regions(
 }
 
 /// Report options from the configuration.
-fn options(cfg: &Config) -> Result<Options, Error> {
+fn options(cfg: &Config, run: &RunDir) -> Result<Options, Error> {
     let cli = &cfg.pipeline.ncu.ncu_cli;
+    let launched = crate::plan::rank::read_launched(&run.join(run_dir::LAUNCHED_NCU_RANKS_DIR));
     Ok(Options {
         selection: Selection::new(&cfg.report.kernels.include, &cfg.report.kernels.exclude)?,
         sections: cli.sections.clone(),
         metrics: cli.metrics.clone(),
         aggregate: cfg.report.aggregate,
+        ranks: launched.iter().map(|l| (l.process_id.to_string(), l.rank)).collect(),
     })
 }
 
@@ -520,7 +555,7 @@ pub(crate) fn build_for_run(
 ) -> Result<(RegionReportFile, Roofline), Error> {
     let config_yaml = std::fs::read_to_string(run.join(run_dir::CONFIG_YAML)).unwrap_or_default();
     let stamp = Stamp { generated_at: run_dir::utc_now(), config_fingerprint: fingerprint(&config_yaml) };
-    build(inputs, options(cfg)?, stamp, run)
+    build(inputs, options(cfg, run)?, stamp, run)
 }
 
 /// Read every input once into one report and the roofline. A pass's raw page,

@@ -33,6 +33,50 @@ pub(crate) fn baseline(run: &RunDir, manifest: &mut ManifestWriter, plan: &RunPl
     })
 }
 
+/// A rank that a profiler does not run on, in a job: the application `times`
+/// times without it (stage `plain:<profiler>`), so that its collectives meet
+/// the profiled ranks'. Output in `workload/plain_<profiler>.std{out,err}.log`.
+pub(crate) fn plain(
+    run: &RunDir,
+    manifest: &mut ManifestWriter,
+    profiler: &str,
+    app: &[std::ffi::OsString],
+    times: usize,
+    why: &str,
+) -> Result<StageOutcome, Error> {
+    run.subdir(run_dir::WORKLOAD_DIR)?;
+    let (out, err) = (format!("workload/plain_{profiler}.stdout.log"), format!("workload/plain_{profiler}.stderr.log"));
+    let spec = Spawn::new(app.to_vec()).stdout(Sink::File(run.join(&out))).stderr(Sink::File(run.join(&err)));
+    let name = format!("plain:{profiler}");
+    tracing::info!("{why}");
+    stage::run(manifest, &name, spec.argv_strings(), || {
+        let mut last = None;
+        for _ in 0..times {
+            let done = stage::with_progress(&name, || process::run(&spec))?;
+            let failed = done.exit != Exit::Code(0);
+            last = Some(done);
+            if failed {
+                break;
+            }
+        }
+        let Some(done) = last else { return Ok(Done::ok(Vec::new())) };
+        let failure = match done.exit {
+            Exit::Code(0) => None,
+            Exit::Interrupted => Some(crate::signals::interrupted()),
+            _ => Some(
+                Error::new(
+                    ErrorKind::StageFailed,
+                    format!("the application, run without {profiler}, {}", done.describe()),
+                )
+                .with_hint(format!("see {err} in the run directory")),
+            ),
+        };
+        let mut d = Done::of(failure).exit(ExitInfo::from(&done)).artifacts(vec![out, err]);
+        d.note = Some(format!("{why} ({times} run{})", if times == 1 { "" } else { "s" }));
+        Ok(d)
+    })
+}
+
 /// `llmperf workload`: run the built-in workload without a profiler, into
 /// `run_dir` (under `profile`) or a new run directory, and write its timings.
 pub fn workload(
@@ -69,9 +113,21 @@ fn run_workload(cfg: &Config, run: &RunDir, nvtx: bool, file: &str) -> Result<()
         run.write_json(run_dir::LIBTORCH_JSON, &provenance::libtorch::info())?;
     }
     let timings = crate::plugin::run_workload(cfg, nvtx)?;
-    run.write_json(file, &timings)?;
+    run.write_json(&rank_file(file, std::env::var(super::RANK_ENV).ok().as_deref()), &timings)?;
     print_timings(&timings);
     Ok(())
+}
+
+/// The timings file of one rank of `profile --launcher`: rank 0 writes the
+/// run's own (`timings.json`), rank N `timings.rankN.json` beside it.
+fn rank_file(file: &str, rank: Option<&str>) -> String {
+    match rank.and_then(|r| r.parse::<u32>().ok()).filter(|&r| r > 0) {
+        Some(r) => match file.strip_suffix(".json") {
+            Some(stem) => format!("{stem}.rank{r}.json"),
+            None => format!("{file}.rank{r}"),
+        },
+        None => file.to_string(),
+    }
 }
 
 /// A short table of stage timings on stderr (stdout carries the run directory);

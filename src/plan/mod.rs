@@ -2,6 +2,7 @@
 //! whole run (which stages, and the application each profiler runs: the
 //! user's command, or this binary re-executed as the built-in workload with a
 //! timings file of the stage's own); [`ncu`] plans the Nsight Compute passes.
+pub mod launcher;
 pub mod ncu;
 pub mod preflight;
 pub mod rank;

@@ -364,6 +364,32 @@ fn is_raw(selector: &str) -> bool {
 
 /// Deep mode narrows kernel replay to the nsys top-N kernels, unless the user
 /// chose kernels themselves.
+/// NCCL's kernels out of kernel and application replay (ranges keep them:
+/// range replay has no kernel filter): `regex:^(?!nccl)`, in front of the
+/// filter there is. A filter naming one kernel exactly is the user's choice
+/// and stays.
+pub fn leave_out_comm(plan: &mut NcuPlan) {
+    if !matches!(plan.replay_mode, ReplayMode::Kernel | ReplayMode::Application) {
+        return;
+    }
+    const NOT_NCCL: &str = "^(?!nccl)";
+    let note = "a rank of a job: NCCL's kernels (nccl*) are left out of ncu's kernel filter (pipeline.ncu.comm_kernels=true keeps them)";
+    match &mut plan.kernel_filter {
+        None => {
+            plan.kernel_filter = Some(KernelFilter {
+                source: "no_nccl".into(),
+                kernels: Vec::new(),
+                expression: format!("regex:{NOT_NCCL}"),
+            })
+        }
+        Some(f) => match f.expression.strip_prefix("regex:") {
+            Some(re) => f.expression = format!("regex:{NOT_NCCL}(?:{re})"),
+            None => return,
+        },
+    }
+    plan.notes.push(note.into());
+}
+
 fn kernel_filter(cli: &NcuCli, mode: RunMode, top: Option<&[String]>, notes: &mut Vec<String>) -> Option<KernelFilter> {
     if let Some(k) = &cli.kernel_name {
         return Some(KernelFilter { source: "config".into(), kernels: vec![k.clone()], expression: k.clone() });
@@ -506,6 +532,33 @@ mod tests {
         assert!(plan(&cli("kernel", &[]), RunMode::Light, Some(&top), None).kernel_filter.is_none());
         let p = plan(&cli("kernel", &[]), RunMode::Deep, Some(&[]), None);
         assert!(p.kernel_filter.is_none() && p.notes[0].contains("no CUDA kernels"));
+    }
+
+    #[test]
+    fn a_rank_of_a_job_leaves_nccl_out_of_kernel_replay() {
+        let top = ["void gemm<float, 4>(int)".to_string()];
+        let mut p = plan(&cli("kernel", &[]), RunMode::Light, None, None);
+        leave_out_comm(&mut p);
+        let f = p.kernel_filter.clone().unwrap();
+        assert_eq!((f.source.as_str(), f.expression.as_str()), ("no_nccl", "regex:^(?!nccl)"));
+        assert!(p.notes.last().unwrap().contains("pipeline.ncu.comm_kernels=true"));
+        // In front of the deep-mode filter, and of a configured regex.
+        let mut p = plan(&cli("kernel", &[]), RunMode::Deep, Some(&top), None);
+        leave_out_comm(&mut p);
+        assert_eq!(p.kernel_filter.unwrap().expression, r"regex:^(?!nccl)(?:^(?:void gemm<float, 4>\(int\))$)");
+        let mut c = cli("application", &[]);
+        c.kernel_name = Some("ncclDevKernel_AllReduce".into());
+        let mut p = plan(&c, RunMode::Light, None, None);
+        leave_out_comm(&mut p);
+        assert_eq!(
+            p.kernel_filter.unwrap().expression,
+            "ncclDevKernel_AllReduce",
+            "an exact name is the user's choice"
+        );
+        // Ranges have no kernel filter.
+        let mut p = plan(&cli("range", &["A"]), RunMode::Light, None, None);
+        leave_out_comm(&mut p);
+        assert!(p.kernel_filter.is_none());
     }
 
     #[test]

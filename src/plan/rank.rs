@@ -27,24 +27,56 @@ pub struct RankId {
     pub job_from: String,
     /// This host's name.
     pub host: String,
+    /// The profilers that ran on this rank (`pipeline.{nsys,ncu}.ranks`); the
+    /// others' stages ran the application plainly. Absent in older files.
+    #[serde(default)]
+    pub profiled: Vec<String>,
+}
+
+/// `launcher/ranks/<pid>.json`: one process of a job started by `profile
+/// --launcher torchrun|mpirun`, and the rank its launcher gave it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LaunchedRank {
+    pub rank: u32,
+    pub rank_from: String,
+    pub world_size: Option<u32>,
+    pub process_id: i64,
+    pub host: String,
+}
+
+/// The ranks `llmperf launch-rank` recorded in `dir` (`<pid>.json` each), by rank.
+pub fn read_launched(dir: &std::path::Path) -> Vec<LaunchedRank> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut v: Vec<LaunchedRank> =
+        entries.flatten().filter_map(|e| crate::run_dir::read_json_file(&e.path())).collect();
+    v.sort_by_key(|r| (r.rank, r.process_id));
+    v
+}
+
+/// The rank the launcher gave this process: the first of [`RANK_VARS`] set,
+/// the variable, and the world size beside it. `who` names the asker in errors.
+pub fn rank_of(get: &impl Fn(&str) -> Option<String>, who: &str) -> Result<(u32, &'static str, Option<u32>), Error> {
+    let hint_rank = "run llmperf under torchrun, mpirun or srun (they set RANK, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID), or drop --rank-from-env";
+    let (i, var, value) =
+        RANK_VARS.iter().enumerate().find_map(|(i, v)| get(v).map(|value| (i, *v, value))).ok_or_else(|| {
+            Error::usage(format!("{who}: none of {} is set", RANK_VARS.join(", "))).with_hint(hint_rank)
+        })?;
+    let rank: u32 = value.trim().parse().map_err(|_| {
+        Error::usage(format!("{who}: {var}={value:?} is not a rank (a number from 0)")).with_hint(hint_rank)
+    })?;
+    let world_size = get(SIZE_VARS[i]).and_then(|v| v.trim().parse().ok());
+    if let Some(n) = world_size.filter(|&n| rank >= n) {
+        return Err(Error::usage(format!("{who}: {var}={rank} is not below {}={n}", SIZE_VARS[i]))
+            .with_hint("check the launcher's environment: a rank counts from 0 up to the world size"));
+    }
+    Ok((rank, var, world_size))
 }
 
 /// The rank of this process: the first of [`RANK_VARS`] set, its world size,
 /// and the job (`run_id`, else the first of the job variables set).
 pub fn from_env(get: impl Fn(&str) -> Option<String>, run_id: Option<&str>, host: &str) -> Result<RankId, Error> {
-    let hint_rank = "run llmperf under torchrun, mpirun or srun (they set RANK, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID), or drop --rank-from-env";
-    let (i, var, value) =
-        RANK_VARS.iter().enumerate().find_map(|(i, v)| get(v).map(|value| (i, *v, value))).ok_or_else(|| {
-            Error::usage(format!("--rank-from-env: none of {} is set", RANK_VARS.join(", "))).with_hint(hint_rank)
-        })?;
-    let rank: u32 = value.trim().parse().map_err(|_| {
-        Error::usage(format!("--rank-from-env: {var}={value:?} is not a rank (a number from 0)")).with_hint(hint_rank)
-    })?;
-    let world_size = get(SIZE_VARS[i]).and_then(|v| v.trim().parse().ok());
-    if let Some(n) = world_size.filter(|&n| rank >= n) {
-        return Err(Error::usage(format!("--rank-from-env: {var}={rank} is not below {}={n}", SIZE_VARS[i]))
-            .with_hint("check the launcher's environment: a rank counts from 0 up to the world size"));
-    }
+    let (rank, var, world_size) = rank_of(&get, "--rank-from-env")?;
     let (job, job_from) = match run_id {
         Some(id) => (id.to_string(), "--run-id".to_string()),
         None => JOB_VARS.iter().find_map(|v| get(v).map(|id| (id, v.to_string()))).ok_or_else(|| {
@@ -60,11 +92,50 @@ pub fn from_env(get: impl Fn(&str) -> Option<String>, run_id: Option<&str>, host
         return Err(Error::usage(format!("--rank-from-env: the job id {job:?} names no directory"))
             .with_hint("pass --run-id NAME with letters, digits, '.', '_' or '-'"));
     }
-    Ok(RankId { rank, rank_from: var.to_string(), world_size, job, job_from, host: host.to_string() })
+    Ok(RankId {
+        rank,
+        rank_from: var.to_string(),
+        world_size,
+        job,
+        job_from,
+        host: host.to_string(),
+        profiled: Vec::new(),
+    })
+}
+
+/// Each file's rank: the last number in its name (`report.3.nsys-rep`,
+/// `rep_rank12.sqlite`), as `nsys -o report.%q{RANK}` names them.
+pub fn ranks_of_files(files: &[std::path::PathBuf]) -> Result<Vec<(u32, std::path::PathBuf)>, Error> {
+    let mut out: Vec<(u32, std::path::PathBuf)> = Vec::new();
+    for f in files {
+        let name = f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let digits: String = {
+            let end = name.rfind(|c: char| c.is_ascii_digit()).map(|i| i + 1);
+            let head = &name[..end.unwrap_or(0)];
+            let start = head.rfind(|c: char| !c.is_ascii_digit()).map_or(0, |i| i + 1);
+            head[start..].to_string()
+        };
+        let rank: u32 = digits.parse().map_err(|_| {
+            Error::usage(format!(
+                "{}: no rank number in the file name, and several files are the ranks of one job",
+                f.display()
+            ))
+            .with_hint(
+                "name each rank's report by its rank (nsys profile -o report.%q{RANK}), or import one file at a time",
+            )
+        })?;
+        if let Some((_, other)) = out.iter().find(|(r, _)| *r == rank) {
+            return Err(Error::usage(format!("{} and {} both name rank {rank}", other.display(), f.display()))
+                .with_hint("pass each rank's report once (the rank is the last number in the file name)"));
+        }
+        out.push((rank, f.clone()));
+    }
+    out.sort_by_key(|(r, _)| *r);
+    Ok(out)
 }
 
 /// A job id as one path component: letters, digits, `.`, `_` and `-` kept, the rest `_`.
-fn sanitize(id: &str) -> String {
+pub(crate) fn sanitize(id: &str) -> String {
     id.trim().chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' }).collect()
 }
 
@@ -93,6 +164,19 @@ mod tests {
         );
         let r = from_env(env(&[("OMPI_COMM_WORLD_RANK", "0")]), Some("run-1"), "n1").unwrap();
         assert_eq!((r.job.as_str(), r.job_from.as_str(), r.world_size), ("run-1", "--run-id", None));
+    }
+
+    #[test]
+    fn a_files_rank_is_the_last_number_in_its_name() {
+        let files: Vec<std::path::PathBuf> =
+            ["run2/report.1.nsys-rep", "rep_rank0.sqlite", "x/report.10.qdrep"].iter().map(Into::into).collect();
+        let r = ranks_of_files(&files).unwrap();
+        assert_eq!(r.iter().map(|x| x.0).collect::<Vec<_>>(), [0, 1, 10]);
+        assert_eq!(r[0].1, std::path::PathBuf::from("rep_rank0.sqlite"));
+        let e = ranks_of_files(&["a.1.sqlite".into(), "b.1.sqlite".into()]).unwrap_err();
+        assert!(e.message.contains("both name rank 1") && e.hint.is_some(), "{}", e.message);
+        let e = ranks_of_files(&["report.sqlite".into()]).unwrap_err();
+        assert!(e.message.contains("no rank number"), "{}", e.message);
     }
 
     #[test]

@@ -33,6 +33,8 @@ pub struct Inputs {
     pub ncu: Option<RegionReportFile>,
     /// Per-kernel points from the ncu counters (roofline.json).
     pub roofline: Option<Roofline>,
+    /// `profile --launcher torchrun|mpirun`: each process's rank, from its launcher.
+    pub launched: Vec<crate::plan::rank::LaunchedRank>,
 }
 
 impl Inputs {
@@ -49,6 +51,7 @@ impl Inputs {
             capture: run.read_json(run_dir::NSYS_CAPTURE),
             ncu: run.read_json(run_dir::NCU_REGIONS_JSON),
             roofline: run.read_json(run_dir::ROOFLINE_JSON),
+            launched: crate::plan::rank::read_launched(&run.join(run_dir::LAUNCHED_RANKS_DIR)),
         }
     }
 }
@@ -345,6 +348,9 @@ fn ranks_of_capture(
     regions: &crate::aggregate::nsys::RegionsReport,
 ) -> Option<crate::aggregate::ranks::RanksReport> {
     use crate::aggregate::ranks;
+    if !inputs.launched.is_empty() {
+        return Some(ranks_of_launch(&inputs.launched, regions));
+    }
     let (by_rank, source) = ranks::ranks_of_processes(regions)?;
     let host = inputs
         .env
@@ -363,6 +369,46 @@ fn ranks_of_capture(
         })
         .collect();
     Some(ranks::build(&each, source, Vec::new()))
+}
+
+/// The ranks of `profile --launcher`: each process by the rank its launcher
+/// gave it (the shim recorded its pid). A capture tried again (an nsys hang)
+/// leaves the first try's records too: a rank is those of its processes that
+/// the capture holds, and is missing, with its process ids, when it holds none.
+fn ranks_of_launch(
+    launched: &[crate::plan::rank::LaunchedRank],
+    regions: &crate::aggregate::nsys::RegionsReport,
+) -> crate::aggregate::ranks::RanksReport {
+    use crate::aggregate::ranks;
+    let seen = |pid: i64| {
+        regions.regions.iter().any(|r| r.process_id == pid) || regions.processes.iter().any(|p| p.process_id == pid)
+    };
+    let mut by_rank: BTreeMap<u32, Vec<&crate::plan::rank::LaunchedRank>> = BTreeMap::new();
+    for l in launched {
+        by_rank.entry(l.rank).or_default().push(l);
+    }
+    let (mut each, mut missing) = (Vec::new(), Vec::new());
+    for (rank, records) in by_rank {
+        let pids: Vec<i64> = records.iter().map(|l| l.process_id).filter(|&p| seen(p)).collect();
+        if pids.is_empty() {
+            let all: Vec<String> = records.iter().map(|l| l.process_id.to_string()).collect();
+            missing.push(ranks::MissingRank {
+                rank,
+                reason: format!("its process ({}) left no NVTX range or kernel in the capture", all.join(", ")),
+            });
+            continue;
+        }
+        each.push(ranks::RankInput {
+            rank,
+            host: Some(records[0].host.clone()),
+            regions,
+            processes: Some(pids),
+            status: None,
+            failure: None,
+        });
+    }
+    let source = launched.first().map_or("environment".to_string(), |l| format!("environment ({})", l.rank_from));
+    ranks::build(&each, &source, missing)
 }
 
 /// What the kernels' names say of the GPU when nothing names it: cuBLAS,

@@ -104,12 +104,19 @@ fn ranks_tables(md: &mut String, r: &crate::aggregate::ranks::RanksReport) {
     for m in &r.missing {
         let _ = writeln!(md, "| {} | – | missing: {} | | | | | |", m.rank, m.reason.replace('|', "\\|"));
     }
+    for m in &r.not_profiled {
+        let _ = writeln!(md, "| {} | – | not profiled: {} | | | | | |", m.rank, m.reason.replace('|', "\\|"));
+    }
     let how = match r.rank_source.as_str() {
         "cuda_device" => {
-            "each process's rank is its CUDA device's place among the devices (the device its kernels ran on)"
+            "each process's rank is its CUDA device's place among the devices (the device its kernels ran on)".into()
         }
-        "process" => "the processes ran no kernels: ranks are numbered by process id",
-        _ => "each rank wrote its own ranks/<rank>/ directory",
+        "process" => "the processes ran no kernels: ranks are numbered by process id".into(),
+        "run_directory" => "each rank wrote its own ranks/<rank>/ directory".into(),
+        other => match other.strip_prefix("environment (").and_then(|v| v.strip_suffix(')')) {
+            Some(var) => format!("each process's rank is the {var} its launcher gave it"),
+            None => other.to_string(),
+        },
     };
     let _ = writeln!(md, "\nRanks: {how}. Same-named regions of different ranks ran in parallel: their times are per rank, never summed.\n");
     let mut rows: Vec<_> = r.regions.iter().filter(|x| x.per_rank.len() > 1).collect();
@@ -765,6 +772,7 @@ mod tests {
                 capture: None,
                 ncu: None,
                 roofline: None,
+                launched: Vec::new(),
             }
         };
         // Baseline 50 ms. 60 ms profiled: +20%, no warning; 70 ms: +40%, a warning with the hint.
@@ -793,6 +801,7 @@ mod tests {
             capture: None,
             ncu: None,
             roofline: None,
+            launched: Vec::new(),
         };
         let i = inputs(env);
         let md = stakeholder_summary(&i, &Derived::of(&i));

@@ -169,6 +169,14 @@ fn files_without_nvtx_land_in_unattributed_per_process_and_device() {
         assert_eq!(s.regions[0].name, UNATTRIBUTED);
         assert_eq!(s.totals.calls, 6, "{}", s.scope);
     }
+    // With the launcher's ranks known, a rank scope holds its processes' results.
+    let pid = names.iter().find_map(|s| s.strip_prefix("process:")).unwrap().to_string();
+    let ranked = Options { ranks: [(pid.clone(), 3)].into_iter().collect(), ..opts() };
+    let Some(with_ranks) = scopes(NO_NVTX_DETAILS, ranked, Attribution::NvtxStack, &[]) else { return };
+    let names: Vec<&str> = with_ranks.iter().map(|s| s.scope.as_str()).collect();
+    assert_eq!(names, ["aggregate".to_string(), format!("process:{pid}"), "rank:3".into(), "device:0".into()]);
+    assert_eq!(with_ranks[2].totals.calls, 6);
+    assert_eq!(with_ranks[2].regions.len(), 1);
     let Some(no_agg) = scopes(NO_NVTX_DETAILS, Options { aggregate: false, ..opts() }, Attribution::NvtxStack, &[])
     else {
         return;
