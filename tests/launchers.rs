@@ -134,6 +134,13 @@ fn one_nsys_around(launcher: &str, var: &str, test: &str) {
     let recorded = recorded(&run, var);
     assert!(by_rank.iter().all(|r| recorded.contains(r)), "{by_rank:?} recorded as {recorded:?}");
     assert_eq!(by_rank.iter().map(|r| r.0).collect::<Vec<_>>(), [0, 1]);
+    // nsys/regions.json names each region's rank beside its process.
+    let regions = json(&run.join("nsys/regions.json"));
+    for r in regions["regions"].as_array().unwrap() {
+        let pid = r["process_id"].as_i64().unwrap();
+        let rank = by_rank.iter().find(|x| x.1 == pid).map(|x| x.0);
+        assert_eq!(r["rank"].as_u64(), rank, "{r}");
+    }
     let db = run.join("nsys/report.sqlite");
     for name in ["A", "B"] {
         let sql = sql_per_process(&db, name);

@@ -93,6 +93,9 @@ pub struct ProcessKernels {
     /// 0 when the export does not record processes.
     pub process_id: i64,
     pub devices: Vec<DeviceKernels>,
+    /// The process's rank, where its launcher said (as `Region::rank`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -160,6 +163,10 @@ pub struct Region {
     /// The kernels behind `kernel_count` and `gpu_time_ns`, by name: longest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kernels: Vec<RegionKernel>,
+    /// The rank of the region's process, where its launcher said
+    /// (`profile --launcher`: `launcher/ranks/`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
 }
 
 /// One kernel's launches inside a region (inclusive), or outside every region.
@@ -178,6 +185,18 @@ fn kernel_rows(by_name: impl IntoIterator<Item = (String, (usize, i64))>) -> Vec
         by_name.into_iter().map(|(name, (calls, gpu_time_ns))| RegionKernel { name, calls, gpu_time_ns }).collect();
     rows.sort_by(|a, b| b.gpu_time_ns.cmp(&a.gpu_time_ns).then_with(|| a.name.cmp(&b.name)));
     rows
+}
+
+impl RegionsReport {
+    /// Each region and process tagged with its rank, from `process id → rank`.
+    pub fn tag_ranks(&mut self, rank_of: &std::collections::BTreeMap<i64, u32>) {
+        for r in &mut self.regions {
+            r.rank = rank_of.get(&r.process_id).copied();
+        }
+        for p in &mut self.processes {
+            p.rank = rank_of.get(&p.process_id).copied();
+        }
+    }
 }
 
 impl Region {
@@ -838,6 +857,7 @@ impl Sweep {
                     graph_kernel_count: a.graph_kernels,
                     graph_gpu_time_ns: a.graph_ns,
                     kernels: kernel_rows(inclusive[i].iter().map(|(n, &v)| (names.get(*n).to_string(), v))),
+                    rank: None,
                 };
                 (region, samples)
             })
@@ -871,7 +891,7 @@ impl Sweep {
             let d = DeviceKernels { device, kernel_count, gpu_time_ns, comm_gpu_time_ns };
             match processes.last_mut().filter(|p| p.process_id == pid) {
                 Some(p) => p.devices.push(d),
-                None => processes.push(ProcessKernels { process_id: pid, devices: vec![d] }),
+                None => processes.push(ProcessKernels { process_id: pid, devices: vec![d], rank: None }),
             }
         }
         Ok(Ingested {

@@ -64,7 +64,10 @@ pub(crate) fn capture(
             artifacts.push(run_dir::TIMINGS_JSON.into());
         }
         let said = last_words(&tail_of(&run.join(run_dir::NSYS_STDERR), 4096));
-        let failure = judge(&done, report.is_some(), &said, nsys_cfg);
+        let agent_failed = [run_dir::NSYS_STDERR, run_dir::NSYS_STDOUT]
+            .iter()
+            .any(|f| String::from_utf8_lossy(&tail_of(&run.join(f), 4096)).contains(AGENT_FAILED));
+        let failure = judge(&done, report.is_some(), &said, agent_failed, nsys_cfg);
         Ok(Done::of(failure).exit(ExitInfo::from(&done)).artifacts(artifacts).diagnoses(diagnoses))
     })?;
     verdict.add(outcome);
@@ -119,7 +122,12 @@ fn keep_attempt_logs(run: &RunDir, attempt: u32) -> Vec<String> {
 
 /// nsys exits with the application's status (128+N when a signal killed it)
 /// and still writes the report, so a failing workload keeps its capture.
-fn judge(done: &Finished, have_report: bool, said: &str, cfg: &NsysConfig) -> Option<Error> {
+/// What nsys 2022.4 prints when it cannot start its agent: here, every
+/// `nsys profile` after an nsys killed in a hang, until the session registry
+/// it left in shared memory is removed (docs/ranks.md).
+const AGENT_FAILED: &str = "Agent launcher failed";
+
+fn judge(done: &Finished, have_report: bool, said: &str, agent_failed: bool, cfg: &NsysConfig) -> Option<Error> {
     let failed = |msg: String, hint: &str| Some(Error::new(ErrorKind::StageFailed, msg).with_hint(hint));
     let see_log = format!("see {} and {} in the run directory", run_dir::NSYS_STDERR, run_dir::NSYS_STDOUT);
     let lost = format!(
@@ -151,6 +159,10 @@ fn judge(done: &Finished, have_report: bool, said: &str, cfg: &NsysConfig) -> Op
         Exit::Code(0) => failed(
             "nsys exited 0 but wrote no report".into(),
             &format!("nsys needs its importer (scripts/setup.sh links it; docs/internals.md); {see_log}"),
+        ),
+        Exit::Code(_) if agent_failed && !have_report => failed(
+            format!("nsys could not start its agent (\"{AGENT_FAILED}\")"),
+            "an nsys killed while it hung can leave its session registry behind: with no nsys running (`pgrep -a nsys`), remove /dev/shm/NSys-* and /dev/shm/quadd-agent-instance-*, then run again",
         ),
         Exit::Code(c) if c > 128 && c - 128 < 32 => failed(
             format!("the profiled command was killed by signal {} ({}) under nsys", c - 128, signals::name(c - 128)),
@@ -356,9 +368,14 @@ pub(crate) fn write_outputs(
     let t = std::time::Instant::now();
     let db = NsysDb::open(sqlite)?;
     run.write_json(run_dir::NSYS_CAPTURE, &db.capture_host())?;
-    let done = aggregate::nsys::ingest(&db, &opts.strip, top_n)?;
+    let mut done = aggregate::nsys::ingest(&db, &opts.strip, top_n)?;
     let read = t.elapsed();
     signals::check()?;
+    // `profile --launcher`: each process's rank, as its launcher gave it.
+    let launched = crate::plan::rank::read_launched(&run.join(run_dir::LAUNCHED_RANKS_DIR));
+    if !launched.is_empty() {
+        done.regions.tag_ranks(&launched.iter().map(|l| (l.process_id, l.rank)).collect());
+    }
     run.write_json(run_dir::NSYS_REGIONS, &done.regions)?;
     run.write_json(run_dir::NSYS_TOP_KERNELS, &done.top)?;
     run.write_json(run_dir::NSYS_SAMPLES, &done.samples)?;
@@ -416,4 +433,23 @@ fn ingest(
         let files = [run_dir::NSYS_REGIONS, run_dir::NSYS_TOP_KERNELS, run_dir::NSYS_SAMPLES];
         Ok(Done::ok(files.map(String::from).to_vec()).diagnoses(diagnoses))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> NsysConfig {
+        crate::config::load(&crate::config::LoadOptions::default()).unwrap().config.pipeline.nsys
+    }
+
+    #[test]
+    fn an_agent_that_cannot_start_is_named_with_the_stale_registry_hint() {
+        let done = Finished { exit: Exit::Code(1), elapsed: Duration::ZERO, stdout: Vec::new(), stderr: Vec::new() };
+        let e = judge(&done, false, ": Agent launcher failed.", true, &cfg()).unwrap();
+        assert_eq!(e.message, "nsys could not start its agent (\"Agent launcher failed\")");
+        assert!(e.hint.unwrap().contains("remove /dev/shm/NSys-*"));
+        let e = judge(&done, false, ": boom", false, &cfg()).unwrap();
+        assert_eq!(e.message, "the profiled command exited with code 1 under nsys: boom");
+    }
 }

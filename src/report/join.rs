@@ -329,6 +329,7 @@ mod tests {
                 .iter()
                 .map(|(n, ns)| RegionKernel { name: n.to_string(), calls: 1, gpu_time_ns: *ns })
                 .collect(),
+            rank: None,
         }
     }
 
