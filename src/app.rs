@@ -24,7 +24,13 @@ pub fn run(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
         Command::Import(ImportCommand::Nsys(args)) => import_nsys(cli.config_dir, args, argv),
         Command::Import(ImportCommand::Ncu(args)) => import_ncu(cli.config_dir, args, argv),
         Command::Report(args) => {
-            let dir = pipeline::report(&args.run_dir)?;
+            // A job directory of per-rank runs (ranks/<rank>/, no manifest of its own): its merge.
+            let job = args.run_dir.join("ranks").is_dir() && !args.run_dir.join("manifest.json").exists();
+            let dir = if job {
+                pipeline::merge(std::slice::from_ref(&args.run_dir))?
+            } else {
+                pipeline::report(&args.run_dir)?
+            };
             print(&format!("{}\n", dir.display()))?;
             Ok(0)
         }

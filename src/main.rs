@@ -9,7 +9,7 @@ use llmperf::error::{self, ErrorKind};
 fn main() -> ExitCode {
     // Arguments need not be UTF-8 (file names); the manifest records them lossily.
     let argv: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::try_parse_from(mpi_style(std::env::args_os())) {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
@@ -50,4 +50,22 @@ fn init_tracing(verbose: u8, quiet: bool) {
         .with_target(false)
         .without_time()
         .init();
+}
+
+/// mpirun's `-np N` spelled as mpirun users type it (`llmperf profile
+/// --launcher mpirun -np 2`): clap knows `--np`; the application's words
+/// after `--` are left alone.
+fn mpi_style(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let mut own = true;
+    args.map(|a| {
+        if a == "--" {
+            own = false;
+        }
+        if own && a == "-np" {
+            "--np".into()
+        } else {
+            a
+        }
+    })
+    .collect()
 }

@@ -113,7 +113,9 @@ fn one_nsys_around(launcher: &str, var: &str, test: &str) {
     let _nsys = nsys_lock();
     let root = tempfile::tempdir().unwrap();
     let out = clean()
-        .args(["profile", "--launcher", launcher, "--nproc", "2", "--no-ncu", "--model", "nvtx_regions"])
+        // mpirun users type `-np 2`; torchrun's `--nproc`.
+        .args(["profile", "--launcher", launcher, if launcher == "mpirun" { "-np" } else { "--nproc" }, "2"])
+        .args(["--no-ncu", "--model", "nvtx_regions"])
         .args(if launcher == "mpirun" { &["--launcher-arg=--oversubscribe"][..] } else { &[] })
         .args(["infer.iters=5", "-o"])
         .arg(root.path())
@@ -166,8 +168,11 @@ fn one_nsys_around(launcher: &str, var: &str, test: &str) {
     // Each rank wrote its own timings: rank 0 the run's, rank 1 beside it.
     assert_eq!(iters(&run.join("workload/timings.json")), 5);
     assert_eq!(iters(&run.join("workload/timings.rank1.json")), 5);
-    let summary = std::fs::read_to_string(run.join("stakeholder_summary.md")).unwrap();
-    assert!(summary.contains(&format!("each process's rank is the {var} its launcher gave it")), "{summary}");
+    for page in ["stakeholder_summary.md", "report.md"] {
+        let md = std::fs::read_to_string(run.join(page)).unwrap();
+        assert!(md.contains("## Ranks"), "{page}: {md}");
+        assert!(md.contains(&format!("each process's rank is the {var} its launcher gave it")), "{page}: {md}");
+    }
 }
 
 #[test]
@@ -188,6 +193,8 @@ fn ncu_on_rank_zero_inside_torchrun_matches_that_ranks_ranges_only() {
     if !have("torchrun", &this_test!()) {
         return;
     }
+    // One profiler at a time in this file: an ncu beside an nsys is not what these tests ask about.
+    let _nsys = nsys_lock();
     let root = tempfile::tempdir().unwrap();
     let out = clean()
         .args(["profile", "--launcher", "torchrun", "-n", "2", "--no-nsys", "--replay-mode", "range"])
@@ -259,6 +266,8 @@ fn under_mpirun_each_rank_profiles_itself_and_unprofiled_ranks_still_run() {
     if !have("mpirun", &this_test!()) {
         return;
     }
+    // One profiler at a time in this file: an ncu beside an nsys is not what these tests ask about.
+    let _nsys = nsys_lock();
     let root = tempfile::tempdir().unwrap();
     let llmperf_bin = env!("CARGO_BIN_EXE_llmperf");
     let mut mpirun = std::process::Command::new("mpirun");
@@ -365,6 +374,11 @@ fn srun_runs_every_rank_then_merges_and_two_jobs_never_collide() {
     }
     let md = std::fs::read_to_string(job.join("ranks.md")).unwrap();
     assert!(md.contains("| 1 | – | not profiled: not in pipeline.nsys.ranks"), "{md}");
+    // `llmperf report` of the job directory merges it again: the same bytes.
+    let before = std::fs::read(job.join("ranks.json")).unwrap();
+    std::fs::remove_file(job.join("ranks.json")).unwrap();
+    llmperf().arg("report").arg(&job).assert().success();
+    assert_eq!(std::fs::read(job.join("ranks.json")).unwrap(), before);
 
     // Two jobs at once, no nsys (pipeline.nsys.ranks=[]): apart, whole.
     let (a, b) = (srun(&["pipeline.nsys.ranks=[]"]), srun(&["pipeline.nsys.ranks=[]"]));
@@ -389,6 +403,8 @@ fn srun_runs_every_rank_then_merges_and_two_jobs_never_collide() {
 /// with exit 255 and "Invalid regex").
 #[test]
 fn a_ranks_kernel_replay_leaves_nccl_out_and_ncu_accepts_the_filter() {
+    // One profiler at a time in this file: an ncu beside an nsys is not what these tests ask about.
+    let _nsys = nsys_lock();
     let root = tempfile::tempdir().unwrap();
     let out = clean()
         .env("RANK", "0")

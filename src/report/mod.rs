@@ -124,6 +124,10 @@ pub fn write_index(run: &RunDir) -> Result<(), Error> {
     if let Some(p) = run.read_json::<crate::plan::preflight::Preflight>(run_dir::NCU_PREFLIGHT) {
         preflight_section(&mut md, &p);
     }
+    if let Some(r) = run.read_json::<crate::aggregate::ranks::RanksReport>(run_dir::RANKS_JSON) {
+        md.push('\n');
+        summary::ranks_section(&mut md, &r);
+    }
     md.push_str("\n## Reports\n\n");
     for (file, what) in [
         (run_dir::SUMMARY_MD, "stakeholder summary: environment, aggregates, stages, MFU, top operators and kernels"),

@@ -75,8 +75,8 @@ pub(crate) fn ranks_md(r: &crate::aggregate::ranks::RanksReport) -> String {
     md
 }
 
-/// The summary's Ranks section.
-fn ranks_section(md: &mut String, r: &crate::aggregate::ranks::RanksReport) {
+/// The Ranks section of the summary and of report.md.
+pub(crate) fn ranks_section(md: &mut String, r: &crate::aggregate::ranks::RanksReport) {
     md.push_str("## Ranks\n\n");
     ranks_tables(md, r);
 }
