@@ -105,9 +105,10 @@ Examples:
   llmperf merge /nodeA/runs/4711 /nodeB/runs/4711      per-node filesystems: every node's ranks
 
 Reads each ranks/<rank>/ (nsys/regions.json, rank.json, manifest.json) of the job directories and
-writes ranks.json and ranks.md into the first: per rank its processes, devices, kernels and GPU
-time; per region its time on every rank, the spread and the straggler; the ranks that are missing
-and why. Reads only those small files, never the captures.";
+writes ranks.json, ranks.md and ranks.html (a ranks x regions heat map) into the first: per rank
+its processes, devices, kernels and GPU time; per region its time on every rank, the spread and
+the straggler; the ranks that are missing or ran unprofiled, and why. Reads only those small
+files, never the captures.";
 
 /// `--launcher`: the launchers llmperf knows how to start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

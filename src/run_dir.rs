@@ -74,6 +74,8 @@ pub(crate) const ROOFLINE_JSON: &str = "roofline.json";
 /// One job's ranks side by side (several processes, or `ranks/<rank>/`).
 pub(crate) const RANKS_JSON: &str = "ranks.json";
 pub(crate) const RANKS_MD: &str = "ranks.md";
+/// A merged job's heat map of ranks × regions.
+pub(crate) const RANKS_HTML: &str = "ranks.html";
 /// A job directory's per-rank run directories (`--rank-from-env`).
 pub(crate) const RANKS_DIR: &str = "ranks";
 /// In a rank's run directory: which rank of which job wrote it.

@@ -147,6 +147,16 @@ fn ranks_under_a_launcher_write_apart_and_merge_with_failures_reported() {
     }
     let md = std::fs::read_to_string(job.join("ranks.md")).unwrap();
     assert!(md.contains("| 3 | – | missing: no run directory"), "{md}");
+    // ranks.html: the merged job's heat map, every cell as ranks.json has it.
+    let html = std::fs::read_to_string(job.join("ranks.html")).unwrap();
+    let cell = regex::Regex::new(r#"data-region="([^"]*)" data-rank="(\d+)" data-ns="(\d+)""#).unwrap();
+    let mut cells = 0;
+    for c in cell.captures_iter(&html) {
+        let region = ranks["regions"].as_array().unwrap().iter().find(|r| r["path"] == c[1]).unwrap();
+        assert_eq!(region["per_rank"][&c[2]].as_i64().unwrap(), c[3].parse::<i64>().unwrap(), "{}", &c[1]);
+        cells += 1;
+    }
+    assert!(cells >= 6, "A, A::A1 and B on ranks 0 and 1: {cells} cells");
 
     // The same captures as per-rank files (`nsys -o report.%q{RANK}`), imported into one job.
     let files = root.path().join("files");

@@ -104,6 +104,8 @@ pub fn merge(job_dirs: &[PathBuf]) -> Result<PathBuf, Error> {
     let out = &job_dirs[0];
     run_dir::write_json_atomic(&out.join(run_dir::RANKS_JSON), &report)?;
     run_dir::write_atomic(&out.join(run_dir::RANKS_MD), crate::report::summary::ranks_md(&report).as_bytes())?;
+    let job = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    run_dir::write_atomic(&out.join(run_dir::RANKS_HTML), crate::report::html::ranks_page(&job, &report).as_bytes())?;
     tracing::info!("merged {} ranks ({} missing) into {}", report.ranks.len(), report.missing.len(), out.display());
     Ok(out.clone())
 }

@@ -12,13 +12,7 @@ const WIDTH: f64 = 900.0;
 
 pub fn render(inputs: &Inputs, d: &Derived) -> String {
     let id = inputs.manifest.as_ref().map_or("", |m| m.run_id.as_str());
-    let mut h = String::new();
-    let _ = write!(
-        h,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>llmperf run {}</title>\n<style>{STYLE}</style></head><body>\n<h1>llmperf run {}</h1>\n",
-        esc(id),
-        esc(id)
-    );
+    let mut h = page_head(&format!("llmperf run {id}"));
     regions_chart(&mut h, inputs);
     if let Some(r) = &d.ranks {
         ranks_heatmap(&mut h, r);
@@ -140,6 +134,23 @@ const HEAT_RANKS: usize = 64;
 /// Ranks × regions: each cell a region's time on a rank, shaded by how far it
 /// runs past the region's median over the ranks (white at or below it, red
 /// at 1.5× and beyond), so a straggler is a red column.
+/// A page's start, up to its title heading.
+fn page_head(title: &str) -> String {
+    let t = esc(title);
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title>\n<style>{STYLE}</style></head><body>\n<h1>{t}</h1>\n"
+    )
+}
+
+/// `ranks.html` of a merged job: the ranks × regions heat map alone, the
+/// same cells report.html shows for a one-capture job.
+pub fn ranks_page(job: &str, r: &crate::aggregate::ranks::RanksReport) -> String {
+    let mut h = page_head(&format!("llmperf job {job}"));
+    ranks_heatmap(&mut h, r);
+    h.push_str("</body></html>\n");
+    h
+}
+
 fn ranks_heatmap(h: &mut String, r: &crate::aggregate::ranks::RanksReport) {
     let mut rows: Vec<_> = r.regions.iter().filter(|x| x.per_rank.len() > 1).collect();
     if rows.is_empty() {
