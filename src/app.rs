@@ -127,8 +127,8 @@ fn profile(config_dir: Option<std::path::PathBuf>, args: ProfileArgs, argv: Vec<
     let resolved = load(config_dir, overrides)?;
     let rank = match args.rank_from_env {
         true => {
-            let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-            Some(crate::plan::rank::from_env(|k| std::env::var(k).ok(), args.run_id.as_deref(), host.trim())?)
+            let host = crate::provenance::host::hostname();
+            Some(crate::plan::rank::from_env(|k| std::env::var(k).ok(), args.run_id.as_deref(), &host)?)
         }
         false => None,
     };

@@ -98,6 +98,14 @@ fn listed(ranks: &serde_json::Value, key: &str) -> Vec<(u64, String)> {
         .collect()
 }
 
+/// From an ncu log: the processes ncu attached to, and the ranges it matched
+/// (each logged as held no CUDA work on this GPU-less host).
+fn ncu_attached_and_matched(log: &Path) -> (usize, usize) {
+    let text = std::fs::read_to_string(log).unwrap_or_else(|e| panic!("{}: {e}", log.display()));
+    let matched = text.matches("Skipping invalid capture range (RecordStatusEmpty)").count();
+    (text.matches("==PROF== Connected to process").count(), matched)
+}
+
 fn iters(timings: &Path) -> u64 {
     json(timings)["iters"].as_u64().unwrap_or_else(|| panic!("{}: no iters", timings.display()))
 }
@@ -205,9 +213,7 @@ fn ncu_on_rank_zero_inside_torchrun_matches_that_ranks_ranges_only() {
         .stdout
         .clone();
     let run = run_dir(&out);
-    let log = std::fs::read_to_string(run.join("ncu/p0.log")).unwrap();
-    assert_eq!(log.matches("==PROF== Connected to process").count(), 1, "{log}");
-    assert_eq!(log.matches("Skipping invalid capture range (RecordStatusEmpty)").count(), 5, "{log}");
+    assert_eq!(ncu_attached_and_matched(&run.join("ncu/p0.log")), (1, 5), "one process, its 5 ranges of B");
     let cmd = std::fs::read_to_string(run.join("ncu/cmd.txt")).unwrap();
     assert!(cmd.starts_with("LC_ALL=C torchrun --standalone --nproc-per-node 2 --no-python"), "{cmd}");
     assert!(cmd.contains("launch-rank --wrap-ranks 0 --wrapper-len"), "{cmd}");
@@ -288,9 +294,7 @@ fn under_mpirun_each_rank_profiles_itself_and_unprofiled_ranks_still_run() {
     assert!(plain["reason"].as_str().unwrap().contains("rank 0 is not in pipeline.ncu.ranks"), "{plain}");
     assert_eq!(iters(&job.join("ranks/0/workload/timings.ncu.json")), 5, "rank 0 ran without ncu");
     assert!(!job.join("ranks/0/ncu").exists());
-    let log = std::fs::read_to_string(job.join("ranks/1/ncu/p0.log")).unwrap();
-    assert_eq!(log.matches("==PROF== Connected to process").count(), 1, "{log}");
-    assert_eq!(log.matches("Skipping invalid capture range (RecordStatusEmpty)").count(), 5, "{log}");
+    assert_eq!(ncu_attached_and_matched(&job.join("ranks/1/ncu/p0.log")), (1, 5), "one process, its 5 ranges of B");
     llmperf().arg("merge").arg(&job).assert().success();
     let ranks = json(&job.join("ranks.json"));
     let plain = listed(&ranks, "not_profiled");

@@ -30,7 +30,13 @@ pub fn launch_rank(record: Option<&Path>, wrap_ranks: &[u32], wrapper_len: usize
     };
     let process_id = i64::from(std::process::id());
     if let Some(dir) = record {
-        let me = LaunchedRank { rank, rank_from: var.into(), world_size, process_id, host: hostname() };
+        let me = LaunchedRank {
+            rank,
+            rank_from: var.into(),
+            world_size,
+            process_id,
+            host: crate::provenance::host::hostname(),
+        };
         let written = std::fs::create_dir_all(dir)
             .map_err(|e| run_dir::io_error(dir, "create", &e))
             .and_then(|_| run_dir::write_json_atomic(&dir.join(format!("{process_id}.json")), &me));
@@ -46,11 +52,6 @@ pub fn launch_rank(record: Option<&Path>, wrap_ranks: &[u32], wrapper_len: usize
     let err = std::process::Command::new(program).args(args).env(RANK_ENV, rank.to_string()).exec();
     Error::new(ErrorKind::StageFailed, format!("rank {rank}: cannot run `{}`: {err}", program.to_string_lossy()))
         .with_hint("check that the command after -- exists and is executable on every node")
-}
-
-/// This host's name, as the kernel has it.
-pub(crate) fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim().to_string()
 }
 
 /// `profile --launcher srun -n N …`: a new job directory under `root`

@@ -19,6 +19,7 @@ pub use workload::workload;
 use crate::config::Resolved;
 use crate::error::Error;
 use crate::manifest::ManifestWriter;
+use crate::plan::rank::RankId;
 use crate::plan::RunPlan;
 use crate::profile::tools::{Kind, Tool};
 use crate::provenance::{self, Probed};
@@ -48,7 +49,7 @@ pub struct Request {
 #[derive(Debug, Clone)]
 pub struct Job {
     pub rank: Option<u32>,
-    /// nsys, ncu on this rank.
+    /// nsys, ncu run on this rank (enabled, and this rank in their `ranks`).
     pub nsys: bool,
     pub ncu: bool,
     /// ncu runs on some ranks only: the others run the application once per
@@ -75,8 +76,8 @@ impl Job {
         }
         Ok(Job {
             rank: Some(r.rank),
-            nsys: cfg.pipeline.nsys.ranks.contains(r.rank),
-            ncu: ncu.ranks.contains(r.rank),
+            nsys: cfg.pipeline.nsys.enable && cfg.pipeline.nsys.ranks.contains(r.rank),
+            ncu: ncu.enable && ncu.ranks.contains(r.rank),
             ncu_in_step,
             exclude_comm: !ncu.comm_kernels,
             launch: None,
@@ -115,8 +116,8 @@ impl Job {
         };
         Ok(Job {
             rank: None,
-            nsys: true,
-            ncu: true,
+            nsys: nsys.enable,
+            ncu: ncu.enable,
             ncu_in_step: false,
             exclude_comm: !ncu.comm_kernels,
             launch: Some(l.clone()),
@@ -150,13 +151,6 @@ pub(crate) fn check_in_step(cfg: &crate::config::Config) -> Result<(), Error> {
     .with_hint("use --replay-mode kernel or --replay-mode range (one run per pass), or pipeline.ncu.ranks=all"))
 }
 
-fn cfg_enabled(cfg: &crate::config::Config, profiler: &str) -> bool {
-    match profiler {
-        "nsys" => cfg.pipeline.nsys.enable,
-        _ => cfg.pipeline.ncu.enable,
-    }
-}
-
 /// A finished (or failed, or interrupted) run: the directory always exists.
 pub struct Outcome {
     pub run_dir: PathBuf,
@@ -181,20 +175,14 @@ pub fn profile(req: Request) -> Result<Outcome, Error> {
         (None, Some(l)) => Some(Job::of_launch(cfg, l)?),
         (None, None) => None,
     };
-    let run = match &req.rank {
-        Some(r) => {
+    let run = match (&req.rank, &job) {
+        (Some(r), Some(j)) => {
             let run = RunDir::create_rank(&cfg.runner.artifacts.root, &r.job, r.rank)?;
-            let mut id = r.clone();
-            let job = job.as_ref().expect("a rank is in a job");
-            id.profiled = [("nsys", job.nsys), ("ncu", job.ncu)]
-                .into_iter()
-                .filter(|(name, on)| *on && cfg_enabled(cfg, name))
-                .map(|(name, _)| name.to_string())
-                .collect();
-            run.write_json(run_dir::RANK_JSON, &id)?;
+            let profiled = [("nsys", j.nsys), ("ncu", j.ncu)].into_iter().filter(|p| p.1).map(|p| p.0.to_string());
+            run.write_json(run_dir::RANK_JSON, &RankId { profiled: profiled.collect(), ..r.clone() })?;
             run
         }
-        None => RunDir::create(&cfg.runner.artifacts.root)?,
+        _ => RunDir::create(&cfg.runner.artifacts.root)?,
     };
     tracing::info!("run directory: {}", run.path().display());
     let tools = Probed::probe(cfg);

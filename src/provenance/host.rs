@@ -38,14 +38,22 @@ pub struct Os {
     pub kernel: String,
 }
 
+fn read(path: &str) -> String {
+    std::fs::read_to_string(path).map(|s| s.trim().to_string()).unwrap_or_default()
+}
+
+/// This host's name, as the kernel has it (empty when unreadable).
+pub fn hostname() -> String {
+    read("/proc/sys/kernel/hostname")
+}
+
 pub fn os() -> Os {
-    let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_string()).unwrap_or_default();
     let name = read("/etc/os-release")
         .lines()
         .find_map(|l| l.strip_prefix("PRETTY_NAME="))
         .map(|v| v.trim_matches('"').to_string())
         .unwrap_or_else(|| "unknown".into());
-    Os { hostname: read("/proc/sys/kernel/hostname"), name, kernel: read("/proc/sys/kernel/osrelease") }
+    Os { hostname: hostname(), name, kernel: read("/proc/sys/kernel/osrelease") }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
