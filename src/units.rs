@@ -109,9 +109,22 @@ pub enum Base {
 /// (factor, base) so that `value × factor` is in `base`.
 pub(crate) fn to_base(unit: &str) -> (f64, Base) {
     let u = unit.trim();
-    let lower = u.to_ascii_lowercase();
+    // Lower-cased on the stack: this runs for every metric row of every file.
+    let mut stack = [0u8; 32];
+    let heap;
+    let lower: &str = match stack.get_mut(..u.len()) {
+        Some(b) => {
+            b.copy_from_slice(u.as_bytes());
+            b.make_ascii_lowercase();
+            std::str::from_utf8(b).unwrap_or(u)
+        }
+        None => {
+            heap = u.to_ascii_lowercase();
+            &heap
+        }
+    };
     let time = |f| (f, Base::Nanoseconds);
-    match lower.as_str() {
+    match lower {
         "ns" | "nsecond" | "nsec" => return time(1.0),
         "us" | "usecond" | "usec" => return time(1e3),
         "ms" | "msecond" | "msec" => return time(1e6),
@@ -129,7 +142,7 @@ pub(crate) fn to_base(unit: &str) -> (f64, Base) {
     }
     let (bytes, per) = match lower.split_once('/') {
         Some((b, per)) => (b, Some(per)),
-        None => (lower.as_str(), None),
+        None => (lower, None),
     };
     let scale = match bytes {
         "byte" => Some(1.0),

@@ -120,3 +120,55 @@ fn files_it_does_not_handle_are_left_to_the_streaming_reader() {
     assert!(!reader::ingest(&prof, &mut b, Attribution::NvtxStack, &[]).unwrap());
     assert_eq!(b.results(), 0);
 }
+
+/// Launches of a kernel repeat their metric rows, and the fast reader parses
+/// only the value of a row that starts like the same row of the launch before
+/// (its template). A real file's launches repeated with new IDs, every 7th
+/// with its rows in reverse order and every 5th with a value of another form
+/// (`n/a`, grouped digits): templates that match, miss, and are learned again
+/// give the streaming reader's reports, whatever the blocks.
+#[test]
+fn row_templates_give_the_streaming_readers_reports() {
+    let Some(source) = corpus!(NVTX_DETAILS) else { return };
+    let text = std::fs::read_to_string(source).unwrap();
+    let mut lines = text.lines();
+    let header = lines.next().unwrap();
+    let mut launches: Vec<Vec<&str>> = Vec::new();
+    for line in lines {
+        let id = line.split(',').next().unwrap();
+        match launches.last_mut() {
+            Some(l) if l[0].split(',').next().unwrap() == id => l.push(line),
+            _ => launches.push(vec![line]),
+        }
+    }
+    assert_eq!(launches.len(), 3, "the corpus file's launches");
+    let mut out = format!("{header}\n");
+    for n in 0..120 {
+        let mut rows = launches[n % 3].clone();
+        if n % 7 == 6 {
+            rows.reverse();
+        }
+        for (i, row) in rows.iter().enumerate() {
+            let (_, rest) = row.split_once(',').unwrap();
+            let mut row = format!("\"{n}\",{rest}");
+            if n % 5 == 4 && i == 3 {
+                let (head, _) = row.rsplit_once(",\"").unwrap();
+                row = format!("{head},\"{}\"", if n % 2 == 0 { "n/a" } else { "1,234" });
+            }
+            out.push_str(&row);
+            out.push('\n');
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("repeated.csv");
+    std::fs::write(&path, out).unwrap();
+    let want = serde_json::to_value(streamed(&path, Attribution::NvtxStack, &[])).unwrap();
+    assert_eq!(
+        want[0][0]["totals"]["calls"].as_u64().unwrap() + want[0][0]["totals"]["untimed_calls"].as_u64().unwrap(),
+        120
+    );
+    for block in [1 << 20, 4096, 1000] {
+        let got = serde_json::to_value(fast(&path, Attribution::NvtxStack, &[], block).unwrap()).unwrap();
+        assert_same(&want, &got, &format!("block {block}"));
+    }
+}
