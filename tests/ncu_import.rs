@@ -51,8 +51,11 @@ fn details_raw_and_the_report_itself_give_the_same_regions() {
             assert!((a.2 - b.2).abs() <= 1e-4 * a.2, "{a:?} vs {b:?}");
         }
     }
-    // The input is kept in the run directory, and every JSON file follows its schema.
-    assert!(details.join("ncu/import.csv").is_file() && rep.join("ncu/import.ncu-rep").is_file());
+    // The input is kept in the run directory (a CSV is copied while it is
+    // read: the copy holds its bytes all the same), and every JSON file
+    // follows its schema.
+    assert_eq!(std::fs::read(details.join("ncu/import.csv")).unwrap(), std::fs::read(&details_csv).unwrap());
+    assert_eq!(std::fs::read(rep.join("ncu/import.ncu-rep")).unwrap(), std::fs::read(&report).unwrap());
     for dir in [&details, &raw, &rep] {
         llmperf()
             .arg("validate")
