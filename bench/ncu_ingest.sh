@@ -6,6 +6,10 @@
 # kept in $WORK between runs). llmperf's report is checked against the
 # generator's ground truth before its time counts; so are the peers' answers.
 #
+# Two llmperf rows: `import ncu` (a new run directory: the input is copied into
+# it while it is parsed) and `report` (the same run directory read again: the
+# ingestion alone, what the peers do). The targets are on the ingestion.
+#
 #   bench/ncu_ingest.sh [MB ...]        default: 100 500 (memory must stay flat)
 #   SHARED_BENCH=../shared/bench  WORK=${TMPDIR:-/tmp}/llmperf-bench  RUNS=3
 set -euo pipefail
@@ -58,16 +62,20 @@ for MB in "${SIZES[@]}"; do
     bytes=$(stat -c %s "$CSV")
     cat "$CSV" >/dev/null # warm the page cache for every contender alike
     row() { printf '%-8s %-34s %9.3f %9.0f %10.0f\n' "${MB}MB" "$1" "$2" "$(echo "$3/1024" | bc -l)" "$(echo "$bytes/1000000/$2" | bc -l)"; }
-    ll=$(for _ in $(seq "$RUNS"); do rm -rf "$WORK/out"; timed /dev/null "$BIN" -q import ncu "$CSV" -o "$WORK/out" 'pipeline.ncu.ncu_cli.sections=[]'; done | median)
+    im=$(for _ in $(seq "$RUNS"); do rm -rf "$WORK/out"; timed /dev/null "$BIN" -q import ncu "$CSV" -o "$WORK/out" 'pipeline.ncu.ncu_cli.sections=[]'; done | median)
+    check llmperf "$WORK/out/ncu/regions/report.json" "$EXPECT"
+    cmp -s "$CSV" "$WORK/out/ncu/import.csv" || { echo "the run directory's copy differs from $CSV" >&2; exit 1; }
+    ll=$(for _ in $(seq "$RUNS"); do rm -f "$WORK/out/ncu/regions/report.json"; timed /dev/null "$BIN" -q report "$WORK/out"; done | median)
     check llmperf "$WORK/out/ncu/regions/report.json" "$EXPECT"
     wc=$(for _ in $(seq 5); do timed /dev/null wc -l "$CSV"; done | median)
     pc=$(timed "$WORK/peer.json" $PY bench/ncu_peers.py csv "$CSV"); check peer "$WORK/peer.json" "$EXPECT"
     pd=$(timed "$WORK/peer.json" $PY bench/ncu_peers.py pandas "$CSV"); check peer "$WORK/peer.json" "$EXPECT"
-    read -r t_ll m_ll <<<"$ll"; read -r t_wc m_wc <<<"$wc"; read -r t_pc m_pc <<<"$pc"; read -r t_pd m_pd <<<"$pd"
-    row "llmperf import ncu (median of $RUNS)" "$t_ll" "$m_ll"
+    read -r t_im m_im <<<"$im"; read -r t_ll m_ll <<<"$ll"; read -r t_wc m_wc <<<"$wc"; read -r t_pc m_pc <<<"$pc"; read -r t_pd m_pd <<<"$pd"
+    row "llmperf import ncu, copy (median)" "$t_im" "$m_im"
+    row "llmperf report: ingestion (median)" "$t_ll" "$m_ll"
     row "python csv module" "$t_pc" "$m_pc"
     row "pandas read_csv + groupby" "$t_pd" "$m_pd"
     row "wc -l (median of 5)" "$t_wc" "$m_wc"
-    python3 -c "import sys; l,c,p,w=map(float,sys.argv[1:5]); print(f'{sys.argv[5]}: llmperf is {c/l:.1f}x the csv module, {p/l:.1f}x pandas, {100*w/l:.0f}% of wc -l throughput (targets: 10x pandas, 25% of wc -l)')" "$t_ll" "$t_pc" "$t_pd" "$t_wc" "${MB}MB"
+    python3 -c "import sys; l,c,p,w,i=map(float,sys.argv[1:6]); print(f'{sys.argv[6]}: llmperf ingestion is {c/l:.1f}x the csv module, {p/l:.1f}x pandas, {100*w/l:.0f}% of wc -l throughput (targets: 10x pandas, 25% of wc -l); import with its copy: {p/i:.1f}x pandas, {100*w/i:.0f}% of wc -l')" "$t_ll" "$t_pc" "$t_pd" "$t_wc" "$t_im" "${MB}MB"
 done
 echo "all answers matched the generator's ground truth (launches and GPU time per kernel)"
