@@ -14,7 +14,7 @@
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::Path;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Once;
 
 /// A whole file, mapped read-only.
@@ -78,8 +78,10 @@ impl Drop for Mapped {
 
 /// Maps open now; the SIGBUS handler acts only while there is one.
 static OPEN_MAPS: AtomicUsize = AtomicUsize::new(0);
-/// The message for the latest map: a leaked, NUL-free byte string and its length.
-static MESSAGE: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
+/// The handler's message for the latest map, in static storage: a signal
+/// handler may not allocate, and nothing here is ever freed under it.
+const MESSAGE_MAX: usize = 2048;
+static MESSAGE: [AtomicU8; MESSAGE_MAX] = [const { AtomicU8::new(0) }; MESSAGE_MAX];
 static MESSAGE_LEN: AtomicUsize = AtomicUsize::new(0);
 
 fn guard_bus_errors(path: &Path) {
@@ -88,10 +90,13 @@ fn guard_bus_errors(path: &Path) {
          hint: let the program that writes it finish, or copy it somewhere stable, and run llmperf again\n",
         path.display()
     );
-    let leaked: &'static mut [u8] = Box::leak(text.into_bytes().into_boxed_slice());
+    let text = text.as_bytes();
+    let len = text.len().min(MESSAGE_MAX);
     MESSAGE_LEN.store(0, Ordering::SeqCst);
-    MESSAGE.store(leaked.as_mut_ptr(), Ordering::SeqCst);
-    MESSAGE_LEN.store(leaked.len(), Ordering::SeqCst);
+    for (slot, &b) in MESSAGE.iter().zip(&text[..len]) {
+        slot.store(b, Ordering::Relaxed);
+    }
+    MESSAGE_LEN.store(len, Ordering::SeqCst);
     OPEN_MAPS.fetch_add(1, Ordering::SeqCst);
     static INSTALL: Once = Once::new();
     INSTALL.call_once(|| {
@@ -114,12 +119,14 @@ extern "C" fn on_bus_error(_: libc::c_int, _: *mut libc::siginfo_t, _: *mut libc
         unsafe { libc::signal(libc::SIGBUS, libc::SIG_DFL) };
         return;
     }
-    let (ptr, len) = (MESSAGE.load(Ordering::SeqCst), MESSAGE_LEN.load(Ordering::SeqCst));
-    // SAFETY: write and _exit are async-signal-safe; the message is leaked, never freed.
+    let mut text = [0u8; MESSAGE_MAX];
+    let len = MESSAGE_LEN.load(Ordering::SeqCst).min(MESSAGE_MAX);
+    for (b, slot) in text.iter_mut().zip(&MESSAGE[..len]) {
+        *b = slot.load(Ordering::Relaxed);
+    }
+    // SAFETY: write and _exit are async-signal-safe; `text` is on this stack.
     unsafe {
-        if !ptr.is_null() {
-            libc::write(2, ptr.cast(), len);
-        }
+        libc::write(2, text.as_ptr().cast(), len);
         libc::_exit(crate::error::ErrorKind::Unparseable.exit_code());
     }
 }
