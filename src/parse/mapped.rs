@@ -1,9 +1,9 @@
 //! parse: a file mapped read-only, for readers that scan big inputs on every
 //! core without copying them first (the ncu details fast path).
 //!
-//! Why a map and not `read`: reading copies every byte once more (0.1 s per
-//! 500 MB here) into buffers that are then cold for the workers, and those
-//! buffers are the reader's peak memory. With a map the workers read the page
+//! Why a map and not `read`: reading copies every byte once more into buffers
+//! that are then cold for the workers, and those buffers are the reader's peak
+//! memory (500 MB here: 0.185 s and 66 MiB read, 0.153 s and 25 MiB mapped). With a map the workers read the page
 //! cache where it lies, and [`Mapped::release`] drops the pages a worker is done
 //! with, so the resident size stays at the blocks in flight.
 //!
@@ -33,8 +33,9 @@ impl Mapped {
     /// Map `file` (named `path` in the SIGBUS message). None when it cannot be
     /// mapped (an empty file, a pipe): the caller reads it another way.
     pub fn open(file: &File, path: &Path) -> Option<Mapped> {
-        let len = usize::try_from(file.metadata().ok()?.len()).ok()?;
-        if len == 0 || !file.metadata().ok()?.is_file() {
+        let meta = file.metadata().ok()?;
+        let len = usize::try_from(meta.len()).ok()?;
+        if len == 0 || !meta.is_file() {
             return None;
         }
         // SAFETY: a fresh private read-only mapping of a regular file; the
@@ -58,8 +59,9 @@ impl Mapped {
     /// The whole pages inside `range` are no longer needed: they leave this
     /// process's resident set (they stay in the page cache).
     pub fn release(&self, range: std::ops::Range<usize>) {
-        const PAGE: usize = 4096;
-        let (start, end) = (range.start.div_ceil(PAGE) * PAGE, (range.end.min(self.len) / PAGE) * PAGE);
+        // SAFETY: sysconf only reads a system constant.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096).max(1);
+        let (start, end) = (range.start.div_ceil(page) * page, (range.end.min(self.len) / page) * page);
         if end > start {
             // SAFETY: a page-aligned range inside the mapping; MADV_DONTNEED on
             // a private file mapping only drops the page table entries.

@@ -5,14 +5,18 @@
 //! launch's identity columns (ID, process, the kernel's full name, which may
 //! be thousands of characters, ...) before `"Section Name"`. The first row of a
 //! launch is parsed whole; each further row only has to start with the same
-//! bytes (one memcmp) and its few metric columns are parsed. The file is cut
-//! into blocks at launch boundaries; each block goes to a worker with its own
-//! sink ([`LaunchSink::split`]), and the parts are merged in file order, so the result does
-//! not depend on scheduling. Memory stays flat: a few blocks are in flight.
+//! bytes (one memcmp) and its few metric columns are parsed, and of a row that
+//! starts like the same row of the launch before (its [`Template`]) only the
+//! value. The file is mapped ([`Mapped`]) and cut into blocks at launch
+//! boundaries; each block goes to a worker with its own sink
+//! ([`LaunchSink::split`]), and the parts are merged in file order, so the
+//! result does not depend on scheduling. Memory stays flat: a few blocks are
+//! in flight, and a worker drops the pages of a block it is done with.
 //!
 //! A launch boundary is found without parsing from the start: a record starts
 //! at `\n"` followed by anything but `"` (inside a quoted field every `"` is
 //! doubled), and a launch starts where the ID changes.
+use std::borrow::Cow;
 use std::io::{Read, Seek};
 use std::path::Path;
 
@@ -21,7 +25,7 @@ use super::LaunchSink;
 use crate::error::{Error, ErrorKind};
 use crate::parse::mapped::Mapped;
 use crate::regions::Attribution;
-use crate::units::{self, Locale};
+use crate::units::{self, Locale, Value};
 
 const BLOCK: usize = 8 << 20;
 /// How far ahead of the row being read its worker asks for the file's bytes
@@ -363,8 +367,7 @@ fn parse_block<S: LaunchSink>(
         }
         let g = current.as_mut().expect("set above");
         let f = &fields[cols.section.min(fields.len())..];
-        add_metric(buf, f, g, &mut locale).map_err(|p| (p, Bad::Utf8))?;
-        learn(buf, f, g.rows, &mut templates);
+        add_metric(buf, f, g, &mut locale, &mut templates).map_err(|p| (p, Bad::Utf8))?;
         g.rows += 1;
         pos = end;
     }
@@ -426,20 +429,17 @@ fn tail<'a>(
             fields[n] = f;
         }
         n += 1;
-        match buf.get(next) {
-            Some(b',') => at = next + 1,
-            Some(b'\n') => {
-                add_metric(buf, &fields[..n.min(4)], g, locale).map_err(|p| (p, Bad::Utf8))?;
-                learn(buf, &fields[..n.min(4)], g.rows, templates);
-                return Ok(next + 1);
+        let after = match (buf.get(next), buf.get(next + 1)) {
+            (Some(b','), _) => {
+                at = next + 1;
+                continue;
             }
-            Some(b'\r') if buf.get(next + 1) == Some(&b'\n') => {
-                add_metric(buf, &fields[..n.min(4)], g, locale).map_err(|p| (p, Bad::Utf8))?;
-                learn(buf, &fields[..n.min(4)], g.rows, templates);
-                return Ok(next + 2);
-            }
+            (Some(b'\n'), _) => next + 1,
+            (Some(b'\r'), Some(b'\n')) => next + 2,
             _ => return Err(bad_row(next)),
-        }
+        };
+        add_metric(buf, &fields[..n.min(4)], g, locale, templates).map_err(|p| (p, Bad::Utf8))?;
+        return Ok(after);
     }
 }
 
@@ -460,51 +460,47 @@ fn known_row<'a>(
     let start = at + t.key.len() + 1;
     let close = start + memchr::memchr(b'"', &buf[start..])?;
     let nl = close + 1 + memchr::memchr(b'\n', &buf[close + 1..])?;
-    // What follows the value up to the newline: bare (empty) fields only.
+    // What follows the value up to the line's end (`\n` or `\r\n`): empty fields only.
     let after = &buf[close + 1..nl];
-    if !after.iter().all(|&c| c == b',' || c == b'\r') || (after.contains(&b'\r') && !after.ends_with(b"\r")) {
+    if !after.strip_suffix(b"\r").unwrap_or(after).iter().all(|&c| c == b',') {
         return None;
     }
-    let raw = std::str::from_utf8(&buf[start..close]).ok()?;
-    if locale.is_none() {
-        *locale = units::locale_hint(raw);
-    }
-    let value = units::parse_value(raw, locale.unwrap_or_default());
+    let value = value_of(std::str::from_utf8(&buf[start..close]).ok()?, locale);
     let metric = MetricRef { section: t.section.into(), name: t.name.into(), unit: t.unit.into(), value };
     Some((metric, nl + 1))
 }
 
-/// Remember row `row`'s Section, Name and Unit (its first three fields) as the
-/// template for the same row of the next launches; rows with `""` escapes and
-/// rule rows (no metric name) make none.
-fn learn<'a>(buf: &'a [u8], f: &[Field], row: usize, templates: &mut Templates<'a>) {
-    if f.len() < 4 || f[1].start == f[1].end || f[..3].iter().any(|f| f.escaped) {
-        return;
-    }
-    let text = |f: &Field| std::str::from_utf8(&buf[f.start..f.end]).ok();
-    let (Some(section), Some(name), Some(unit)) = (text(&f[0]), text(&f[1]), text(&f[2])) else { return };
-    if templates.len() <= row {
-        templates.resize_with(row + 1, || None);
-    }
-    templates[row] = Some(Template { key: &buf[f[0].raw..f[3].raw], section, name, unit });
-}
-
 /// Section, Metric Name, Unit, Value: a metric row (rule rows have no name).
-fn add_metric<'a>(buf: &'a [u8], f: &[Field], g: &mut Gather<'a>, locale: &mut Option<Locale>) -> Result<(), usize> {
+/// It becomes the template for row `g.rows` of the next launches, unless a
+/// field before the value held `""` escapes.
+fn add_metric<'a>(
+    buf: &'a [u8],
+    f: &[Field],
+    g: &mut Gather<'a>,
+    locale: &mut Option<Locale>,
+    templates: &mut Templates<'a>,
+) -> Result<(), usize> {
     if f.len() < 4 || f[1].start == f[1].end {
         return Ok(());
     }
-    let raw = f[3].text(buf)?;
-    if locale.is_none() {
-        *locale = units::locale_hint(&raw);
+    let (section, name, unit) = (f[0].text(buf)?, f[1].text(buf)?, f[2].text(buf)?);
+    if let (Cow::Borrowed(section), Cow::Borrowed(name), Cow::Borrowed(unit)) = (&section, &name, &unit) {
+        if templates.len() <= g.rows {
+            templates.resize_with(g.rows + 1, || None);
+        }
+        templates[g.rows] = Some(Template { key: &buf[f[0].raw..f[3].raw], section, name, unit });
     }
-    g.metrics.push(MetricRef {
-        section: f[0].text(buf)?,
-        name: f[1].text(buf)?,
-        unit: f[2].text(buf)?,
-        value: units::parse_value(&raw, locale.unwrap_or_default()),
-    });
+    let value = value_of(&f[3].text(buf)?, locale);
+    g.metrics.push(MetricRef { section, name, unit, value });
     Ok(())
+}
+
+/// A metric's value; the first value that tells the file's number locale sets it.
+fn value_of(raw: &str, locale: &mut Option<Locale>) -> Value {
+    if locale.is_none() {
+        *locale = units::locale_hint(raw);
+    }
+    units::parse_value(raw, locale.unwrap_or_default())
 }
 
 fn flush<S: LaunchSink>(g: Option<Gather>, b: &mut S, how: Attribution, regions: &[String]) {
