@@ -290,8 +290,9 @@ pub fn import_nsys_ranks(
 }
 
 /// `llmperf import ncu FILE...`: region reports from existing ncu reports or
-/// CSVs. The inputs are copied into the run directory first, so the run can be
-/// rebuilt from it alone; into a run directory, they add to its passes.
+/// CSVs. The inputs are copied into the run directory (a CSV while it is read,
+/// a report before ncu renders the copy), so the run can be rebuilt from it
+/// alone; into a run directory, they add to its passes.
 pub fn import_ncu(
     resolved: &Resolved,
     files: &[PathBuf],

@@ -362,8 +362,6 @@ fn is_raw(selector: &str) -> bool {
     selector.starts_with("expr:") || selector.starts_with("regex:")
 }
 
-/// Deep mode narrows kernel replay to the nsys top-N kernels, unless the user
-/// chose kernels themselves.
 /// NCCL's kernels out of kernel and application replay (ranges keep them:
 /// range replay has no kernel filter): `regex:^(?!nccl)`, in front of the
 /// filter there is. A filter naming one kernel exactly is the user's choice
@@ -390,6 +388,8 @@ pub fn leave_out_comm(plan: &mut NcuPlan) {
     plan.notes.push(note.into());
 }
 
+/// Deep mode narrows kernel replay to the nsys top-N kernels, unless the user
+/// chose kernels themselves.
 fn kernel_filter(cli: &NcuCli, mode: RunMode, top: Option<&[String]>, notes: &mut Vec<String>) -> Option<KernelFilter> {
     if let Some(k) = &cli.kernel_name {
         return Some(KernelFilter { source: "config".into(), kernels: vec![k.clone()], expression: k.clone() });

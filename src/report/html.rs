@@ -131,9 +131,6 @@ fn regions_chart(h: &mut String, inputs: &Inputs) {
 const HEAT_REGIONS: usize = 20;
 const HEAT_RANKS: usize = 64;
 
-/// Ranks × regions: each cell a region's time on a rank, shaded by how far it
-/// runs past the region's median over the ranks (white at or below it, red
-/// at 1.5× and beyond), so a straggler is a red column.
 /// A page's start, up to its title heading.
 fn page_head(title: &str) -> String {
     let t = esc(title);
@@ -151,6 +148,9 @@ pub fn ranks_page(job: &str, r: &crate::aggregate::ranks::RanksReport) -> String
     h
 }
 
+/// Ranks × regions: each cell a region's time on a rank, shaded by how far it
+/// runs past the region's median over the ranks (white at or below it, red
+/// at 1.5× and beyond), so a straggler is a red column.
 fn ranks_heatmap(h: &mut String, r: &crate::aggregate::ranks::RanksReport) {
     let mut rows: Vec<_> = r.regions.iter().filter(|x| x.per_rank.len() > 1).collect();
     if rows.is_empty() {
