@@ -63,10 +63,11 @@ pub(crate) fn capture(
         if run.join(run_dir::TIMINGS_JSON).is_file() {
             artifacts.push(run_dir::TIMINGS_JSON.into());
         }
-        let said = last_words(&tail_of(&run.join(run_dir::NSYS_STDERR), 4096));
-        let agent_failed = [run_dir::NSYS_STDERR, run_dir::NSYS_STDOUT]
+        let stderr_tail = tail_of(&run.join(run_dir::NSYS_STDERR), 4096);
+        let said = last_words(&stderr_tail);
+        let agent_failed = [stderr_tail, tail_of(&run.join(run_dir::NSYS_STDOUT), 4096)]
             .iter()
-            .any(|f| String::from_utf8_lossy(&tail_of(&run.join(f), 4096)).contains(AGENT_FAILED));
+            .any(|t| String::from_utf8_lossy(t).contains(AGENT_FAILED));
         let failure = judge(&done, report.is_some(), &said, agent_failed, nsys_cfg);
         Ok(Done::of(failure).exit(ExitInfo::from(&done)).artifacts(artifacts).diagnoses(diagnoses))
     })?;
