@@ -226,39 +226,28 @@ fn ncu_on_rank_zero_inside_torchrun_matches_that_ranks_ranges_only() {
 #[test]
 fn ranks_that_cannot_stay_in_step_are_refused_before_anything_runs() {
     let root = tempfile::tempdir().unwrap();
-    let rank1 = |args: &[&str]| {
+    // llmperf's words after `profile`: the usage error (exit 2) it prints.
+    let refused = |env: &[(&str, &str)], args: &[&str]| {
         let mut cmd = clean();
-        cmd.env("RANK", "1").env("WORLD_SIZE", "2").args(["profile", "--rank-from-env", "--run-id", "j", "-o"]);
-        cmd.arg(root.path()).args(args).assert().code(2).get_output().stderr.clone()
+        cmd.envs(env.iter().copied()).arg("profile").args(args).arg("-o").arg(root.path());
+        String::from_utf8(cmd.assert().code(2).get_output().stderr.clone()).unwrap()
     };
-    let e = String::from_utf8(rank1(&["--replay-mode", "application"])).unwrap();
+    let rank1 = [("RANK", "1"), ("WORLD_SIZE", "2")];
+    let e = refused(&rank1, &["--rank-from-env", "--run-id", "j", "--replay-mode", "application"]);
     assert!(e.contains("pipeline.ncu.ranks=[0] profiles some ranks") && e.contains("replay mode application"), "{e}");
     assert!(e.contains("hint: use --replay-mode kernel or --replay-mode range"), "{e}");
-    let e = String::from_utf8(rank1(&["--replay-mode", "auto"])).unwrap();
+    let e = refused(&rank1, &["--rank-from-env", "--run-id", "j", "--replay-mode", "auto"]);
     assert!(e.contains("replay mode auto"), "{e}");
     assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0, "nothing written");
     if have("mpirun", &this_test!()) {
-        let e = clean()
-            .args(["profile", "--launcher", "mpirun", "-n", "2", "pipeline.nsys.ranks=[0]", "-o"])
-            .arg(root.path())
-            .assert()
-            .code(2)
-            .get_output()
-            .stderr
-            .clone();
-        let e = String::from_utf8(e).unwrap();
+        let e = refused(&[], &["--launcher", "mpirun", "-n", "2", "pipeline.nsys.ranks=[0]"]);
         assert!(e.contains("with --launcher mpirun one nsys wraps the launcher") && e.contains("hint:"), "{e}");
-        let e = clean()
-            .args(["profile", "--launcher", "mpirun", "-n", "2", "--replay-mode", "kernel", "pipeline.ncu.ranks=[0,1]"])
-            .assert()
-            .code(2)
-            .get_output()
-            .stderr
-            .clone();
-        assert!(String::from_utf8(e).unwrap().contains("ncu runs on one rank (below --nproc 2) or on all"));
+        let e =
+            refused(&[], &["--launcher", "mpirun", "-n", "2", "--replay-mode", "kernel", "pipeline.ncu.ranks=[0,1]"]);
+        assert!(e.contains("ncu runs on one rank (below --nproc 2) or on all"), "{e}");
     }
-    let e = clean().args(["profile", "--launcher", "mpirun"]).assert().code(2).get_output().stderr.clone();
-    assert!(String::from_utf8(e).unwrap().contains("--nproc"), "--launcher needs --nproc");
+    let e = refused(&[], &["--launcher", "mpirun"]);
+    assert!(e.contains("--nproc"), "--launcher needs --nproc: {e}");
 }
 
 /// The same under mpirun with the launcher outside: `mpirun -np 2 llmperf
@@ -315,8 +304,7 @@ impl Slurm {
         if !have("srun", test) {
             return None;
         }
-        let root = std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0);
-        if !root.unwrap_or(false) {
+        if unsafe { libc::geteuid() } != 0 {
             skipped(test, "a local slurmd needs root (CI runs as root)");
             return None;
         }
@@ -415,17 +403,23 @@ fn a_ranks_kernel_replay_leaves_nccl_out_and_ncu_accepts_the_filter() {
     // One profiler at a time in this file: an ncu beside an nsys is not what these tests ask about.
     let _nsys = nsys_lock();
     let root = tempfile::tempdir().unwrap();
-    let out = clean()
-        .env("RANK", "0")
-        .env("WORLD_SIZE", "2")
-        .args(["profile", "--rank-from-env", "--run-id", "k", "--no-nsys", "--replay-mode", "kernel"])
-        .args(["--model", "nvtx_regions", "infer.iters=2", "-o"])
-        .arg(root.path())
-        .assert()
-        .get_output()
-        .stdout
-        .clone();
-    let run = run_dir(&out);
+    // Rank 0 of 2 in kernel replay, as job `job`, with `extra` overrides.
+    let rank0 = |job: &str, extra: &[&str]| {
+        let out = clean()
+            .env("RANK", "0")
+            .env("WORLD_SIZE", "2")
+            .args(["profile", "--rank-from-env", "--run-id", job, "--no-nsys", "--replay-mode", "kernel"])
+            .args(["--model", "nvtx_regions", "infer.iters=2"])
+            .args(extra)
+            .arg("-o")
+            .arg(root.path())
+            .assert()
+            .get_output()
+            .stdout
+            .clone();
+        run_dir(&out)
+    };
+    let run = rank0("k", &[]);
     let plan = json(&run.join("ncu/plan.json"));
     assert_eq!(plan["kernel_filter"]["expression"], "regex:^(?!nccl)", "{plan}");
     let manifest = json(&run.join("manifest.json"));
@@ -437,17 +431,8 @@ fn a_ranks_kernel_replay_leaves_nccl_out_and_ncu_accepts_the_filter() {
     let log = std::fs::read_to_string(run.join("ncu/p0.log")).unwrap();
     assert!(!log.contains("Invalid regex"), "{log}");
     // With pipeline.ncu.comm_kernels=true, no filter.
-    let out = clean()
-        .env("RANK", "0")
-        .env("WORLD_SIZE", "2")
-        .args(["profile", "--rank-from-env", "--run-id", "k2", "--no-nsys", "--replay-mode", "kernel"])
-        .args(["--model", "nvtx_regions", "infer.iters=2", "pipeline.ncu.comm_kernels=true", "-o"])
-        .arg(root.path())
-        .assert()
-        .get_output()
-        .stdout
-        .clone();
-    assert!(json(&run_dir(&out).join("ncu/plan.json"))["kernel_filter"].is_null());
+    let run = rank0("k2", &["pipeline.ncu.comm_kernels=true"]);
+    assert!(json(&run.join("ncu/plan.json"))["kernel_filter"].is_null());
 }
 
 /// `--launcher torchrun -- script.py`: torchrun runs a script with its own
