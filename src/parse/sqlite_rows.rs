@@ -12,6 +12,8 @@ use std::ffi::{c_int, CString};
 pub struct Rows<'c> {
     stmt: *mut ffi::sqlite3_stmt,
     conn: &'c Connection,
+    /// Stepped past the last row: SQLite would start the query again.
+    done: bool,
 }
 
 impl<'c> Rows<'c> {
@@ -25,15 +27,22 @@ impl<'c> Rows<'c> {
         if rc != ffi::SQLITE_OK || stmt.is_null() {
             return Err(failure(conn, rc));
         }
-        Ok(Rows { stmt, conn })
+        Ok(Rows { stmt, conn, done: false })
     }
 
-    /// Moves to the next row: false at the end.
+    /// Moves to the next row: false at the end, and on every call after it
+    /// (a statement stepped past its end would run again from the first row).
     pub fn step(&mut self) -> Result<bool, rusqlite::Error> {
+        if self.done {
+            return Ok(false);
+        }
         // SAFETY: `stmt` is a prepared statement of a connection that outlives it.
         match unsafe { ffi::sqlite3_step(self.stmt) } {
             ffi::SQLITE_ROW => Ok(true),
-            ffi::SQLITE_DONE => Ok(false),
+            ffi::SQLITE_DONE => {
+                self.done = true;
+                Ok(false)
+            }
             rc => Err(failure(self.conn, rc)),
         }
     }
@@ -98,6 +107,9 @@ mod tests {
             got.push((rows.int(0), rows.opt_int(1), rows.int(1), rows.text(2).map(|t| t.into_owned())));
         }
         assert_eq!(got, vec![(7, None, 0, Some("x".to_string())), (-1, Some(2), 2, None)]);
+        // Past the end it stays there; SQLite itself would start again at (7, ...).
+        assert!(!rows.step().unwrap());
+        assert!(!rows.step().unwrap());
         let err = Rows::query(&conn, "SELECT nope FROM t").err().unwrap();
         assert!(err.to_string().contains("no such column: nope"), "{err}");
     }
