@@ -110,9 +110,13 @@ pub struct Sorted {
 
 impl Sorted {
     pub fn pop(&mut self) -> Result<Option<(u32, i64)>, Error> {
-        let Some(Reverse((pair, i))) = self.heap.pop() else { return Ok(None) };
-        if let Some(p) = self.sources[i].next().map_err(io_error)? {
-            self.heap.push(Reverse((p, i)));
+        // The smallest is replaced by its source's next in place: one sift
+        // down, where a pop and a push would take two.
+        let Some(mut top) = self.heap.peek_mut() else { return Ok(None) };
+        let Reverse((pair, i)) = *top;
+        match self.sources[i].next().map_err(io_error)? {
+            Some(p) => *top = Reverse((p, i)),
+            None => drop(std::collections::binary_heap::PeekMut::pop(top)),
         }
         Ok(Some(pair))
     }
