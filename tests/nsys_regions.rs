@@ -362,27 +362,50 @@ fn rows_stored_out_of_time_order_give_the_same_reports() {
     assert_same_reports(&db, &copy);
 }
 
-/// A kernel table further out of correlation-id order than the streaming
-/// launch join reads ahead ([`MAX_DISORDER`] ids) is joined by SQLite instead,
-/// with the same reports. The copy stores its kernels newest first and
-/// multiplies every correlation id (kernels and launch calls alike) by 1,000.
-#[test]
-fn kernels_far_out_of_id_order_are_joined_by_sqlite_with_the_same_reports() {
-    use llmperf::parse::launch_join::MAX_DISORDER;
-    let Some(db) = corpus!(MEMFUSION) else { return };
-    let (_dir, copy, conn) = writable_copy(&db);
-    conn.execute_batch(
-        "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET correlationId = correlationId * 1000; \
-         UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET correlationId = correlationId * 1000; \
+/// A copy of the memfusion export whose correlation ids (kernels and launch
+/// calls alike) are multiplied by `factor` and whose kernels are stored newest
+/// first; with how far the kernels' ids fall in that order.
+fn kernels_out_of_id_order(db: &Path, factor: i64) -> (tempfile::TempDir, std::path::PathBuf, i64) {
+    let (dir, copy, conn) = writable_copy(db);
+    conn.execute_batch(&format!(
+        "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET correlationId = correlationId * {factor}; \
+         UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET correlationId = correlationId * {factor}; \
          CREATE TABLE t AS SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start DESC; \
-         DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL; INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM t; DROP TABLE t;",
-    )
+         DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL; INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM t; DROP TABLE t;"
+    ))
     .unwrap();
     let spread: i64 = conn
         .query_row("SELECT max(correlationId) - min(correlationId) FROM CUPTI_ACTIVITY_KIND_KERNEL", [], |r| r.get(0))
         .unwrap();
+    (dir, copy, spread)
+}
+
+/// A kernel table further out of correlation-id order than the launch join
+/// first assumes ([`ASSUMED_DISORDER`] ids), but not past what it reads ahead
+/// once measured ([`MAX_DISORDER`]): the first pass gives up where a kernel
+/// breaks the bound, the second measures it, and the reports are the same.
+/// Ids 100 apart.
+#[test]
+fn kernels_out_of_id_order_past_the_assumed_bound_give_the_same_reports() {
+    use llmperf::parse::launch_join::{ASSUMED_DISORDER, MAX_DISORDER};
+    let Some(db) = corpus!(MEMFUSION) else { return };
+    let (_dir, copy, spread) = kernels_out_of_id_order(&db, 100);
+    assert!(
+        spread > ASSUMED_DISORDER && spread <= MAX_DISORDER,
+        "newest first, the ids fall by {spread}: past the assumed bound, within the measured one"
+    );
+    assert_same_reports(&db, &copy);
+}
+
+/// A kernel table further out of correlation-id order than the streaming
+/// launch join reads ahead ([`MAX_DISORDER`] ids) is joined by SQLite instead,
+/// with the same reports. Ids 1,000 apart.
+#[test]
+fn kernels_far_out_of_id_order_are_joined_by_sqlite_with_the_same_reports() {
+    use llmperf::parse::launch_join::MAX_DISORDER;
+    let Some(db) = corpus!(MEMFUSION) else { return };
+    let (_dir, copy, spread) = kernels_out_of_id_order(&db, 1000);
     assert!(spread > MAX_DISORDER, "newest first, the ids fall by {spread}: past what the join reads ahead");
-    drop(conn);
     assert_same_reports(&db, &copy);
 }
 

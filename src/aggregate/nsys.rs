@@ -24,7 +24,7 @@ use std::path::Path;
 use super::runs::{self, Runs};
 use crate::error::Error;
 use crate::parse::nsys_sqlite::{
-    odd_note, pid_of, plausible, tid_of, Kernel, Launched, Names, NsysDb, NvtxRange, Order, Style,
+    odd_note, pid_of, plausible, tid_of, Kernel, KernelOrder, Launched, Names, NsysDb, NvtxRange, Order, Style,
 };
 use crate::regions;
 
@@ -283,28 +283,44 @@ pub struct Ingested {
 /// Two readers run at once, each on its own connection: the NVTX ranges, and
 /// the kernels joined to their launch calls ([`crate::parse::launch_join`];
 /// both in time order), which on the way gives every kernel to the per-name
-/// totals. This thread sweeps the two in time order, holding per thread only the ranges open at the moment, plus
-/// one accumulator per region; instance durations go to sorted runs on disk
-/// ([`super::runs`]) for the medians and samples. The rows are first read as
-/// stored, which is time order in the exports we have seen; when a row comes
-/// out of order the pass starts again with SQLite sorting (`ORDER BY`).
+/// totals. This thread sweeps the two in time order, holding per thread only
+/// the ranges open at the moment, plus one accumulator per region; instance
+/// durations go to sorted runs on disk ([`super::runs`]) for the medians and
+/// samples. The first pass assumes what holds in the exports we have seen,
+/// and checks it on every row: rows stored in time order, and kernels of one
+/// process stored nearly in correlation order. Where either does not hold,
+/// the pass starts again with SQLite sorting (`ORDER BY`), or with the
+/// kernels' order measured first.
 pub fn ingest(db: &NsysDb, strip: &[String], top_n: usize) -> Result<Ingested, Error> {
     let mut names = Names::default();
     let strings = db.string_ids(&mut names)?;
     let path = db.path();
-    let mut swept = sweep(path, &names, &strings, strip, Order::Stored);
-    if matches!(swept, Ok(None)) {
-        tracing::debug!("{}: rows not in time order: sorting them in SQLite", path.display());
-        swept = sweep(path, &names, &strings, strip, Order::Sorted);
-    }
-    let Swept { sweep, names, normalized, kernels } = swept?.ok_or_else(|| {
-        Error::new(
-            crate::error::ErrorKind::Internal,
-            format!("{}: rows still out of time order after SQLite sorted them", path.display()),
-        )
-        .with_hint("a bug in llmperf: please report it with the export's nsys version")
-    })?;
+    let mut plan = Plan { order: Order::Stored, kernels: KernelOrder::Assumed };
+    let Swept { sweep, names, normalized, kernels } = loop {
+        match sweep(path, &names, &strings, strip, plan)? {
+            Ok(swept) => break swept,
+            Err(next) if next != plan => {
+                tracing::debug!("{}: {plan:?} did not hold: sweeping again with {next:?}", path.display());
+                plan = next;
+            }
+            Err(_) => {
+                return Err(Error::new(
+                    crate::error::ErrorKind::Internal,
+                    format!("{}: rows still out of order after SQLite sorted them", path.display()),
+                )
+                .with_hint("a bug in llmperf: please report it with the export's nsys version"))
+            }
+        }
+    };
     sweep.finish(names, normalized, kernels, top_n)
+}
+
+/// How a sweep's readers read: rows as stored or sorted by SQLite, and the
+/// kernels' disorder assumed or measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Plan {
+    order: Order,
+    kernels: KernelOrder,
 }
 
 /// Rows travel between threads in batches of this many,
@@ -438,17 +454,21 @@ struct Swept {
     kernels: KernelTotals,
 }
 
-/// The sweep over ranges and launches read in `order`, with the names the
-/// range reader interned and what its normalizer did; None when `order` is
-/// `Stored` and the rows were not in time order.
+/// The sweep over ranges and launches read as `plan` says, with the names
+/// the range reader interned and what its normalizer did; or the plan to
+/// sweep again with, where this one did not hold (rows out of time order, or
+/// kernels not as assumed).
 fn sweep(
     path: &Path,
     names: &Names,
     strings: &HashMap<i64, u32>,
     strip: &[String],
-    order: Order,
-) -> Result<Option<Swept>, Error> {
+    plan: Plan,
+) -> Result<Result<Swept, Plan>, Error> {
+    // Set when the launch reader gives up, so that the range reader stops too.
+    let given_up = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|s| {
+        let given_up = &given_up;
         let (range_tx, range_rx) = std::sync::mpsc::sync_channel(IN_FLIGHT);
         let (launch_tx, launch_rx) = std::sync::mpsc::sync_channel(IN_FLIGHT);
         let mut range_names = names.clone();
@@ -459,9 +479,9 @@ fn sweep(
             let db = NsysDb::open(path)?;
             let mut out = Batcher::new(range_tx);
             let mut normalizer = Normalizer::new(strip);
-            db.each_range(&mut range_names, strings, order, |mut r, names| {
+            db.each_range(&mut range_names, strings, plan.order, |mut r, names| {
                 r.name = normalizer.rename(names, r.name);
-                out.push(r)
+                out.push(r) && !given_up.load(std::sync::atomic::Ordering::Relaxed)
             })?;
             out.flush();
             Ok::<_, Error>((range_names, normalizer.finish()))
@@ -470,16 +490,25 @@ fn sweep(
             let db = NsysDb::open(path)?;
             let mut out = Batcher::new(launch_tx);
             let mut totals = KernelTotals::new(comm);
-            db.each_launched(order, strings, |k| totals.add(k, strings), |l| out.push(l))?;
-            out.flush();
-            totals.failed.take().map_or(Ok(totals), Err)
+            let held =
+                db.each_launched(plan.order, plan.kernels, strings, |k| totals.add(k, strings), |l| out.push(l))?;
+            if held {
+                out.flush();
+            } else {
+                given_up.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            totals.failed.take().map_or(Ok((totals, held)), Err)
         });
         let mut sweep = Sweep::default();
-        let swept = sweep.run(Stream::new(range_rx), Stream::new(launch_rx));
+        let in_order = sweep.run(Stream::new(range_rx), Stream::new(launch_rx));
         // The readers end when their streams end or the sweep drops them.
         let (names, normalized) = ranges.join().expect("the range reader does not panic")?;
-        let totals = launches.join().expect("the launch reader does not panic")?;
-        Ok(swept?.then_some(Swept { sweep, names, normalized, kernels: totals }))
+        let (totals, held) = launches.join().expect("the launch reader does not panic")?;
+        let next = Plan {
+            order: if in_order? { plan.order } else { Order::Sorted },
+            kernels: if held { plan.kernels } else { KernelOrder::Measured },
+        };
+        Ok(if next == plan { Ok(Swept { sweep, names, normalized, kernels: totals }) } else { Err(next) })
     })
 }
 

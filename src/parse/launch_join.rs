@@ -9,12 +9,17 @@
 //!
 //! - *Kernel disorder.* Per process, the kernel table's stored order is almost
 //!   correlation order: a kernel can follow a later launch's kernel (another
-//!   stream ran first), by at most `D` ids. A first pass measures `D` exactly:
-//!   the largest amount by which a kernel's id falls below the largest id
-//!   before it. So once a kernel with an id above `c + D` has been read, every
-//!   kernel with id `c` has been (were one later, that kernel would be more
-//!   than `D` below an id before it). The join reads kernels ahead only that
-//!   far, keeping them by (process, id) until their launch call comes.
+//!   stream ran first), by at most `D` ids: the largest amount by which a
+//!   kernel's id falls below the largest id before it. So once a kernel with
+//!   an id above `c + D` has been read, every kernel with id `c` has been
+//!   (were one later, that kernel would be more than `D` below an id before
+//!   it). The join reads kernels ahead only that far, keeping them by
+//!   (process, id) until their launch call comes. `D` is first assumed
+//!   ([`ASSUMED_DISORDER`], one process with kernels), which the join checks
+//!   on every kernel it reads; where that does not hold it gives up, and the
+//!   caller joins again after a pass over the kernels' ids that measures `D`
+//!   and the row count per process exactly ([`Bound`]). The pass costs a
+//!   sixth of an ingestion's CPU, so it is made only where needed.
 //! - *Launch disorder.* The launch calls' order (stored, or by start) is
 //!   almost correlation order too, by at most `R` ids (threads of one process
 //!   interleave). A kernel read ahead whose id is more than `R` below the
@@ -88,26 +93,54 @@ pub struct Executed<S> {
     pub span: S,
 }
 
+/// What the join knows of the kernels' order before it starts.
+#[derive(Debug, Clone, Copy)]
+pub enum Bound<'a> {
+    /// [`disorder`] of the kernels, from a pass over them.
+    Measured(&'a FxHashMap<i64, Disorder>),
+    /// Assumed without a pass: the kernels (those with an id) are of one
+    /// process and stray at most this many ids from id order. The join
+    /// checks both on every kernel it reads, and gives up at the first that
+    /// breaks them.
+    Assumed(i64),
+}
+
+/// The bound [`join`] assumes first: 32 times the largest disorder of the
+/// corpus's exports and 30 times the generator's, and no slower than an
+/// exact bound on the 1M generator export (65,536 would be 1.4× slower: the
+/// kernels read ahead outgrow the cache).
+pub const ASSUMED_DISORDER: i64 = 4096;
+
 /// Calls each launch call's kernels, in `calls` order (a call's kernels in
 /// `kernels` order: a CUDA graph launch has many), as `each(&call, span)`
-/// until it returns false. `kernel_order` is [`disorder`] of `kernels`;
-/// `call_order` gives [`disorder`] of `calls` in the same order, asked for
-/// only when more than [`HOLD`] kernels are held. Returns the most kernels it
-/// held at once (read ahead or not yet dropped).
+/// until it returns false; then reads the kernels left (every kernel is read
+/// once, unless `each` stopped). `call_order` gives [`disorder`] of `calls`
+/// in the same order, asked for only when more than [`HOLD`] kernels are held.
+/// Returns the most kernels it held at once (read ahead or not yet dropped),
+/// or None when an assumed bound did not hold (a kernel of a second process,
+/// or one further out of order): the calls since may have missed kernels, and
+/// the caller joins again with a measured bound.
 pub fn join<T, S: Copy, E>(
     calls: impl Iterator<Item = Result<Call<T>, E>>,
-    mut kernels: impl Iterator<Item = Result<Executed<S>, E>>,
-    kernel_order: &FxHashMap<i64, Disorder>,
+    kernels: impl Iterator<Item = Result<Executed<S>, E>>,
+    bound: Bound<'_>,
     call_order: impl FnOnce() -> Result<FxHashMap<i64, Disorder>, E>,
     mut each: impl FnMut(&T, S) -> bool,
-) -> Result<usize, E> {
+) -> Result<Option<usize>, E> {
+    let mut kernels = kernels.fuse();
     let mut call_order = Some(call_order);
     let mut calls_disorder: Option<FxHashMap<i64, Disorder>> = None;
-    // Kernels read ahead: the first of each (process, id) here, any more (graph
-    // launches) in `more`.
-    let mut ahead: FxHashMap<(i64, i64), S> = FxHashMap::default();
-    let mut more: FxHashMap<(i64, i64), Vec<S>> = FxHashMap::default();
-    let mut procs = Procs::new(kernel_order);
+    let mut held = Held::default();
+    let mut procs = Procs::new(bound);
+    if let Bound::Assumed(_) = bound {
+        // The one process with kernels is the first kernel's.
+        if let Some(k) = kernels.next().transpose()? {
+            if !procs.read(k.pid, k.id) {
+                return Ok(None);
+            }
+            held.add(k);
+        }
+    }
     let mut most = 0;
     for (n, call) in calls.enumerate() {
         let call = call?;
@@ -116,27 +149,20 @@ pub fn join<T, S: Copy, E>(
         };
         while procs.all[p].wants(call.id) {
             let Some(k) = kernels.next().transpose()? else { break };
-            if let Some(q) = procs.index(k.pid) {
-                let r = &mut procs.all[q];
-                (r.read, r.max_read) = (r.read + 1, r.max_read.max(k.id));
+            if !procs.read(k.pid, k.id) {
+                return Ok(None);
             }
-            // The first kernel of an id in `ahead`, the rest in read order in `more`.
-            match ahead.entry((k.pid, k.id)) {
-                Entry::Vacant(v) => {
-                    v.insert(k.span);
-                }
-                Entry::Occupied(_) => more.entry((k.pid, k.id)).or_default().push(k.span),
-            }
+            held.add(k);
         }
         let key = (call.pid, call.id);
-        if let Some(span) = ahead.remove(&key) {
+        if let Some(span) = held.ahead.remove(&key) {
             if !each(&call.row, span) {
-                return Ok(most);
+                return Ok(Some(most));
             }
-            if !more.is_empty() {
-                for span in more.remove(&key).unwrap_or_default() {
+            if !held.more.is_empty() {
+                for span in held.more.remove(&key).unwrap_or_default() {
                     if !each(&call.row, span) {
-                        return Ok(most);
+                        return Ok(Some(most));
                     }
                 }
             }
@@ -144,9 +170,8 @@ pub fn join<T, S: Copy, E>(
         let proc = &mut procs.all[p];
         proc.launched = proc.launched.max(call.id);
         if n % SWEEP_EVERY == SWEEP_EVERY - 1 {
-            let held = ahead.len() + more.values().map(Vec::len).sum::<usize>();
-            most = most.max(held);
-            if held <= HOLD {
+            most = most.max(held.len());
+            if held.len() <= HOLD {
                 continue;
             }
             if let Some(measure) = call_order.take() {
@@ -158,11 +183,47 @@ pub fn join<T, S: Copy, E>(
                 let r = call_order.get(&pid).map_or(0, |d| d.disorder);
                 launched.get(&pid).is_some_and(|&top| id < top.saturating_sub(r))
             };
-            ahead.retain(|key, _| !unmatched(key));
-            more.retain(|key, _| !unmatched(key));
+            held.ahead.retain(|key, _| !unmatched(key));
+            held.more.retain(|key, _| !unmatched(key));
         }
     }
-    Ok(most.max(ahead.len() + more.values().map(Vec::len).sum::<usize>()))
+    most = most.max(held.len());
+    // The kernels after the last launch call's: an assumed bound must hold for them too.
+    for k in kernels {
+        let k = k?;
+        if !procs.read(k.pid, k.id) {
+            return Ok(None);
+        }
+    }
+    Ok(Some(most))
+}
+
+/// Kernels read ahead: the first of each (process, id) in `ahead`, any more
+/// (graph launches) in read order in `more`.
+struct Held<S> {
+    ahead: FxHashMap<(i64, i64), S>,
+    more: FxHashMap<(i64, i64), Vec<S>>,
+}
+
+impl<S> Default for Held<S> {
+    fn default() -> Self {
+        Held { ahead: FxHashMap::default(), more: FxHashMap::default() }
+    }
+}
+
+impl<S> Held<S> {
+    fn add(&mut self, k: Executed<S>) {
+        match self.ahead.entry((k.pid, k.id)) {
+            Entry::Vacant(v) => {
+                v.insert(k.span);
+            }
+            Entry::Occupied(_) => self.more.entry((k.pid, k.id)).or_default().push(k.span),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.ahead.len() + self.more.values().map(Vec::len).sum::<usize>()
+    }
 }
 
 /// The join's state per process with kernels.
@@ -177,6 +238,10 @@ struct Proc {
 }
 
 impl Proc {
+    fn new(pid: i64, order: Disorder) -> Proc {
+        Proc { pid, order, read: 0, max_read: i64::MIN, launched: i64::MIN }
+    }
+
     /// Whether a kernel with `id` may still be unread.
     fn wants(&self, id: i64) -> bool {
         self.read < self.order.rows && self.max_read <= id.saturating_add(self.order.disorder)
@@ -189,16 +254,18 @@ struct Procs {
     all: Vec<Proc>,
     by_pid: FxHashMap<i64, usize>,
     last: Option<(i64, usize)>,
+    /// The assumed bound, which [`Procs::read`] checks.
+    assumed: Option<i64>,
 }
 
 impl Procs {
-    fn new(order: &FxHashMap<i64, Disorder>) -> Self {
-        let all: Vec<Proc> = order
-            .iter()
-            .map(|(&pid, &order)| Proc { pid, order, read: 0, max_read: i64::MIN, launched: i64::MIN })
-            .collect();
+    fn new(bound: Bound<'_>) -> Self {
+        let (all, assumed): (Vec<Proc>, _) = match bound {
+            Bound::Measured(order) => (order.iter().map(|(&pid, &order)| Proc::new(pid, order)).collect(), None),
+            Bound::Assumed(d) => (Vec::new(), Some(d)),
+        };
         let by_pid = all.iter().enumerate().map(|(i, p)| (p.pid, i)).collect();
-        Procs { all, by_pid, last: None }
+        Procs { all, by_pid, last: None, assumed }
     }
 
     fn index(&mut self, pid: i64) -> Option<usize> {
@@ -210,6 +277,28 @@ impl Procs {
                 Some(i)
             }
         }
+    }
+
+    /// Counts a kernel read; false when it breaks an assumed bound. Under one,
+    /// the first kernel's process is the one with kernels, all read to the end.
+    fn read(&mut self, pid: i64, id: i64) -> bool {
+        let i = match (self.index(pid), self.assumed) {
+            (Some(i), _) => i,
+            (None, Some(d)) if self.all.is_empty() => {
+                // Its row count is unknown: its kernels are read to the end of the table.
+                self.all.push(Proc::new(pid, Disorder { rows: u64::MAX, max_id: i64::MIN, disorder: d }));
+                self.by_pid.insert(pid, 0);
+                0
+            }
+            (None, Some(_)) => return false, // a second process
+            (None, None) => return true,     // not in the measured pass: the table changed
+        };
+        let p = &mut self.all[i];
+        if self.assumed.is_some_and(|d| id < p.max_read.saturating_sub(d)) {
+            return false;
+        }
+        (p.read, p.max_read) = (p.read + 1, p.max_read.max(id));
+        true
     }
 }
 
@@ -231,22 +320,28 @@ mod tests {
         out
     }
 
+    /// The streamed join with a measured bound.
     fn streamed(calls: &[Row], kernels: &[Executed<(i64, i64)>]) -> Vec<(Row, (i64, i64))> {
         let k_order = disorder(kernels.iter().map(|k| Ok::<_, Infallible>((k.pid, k.id)))).unwrap();
+        streamed_with(calls, kernels, Bound::Measured(&k_order)).expect("a measured bound holds")
+    }
+
+    /// The streamed join with `bound`; None when the join gave up on it.
+    fn streamed_with(calls: &[Row], kernels: &[Executed<(i64, i64)>], bound: Bound) -> Option<Vec<(Row, (i64, i64))>> {
         let c_order = || disorder(calls.iter().map(|c| Ok::<_, Infallible>((c.0, c.1))));
         let mut out = Vec::new();
         join(
             calls.iter().map(|&c| Ok::<_, Infallible>(Call { pid: c.0, id: c.1, row: c })),
             kernels.iter().map(|k| Ok(Executed { pid: k.pid, id: k.id, span: k.span })),
-            &k_order,
+            bound,
             c_order,
             |row, span| {
                 out.push((*row, span));
                 true
             },
         )
-        .unwrap();
-        out
+        .unwrap()
+        .map(|_| out)
     }
 
     /// A small deterministic generator (xorshift), so the test needs no crate.
@@ -260,44 +355,84 @@ mod tests {
         }
     }
 
-    /// Two processes reusing ids, calls without kernels, kernels without calls
-    /// (driver launches), graph launches with several kernels, and kernels run
-    /// out of launch order on several streams: the streamed join equals the
-    /// nested loop, row for row and in order.
-    #[test]
-    fn equals_the_nested_loop_on_disordered_multi_process_traces() {
-        for seed in 1..40u64 {
-            let mut rng = Rng(seed * 0x9E37_79B9_7F4A_7C15);
-            let mut calls = Vec::new();
-            let mut kernels = Vec::new();
-            for pid in [1, 2] {
-                for id in 0..600i64 {
-                    // Threads interleave: launch calls up to 4 ids out of id order.
-                    let launch = id * 10 + rng.below(45) as i64;
-                    match rng.below(10) {
-                        0 => calls.push((pid, id, launch)),          // no kernel (a sync call)
-                        1 => kernels.push((launch + 5, pid, id, 1)), // no call (a driver launch)
-                        2 => {
-                            calls.push((pid, id, launch));
-                            for _ in 0..3 {
-                                kernels.push((launch + 5 + rng.below(400) as i64, pid, id, 1));
-                                // a graph
-                            }
+    /// Launch calls and kernels of `pids` for ids 0..600 (seeded): calls
+    /// without kernels, kernels without calls (driver launches), graph
+    /// launches with several kernels, and kernels run up to `spread` ns after
+    /// their launch (several streams: out of launch order). Calls by launch
+    /// time, kernels by start, as stored.
+    fn trace(seed: u64, pids: &[i64], spread: u64) -> (Vec<Row>, Vec<Executed<(i64, i64)>>) {
+        let mut rng = Rng(seed * 0x9E37_79B9_7F4A_7C15);
+        let mut calls = Vec::new();
+        let mut kernels = Vec::new();
+        for &pid in pids {
+            for id in 0..600i64 {
+                // Threads interleave: launch calls up to 4 ids out of id order.
+                let launch = id * 10 + rng.below(45) as i64;
+                match rng.below(10) {
+                    0 => calls.push((pid, id, launch)),          // no kernel (a sync call)
+                    1 => kernels.push((launch + 5, pid, id, 1)), // no call (a driver launch)
+                    2 => {
+                        calls.push((pid, id, launch));
+                        for _ in 0..3 {
+                            kernels.push((launch + 5 + rng.below(spread) as i64, pid, id, 1));
+                            // a graph
                         }
-                        _ => {
-                            calls.push((pid, id, launch));
-                            kernels.push((launch + 5 + rng.below(400) as i64, pid, id, 1));
-                        }
+                    }
+                    _ => {
+                        calls.push((pid, id, launch));
+                        kernels.push((launch + 5 + rng.below(spread) as i64, pid, id, 1));
                     }
                 }
             }
-            // Stored order: launch time for calls, start time for kernels.
-            calls.sort_by_key(|c| c.2);
-            kernels.sort_by_key(|k| k.0);
-            let kernels: Vec<Executed<(i64, i64)>> =
-                kernels.iter().map(|&(start, pid, id, d)| Executed { pid, id, span: (start, start + d) }).collect();
+        }
+        calls.sort_by_key(|c| c.2);
+        kernels.sort_by_key(|k| k.0);
+        let kernels =
+            kernels.iter().map(|&(start, pid, id, d)| Executed { pid, id, span: (start, start + d) }).collect();
+        (calls, kernels)
+    }
+
+    /// Two processes reusing ids, and everything else [`trace`] makes: the
+    /// streamed join equals the nested loop, row for row and in order.
+    #[test]
+    fn equals_the_nested_loop_on_disordered_multi_process_traces() {
+        for seed in 1..40u64 {
+            let (calls, kernels) = trace(seed, &[1, 2], 400);
             assert_eq!(streamed(&calls, &kernels), oracle(&calls, &kernels), "seed {seed}");
         }
+    }
+
+    /// An assumed bound gives the nested loop's rows where it holds, and gives
+    /// up (None) where the kernels are of two processes or stray further,
+    /// whether the kernel that breaks it is read during the launches or after
+    /// the last one.
+    #[test]
+    fn an_assumed_bound_is_exact_where_it_holds_and_gives_up_where_not() {
+        for seed in 1..40u64 {
+            let (calls, kernels) = trace(seed, &[7], 400);
+            let d = worst(&disorder(kernels.iter().map(|k| Ok::<_, Infallible>((k.pid, k.id)))).unwrap());
+            assert!(d > 4, "seed {seed}: the trace is out of order ({d})");
+            let exact = streamed_with(&calls, &kernels, Bound::Assumed(d));
+            assert_eq!(exact, Some(oracle(&calls, &kernels)), "seed {seed}");
+            assert_eq!(streamed_with(&calls, &kernels, Bound::Assumed(d + 100)), exact, "seed {seed}");
+            assert_eq!(streamed_with(&calls, &kernels, Bound::Assumed(d - 1)), None, "seed {seed}");
+            let (calls, kernels) = trace(seed, &[1, 2], 400);
+            assert_eq!(streamed_with(&calls, &kernels, Bound::Assumed(1 << 20)), None, "seed {seed}");
+        }
+        // Broken only by kernels after the last launch call: of a second
+        // process, or far out of order.
+        let calls: Vec<Row> = (0..50).map(|i| (1, i, i * 10)).collect();
+        let mut kernels: Vec<Executed<(i64, i64)>> =
+            (0..60).map(|i| Executed { pid: 1, id: i, span: (i * 10 + 3, i * 10 + 4) }).collect();
+        assert_eq!(streamed_with(&calls, &kernels, Bound::Assumed(8)).map(|rows| rows.len()), Some(50));
+        kernels.push(Executed { pid: 2, id: 70, span: (800, 801) });
+        assert_eq!(streamed_with(&calls, &kernels, Bound::Assumed(8)), None);
+        kernels.pop();
+        kernels.push(Executed { pid: 1, id: 40, span: (800, 801) });
+        assert_eq!(streamed_with(&calls, &kernels, Bound::Assumed(8)), None);
+        // Call 40 gets both of its kernels (a graph), the late one included.
+        let both = streamed_with(&calls, &kernels, Bound::Assumed(19)).expect("19 ids is the disorder");
+        assert_eq!((both.len(), &both), (51, &oracle(&calls, &kernels)));
     }
 
     #[test]
@@ -324,14 +459,15 @@ mod tests {
         let most = join(
             calls.iter().map(|&c| Ok::<_, Infallible>(Call { pid: c.0, id: c.1, row: c })),
             kernels.iter().map(|k| Ok(Executed { pid: k.pid, id: k.id, span: k.span })),
-            &k_order,
+            Bound::Measured(&k_order),
             c_order,
             |_, _| {
                 matched += 1;
                 true
             },
         )
-        .unwrap();
+        .unwrap()
+        .expect("a measured bound holds");
         assert_eq!(matched, n / 2);
         assert!(most <= HOLD + SWEEP_EVERY + 1, "held {most} kernels at once");
     }

@@ -138,6 +138,15 @@ pub enum Order {
     Sorted,
 }
 
+/// How the launch join learns how far the kernel table strays from
+/// correlation-id order ([`super::launch_join`]): assumed and checked on the
+/// way (no pass of its own), or measured by a pass over the ids first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelOrder {
+    Assumed,
+    Measured,
+}
+
 /// nsys packs the process id into globalTid/globalPid: pid = (gid >> 24) & 0xFFFFFF.
 pub(crate) fn pid_of(global_id: i64) -> i64 {
     (global_id >> 24) & 0xFF_FFFF
@@ -487,7 +496,10 @@ impl NsysDb {
     /// interned through `strings`), so that the table is read once for both
     /// (unless `each` stopped the pass).
     ///
-    /// Joined in one streaming pass ([`super::launch_join`]) after a pass
+    /// Joined in one streaming pass ([`super::launch_join`]). With
+    /// [`KernelOrder::Assumed`] it returns false where the assumption did not
+    /// hold: what went to `each` and `every_kernel` is then incomplete, and the
+    /// caller starts again with [`KernelOrder::Measured`], whose first pass
     /// over the kernels' ids measures how far their stored order strays from
     /// id order. An export that strays further than
     /// [`launch_join::MAX_DISORDER`] is joined by SQLite (slower: it indexes
@@ -495,20 +507,22 @@ impl NsysDb {
     pub fn each_launched(
         &self,
         order: Order,
+        kernel_order: KernelOrder,
         strings: &FxHashMap<i64, u32>,
         mut every_kernel: impl FnMut(Kernel),
         mut each: impl FnMut(Launched) -> bool,
-    ) -> Result<(), Error> {
+    ) -> Result<bool, Error> {
         if !self.has_table("CUPTI_ACTIVITY_KIND_KERNEL") {
-            return Ok(());
+            return Ok(true);
         }
         let table = self.kernel_table();
         if !self.has_table("CUPTI_ACTIVITY_KIND_RUNTIME") {
             // No launch calls to join: a rare export, whose devices are read.
-            return self.each_kernel(&table, strings, true, |k| {
+            self.each_kernel(&table, strings, true, |k| {
                 every_kernel(k);
                 true
-            });
+            })?;
+            return Ok(true);
         }
         let r_pid = if table.by_process { "globalTid >> 24" } else { "0" };
         let order_by = if order == Order::Sorted { "ORDER BY start" } else { "" };
@@ -524,21 +538,34 @@ impl NsysDb {
                 std::iter::from_fn(|| rows.step().map(|more| more.then(|| (rows.int(0), rows.int(1)))).transpose());
             launch_join::disorder(rows).map_err(sql)
         };
-        let kernel_order = &ids(&table.ids())?;
-        let with_device = kernel_order.len() > 1;
-        let worst = launch_join::worst(kernel_order);
-        if worst > launch_join::MAX_DISORDER {
-            tracing::debug!("{}: correlation ids {worst} out of order: SQLite joins the kernels", self.path.display());
-            self.each_kernel(&table, strings, with_device, |k| {
-                every_kernel(k);
-                true
-            })?;
-            return self.each_launched_by_sqlite(order, &table, strings, each);
-        }
+        let measured;
+        let bound = match kernel_order {
+            KernelOrder::Assumed => launch_join::Bound::Assumed(launch_join::ASSUMED_DISORDER),
+            KernelOrder::Measured => {
+                measured = ids(&table.ids())?;
+                let worst = launch_join::worst(&measured);
+                if worst > launch_join::MAX_DISORDER {
+                    tracing::debug!(
+                        "{}: correlation ids {worst} out of order: SQLite joins the kernels",
+                        self.path.display()
+                    );
+                    self.each_kernel(&table, strings, measured.len() > 1, |k| {
+                        every_kernel(k);
+                        true
+                    })?;
+                    self.each_launched_by_sqlite(order, &table, strings, each)?;
+                    return Ok(true);
+                }
+                launch_join::Bound::Measured(&measured)
+            }
+        };
+        // Devices tell the processes' kernels apart; one process needs none
+        // (an assumed bound holds only for one).
+        let with_device = matches!(bound, launch_join::Bound::Measured(order) if order.len() > 1);
         let mut k_rows = Rows::query(&self.conn, &table.rows(with_device)).map_err(sql)?;
         let mut c_rows = Rows::query(&self.conn, &calls).map_err(sql)?;
         // Every kernel row goes to `every_kernel`; those with an id, to the join.
-        let mut k_rows = std::iter::from_fn(|| loop {
+        let k_rows = std::iter::from_fn(|| loop {
             match k_rows.step().map_err(sql) {
                 Ok(true) => {}
                 Ok(false) => return None,
@@ -556,26 +583,19 @@ impl NsysDb {
         });
         // The launch calls' disorder is measured only if the join asks.
         let call_order = || ids(&calls);
-        let mut stopped = false;
-        let held = launch_join::join(
-            c_rows,
-            k_rows.by_ref(),
-            kernel_order,
-            call_order,
-            |&(global_tid, launch), k: Kernel| {
-                let (start, end, name, graph) = (k.start, k.end, k.name, k.graph);
-                stopped = !each(Launched { global_tid, launch, start, end, name, graph });
-                !stopped
-            },
-        )?;
-        if !stopped {
-            // The kernels after the last launch call's.
-            for k in k_rows {
-                k?;
-            }
+        let joined = launch_join::join(c_rows, k_rows, bound, call_order, |&(global_tid, launch), k: Kernel| {
+            let (start, end, name, graph) = (k.start, k.end, k.name, k.graph);
+            each(Launched { global_tid, launch, start, end, name, graph })
+        })?;
+        let bounded = match bound {
+            launch_join::Bound::Assumed(d) => format!("ids assumed out of order by at most {d}"),
+            launch_join::Bound::Measured(order) => format!("ids out of order by at most {}", launch_join::worst(order)),
+        };
+        match joined {
+            Some(held) => tracing::debug!("launch join: {bounded}; at most {held} kernels held"),
+            None => tracing::debug!("launch join: {bounded}, which the kernels break: joining again after measuring"),
         }
-        tracing::debug!("launch join: ids out of order by at most {worst}; at most {held} kernels held");
-        Ok(())
+        Ok(joined.is_some())
     }
 
     /// [`Self::each_launched`] by SQLite's join, for exports whose ids stray too far.
