@@ -362,6 +362,31 @@ fn rows_stored_out_of_time_order_give_the_same_reports() {
     assert_same_reports(&db, &copy);
 }
 
+/// The range reader names domains from their create events as it meets them
+/// (a domain is created before its ranges). A copy that stores the create
+/// event after every range still names them, from a query of all the domains,
+/// with the same reports.
+#[test]
+fn a_domain_created_after_its_ranges_in_stored_order_still_names_them() {
+    let Some(db) = corpus!(MEMFUSION) else { return };
+    let (_dir, copy, conn) = writable_copy(&db);
+    conn.execute_batch(
+        "CREATE TABLE t AS SELECT * FROM NVTX_EVENTS WHERE eventType = 75; \
+         DELETE FROM NVTX_EVENTS WHERE eventType = 75; INSERT INTO NVTX_EVENTS SELECT * FROM t; DROP TABLE t;",
+    )
+    .unwrap();
+    let last: (i64, String) = conn
+        .query_row("SELECT eventType, text FROM NVTX_EVENTS ORDER BY rowid DESC LIMIT 1", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    assert_eq!(last, (75, "TensorRT".to_string()), "the copy stores the domain's create event last");
+    drop(conn);
+    let (regions, _, _) = ingest(&copy);
+    assert!(regions.regions.iter().any(|r| r.domain == "TensorRT"), "ranges named with their domain");
+    assert_same_reports(&db, &copy);
+}
+
 /// A copy of the memfusion export whose correlation ids (kernels and launch
 /// calls alike) are multiplied by `factor` and whose kernels are stored newest
 /// first; with how far the kernels' ids fall in that order.

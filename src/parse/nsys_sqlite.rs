@@ -378,8 +378,16 @@ impl NsysDb {
     }
 
     /// NVTX push/pop and start/end ranges that have ended, each passed to
-    /// `each` (with the names, to intern more) until it returns false; in time order (outer range first when
-    /// two start together) with [`Order::Sorted`].
+    /// `each` (with the names, to intern more) until it returns false; in
+    /// time order (outer range first when two start together) with
+    /// [`Order::Sorted`].
+    ///
+    /// Domain names come from the domains' create events, which the same
+    /// scan reads: a domain is created before its first range, so its event
+    /// comes first in time order, and first as stored in every export we have.
+    /// A range whose domain was not created before it has all the domains
+    /// read by a query of their own (once): a scan of the table, saved
+    /// where the order holds.
     pub fn each_range(
         &self,
         names: &mut Names,
@@ -392,30 +400,49 @@ impl NsysDb {
         }
         let push_pop = self.event_type("NvtxPushPopRange", PUSH_POP);
         let start_end = self.event_type("NvtxStartEndRange", START_END);
-        let domains: FxHashMap<i64, u32> =
-            self.domains()?.into_iter().map(|(id, name)| (id, names.intern(&name))).collect();
+        let create = self.event_type("NvtxDomainCreate", DOMAIN_CREATE);
         let cols = self.columns("NVTX_EVENTS");
         let text_id = if cols.contains("textId") { "e.textId" } else { "NULL" };
         let domain = if cols.contains("domainId") { "COALESCE(e.domainId, 0)" } else { "0" };
         let order_by = if order == Order::Sorted { "ORDER BY e.start, e.end DESC" } else { "" };
         let sql = format!(
             "SELECT e.start, e.end, e.eventType, e.text, {text_id}, {domain}, e.globalTid FROM NVTX_EVENTS e \
-             WHERE e.eventType IN ({push_pop}, {start_end}) AND e.end IS NOT NULL {order_by}"
+             WHERE (e.eventType IN ({push_pop}, {start_end}) AND e.end IS NOT NULL) OR e.eventType = {create} {order_by}"
         );
         let what = "NVTX_EVENTS";
+        let mut domains: FxHashMap<i64, u32> = FxHashMap::default();
+        let mut all_domains = false;
         let mut rows = Rows::query(&self.conn, &sql).map_err(|e| self.sql_error(what, e))?;
         while rows.step().map_err(|e| self.sql_error(what, e))? {
+            let kind = rows.int(2);
+            if kind == create {
+                domains.insert(rows.int(5), names.intern(&rows.text(3).unwrap_or_default()));
+                continue;
+            }
             // Unregistered strings are inline in `text`; registered ones are StringIds via textId.
             let name = match rows.text(3) {
                 Some(text) => names.intern(&text),
                 None => rows.opt_int(4).and_then(|id| strings.get(&id).copied()).unwrap_or(0),
             };
+            let domain = match (rows.int(5), domains.get(&rows.int(5))) {
+                (_, Some(&domain)) => domain,
+                // The default domain is never created.
+                (0, None) => 0,
+                (id, None) if !all_domains => {
+                    all_domains = true;
+                    for (id, name) in self.domains()? {
+                        domains.insert(id, names.intern(&name));
+                    }
+                    domains.get(&id).copied().unwrap_or(0)
+                }
+                (_, None) => 0,
+            };
             let range = NvtxRange {
                 start: rows.int(0),
                 end: rows.int(1),
-                style: if rows.int(2) == push_pop { Style::PushPop } else { Style::StartEnd },
+                style: if kind == push_pop { Style::PushPop } else { Style::StartEnd },
                 name,
-                domain: domains.get(&rows.int(5)).copied().unwrap_or(0),
+                domain,
                 global_tid: rows.int(6),
             };
             if !each(range, names) {
