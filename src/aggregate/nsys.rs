@@ -467,6 +467,12 @@ fn sweep(
 ) -> Result<Result<Swept, Plan>, Error> {
     // Set when the launch reader gives up, so that the range reader stops too.
     let given_up = std::sync::atomic::AtomicBool::new(false);
+    // Each reader opens its own connection. The first plan only scans; the
+    // others may have SQLite sort or join.
+    let open = || match plan {
+        Plan { order: Order::Stored, kernels: KernelOrder::Assumed } => NsysDb::open(path)?.for_stored_scans(),
+        _ => NsysDb::open(path),
+    };
     std::thread::scope(|s| {
         let given_up = &given_up;
         let (range_tx, range_rx) = std::sync::mpsc::sync_channel(IN_FLIGHT);
@@ -476,7 +482,7 @@ fn sweep(
         let comm =
             std::sync::Arc::new(names.all().iter().map(|n| crate::kernel_names::is_comm(n)).collect::<Vec<bool>>());
         let ranges = s.spawn(move || {
-            let db = NsysDb::open(path)?;
+            let db = open()?;
             let mut out = Batcher::new(range_tx);
             let mut normalizer = Normalizer::new(strip);
             db.each_range(&mut range_names, strings, plan.order, |mut r, names| {
@@ -487,7 +493,7 @@ fn sweep(
             Ok::<_, Error>((range_names, normalizer.finish()))
         });
         let launches = s.spawn(move || {
-            let db = NsysDb::open(path)?;
+            let db = open()?;
             let mut out = Batcher::new(launch_tx);
             let mut totals = KernelTotals::new(comm);
             let held =

@@ -267,6 +267,18 @@ impl NsysDb {
         &self.path
     }
 
+    /// A connection that only scans tables in stored order (no `ORDER BY`, no
+    /// join by SQLite) reads each page once: a page cache of 256 KiB holds
+    /// the B-trees' inner pages it comes back to. SQLite's default, 2 MB,
+    /// filled up with leaves read once and cost 6.7 MiB of peak memory over
+    /// the two readers of an ingestion (35.5 vs 42.2 MiB at 1M, same time).
+    /// SQLite's sorter sizes its runs by this cache, so sorted reads keep
+    /// the default.
+    pub fn for_stored_scans(self) -> Result<NsysDb, Error> {
+        self.conn.pragma_update(None, "cache_size", -256).map_err(|e| self.sql_error("PRAGMA cache_size", e))?;
+        Ok(self)
+    }
+
     pub(crate) fn has_table(&self, t: &str) -> bool {
         self.tables.contains(t)
     }
