@@ -138,6 +138,11 @@ pub enum Order {
     Sorted,
 }
 
+/// Kernels travel from their reader to the launch join in batches of this
+/// many, up to this many batches in flight.
+const KERNEL_BATCH: usize = 4096;
+const KERNEL_BATCHES: usize = 16;
+
 /// How the launch join learns how far the kernel table strays from
 /// correlation-id order ([`super::launch_join`]): assumed and checked on the
 /// way (no pass of its own), or measured by a pass over the ids first.
@@ -275,8 +280,17 @@ impl NsysDb {
     /// SQLite's sorter sizes its runs by this cache, so sorted reads keep
     /// the default.
     pub fn for_stored_scans(self) -> Result<NsysDb, Error> {
-        self.conn.pragma_update(None, "cache_size", -256).map_err(|e| self.sql_error("PRAGMA cache_size", e))?;
+        self.with_cache_size(-256)
+    }
+
+    /// SQLite's `cache_size` (pages; negative: KiB).
+    fn with_cache_size(self, size: i64) -> Result<NsysDb, Error> {
+        self.conn.pragma_update(None, "cache_size", size).map_err(|e| self.sql_error("PRAGMA cache_size", e))?;
         Ok(self)
+    }
+
+    fn cache_size(&self) -> i64 {
+        self.conn.query_row("PRAGMA cache_size", [], |r| r.get(0)).unwrap_or(-2000)
     }
 
     pub(crate) fn has_table(&self, t: &str) -> bool {
@@ -548,7 +562,7 @@ impl NsysDb {
         order: Order,
         kernel_order: KernelOrder,
         strings: &FxHashMap<i64, u32>,
-        mut every_kernel: impl FnMut(Kernel),
+        mut every_kernel: impl FnMut(Kernel) + Send,
         mut each: impl FnMut(Launched) -> bool,
     ) -> Result<bool, Error> {
         if !self.has_table("CUPTI_ACTIVITY_KIND_KERNEL") {
@@ -601,30 +615,48 @@ impl NsysDb {
         // Devices tell the processes' kernels apart; one process needs none
         // (an assumed bound holds only for one).
         let with_device = matches!(bound, launch_join::Bound::Measured(order) if order.len() > 1);
-        let mut k_rows = Rows::query(&self.conn, &table.rows(with_device)).map_err(sql)?;
         let mut c_rows = Rows::query(&self.conn, &calls).map_err(sql)?;
-        // Every kernel row goes to `every_kernel`; those with an id, to the join.
-        let k_rows = std::iter::from_fn(|| loop {
-            match k_rows.step().map_err(sql) {
-                Ok(true) => {}
-                Ok(false) => return None,
-                Err(e) => return Some(Err(e)),
-            }
-            let kernel = KernelTable::kernel(&k_rows, strings);
-            every_kernel(kernel);
-            if let Some(id) = k_rows.opt_int(1) {
-                return Some(Ok(launch_join::Executed { pid: k_rows.int(0), id, span: kernel }));
-            }
-        });
         let c_rows = std::iter::from_fn(|| {
             let call = |r: &Rows| launch_join::Call { pid: r.int(0), id: r.int(1), row: (r.int(2), r.int(3)) };
             c_rows.step().map(|more| more.then(|| call(&c_rows))).map_err(sql).transpose()
         });
         // The launch calls' disorder is measured only if the join asks.
         let call_order = || ids(&calls);
-        let joined = launch_join::join(c_rows, k_rows, bound, call_order, |&(global_tid, launch), k: Kernel| {
-            let (start, end, name, graph) = (k.start, k.end, k.name, k.graph);
-            each(Launched { global_tid, launch, start, end, name, graph })
+        let kernel_rows = table.rows(with_device);
+        let (path, cache) = (self.path.as_path(), self.cache_size());
+        let joined = std::thread::scope(|s| {
+            // The kernel table is read on a thread of its own (its own
+            // connection, with this one's page cache), which gives every kernel
+            // to `every_kernel` and sends those with an id to the join here.
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<launch_join::Executed<Kernel>>>(KERNEL_BATCHES);
+            let reader = s.spawn(move || -> Result<(), Error> {
+                let db = NsysDb::open(path)?.with_cache_size(cache)?;
+                let sql = |e| db.sql_error(what, e);
+                let mut rows = Rows::query(&db.conn, &kernel_rows).map_err(sql)?;
+                let mut batch = Vec::with_capacity(KERNEL_BATCH);
+                while rows.step().map_err(sql)? {
+                    let kernel = KernelTable::kernel(&rows, strings);
+                    every_kernel(kernel);
+                    if let Some(id) = rows.opt_int(1) {
+                        batch.push(launch_join::Executed { pid: rows.int(0), id, span: kernel });
+                        if batch.len() == KERNEL_BATCH {
+                            let full = std::mem::replace(&mut batch, Vec::with_capacity(KERNEL_BATCH));
+                            if tx.send(full).is_err() {
+                                return Ok(()); // the join stopped
+                            }
+                        }
+                    }
+                }
+                let _ = tx.send(batch);
+                Ok(())
+            });
+            let k_rows = rx.into_iter().flatten().map(Ok);
+            let joined = launch_join::join(c_rows, k_rows, bound, call_order, |&(global_tid, launch), k: Kernel| {
+                let (start, end, name, graph) = (k.start, k.end, k.name, k.graph);
+                each(Launched { global_tid, launch, start, end, name, graph })
+            });
+            let read = reader.join().expect("the kernel reader does not panic");
+            read.and(joined)
         })?;
         let bounded = match bound {
             launch_join::Bound::Assumed(d) => format!("ids assumed out of order by at most {d}"),
