@@ -238,8 +238,12 @@ mod tests {
     #[test]
     fn finds_the_agent_by_its_session_name() {
         // A stand-in whose command line has the agent's shape, for nsys pid 4242.
+        // It waits in the shell's own `read` (on a pipe we hold): a command
+        // such as `sleep` is forked, and the child carries the same command
+        // line until it execs, so the scan could find two.
         let mut agent = std::process::Command::new("sh")
-            .args(["-c", "sleep 5", "nsys", "--start-agent", "--session-name=profile-python-4242", "--shm-name=x"])
+            .args(["-c", "read -r _", "nsys", "--start-agent", "--session-name=profile-python-4242", "--shm-name=x"])
+            .stdin(std::process::Stdio::piped())
             .spawn()
             .unwrap();
         // Right after spawn, /proc/<pid>/cmdline may still be the parent's (before exec).
