@@ -362,6 +362,24 @@ fn rows_stored_out_of_time_order_give_the_same_reports() {
     assert_same_reports(&db, &copy);
 }
 
+/// Rows that even SQLite's sort cannot put in time order (a start stored as
+/// text sorts after every number and reads as 0) end the ingestion with an
+/// error naming the file, not a report of the rows before it.
+#[test]
+fn rows_out_of_order_after_sorting_are_an_error_not_a_partial_report() {
+    let Some(db) = corpus!(MEMFUSION) else { return };
+    let (_dir, copy, conn) = writable_copy(&db);
+    conn.execute_batch(
+        "UPDATE NVTX_EVENTS SET start = 'late' WHERE rowid = \
+         (SELECT rowid FROM NVTX_EVENTS WHERE eventType = 59 ORDER BY start LIMIT 1 OFFSET 3);",
+    )
+    .unwrap();
+    drop(conn);
+    let err = aggregate::ingest(&NsysDb::open(&copy).unwrap(), &[], 0).err().expect("an error, not a report");
+    assert_eq!(err.kind, ErrorKind::Internal);
+    assert!(err.message.contains("copy.sqlite: rows still out of order"), "{}", err.message);
+}
+
 /// The range reader names domains from their create events as it meets them
 /// (a domain is created before its ranges). A copy that stores the create
 /// event after every range still names them, from a query of all the domains,

@@ -455,9 +455,9 @@ struct Swept {
 }
 
 /// The sweep over ranges and launches read as `plan` says, with the names
-/// the range reader interned and what its normalizer did; or the plan to
-/// sweep again with, where this one did not hold (rows out of time order, or
-/// kernels not as assumed).
+/// the range reader interned and what its normalizer did; or, where this one
+/// did not hold (rows out of time order, or kernels not as assumed), the plan
+/// that would mend it (the same plan when nothing can).
 fn sweep(
     path: &Path,
     names: &Names,
@@ -510,11 +510,14 @@ fn sweep(
         // The readers end when their streams end or the sweep drops them.
         let (names, normalized) = ranges.join().expect("the range reader does not panic")?;
         let (totals, held) = launches.join().expect("the launch reader does not panic")?;
-        let next = Plan {
-            order: if in_order? { plan.order } else { Order::Sorted },
+        let in_order = in_order?;
+        if in_order && held {
+            return Ok(Ok(Swept { sweep, names, normalized, kernels: totals }));
+        }
+        Ok(Err(Plan {
+            order: if in_order { plan.order } else { Order::Sorted },
             kernels: if held { plan.kernels } else { KernelOrder::Measured },
-        };
-        Ok(if next == plan { Ok(Swept { sweep, names, normalized, kernels: totals }) } else { Err(next) })
+        }))
     })
 }
 
