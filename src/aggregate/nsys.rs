@@ -23,6 +23,7 @@ use std::path::Path;
 
 use super::runs::{self, Runs};
 use crate::error::Error;
+use crate::parse::batched::{self, Stream};
 use crate::parse::nsys_sqlite::{
     odd_note, pid_of, plausible, tid_of, Kernel, KernelOrder, Launched, Names, NsysDb, NvtxRange, Order, Style,
 };
@@ -323,55 +324,6 @@ struct Plan {
     kernels: KernelOrder,
 }
 
-/// Rows travel between threads in batches of this many,
-const BATCH: usize = 4096;
-/// with up to this many batches in flight per stream (~3 MB): room for a
-/// reader to run ahead while the sweep waits on the other stream.
-const IN_FLIGHT: usize = 16;
-
-/// Sends rows in batches; false once the receiver is gone (the sweep stopped).
-struct Batcher<T> {
-    tx: std::sync::mpsc::SyncSender<Vec<T>>,
-    buf: Vec<T>,
-}
-
-impl<T> Batcher<T> {
-    fn new(tx: std::sync::mpsc::SyncSender<Vec<T>>) -> Self {
-        Batcher { tx, buf: Vec::with_capacity(BATCH) }
-    }
-
-    fn push(&mut self, row: T) -> bool {
-        self.buf.push(row);
-        self.buf.len() < BATCH || self.flush()
-    }
-
-    fn flush(&mut self) -> bool {
-        let full = std::mem::replace(&mut self.buf, Vec::with_capacity(BATCH));
-        full.is_empty() || self.tx.send(full).is_ok()
-    }
-}
-
-/// Rows of a batched stream, one at a time.
-struct Stream<T> {
-    rx: std::sync::mpsc::Receiver<Vec<T>>,
-    batch: std::vec::IntoIter<T>,
-}
-
-impl<T> Stream<T> {
-    fn new(rx: std::sync::mpsc::Receiver<Vec<T>>) -> Self {
-        Stream { rx, batch: Vec::new().into_iter() }
-    }
-
-    fn next(&mut self) -> Option<T> {
-        loop {
-            if let Some(row) = self.batch.next() {
-                return Some(row);
-            }
-            self.batch = self.rx.recv().ok()?.into_iter();
-        }
-    }
-}
-
 /// A process id and a CUDA device (None when not read).
 type ProcessDevice = (i64, Option<i64>);
 
@@ -475,38 +427,41 @@ fn sweep(
     };
     std::thread::scope(|s| {
         let given_up = &given_up;
-        let (range_tx, range_rx) = std::sync::mpsc::sync_channel(IN_FLIGHT);
-        let (launch_tx, launch_rx) = std::sync::mpsc::sync_channel(IN_FLIGHT);
+        let (mut range_out, range_in) = batched::channel();
+        let (mut launch_out, launch_in) = batched::channel();
         let mut range_names = names.clone();
         // Kernel names are the export's strings, interned before the readers start.
         let comm =
             std::sync::Arc::new(names.all().iter().map(|n| crate::kernel_names::is_comm(n)).collect::<Vec<bool>>());
         let ranges = s.spawn(move || {
             let db = open()?;
-            let mut out = Batcher::new(range_tx);
             let mut normalizer = Normalizer::new(strip);
             db.each_range(&mut range_names, strings, plan.order, |mut r, names| {
                 r.name = normalizer.rename(names, r.name);
-                out.push(r) && !given_up.load(std::sync::atomic::Ordering::Relaxed)
+                range_out.push(r) && !given_up.load(std::sync::atomic::Ordering::Relaxed)
             })?;
-            out.flush();
+            range_out.flush();
             Ok::<_, Error>((range_names, normalizer.finish()))
         });
         let launches = s.spawn(move || {
             let db = open()?;
-            let mut out = Batcher::new(launch_tx);
             let mut totals = KernelTotals::new(comm);
-            let held =
-                db.each_launched(plan.order, plan.kernels, strings, |k| totals.add(k, strings), |l| out.push(l))?;
+            let held = db.each_launched(
+                plan.order,
+                plan.kernels,
+                strings,
+                |k| totals.add(k, strings),
+                |l| launch_out.push(l),
+            )?;
             if held {
-                out.flush();
+                launch_out.flush();
             } else {
                 given_up.store(true, std::sync::atomic::Ordering::Relaxed);
             }
             totals.failed.take().map_or(Ok((totals, held)), Err)
         });
         let mut sweep = Sweep::default();
-        let in_order = sweep.run(Stream::new(range_rx), Stream::new(launch_rx));
+        let in_order = sweep.run(range_in, launch_in);
         // The readers end when their streams end or the sweep drops them.
         let (names, normalized) = ranges.join().expect("the range reader does not panic")?;
         let (totals, held) = launches.join().expect("the launch reader does not panic")?;
@@ -1028,9 +983,12 @@ mod tests {
 
     /// Streams fed from vectors, as the readers would send them.
     fn stream<T: Send>(rows: Vec<T>) -> Stream<T> {
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        tx.send(rows).unwrap();
-        Stream::new(rx)
+        let (mut out, stream) = batched::channel();
+        for row in rows {
+            out.push(row);
+        }
+        out.flush();
+        stream
     }
 
     /// A CUDA graph launched inside `decode::step` runs three kernels under one

@@ -6,7 +6,9 @@
 //! - [`mapped`]: a file mapped read-only for the readers that scan big inputs on every core;
 //! - [`launch_join`]: kernels joined to their launch calls in one streaming pass;
 //! - [`nsys_csv`]: an `nsys stats` kernel summary CSV;
-//! - [`sqlite_rows`]: a bare SQLite statement for the hot loops of those readers.
+//! - [`sqlite_rows`]: a bare SQLite statement for the hot loops of those readers;
+//! - [`batched`]: rows handed from a reader thread to their consumer in batches.
+pub mod batched;
 pub mod input;
 pub mod launch_join;
 pub mod mapped;

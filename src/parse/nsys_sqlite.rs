@@ -14,6 +14,7 @@ use rustc_hash::FxHashMap;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
+use super::batched;
 use super::launch_join;
 use super::sqlite_rows::Rows;
 use crate::error::{Error, ErrorKind};
@@ -137,11 +138,6 @@ pub enum Order {
     Stored,
     Sorted,
 }
-
-/// Kernels travel from their reader to the launch join in batches of this
-/// many, up to this many batches in flight.
-const KERNEL_BATCH: usize = 4096;
-const KERNEL_BATCHES: usize = 16;
 
 /// How the launch join learns how far the kernel table strays from
 /// correlation-id order ([`super::launch_join`]): assumed and checked on the
@@ -628,29 +624,24 @@ impl NsysDb {
             // The kernel table is read on a thread of its own (its own
             // connection, with this one's page cache), which gives every kernel
             // to `every_kernel` and sends those with an id to the join here.
-            let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<launch_join::Executed<Kernel>>>(KERNEL_BATCHES);
+            let (mut out, k_rows) = batched::channel();
             let reader = s.spawn(move || -> Result<(), Error> {
                 let db = NsysDb::open(path)?.with_cache_size(cache)?;
                 let sql = |e| db.sql_error(what, e);
                 let mut rows = Rows::query(&db.conn, &kernel_rows).map_err(sql)?;
-                let mut batch = Vec::with_capacity(KERNEL_BATCH);
                 while rows.step().map_err(sql)? {
                     let kernel = KernelTable::kernel(&rows, strings);
                     every_kernel(kernel);
                     if let Some(id) = rows.opt_int(1) {
-                        batch.push(launch_join::Executed { pid: rows.int(0), id, span: kernel });
-                        if batch.len() == KERNEL_BATCH {
-                            let full = std::mem::replace(&mut batch, Vec::with_capacity(KERNEL_BATCH));
-                            if tx.send(full).is_err() {
-                                return Ok(()); // the join stopped
-                            }
+                        if !out.push(launch_join::Executed { pid: rows.int(0), id, span: kernel }) {
+                            return Ok(()); // the join stopped
                         }
                     }
                 }
-                let _ = tx.send(batch);
+                out.flush();
                 Ok(())
             });
-            let k_rows = rx.into_iter().flatten().map(Ok);
+            let k_rows = k_rows.map(Ok);
             let joined = launch_join::join(c_rows, k_rows, bound, call_order, |&(global_tid, launch), k: Kernel| {
                 let (start, end, name, graph) = (k.start, k.end, k.name, k.graph);
                 each(Launched { global_tid, launch, start, end, name, graph })
