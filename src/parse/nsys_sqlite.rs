@@ -28,6 +28,8 @@ pub struct NsysDb {
     conn: Connection,
     path: PathBuf,
     tables: HashSet<String>,
+    /// Set up for scans in stored order ([`NsysDb::for_stored_scans`]).
+    stored_scans: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -261,7 +263,7 @@ impl NsysDb {
                 "a SQLite database, but not an Nsight Systems export (no StringIds/metadata tables)".into()
             ));
         }
-        Ok(NsysDb { conn, path: path.to_path_buf(), tables })
+        Ok(NsysDb { conn, path: path.to_path_buf(), tables, stored_scans: false })
     }
 
     pub fn path(&self) -> &Path {
@@ -275,18 +277,21 @@ impl NsysDb {
     /// the two readers of an ingestion (35.5 vs 42.2 MiB at 1M, same time).
     /// SQLite's sorter sizes its runs by this cache, so sorted reads keep
     /// the default.
-    pub fn for_stored_scans(self) -> Result<NsysDb, Error> {
-        self.with_cache_size(-256)
-    }
-
-    /// SQLite's `cache_size` (pages; negative: KiB).
-    fn with_cache_size(self, size: i64) -> Result<NsysDb, Error> {
-        self.conn.pragma_update(None, "cache_size", size).map_err(|e| self.sql_error("PRAGMA cache_size", e))?;
+    pub fn for_stored_scans(mut self) -> Result<NsysDb, Error> {
+        self.conn.pragma_update(None, "cache_size", -256).map_err(|e| self.sql_error("PRAGMA cache_size", e))?;
+        self.stored_scans = true;
         Ok(self)
     }
 
-    fn cache_size(&self) -> i64 {
-        self.conn.query_row("PRAGMA cache_size", [], |r| r.get(0)).unwrap_or(-2000)
+    /// Another connection to the same export, set up as this one, for a
+    /// reader on another thread.
+    fn reopen(&self) -> Result<NsysDb, Error> {
+        let db = NsysDb::open(&self.path)?;
+        if self.stored_scans {
+            db.for_stored_scans()
+        } else {
+            Ok(db)
+        }
     }
 
     pub(crate) fn has_table(&self, t: &str) -> bool {
@@ -446,7 +451,8 @@ impl NsysDb {
                 Some(text) => names.intern(&text),
                 None => rows.opt_int(4).and_then(|id| strings.get(&id).copied()).unwrap_or(0),
             };
-            let domain = match (rows.int(5), domains.get(&rows.int(5))) {
+            let domain_id = rows.int(5);
+            let domain = match (domain_id, domains.get(&domain_id)) {
                 (_, Some(&domain)) => domain,
                 // The default domain is never created.
                 (0, None) => 0,
@@ -619,14 +625,13 @@ impl NsysDb {
         // The launch calls' disorder is measured only if the join asks.
         let call_order = || ids(&calls);
         let kernel_rows = table.rows(with_device);
-        let (path, cache) = (self.path.as_path(), self.cache_size());
+        // The kernel table is read on a thread of its own, on a connection of
+        // its own, which gives every kernel to `every_kernel` and sends those
+        // with an id to the join here.
+        let db = self.reopen()?;
         let joined = std::thread::scope(|s| {
-            // The kernel table is read on a thread of its own (its own
-            // connection, with this one's page cache), which gives every kernel
-            // to `every_kernel` and sends those with an id to the join here.
             let (mut out, k_rows) = batched::channel();
             let reader = s.spawn(move || -> Result<(), Error> {
-                let db = NsysDb::open(path)?.with_cache_size(cache)?;
                 let sql = |e| db.sql_error(what, e);
                 let mut rows = Rows::query(&db.conn, &kernel_rows).map_err(sql)?;
                 while rows.step().map_err(sql)? {
