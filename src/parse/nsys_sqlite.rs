@@ -273,8 +273,8 @@ impl NsysDb {
     /// A connection that only scans tables in stored order (no `ORDER BY`, no
     /// join by SQLite) reads each page once: a page cache of 256 KiB holds
     /// the B-trees' inner pages it comes back to. SQLite's default, 2 MB,
-    /// filled up with leaves read once and cost 6.7 MiB of peak memory over
-    /// the two readers of an ingestion (35.5 vs 42.2 MiB at 1M, same time).
+    /// filled up with leaves read once: 41.4 against 36.2 MiB of peak memory
+    /// for an ingestion at 1M, in the same time (`farm-bench`, paired).
     /// SQLite's sorter sizes its runs by this cache, so sorted reads keep
     /// the default.
     pub fn for_stored_scans(mut self) -> Result<NsysDb, Error> {
