@@ -61,6 +61,12 @@ pub struct RegionSamples {
     pub instances: usize,
     /// Sorted durations of the instances (ns).
     pub samples_ns: Vec<i64>,
+    /// Sorted GPU times of the instances (ns): per instance, the kernels
+    /// launched while it was open, nested ranges' included (as `gpu_time_ns`
+    /// of regions.json, one instance at a time). Push/pop regions that ran
+    /// kernels only; empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_samples_ns: Vec<i64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -550,6 +556,8 @@ struct Open {
     region: u32,
     first_kernel: i64,
     last_kernel: i64,
+    /// GPU time of the kernels launched while this instance was open.
+    gpu_ns: i64,
 }
 
 /// The time sweep: per thread the stack of open ranges, per region its accumulator.
@@ -558,6 +566,10 @@ struct Sweep {
     ids: HashMap<(i64, Option<u32>, Style, u32, u32), u32>,
     stacks: HashMap<i64, Vec<Open>>,
     durations: Runs,
+    /// Each push/pop instance's GPU time, keyed by region.
+    gpu_durations: Runs,
+    /// The first error of writing `gpu_durations` to disk.
+    failed: Option<Error>,
     ranges: usize,
     odd_ranges: usize,
     attributed: (usize, i64),
@@ -571,6 +583,8 @@ impl Default for Sweep {
             ids: HashMap::default(),
             stacks: HashMap::default(),
             durations: Runs::new(runs::DEFAULT_CAP),
+            gpu_durations: Runs::new(runs::DEFAULT_CAP),
+            failed: None,
             ranges: 0,
             odd_ranges: 0,
             attributed: (0, 0),
@@ -625,12 +639,16 @@ impl Sweep {
         Ok(true)
     }
 
-    /// Close the ranges of a thread that ended by `t`.
-    fn close(stack: &mut Vec<Open>, regions: &mut [Acc], t: i64) {
+    /// Close the ranges of a thread that ended by `t`; each instance's GPU
+    /// time goes to `gpu` (the first error of writing it to `failed`).
+    fn close(stack: &mut Vec<Open>, regions: &mut [Acc], gpu: &mut Runs, failed: &mut Option<Error>, t: i64) {
         while stack.last().is_some_and(|o| o.end <= t) {
             let o = stack.pop().expect("checked above");
             if o.first_kernel <= o.last_kernel {
                 regions[o.region as usize].span_ns += o.last_kernel - o.first_kernel;
+            }
+            if failed.is_none() {
+                *failed = gpu.push(o.region, o.gpu_ns).err();
             }
         }
     }
@@ -639,7 +657,7 @@ impl Sweep {
         self.ranges += 1;
         let stack = self.stacks.entry(r.global_tid).or_default();
         let parent = if r.style == Style::PushPop {
-            Self::close(stack, &mut self.regions, r.start);
+            Self::close(stack, &mut self.regions, &mut self.gpu_durations, &mut self.failed, r.start);
             stack.last().map(|o| o.region)
         } else {
             // Start/end ranges cannot be put on a thread's stack.
@@ -683,7 +701,7 @@ impl Sweep {
             p.child_ns = p.child_ns.saturating_add(ns);
         }
         if r.style == Style::PushPop {
-            stack.push(Open { end: r.end, region, first_kernel: i64::MAX, last_kernel: i64::MIN });
+            stack.push(Open { end: r.end, region, first_kernel: i64::MAX, last_kernel: i64::MIN, gpu_ns: 0 });
         }
         self.durations.push(region, ns)
     }
@@ -691,7 +709,7 @@ impl Sweep {
     /// A kernel belongs to the ranges open on its launching thread when the launch call began.
     fn launch(&mut self, k: Launched) {
         let Some(stack) = self.stacks.get_mut(&k.global_tid) else { return };
-        Self::close(stack, &mut self.regions, k.launch);
+        Self::close(stack, &mut self.regions, &mut self.gpu_durations, &mut self.failed, k.launch);
         let Some(inner) = stack.last() else { return };
         let ns = k.end - k.start;
         let acc = &mut self.regions[inner.region as usize];
@@ -713,6 +731,7 @@ impl Sweep {
             acc.graph_ns = acc.graph_ns.saturating_add(ns * graph as i64);
             o.first_kernel = o.first_kernel.min(k.start);
             o.last_kernel = o.last_kernel.max(k.end);
+            o.gpu_ns = o.gpu_ns.saturating_add(ns);
         }
         self.attributed = (self.attributed.0 + 1, self.attributed.1.saturating_add(ns));
         if k.graph {
@@ -730,7 +749,10 @@ impl Sweep {
     ) -> Result<Ingested, Error> {
         let regions = &mut self.regions;
         for stack in self.stacks.values_mut() {
-            Self::close(stack, regions, i64::MAX);
+            Self::close(stack, regions, &mut self.gpu_durations, &mut self.failed, i64::MAX);
+        }
+        if let Some(e) = self.failed.take() {
+            return Err(e);
         }
         let mut notes = Vec::new();
         for (count, what) in [(self.odd_ranges, "NVTX ranges"), (kernels.odd, "kernels")] {
@@ -793,6 +815,7 @@ impl Sweep {
         // kernels' sorted durations at the same time, on another thread.
         let mut medians = vec![0; self.regions.len()];
         let mut region_samples = vec![Vec::new(); self.regions.len()];
+        let mut gpu_samples = vec![Vec::new(); self.regions.len()];
         let regions = &self.regions;
         let by_name = &kernels.by_name;
         let (kernel_runs, kernel_samples_out) = (kernels.durations, &mut kernel_samples);
@@ -808,7 +831,7 @@ impl Sweep {
                     },
                 )
             });
-            let regions = each_sorted(
+            let by_region = each_sorted(
                 self.durations,
                 |region| regions[region as usize].instances,
                 |region, median, samples| {
@@ -816,14 +839,27 @@ impl Sweep {
                     region_samples[region as usize] = samples;
                 },
             );
-            kernels.join().expect("the kernel runs' merge does not panic").and(regions)
+            // Every push/pop instance has a GPU time; only those of regions
+            // that ran kernels are kept.
+            let gpu = each_sorted(
+                self.gpu_durations,
+                |region| regions[region as usize].instances,
+                |region, _, samples| {
+                    if regions[region as usize].kernels > 0 {
+                        gpu_samples[region as usize] = samples;
+                    }
+                },
+            );
+            kernels.join().expect("the kernel runs' merge does not panic").and(by_region).and(gpu)
         })?;
         let path_names = region_names(&self.regions, &names);
         let paths: Vec<String> = path_names.iter().map(regions::join).collect();
-        let mut rows: Vec<(Region, Vec<i64>)> = self
+        // Each region with its samples: durations, and GPU times per instance.
+        type Sampled = (Region, (Vec<i64>, Vec<i64>));
+        let mut rows: Vec<Sampled> = self
             .regions
             .iter()
-            .zip(region_samples)
+            .zip(region_samples.into_iter().zip(gpu_samples))
             .enumerate()
             .map(|(i, (a, samples))| {
                 let region = Region {
@@ -860,7 +896,7 @@ impl Sweep {
         });
         let (regions, region_samples): (Vec<Region>, Vec<RegionSamples>) = rows
             .into_iter()
-            .map(|(r, samples_ns)| {
+            .map(|(r, (samples_ns, gpu_samples_ns))| {
                 let s = RegionSamples {
                     path: r.path.clone(),
                     domain: r.domain.clone(),
@@ -868,6 +904,7 @@ impl Sweep {
                     thread_id: r.thread_id,
                     instances: r.instances,
                     samples_ns,
+                    gpu_samples_ns,
                 };
                 (r, s)
             })
