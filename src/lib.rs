@@ -14,7 +14,7 @@
 //! `parse`. Imports are layered: a module names only modules on floors below
 //! its own (app; schemas, doctor; pipeline, compare; report; aggregate; parse; plan,
 //! provenance; profile; manifest, plugin, cli; process; run_dir, timings,
-//! config, signals; stats, flops, regions, kernel_names, error, units), with no cycle
+//! config, signals; stats, flops, regions, kernel_names, markdown, error, units), with no cycle
 //! (tests/layout.rs checks both).
 //!
 //! - [`cli`], [`app`]: clap types, and each command turned into a library call;
@@ -31,6 +31,7 @@
 //! - [`compare`]: `llmperf diff` and `check`: two runs' samples, verdicts, budgets;
 //! - [`schemas`]: the JSON Schemas of every artifact, and `llmperf validate`;
 //! - [`kernel_names`]: one kernel's identity across nsys's and ncu's spellings;
+//! - [`markdown`]: names the profiled program chose, made safe for Markdown and terminals;
 //! - [`doctor`], [`plugin`]: what works here; the dlopen'ed built-in workloads
 //!   (`libllmperf_torch.so`, the `torch/` crate), which share [`regions`],
 //!   [`timings`], [`stats`] and [`flops`] with the reports.
@@ -46,6 +47,7 @@ pub mod error;
 pub mod flops;
 pub mod kernel_names;
 pub(crate) mod manifest;
+pub mod markdown;
 pub mod parse;
 pub(crate) mod pipeline;
 pub mod plan;

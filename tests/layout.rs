@@ -19,7 +19,7 @@ const FLOORS: &[&[&str]] = &[
     &["manifest", "plugin", "cli"],
     &["process"],
     &["run_dir", "timings", "config", "signals"],
-    &["stats", "flops", "regions", "kernel_names", "error", "units"],
+    &["stats", "flops", "regions", "kernel_names", "markdown", "error", "units"],
 ];
 
 /// Every module path of src/ (`aggregate::ncu`, `parse::ncu::rows`) with its source, tests left out.

@@ -91,12 +91,12 @@ fn preflight_section(md: &mut String, p: &crate::plan::preflight::Preflight) {
         let _ = writeln!(
             md,
             "| {} | {found} | {} | {} | {} | {} | {} |",
-            c.selector.replace('|', "\\|"),
+            crate::markdown::code(&c.selector),
             c.style.as_deref().unwrap_or("-"),
             c.instances,
             c.kernels,
             c.depth.map_or("-".to_string(), |d| d.to_string()),
-            c.also_matched.join(", ").replace('|', "\\|")
+            crate::markdown::text(&c.also_matched.join(", "))
         );
     }
 }
@@ -111,7 +111,7 @@ pub fn write_index(run: &RunDir) -> Result<(), Error> {
     md.push_str("| stage | status | reason |\n|---|---|---|\n");
     let stages = manifest.as_ref().map(|m| m.stages.as_slice()).unwrap_or_default();
     for s in stages {
-        let reason = s.reason.as_deref().unwrap_or("").replace('|', "\\|");
+        let reason = crate::markdown::text(s.reason.as_deref().unwrap_or(""));
         let _ = writeln!(md, "| {} | {} | {reason} |", s.name, s.status);
     }
     let diagnoses: Vec<String> = stages

@@ -8,6 +8,7 @@ use std::fmt::Write;
 use serde::Serialize;
 
 use crate::aggregate::ncu::{MetricValue, RegionEntry, RegionReportFile, Rollup, ScopeReport};
+use crate::markdown::{code, text, visible};
 use crate::regions::Attribution;
 
 /// `ncu/regions/<dir>/region.json`: one region's entry in every scope it appears in.
@@ -93,12 +94,12 @@ fn list_or(items: &[String], empty: &str) -> String {
     if items.is_empty() {
         empty.to_string()
     } else {
-        items.iter().map(|i| format!("`{i}`")).collect::<Vec<_>>().join(", ")
+        items.iter().map(|i| code(i)).collect::<Vec<_>>().join(", ")
     }
 }
 
 fn scope_table(md: &mut String, scope: &ScopeReport) {
-    let _ = writeln!(md, "## Scope `{}`\n", scope.scope);
+    let _ = writeln!(md, "## Scope {}\n", code(&scope.scope));
     let _ = writeln!(
         md,
         "{} results, {:.3} ms GPU time over the top-level regions.\n",
@@ -113,12 +114,12 @@ fn scope_table(md: &mut String, scope: &ScopeReport) {
             0.0
         };
         let excl = r.exclusive.as_ref().map_or("–".to_string(), |e| format!("{:.3}", e.gpu_time_ms));
-        let top = r.kernels.first().map_or(String::new(), |k| format!("`{}`", short(&k.kernel_name, 60)));
+        let top = r.kernels.first().map_or(String::new(), |k| code(&short(&k.kernel_name, 60)));
         let _ = writeln!(
             md,
             "| {}[{}]({}/region.json) | {} | {:.3} | {} | {:.1}% | {} |",
             "&nbsp;&nbsp;".repeat(r.depth),
-            escape(&r.name),
+            text(&r.name),
             r.dir,
             r.inclusive.calls,
             r.inclusive.gpu_time_ms,
@@ -133,8 +134,8 @@ fn scope_table(md: &mut String, scope: &ScopeReport) {
 /// The configured sections of one region in one scope, as text.
 pub fn sections_text(region: &RegionEntry, scope: &str) -> String {
     let mut t = String::new();
-    let _ = writeln!(t, "Region: {}", region.name);
-    let _ = writeln!(t, "Scope: {scope}");
+    let _ = writeln!(t, "Region: {}", visible(&region.name));
+    let _ = writeln!(t, "Scope: {}", visible(scope));
     if region.unattributed {
         let _ = writeln!(t, "(kernels launched outside every NVTX range)");
     }
@@ -153,7 +154,14 @@ pub fn sections_text(region: &RegionEntry, scope: &str) -> String {
             let _ = writeln!(t, "\n[{title}]");
             section = Some(&m.section);
         }
-        let _ = writeln!(t, "  {:<56} {:>22} {:<12} {}", m.name, value_text(m), m.unit, rollup_text(m));
+        let _ = writeln!(
+            t,
+            "  {:<56} {:>22} {:<12} {}",
+            visible(&m.name),
+            visible(&value_text(m)),
+            visible(&m.unit),
+            rollup_text(m)
+        );
     }
     t
 }
@@ -178,15 +186,12 @@ fn rollup_text(m: &MetricValue) -> String {
     format!("({how} of {}{na})", m.samples)
 }
 
-/// A name cut to `max` characters (with …) and made safe for a Markdown table.
+/// A name cut to `max` characters (with …); the caller escapes it for where
+/// it goes (`crate::markdown::code`, `html::esc`).
 pub(crate) fn short(name: &str, max: usize) -> String {
     if name.chars().count() <= max {
-        return escape(name);
+        return name.to_string();
     }
     let cut: String = name.chars().take(max - 1).collect();
-    escape(&format!("{cut}…"))
-}
-
-fn escape(s: &str) -> String {
-    s.replace('|', "\\|").replace('`', "'")
+    format!("{cut}…")
 }

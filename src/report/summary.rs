@@ -6,6 +6,7 @@ use std::fmt::Write;
 use super::model::{Derived, Inputs, KernelsReport, OperatorsReport, StageUse};
 use super::ncu_regions::short;
 use super::peaks::Peak;
+use crate::markdown::code;
 use crate::provenance::capture::CaptureHost;
 use crate::provenance::Env;
 
@@ -18,9 +19,9 @@ pub fn kernels_md(k: &KernelsReport) -> String {
     for (i, r) in k.kernels.iter().enumerate() {
         let _ = writeln!(
             md,
-            "| {} | `{}` | {} | {:.3} | {} | {:.4} | {:.1}% |",
+            "| {} | {} | {} | {:.3} | {} | {:.4} | {:.1}% |",
             i + 1,
-            short(r.label(k.full_names), 70),
+            code(&short(r.label(k.full_names), 70)),
             r.device,
             r.total_ms,
             r.calls,
@@ -41,7 +42,7 @@ pub fn operators_md(o: &OperatorsReport) -> String {
     md.push_str("| operator | total ms | calls | mean ms | GPU ms |\n|---|---:|---:|---:|---:|\n");
     for r in &o.operators {
         let gpu = r.gpu_ms.map_or("–".to_string(), |g| format!("{g:.3}"));
-        let _ = writeln!(md, "| `{}` | {:.3} | {} | {:.4} | {gpu} |", r.name, r.total_ms, r.calls, r.mean_ms);
+        let _ = writeln!(md, "| {} | {:.3} | {} | {:.4} | {gpu} |", code(&r.name), r.total_ms, r.calls, r.mean_ms);
     }
     md
 }
@@ -128,10 +129,10 @@ fn ranks_tables(md: &mut String, r: &crate::aggregate::ranks::RanksReport) {
         "| region | ranks | min ms | median ms | max ms | skew | straggler |\n|---|---:|---:|---:|---:|---:|---:|\n",
     );
     for x in rows.iter().take(RANK_ROWS) {
-        let shown = crate::regions::selector(&crate::regions::display(&x.path_names), &x.domain).replace('|', "\\|");
+        let shown = code(&crate::regions::selector(&crate::regions::display(&x.path_names), &x.domain));
         let _ = writeln!(
             md,
-            "| `{shown}` | {} | {} | {} | {} | {} | {} |",
+            "| {shown} | {} | {} | {} | {} | {} | {} |",
             x.per_rank.len(),
             ms(x.min_ns),
             ms(x.median_ns),
@@ -160,7 +161,7 @@ fn region_join(md: &mut String, j: &super::join::RegionJoin) {
     let ms = |ns: i64| format!("{:.3}", ns as f64 / 1e6);
     for r in rows.iter().take(JOIN_ROWS) {
         let shown = if r.path_names.len() > 1 { crate::regions::display(&r.path_names) } else { r.path.clone() };
-        let name = crate::regions::selector(&shown, &r.domain).replace('|', "\\|");
+        let name = code(&crate::regions::selector(&shown, &r.domain));
         let (wall, gpu) = r.nsys.as_ref().map_or(("–".into(), "–".into()), |n| {
             (if n.instances > 0 { ms(n.wall_ns) } else { "–".into() }, ms(n.gpu_time_ns))
         });
@@ -170,7 +171,7 @@ fn region_join(md: &mut String, j: &super::join::RegionJoin) {
             .map_or(("–".into(), "–".into()), |n| (n.calls.to_string(), format!("{:.3}", n.gpu_time_ms)));
         let _ = writeln!(
             md,
-            "| `{name}` | {wall} | {gpu} | {calls} | {ncu_ms} | {} | {} | {} |",
+            "| {name} | {wall} | {gpu} | {calls} | {ncu_ms} | {} | {} | {} |",
             pct(r.coverage_pct),
             pct(r.hfu_pct),
             pct(r.mbu_pct)
@@ -382,8 +383,13 @@ fn stages(md: &mut String, inputs: &Inputs) {
     for (name, s) in &t.stages {
         let _ = writeln!(
             md,
-            "| `{name}` | {} | {:.4} | {:.4} | {:.4} | {:.3} |",
-            s.count, s.mean_ms, s.median_ms, s.p90_ms, s.total_ms
+            "| {} | {} | {:.4} | {:.4} | {:.4} | {:.3} |",
+            code(name),
+            s.count,
+            s.mean_ms,
+            s.median_ms,
+            s.p90_ms,
+            s.total_ms
         );
     }
     md.push_str("\n`decode_all::decode_step` is one decode step; other stages of other models appear under their NVTX names.\n\n");
@@ -403,7 +409,7 @@ fn repeats(md: &mut String, t: &crate::timings::Timings) {
         t.repeat
     );
     for (name, each, spread) in rows {
-        let _ = writeln!(md, "| `{name}` | {each} | {spread} |");
+        let _ = writeln!(md, "| {} | {each} | {spread} |", code(&name));
     }
     md.push_str("\nSpread: (slowest − fastest) / median of the repeats' medians.\n\n");
 }
@@ -440,8 +446,8 @@ fn mfu(md: &mut String, inputs: &Inputs, d: &Derived) {
         let pct = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.2}%"));
         let _ = writeln!(
             md,
-            "| `{}` | {} | {:.4} | {} | {} | {} | {} |",
-            u.stage,
+            "| {} | {} | {:.4} | {} | {} | {} | {} |",
+            code(&u.stage),
             eng(u.flops_per_call),
             u.mean_ms,
             eng(u.achieved_flops),
@@ -472,8 +478,8 @@ fn user_mfu(md: &mut String, peak: &Peak, uses: &[StageUse], unmatched: &[String
         let mfu = u.mfu_pct.map_or("–".to_string(), |v| format!("{v:.2}%"));
         let _ = writeln!(
             md,
-            "| `{}` | {} | {:.4} | {} | {mfu} |",
-            u.stage,
+            "| {} | {} | {:.4} | {} | {mfu} |",
+            code(&u.stage),
             eng(u.flops_per_call),
             u.mean_ms,
             eng(u.achieved_flops)
@@ -483,7 +489,7 @@ fn user_mfu(md: &mut String, peak: &Peak, uses: &[StageUse], unmatched: &[String
         let _ = writeln!(
             md,
             "\nNot in the capture (no NVTX region of that name): {} (hint: spell them as nsys/regions.json does, `DOMAIN@outer::inner`).",
-            unmatched.iter().map(|u| format!("`{u}`")).collect::<Vec<_>>().join(", ")
+            unmatched.iter().map(|u| code(u)).collect::<Vec<_>>().join(", ")
         );
     }
     md.push_str("\nFLOPs per instance: workload.flops (configuration). Mean ms: the region's wall time in the nsys capture over its instances (every process and thread pooled). Achieved FLOP/s = FLOPs per instance / mean wall time.\n\n");
@@ -507,7 +513,7 @@ fn top_operators(md: &mut String, ops: &OperatorsReport) {
     md.push_str("| operator | total ms | calls | mean ms | GPU ms |\n|---|---:|---:|---:|---:|\n");
     for r in ops.operators.iter().take(10) {
         let gpu = r.gpu_ms.map_or("–".to_string(), |g| format!("{g:.3}"));
-        let _ = writeln!(md, "| `{}` | {:.3} | {} | {:.4} | {gpu} |", r.name, r.total_ms, r.calls, r.mean_ms);
+        let _ = writeln!(md, "| {} | {:.3} | {} | {:.4} | {gpu} |", code(&r.name), r.total_ms, r.calls, r.mean_ms);
     }
     let _ = writeln!(md, "\nSource: {} (all of them in operators.md).\n", ops.source);
 }
@@ -540,8 +546,8 @@ fn top_kernels(
     for (r, p) in top.iter().zip(found) {
         let _ = write!(
             md,
-            "| `{}` | {:.3} | {} | {:.4} | {:.1}% |",
-            short(r.label(k.full_names), 60),
+            "| {} | {:.3} | {} | {:.4} | {:.1}% |",
+            code(&short(r.label(k.full_names), 60)),
             r.total_ms,
             r.calls,
             r.mean_ms,
@@ -598,7 +604,8 @@ fn narrative(md: &mut String, inputs: &Inputs, d: &Derived) {
                 _ => "the largest stage: optimize it first".into(),
             };
             lines.push(format!(
-                "`{name}` takes {share:.1}% of the stage time ({:.3} ms of {whole:.3} ms): {reading}.",
+                "{} takes {share:.1}% of the stage time ({:.3} ms of {whole:.3} ms): {reading}.",
+                code(name),
                 s.total_ms
             ));
         }
@@ -612,19 +619,19 @@ fn narrative(md: &mut String, inputs: &Inputs, d: &Derived) {
             Some(g) => format!("its kernels run {g:.3} ms of its {:.3} ms: the device is busy there; look at its kernels' counters", op.total_ms),
             None => format!("{} calls at {:.4} ms each", op.calls, op.mean_ms),
         };
-        lines.push(format!("The largest operator is `{}` with {:.3} ms in all; {lead}.", op.name, op.total_ms));
+        lines.push(format!("The largest operator is {} with {:.3} ms in all; {lead}.", code(&op.name), op.total_ms));
     }
     if let Some(top) = k.kernels.first() {
         let point = point_of(inputs.roofline.as_ref(), d.join.as_ref(), &top.kernel_name);
         let reading = match (point, sm_throughput(inputs)) {
             (Some(p), _) => kernel_reading(p),
-            (None, Some((region, v))) if v < 20.0 => format!("ncu has no counters for this kernel by name; the ncu region `{region}`, which holds most profiled GPU time, runs at {v:.1}% SM throughput: low, which points at launch overhead or occupancy rather than compute"),
-            (None, Some((region, v))) => format!("ncu has no counters for this kernel by name; the ncu region `{region}`, which holds most profiled GPU time, runs at {v:.1}% SM throughput"),
+            (None, Some((region, v))) if v < 20.0 => format!("ncu has no counters for this kernel by name; the ncu region {}, which holds most profiled GPU time, runs at {v:.1}% SM throughput: low, which points at launch overhead or occupancy rather than compute", code(&region)),
+            (None, Some((region, v))) => format!("ncu has no counters for this kernel by name; the ncu region {}, which holds most profiled GPU time, runs at {v:.1}% SM throughput", code(&region)),
             (None, None) => "no ncu counters for it in this run".into(),
         };
         lines.push(format!(
-            "The top kernel `{}` takes {:.1}% of GPU time ({:.3} ms over {} calls); {reading}.",
-            short(top.label(k.full_names), 60),
+            "The top kernel {} takes {:.1}% of GPU time ({:.3} ms over {} calls); {reading}.",
+            code(&short(top.label(k.full_names), 60)),
             top.share_pct,
             top.total_ms,
             top.calls
