@@ -84,7 +84,8 @@ fn diff(args: &DiffArgs) -> anyhow::Result<i32> {
             .with_hint("e.g. --relative-pct 5 --absolute-ms 0.05")
             .into());
     }
-    let d = compare::diff(&args.a, &args.b, args.top, &|_, _| Some(t))?;
+    let options = compare::Options { top: args.top, discount_shift: args.discount_shift };
+    let d = compare::diff(&args.a, &args.b, options, &|_, _| Some(t))?;
     let markdown = compare::render::diff_markdown(&d);
     compare::write_diff(&args.b, &d, &markdown)?;
     print(&markdown)?;
@@ -97,6 +98,8 @@ fn check(args: &CheckArgs) -> anyhow::Result<i32> {
         baseline: &args.baseline,
         budgets: args.budgets.clone(),
         strict: args.strict,
+        discount_shift: args.discount_shift,
+        allow_empty_baseline: args.allow_empty_baseline,
     })?;
     let markdown = compare::render::check_markdown(&report);
     compare::write_check(&args.run, &report, &markdown, args.junit.as_deref())?;

@@ -175,6 +175,9 @@ pub struct DiffArgs {
     /// Fewer samples than this in either run: inconclusive.
     #[arg(long, value_name = "N")]
     pub min_samples: Option<usize>,
+    /// A known change of machine or clock: rows that moved with the whole run are inconclusive.
+    #[arg(long)]
+    pub discount_shift: bool,
 }
 
 #[derive(Debug, Args)]
@@ -193,6 +196,14 @@ pub struct CheckArgs {
     /// Fail on inconclusive rows too.
     #[arg(long)]
     pub strict: bool,
+    /// A known change of machine or clock: rows that moved with the whole run
+    /// are inconclusive, and the shift itself does not fail.
+    #[arg(long)]
+    pub discount_shift: bool,
+    /// The first run of a new pipeline: a baseline that does not exist yet,
+    /// or holds nothing to compare, passes (with a note).
+    #[arg(long)]
+    pub allow_empty_baseline: bool,
 }
 
 #[derive(Debug, Args)]

@@ -227,6 +227,20 @@ impl RunDir {
     /// Two runs started in the same second get different random suffixes;
     /// `create_dir` fails on a clash and another suffix is drawn.
     pub fn create(root: &Path) -> Result<Self, Error> {
+        // `-o` of profile and workload is the folder runs are created in;
+        // `-o` of import is the run directory itself. A run directory given
+        // here is that mix-up: a run inside a run would be found by no one.
+        if root.join(MANIFEST_JSON).is_file() {
+            let parent = root.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            return Err(Error::usage(format!(
+                "{} is a run directory: -o/--output-root names the folder run directories are created in",
+                root.display()
+            ))
+            .with_hint(format!(
+                "pass its parent (-o {}); `import -o DIR` is the one command whose -o is the run directory itself",
+                parent.display()
+            )));
+        }
         std::fs::create_dir_all(root).map_err(|e| io_error(root, "create the artifacts root", &e))?;
         let stamp = utc_compact(std::time::SystemTime::now());
         for _ in 0..64 {
@@ -355,6 +369,20 @@ impl RunDir {
         read_json_file(&self.join(rel))
     }
 
+    /// A JSON artifact of the run that a comparison needs: None when it is
+    /// absent; an error naming the file when it is there but cannot be read
+    /// as `T` (a directory in its place, a truncated copy, a number out of
+    /// range). A gate that read such a file as "nothing" would pass.
+    pub(crate) fn read_json_checked<T: serde::de::DeserializeOwned>(&self, rel: &str) -> Result<Option<T>, Error> {
+        let path = self.join(rel);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(damaged(&path, &e.to_string())),
+        };
+        serde_json::from_str(&text).map(Some).map_err(|e| damaged(&path, &e.to_string()))
+    }
+
     /// Every file of the run directory, relative and sorted (temporaries of
     /// atomic writes left out).
     pub fn files(&self) -> Vec<String> {
@@ -446,17 +474,53 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     Ok(())
 }
 
+/// A run directory's artifact that is there but unreadable.
+pub(crate) fn damaged(path: &Path, why: &str) -> Error {
+    Error::new(ErrorKind::Unparseable, format!("{}: {why}", path.display())).with_hint(
+        "the run directory is damaged or incomplete (a partial copy?): copy it again, or rebuild its reports with `llmperf report DIR`",
+    )
+}
+
 pub(crate) fn io_error(path: &Path, what: &str, e: &std::io::Error) -> Error {
     Error::new(ErrorKind::Internal, format!("cannot {what} {}: {e}", path.display())).with_hint(
         "check that the directory is writable and the disk is not full (-o/--output-root picks another place)",
     )
 }
 
-/// A file outside any run directory that the user named (`--junit FILE`):
-/// written to a temporary file beside it and renamed over it, so a link at
-/// that path is replaced, never written through.
+/// A file outside any run directory that the user named (`--junit FILE`).
+/// A path that is (or links to) something other than a regular file, such
+/// as `/dev/stdout`, `/dev/null`, a terminal or a FIFO, is written in place:
+/// renaming over it would replace a device node with a file. A FIFO with no
+/// reader is refused, not waited on. Otherwise the text goes to a temporary
+/// file beside the path and is renamed over it, so a link to a regular file
+/// is replaced, never written through, and a reader never sees half a file.
 pub(crate) fn write_new_file(path: &Path, bytes: &[u8]) -> Result<(), Error> {
-    write_atomic(path, bytes)
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() && !m.is_dir() => write_in_place(path, bytes),
+        Ok(m) if m.is_dir() => Err(Error::usage(format!("{} is a directory", path.display()))
+            .with_hint("name a file to write, e.g. --junit check.xml")),
+        _ => write_atomic(path, bytes),
+    }
+}
+
+/// Write to a device, FIFO or socket that exists, without creating or renaming anything.
+fn write_in_place(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(path).map_err(|e| {
+        if e.raw_os_error() == Some(libc::ENXIO) {
+            Error::usage(format!("{} is a FIFO that no one reads", path.display()))
+                .with_hint("start the reader first, or name a regular file")
+        } else {
+            io_error(path, "open", &e)
+        }
+    })?;
+    // Blocking again: a pipe that fills is waited on, not an error.
+    // SAFETY: fcntl on a descriptor this function owns.
+    unsafe {
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+        libc::fcntl(fd, libc::F_SETFL, libc::fcntl(fd, libc::F_GETFL) & !libc::O_NONBLOCK);
+    }
+    (&file).write_all(bytes).map_err(|e| io_error(path, "write", &e))
 }
 
 /// Append to a file a CI system gave us (`$GITHUB_STEP_SUMMARY`).
@@ -523,6 +587,19 @@ pub(crate) fn keep_input(file: &Path, to: &Path) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `profile -o RUN` (a run directory, as `import -o` takes): refused, naming the parent.
+    #[test]
+    fn an_output_root_that_is_a_run_directory_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let run = RunDir::create(root.path()).unwrap();
+        std::fs::write(run.join(MANIFEST_JSON), "{}").unwrap();
+        let Err(e) = RunDir::create(run.path()) else { panic!("a run directory as -o is refused") };
+        assert_eq!(e.kind, ErrorKind::Usage);
+        assert!(e.message.contains("is a run directory"), "{}", e.message);
+        assert!(e.hint.unwrap().contains(&format!("-o {}", root.path().display())));
+        assert_eq!(std::fs::read_dir(run.path()).unwrap().count(), 1, "nothing created inside");
+    }
 
     #[test]
     fn run_ids_are_unique_under_concurrent_creation() {

@@ -56,6 +56,22 @@ fn row<'a>(c: &'a serde_json::Value, source: &str, name: &str) -> &'a serde_json
     c["checks"].as_array().unwrap().iter().find(|x| x["row"]["source"] == source && x["row"]["name"] == name).unwrap()
 }
 
+/// A copy of `run` at `to` whose workload samples of each region are
+/// multiplied by `factor(region)`: our own run, edited as a test needs.
+fn scaled_copy(run: &Path, to: &Path, factor: impl Fn(&str) -> f64) -> PathBuf {
+    common::copy_dir(run, to);
+    let path = to.join("workload/timings.json");
+    let mut t: serde_json::Value = json(&path);
+    for (region, series) in t["samples_ms"].as_object_mut().unwrap() {
+        let f = factor(region);
+        for v in series.as_array_mut().unwrap() {
+            *v = serde_json::json!(v.as_f64().unwrap() * f);
+        }
+    }
+    std::fs::write(&path, serde_json::to_string_pretty(&t).unwrap()).unwrap();
+    to.to_path_buf()
+}
+
 const SAME: [&str; 2] = ["infer.iters=30", "runner.run.repeat=3"];
 
 #[test]
@@ -68,7 +84,10 @@ fn the_same_configuration_twice_is_no_regression_in_ten_pairs() {
             let _t = timing();
             (workload(root.path(), &SAME), workload(root.path(), &SAME))
         };
-        let (code, c, stderr) = check(&b, &a, &["--budgets", BUDGETS]);
+        // This 2-core machine is shared: a whole run moves by ±40% at times
+        // (docs/ci.md), which the gate rightly calls a finding. The pairs
+        // here ask whether rows moving alone raise false alarms.
+        let (code, c, stderr) = check(&b, &a, &["--budgets", BUDGETS, "--discount-shift"]);
         let o = outcomes(&c);
         assert_eq!(o.len(), 3, "{o:?}");
         rows += o.len();
@@ -129,26 +148,49 @@ fn extra_work_in_b_is_found_in_b_only_with_its_sign_and_size() {
     llmperf().arg("validate").arg(&slow).assert().success();
 }
 
+/// Three calls per region: too few for an interval. Against itself each
+/// instance equals its counterpart: unchanged, even with --strict. Against a
+/// copy whose B calls took 1.5 times as long and the others did not move: B
+/// stands apart from the run's other rows, a regression. With A::A1 0.6 times
+/// as long too, the rows disagree among themselves: inconclusive, failing
+/// only with --strict.
 #[test]
 fn too_few_samples_are_inconclusive_and_fail_only_with_strict() {
     let root = tempfile::tempdir().unwrap();
-    let (a, b) = {
+    let a = {
         let _t = timing();
-        (workload(root.path(), &["infer.iters=3"]), workload(root.path(), &["infer.iters=3"]))
+        workload(root.path(), &["infer.iters=3"])
     };
+    let (code, c, stderr) = check(&a, &a, &["--strict"]);
+    assert_eq!(code, 0, "{stderr}");
+    for (_, name, outcome) in outcomes(&c) {
+        assert_eq!(outcome, "pass", "{name}");
+    }
+    let scaled = |dir: &str, factors: &[(&str, f64)]| {
+        let f = |region: &str| factors.iter().find(|(r, _)| *r == region).map_or(1.0, |(_, f)| *f);
+        scaled_copy(&a, &root.path().join(dir), f)
+    };
+    let apart = scaled("apart", &[("B", 1.5)]);
+    let (code, c, stderr) = check(&apart, &a, &[]);
+    assert_eq!(code, 8, "{stderr}");
+    assert_eq!(row(&c, "workload", "B")["outcome"], "regression");
+    assert!(row(&c, "workload", "B")["row"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("too few for an interval, but +50.0%"));
+
+    let b = scaled("b", &[("B", 1.5), ("A::A1", 0.6)]);
     let (code, c, _) = check(&b, &a, &[]);
     assert_eq!(code, 0);
-    for (_, name, outcome) in outcomes(&c) {
-        assert_eq!(outcome, "inconclusive", "{name}");
-    }
+    assert_eq!(row(&c, "workload", "B")["outcome"], "inconclusive");
     assert!(row(&c, "workload", "B")["row"]["reason"]
         .as_str()
         .unwrap()
         .starts_with("too few samples: 3 in A, 3 in B, 10 needed"));
     let (code, c, stderr) = check(&b, &a, &["--strict"]);
     assert_eq!(code, 8, "{stderr}");
-    assert_eq!(c["checks"].as_array().unwrap().iter().filter(|x| x["fails"] == true).count(), 3);
-    assert!(stderr.contains("check failed: inconclusive workload A"), "{stderr}");
+    assert_eq!(c["checks"].as_array().unwrap().iter().filter(|x| x["fails"] == true).count(), 2);
+    assert!(stderr.contains("inconclusive workload B"), "{stderr}");
 }
 
 #[test]
@@ -281,7 +323,7 @@ fn diff_and_check_of_nsys_captures_find_the_slowed_region() {
     assert!(html.starts_with("<!DOCTYPE html>") && html.contains("<td><code>B</code></td>"), "{html}");
     assert_eq!(html.matches("<b>slower</b>").count(), 2, "{html}");
 
-    let (code, c, stderr) = check(&b, &a, &["--budgets", BUDGETS]);
+    let (code, c, stderr) = check(&b, &a, &["--budgets", BUDGETS, "--discount-shift"]);
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(outcomes(&c).len(), 6);
     let (code, c, _) = check(&slow, &a, &["--budgets", BUDGETS]);
@@ -385,4 +427,382 @@ fn ncu_metrics_of_regions_both_runs_profiled_are_side_by_side() {
     assert!(ncu.iter().all(|m| m["a"] == m["b"] && (m["change_pct"] == 0.0 || m["change_pct"].is_null())), "{ncu:?}");
     let md = std::fs::read_to_string(b.join("diff/diff.md")).unwrap();
     assert!(md.contains("## ncu metrics of regions both runs profiled"), "{md}");
+}
+
+/// The two-process H100 capture of the corpus (`real/nsys-ai/mfu_2gpu_before.sqlite`)
+/// and copies of it edited with SQL, each imported: the run `name` whose
+/// flash-attention kernels take `factor` times as long (1: unedited).
+fn flash_copy(test: &str, root: &Path, name: &str, factor: f64) -> Option<PathBuf> {
+    let dir = root.join(format!("{name}.db"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = common::corpus_copy(test, "real/nsys-ai/mfu_2gpu_before.sqlite", &dir)?;
+    if factor != 1.0 {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        let edited = conn
+            .execute(
+                "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = start + CAST(?1 * (end - start) AS INTEGER) \
+                 WHERE demangledName IN (SELECT id FROM StringIds WHERE value LIKE 'void flash::flash_fwd_kernel<%')",
+                [factor],
+            )
+            .unwrap();
+        assert_eq!(edited, 68);
+    }
+    let out = root.join(name);
+    let _t = timing();
+    common::import_nsys(&db, &out, &[]);
+    Some(out)
+}
+
+/// Per process, the GPU time of each `FlashAttnFunc` instance by plain SQL:
+/// the kernels whose launch call (one runtime row per correlation id and
+/// process) began inside the range on its thread. Sorted, as samples.json keeps them.
+fn flash_gpu_by_sql(db: &Path) -> std::collections::BTreeMap<i64, Vec<i64>> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut stmt = conn
+        .prepare(
+            "SELECT (n.globalTid >> 24) & 16777215, COALESCE((SELECT SUM(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k \
+               WHERE k.globalPid >> 24 = n.globalTid >> 24 AND k.correlationId IN (SELECT r.correlationId \
+               FROM CUPTI_ACTIVITY_KIND_RUNTIME r WHERE r.globalTid = n.globalTid AND r.start >= n.start AND r.start < n.end)), 0) \
+             FROM NVTX_EVENTS n WHERE n.eventType = 59 AND (n.text = 'FlashAttnFunc' OR n.text LIKE 'FlashAttnFunc,%')",
+        )
+        .unwrap();
+    let mut by: std::collections::BTreeMap<i64, Vec<i64>> = Default::default();
+    for row in stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?))).unwrap() {
+        let (pid, ns) = row.unwrap();
+        by.entry(pid).or_default().push(ns);
+    }
+    by.values_mut().for_each(|v| v.sort());
+    by
+}
+
+/// Issue 28's capture: every flash-attention kernel twice as long (68
+/// launches, +272 ms, half of the GPU time) fails the check, naming the
+/// kernel and the region around it by its GPU time; ×1.25 fails too; the
+/// unedited copy passes with and without --strict. Each instance's GPU time
+/// in samples.json equals plain SQL on the export.
+#[test]
+fn slower_flash_attention_kernels_fail_the_check_naming_the_kernel_and_its_region() {
+    let test = "slower_flash_attention_kernels_fail_the_check_naming_the_kernel_and_its_region";
+    let root = tempfile::tempdir().unwrap();
+    let Some(base) = flash_copy(test, root.path(), "base", 1.0) else { return };
+    let same = flash_copy(test, root.path(), "same", 1.0).unwrap();
+    let doubled = flash_copy(test, root.path(), "doubled", 2.0).unwrap();
+    let quarter = flash_copy(test, root.path(), "quarter", 1.25).unwrap();
+
+    let oracle = flash_gpu_by_sql(&root.path().join("base.db/mfu_2gpu_before.sqlite"));
+    let samples = json(&base.join("nsys/samples.json"));
+    let got: std::collections::BTreeMap<i64, Vec<i64>> = samples["regions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["path"] == "FlashAttnFunc")
+        .map(|r| {
+            let v = r["gpu_samples_ns"].as_array().unwrap().iter().map(|v| v.as_i64().unwrap()).collect();
+            (r["process_id"].as_i64().unwrap(), v)
+        })
+        .collect();
+    assert_eq!(got, oracle);
+    assert_eq!(got.values().map(Vec::len).sum::<usize>(), 67);
+
+    let kernel = "regression kernel void flash::flash_fwd_kernel<";
+    for (run, pct) in [(&doubled, "+100.0%"), (&quarter, "+25.0%")] {
+        let (code, c, stderr) = check(run, &base, &[]);
+        assert_eq!(code, 8, "{stderr}");
+        assert!(stderr.contains(&format!("regression gpu FlashAttnFunc {pct}")), "{stderr}");
+        assert!(stderr.contains(kernel), "{stderr}");
+        // The region's NVTX wall time did not move (the capture's CPU side is unedited).
+        assert_eq!(row(&c, "nsys", "FlashAttnFunc")["outcome"], "pass");
+        let failing: Vec<_> = outcomes(&c).into_iter().filter(|o| o.2 != "pass").map(|o| (o.0, o.1)).collect();
+        assert_eq!(failing.len(), 3, "{failing:?}");
+    }
+    for strict in [&[][..], &["--strict"][..]] {
+        let (code, c, stderr) = check(&same, &base, strict);
+        assert_eq!(code, 0, "{strict:?}: {stderr}");
+        assert!(outcomes(&c).iter().all(|o| o.2 == "pass"), "{strict:?}");
+        assert!(outcomes(&c).len() > 400);
+    }
+}
+
+/// A gate fails closed: a baseline or run that cannot be read is an error
+/// naming the file (exit 6), a run whose own status is failed is no
+/// measurement (exit 5), comparing nothing is exit 7 unless
+/// --allow-empty-baseline says a first run is expected.
+#[test]
+fn an_unreadable_or_failed_baseline_never_passes() {
+    let test = "an_unreadable_or_failed_baseline_never_passes";
+    let root = tempfile::tempdir().unwrap();
+    let Some(run) = flash_copy(test, root.path(), "run", 1.0) else { return };
+    let samples = std::fs::read_to_string(run.join("nsys/samples.json")).unwrap();
+    let first_ns = samples.split("\"samples_ns\": [").nth(1).unwrap().split(',').next().unwrap().trim().to_string();
+    type Edit<'a> = Box<dyn Fn(&Path) + 'a>;
+    let variants: Vec<(&str, Edit)> = vec![
+        ("garbage", Box::new(|p| std::fs::write(p, "garbage").unwrap())),
+        ("truncated", Box::new(|p| std::fs::write(p, &samples[..samples.len() / 2]).unwrap())),
+        ("empty", Box::new(|p| std::fs::write(p, "").unwrap())),
+        ("NaN", Box::new(|p| std::fs::write(p, samples.replacen(&first_ns, "NaN", 1)).unwrap())),
+        ("past u64", Box::new(|p| std::fs::write(p, samples.replacen(&first_ns, "99999999999999999999", 1)).unwrap())),
+        ("negative", Box::new(|p| std::fs::write(p, samples.replacen(&first_ns, "-5", 1)).unwrap())),
+        ("a float", Box::new(|p| std::fs::write(p, samples.replacen(&first_ns, "1.5", 1)).unwrap())),
+        (
+            "a directory",
+            Box::new(|p| {
+                std::fs::remove_file(p).unwrap();
+                std::fs::create_dir(p).unwrap();
+            }),
+        ),
+    ];
+    for (i, (what, edit)) in variants.iter().enumerate() {
+        let base = root.path().join(format!("base{i}"));
+        common::copy_dir(&run, &base);
+        edit(&base.join("nsys/samples.json"));
+        for (r, b) in [(&run, &base), (&base, &run)] {
+            let out = llmperf().arg("check").arg(r).arg("--baseline").arg(b).output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(6), "{what}: {stderr}");
+            assert!(stderr.contains(&format!("{}: ", base.join("nsys/samples.json").display())), "{what}: {stderr}");
+            assert!(stderr.contains("hint: the run directory is damaged or incomplete"), "{what}: {stderr}");
+        }
+    }
+    // A baseline whose run failed.
+    let failed = root.path().join("failed");
+    common::copy_dir(&run, &failed);
+    let manifest = std::fs::read_to_string(failed.join("manifest.json")).unwrap();
+    std::fs::write(failed.join("manifest.json"), manifest.replacen("\"status\": \"ok\"", "\"status\": \"failed\"", 1))
+        .unwrap();
+    for (r, b, which) in [(&run, &failed, "baseline"), (&failed, &run, "run")] {
+        let out = llmperf().arg("check").arg(r).arg("--baseline").arg(b).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(5), "{stderr}");
+        let named = if which == "run" { r } else { b };
+        assert!(stderr.contains(&format!("the {which} {} ended failed", named.display())), "{stderr}");
+    }
+    // A baseline with nothing in common: nothing compared is no pass.
+    let other = root.path().join("other");
+    common::copy_dir(&run, &other);
+    std::fs::remove_file(other.join("nsys/samples.json")).unwrap();
+    std::fs::remove_file(other.join("nsys/regions.json")).unwrap();
+    let (code, c, stderr) = check(&run, &other, &[]);
+    assert_eq!(code, 7, "{stderr}");
+    assert_eq!(c["status"], "fail");
+    assert!(stderr.contains("error: nothing compared"), "{stderr}");
+    assert!(stderr.contains("--allow-empty-baseline"), "{stderr}");
+    let (code, c, stderr) = check(&run, &other, &["--allow-empty-baseline"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(c["status"], "pass");
+    // No baseline at all: an error, or with --allow-empty-baseline a pass with a note.
+    let none = root.path().join("no-baseline-yet");
+    let out = llmperf().arg("check").arg(&run).arg("--baseline").arg(&none).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let (code, c, stderr) = check(&run, &none, &["--allow-empty-baseline"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(c["notes"][0].as_str().unwrap().contains("no baseline at"), "{c}");
+    assert!(c["new"].as_array().unwrap().len() > 400);
+}
+
+/// `--junit` names a FIFO (or a link to one, as /dev/stdout is): written in
+/// place, the FIFO still a FIFO; one that no one reads is refused, not waited on.
+#[test]
+fn junit_into_a_fifo_writes_through_it_and_never_replaces_it() {
+    use std::os::unix::fs::FileTypeExt;
+    let root = tempfile::tempdir().unwrap();
+    let run = {
+        let _t = timing();
+        workload(root.path(), &["infer.iters=12"])
+    };
+    let fifo = root.path().join("junit.fifo");
+    let link = root.path().join("junit.link");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    std::os::unix::fs::symlink(&fifo, &link).unwrap();
+    for target in [&fifo, &link] {
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+        };
+        let out =
+            llmperf().arg("check").arg(&run).arg("--baseline").arg(&run).arg("--junit").arg(target).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        let xml = reader.join().unwrap();
+        assert!(xml.contains("<testsuite name=\"llmperf check\""), "{xml}");
+        assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    }
+    let out = llmperf()
+        .arg("check")
+        .arg(&run)
+        .arg("--baseline")
+        .arg(&run)
+        .arg("--junit")
+        .arg(&fifo)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("is a FIFO that no one reads"), "{stderr}");
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+}
+
+/// A region named by a hostile program (a comment opener, a backtick, a
+/// pipe, a newline, a terminal escape): SQL renames `FlashAttnFunc` in a copy
+/// of the real capture. Every Markdown line of check and diff (stdout, the
+/// files, the step summary) holds it as one code span, no control character
+/// reaches the terminal, and each table row keeps its columns.
+#[test]
+fn hostile_region_names_cannot_break_markdown_or_the_terminal() {
+    let test = "hostile_region_names_cannot_break_markdown_or_the_terminal";
+    let root = tempfile::tempdir().unwrap();
+    let Some(base) = flash_copy(test, root.path(), "base", 1.0) else { return };
+    let hostile = "<!-- x`|y\n\u{1b}]0;pwned\u{7}\u{1b}[2J";
+    let db = root.path().join("hostile.db/mfu_2gpu_before.sqlite");
+    std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+    std::fs::copy(root.path().join("base.db/mfu_2gpu_before.sqlite"), &db).unwrap();
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let renamed = conn
+        .execute(
+            "UPDATE NVTX_EVENTS SET text = ?1 WHERE text = 'FlashAttnFunc' OR text LIKE 'FlashAttnFunc,%'",
+            [hostile],
+        )
+        .unwrap();
+    assert_eq!(renamed, 67);
+    drop(conn);
+    let run = root.path().join("hostile");
+    common::import_nsys(&db, &run, &[]);
+    let summary = root.path().join("summary.md");
+    let out = llmperf()
+        .arg("check")
+        .arg(&run)
+        .arg("--baseline")
+        .arg(&base)
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(8), "the renamed region is missing from the run");
+    let diff = llmperf().arg("diff").arg(&base).arg(&run).output().unwrap();
+    let texts = [
+        ("check stdout", String::from_utf8(out.stdout).unwrap()),
+        ("check.md", std::fs::read_to_string(run.join("check/check.md")).unwrap()),
+        ("step summary", std::fs::read_to_string(&summary).unwrap()),
+        ("diff stdout", String::from_utf8(diff.stdout).unwrap()),
+        ("diff.md", std::fs::read_to_string(run.join("diff/diff.md")).unwrap()),
+    ];
+    let span = llmperf::markdown::code(hostile);
+    // The import's own Markdown (report.md, kernels.md, operators.md, the
+    // summary): no control character, no comment opener outside a code span.
+    for file in ["report.md", "kernels.md", "operators.md", "stakeholder_summary.md"] {
+        let md = std::fs::read_to_string(run.join(file)).unwrap();
+        assert!(!md.chars().any(|c| c.is_control() && c != '\n'), "{file}: a control character");
+        for line in md.lines() {
+            assert!(!outside_code_spans(line).contains("<!--"), "{file}: {line}");
+        }
+    }
+    for (what, md) in &texts {
+        assert!(!md.chars().any(|c| c.is_control() && c != '\n'), "{what}: a control character");
+        assert!(md.contains(&span), "{what}: {md}");
+        for line in md.lines().filter(|l| l.starts_with('|')) {
+            let cells = line.replace("\\|", "").matches('|').count();
+            let header = md.lines().find(|l| l.starts_with("| ")).unwrap().matches('|').count();
+            assert_eq!(cells, header, "{what}: {line}");
+        }
+        // Outside code spans, the name's text never appears raw.
+        for line in md.lines() {
+            assert!(!outside_code_spans(line).contains("<!--"), "{what}: {line}");
+        }
+    }
+}
+
+/// A Markdown line without its code spans (CommonMark: a run of N backticks
+/// opens one, the next run of exactly N closes it).
+fn outside_code_spans(line: &str) -> String {
+    let (mut out, mut rest) = (String::new(), line);
+    while let Some(i) = rest.find('`') {
+        out.push_str(&rest[..i]);
+        let n = rest[i..].len() - rest[i..].trim_start_matches('`').len();
+        let after = &rest[i + n..];
+        let mut close = None;
+        let mut from = 0;
+        while let Some(j) = after[from..].find('`') {
+            let at = from + j;
+            let m = after[at..].len() - after[at..].trim_start_matches('`').len();
+            if m == n {
+                close = Some(at + m);
+                break;
+            }
+            from = at + m;
+        }
+        match close {
+            Some(end) => rest = &after[end..],
+            None => {
+                out.push_str(&rest[i..]);
+                return out;
+            }
+        }
+    }
+    out + rest
+}
+
+/// A kernel with too few launches for an interval of its own (memfusion's
+/// TensorRT capture: 36 kernels, the top name launched a handful of times),
+/// every launch ×1.25 by SQL on a copy: slower, judged against the capture's
+/// other kernel rows, which did not move.
+#[test]
+fn a_kernel_with_few_launches_slowed_is_found_against_the_other_rows() {
+    let test = "a_kernel_with_few_launches_slowed_is_found_against_the_other_rows";
+    let root = tempfile::tempdir().unwrap();
+    let Some(db) = common::corpus_copy(test, "real/memfusion/report1.sqlite", root.path()) else { return };
+    let base = root.path().join("base");
+    common::import_nsys(&db, &base, &[]);
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let (name, launches): (String, i64) = conn
+        .query_row(
+            "SELECT s.value, COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName \
+             GROUP BY k.demangledName ORDER BY SUM(k.end - k.start) DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert!(launches < 10, "{launches} launches: enough for an interval, not what this test is about");
+    conn.execute(
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = start + CAST(1.25 * (end - start) AS INTEGER) \
+         WHERE demangledName = (SELECT id FROM StringIds WHERE value = ?1)",
+        [&name],
+    )
+    .unwrap();
+    drop(conn);
+    let slow = root.path().join("slow");
+    common::import_nsys(&db, &slow, &[]);
+    let (code, c, stderr) = check(&slow, &base, &[]);
+    assert_eq!(code, 8, "{stderr}");
+    let k = row(&c, "kernel", &name);
+    assert_eq!(k["outcome"], "regression", "{k}");
+    assert!(k["row"]["reason"].as_str().unwrap().contains("too few for an interval, but +25.0%"), "{k}");
+    let (code, _, stderr) = check(&base, &base, &["--strict"]);
+    assert_eq!(code, 0, "{stderr}");
+}
+
+/// Every region about 100 times slower: each row is a regression, and the
+/// whole run's shift (the median change of its rows, with its factor) fails by
+/// itself. `--discount-shift` is the explicit opt-out: the rows that moved with
+/// the run are inconclusive and the check passes.
+#[test]
+fn a_whole_run_that_got_slower_fails_unless_the_shift_is_discounted() {
+    let root = tempfile::tempdir().unwrap();
+    let a = {
+        let _t = timing();
+        workload(root.path(), &["infer.iters=12"])
+    };
+    let b = scaled_copy(&a, &root.path().join("b"), |_| 100.0);
+    let (code, c, stderr) = check(&b, &a, &[]);
+    assert_eq!(code, 8, "{stderr}");
+    assert!(outcomes(&c).iter().all(|o| o.2 == "regression"), "{:?}", outcomes(&c));
+    let shift = &c["shifts"][0];
+    assert_eq!((shift["source"].as_str(), shift["fails"].as_bool()), (Some("workload"), Some(true)));
+    assert!((shift["factor"].as_f64().unwrap() - 100.0).abs() < 1.0, "{shift}");
+    assert!(stderr.contains("the whole run moved +9900.0% (100.00x"), "{stderr}");
+    let md = std::fs::read_to_string(b.join("check/check.md")).unwrap();
+    assert!(md.contains("❌ The whole run moved +9900.0% (100.00×)"), "{md}");
+    let (code, c, stderr) = check(&b, &a, &["--discount-shift"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(outcomes(&c).iter().all(|o| o.2 == "inconclusive"), "{:?}", outcomes(&c));
+    assert_eq!(c["shifts"][0]["fails"], false);
 }

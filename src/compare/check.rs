@@ -55,7 +55,7 @@ impl Rule {
         let Some(p) = &self.pattern else { return false };
         match source {
             Source::Kernel => glob_match(p, name),
-            Source::Workload | Source::Nsys => {
+            Source::Workload | Source::Nsys | Source::Gpu => {
                 let row = Selector::parse(name);
                 Selector::parse(p).names_region(&regions::join(&row.names), row.domain)
             }
@@ -142,6 +142,10 @@ pub struct CheckReport {
     pub checks: Vec<Checked>,
     /// Rows in the run only (new regions or kernels): listed, never failing.
     pub new: Vec<String>,
+    /// Per source, how much the whole run moved (the median change of its
+    /// rows), and whether that fails the check.
+    #[serde(default)]
+    pub shifts: Vec<CheckedShift>,
     pub notes: Vec<String>,
     /// pass, or fail.
     pub status: String,
@@ -157,22 +161,58 @@ pub struct Checked {
     pub row: Row,
 }
 
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct CheckedShift {
+    pub source: Source,
+    pub rows: usize,
+    pub median_change_pct: f64,
+    /// The run's time over the baseline's, as the shift says: 2.0 is twice as slow.
+    pub factor: f64,
+    /// Past the default relative budget, slower, and not discounted.
+    pub fails: bool,
+}
+
 pub struct CheckArgs<'a> {
     pub run: &'a Path,
     pub baseline: &'a Path,
     pub budgets: Option<PathBuf>,
     pub strict: bool,
+    /// A whole-run shift is the machine's (a known clock or driver change):
+    /// rows that moved with it are inconclusive, and the shift does not fail.
+    pub discount_shift: bool,
+    /// The first run of a new pipeline: a baseline that is absent or holds
+    /// nothing to compare passes, with a note. Never the default.
+    pub allow_empty_baseline: bool,
 }
 
-/// Judge RUN against BASE. The report says pass or fail; an error is only
-/// for inputs that could not be read.
+/// Judge RUN against BASE. The report says pass or fail; an error is for a
+/// run or baseline that cannot be read, or is no measurement (its own status
+/// not ok): a gate fails closed.
 pub fn check(args: &CheckArgs) -> Result<CheckReport, Error> {
     let budgets = match &args.budgets {
         Some(p) => Budgets::load(p)?,
         None => Budgets::default(),
     };
+    if args.allow_empty_baseline && !args.baseline.join(crate::run_dir::MANIFEST_JSON).exists() {
+        return first_run(args, &budgets);
+    }
     let judge = |s: Source, n: &str| budgets.judge(s, n);
-    let diff: Diff = super::diff(args.baseline, args.run, 0, &judge)?;
+    let options = super::Options { top: 0, discount_shift: args.discount_shift };
+    let diff: Diff = super::diff(args.baseline, args.run, options, &judge)?;
+    for (which, run) in [("run", &diff.b), ("baseline", &diff.a)] {
+        if run.status != crate::manifest::Status::Ok {
+            return Err(Error::new(
+                ErrorKind::StageFailed,
+                format!(
+                    "the {which} {} ended {} (its manifest.json): its numbers are no measurement to gate on",
+                    run.path, run.status
+                ),
+            )
+            .with_hint(
+                "check only runs whose status is ok: fix the failed stage its manifest.json names, and profile again",
+            ));
+        }
+    }
     let mut checks = Vec::new();
     let mut new = Vec::new();
     for row in diff.rows {
@@ -196,21 +236,38 @@ pub fn check(args: &CheckArgs) -> Result<CheckReport, Error> {
         };
         checks.push(Checked { outcome, fails, thresholds, row });
     }
-    let empty = checks.iter().all(|c| c.row.b.is_none()) && new.is_empty();
-    let exit_code = if empty {
-        ErrorKind::Empty.exit_code()
-    } else if checks.iter().any(|c| c.fails) {
-        ErrorKind::Regression.exit_code()
-    } else {
-        0
-    };
+    let limit = budgets.defaults.over(super::verdict::Thresholds::default()).relative_pct;
+    let shifts: Vec<CheckedShift> = diff
+        .shifts
+        .iter()
+        .map(|s| CheckedShift {
+            source: s.source,
+            rows: s.rows,
+            median_change_pct: s.median_change_pct,
+            factor: 1.0 + s.median_change_pct / 100.0,
+            fails: !args.discount_shift && s.median_change_pct > limit,
+        })
+        .collect();
     let mut notes = diff.notes;
-    if empty {
+    let run_empty = checks.iter().all(|c| c.row.b.is_none()) && new.is_empty();
+    let compared = checks.iter().filter(|c| c.row.change.is_some()).count();
+    let exit_code = if run_empty {
         notes.push(format!(
             "nothing profiled: {} has no samples to check (no workload/timings.json samples, no nsys/samples.json)",
-            args.run.display()
+            diff.b.path
         ));
-    }
+        ErrorKind::Empty.exit_code()
+    } else if checks.iter().any(|c| c.fails) || shifts.iter().any(|s| s.fails) {
+        ErrorKind::Regression.exit_code()
+    } else if compared == 0 && !args.allow_empty_baseline {
+        notes.push(format!("nothing compared: no row has samples in both {} and {}", diff.a.path, diff.b.path));
+        ErrorKind::Empty.exit_code()
+    } else {
+        if compared == 0 {
+            notes.push("nothing compared, and --allow-empty-baseline says that is expected: pass".into());
+        }
+        0
+    };
     Ok(CheckReport {
         schema: CHECK_SCHEMA.into(),
         run: diff.b,
@@ -220,7 +277,47 @@ pub fn check(args: &CheckArgs) -> Result<CheckReport, Error> {
         method: diff.method,
         checks,
         new,
+        shifts,
         notes,
+        status: if exit_code == 0 { "pass".into() } else { "fail".into() },
+        exit_code,
+    })
+}
+
+/// `--allow-empty-baseline` with no baseline run yet: the run is read (it
+/// must be readable, ok and hold samples), every row is new, and the check passes.
+fn first_run(args: &CheckArgs, budgets: &Budgets) -> Result<CheckReport, Error> {
+    let judge = |s: Source, n: &str| budgets.judge(s, n);
+    let options = super::Options { top: 0, discount_shift: args.discount_shift };
+    let diff = super::diff(args.run, args.run, options, &judge)?;
+    if diff.b.status != crate::manifest::Status::Ok {
+        return Err(Error::new(
+            ErrorKind::StageFailed,
+            format!("the run {} ended {} (its manifest.json): no baseline to make of it", diff.b.path, diff.b.status),
+        )
+        .with_hint("profile again; make a baseline only of a run whose status is ok"));
+    }
+    let new: Vec<String> = diff.rows.iter().map(|r| format!("{} {}", r.source.as_str(), r.name)).collect();
+    let exit_code = if new.is_empty() { ErrorKind::Empty.exit_code() } else { 0 };
+    let note = format!(
+        "no baseline at {} (--allow-empty-baseline): nothing compared; make this run the baseline",
+        args.baseline.display()
+    );
+    Ok(CheckReport {
+        schema: CHECK_SCHEMA.into(),
+        baseline: super::RunRef {
+            path: args.baseline.display().to_string(),
+            run_id: String::new(),
+            status: crate::manifest::Status::Ok,
+        },
+        run: diff.b,
+        budgets: args.budgets.as_ref().map(|p| p.display().to_string()),
+        strict: args.strict,
+        method: diff.method,
+        checks: Vec::new(),
+        new,
+        shifts: Vec::new(),
+        notes: vec![note],
         status: if exit_code == 0 { "pass".into() } else { "fail".into() },
         exit_code,
     })
@@ -252,28 +349,45 @@ pub fn junit(report: &CheckReport) -> Result<String, Error> {
 /// The error a failed check exits with (stderr's `error:` and `hint:`), or None when it passed.
 pub fn failure(report: &CheckReport) -> Option<Error> {
     if report.exit_code == ErrorKind::Empty.exit_code() {
-        return Some(
+        let empty = report.checks.iter().all(|c| c.row.b.is_none()) && report.new.is_empty();
+        return Some(if empty {
             Error::new(ErrorKind::Empty, format!("nothing profiled: {} holds no samples to check", report.run.path))
                 .with_hint(
                     "profile a workload with NVTX ranges (nsys on, or the built-in workload), then check that run",
+                )
+        } else {
+            Error::new(
+                ErrorKind::Empty,
+                format!(
+                    "nothing compared: no row has samples in both {} and {}",
+                    report.baseline.path, report.run.path
                 ),
-        );
+            )
+            .with_hint(
+                "compare runs of the same workload; for the first run of a new pipeline pass --allow-empty-baseline",
+            )
+        });
     }
-    let failing: Vec<String> = report
-        .checks
-        .iter()
-        .filter(|c| c.fails)
-        .map(|c| {
-            let change = c.row.change.as_ref().map(|x| format!(" {:+.1}%", x.change_pct)).unwrap_or_default();
-            format!("{} {} {}{change}", c.outcome.as_str(), c.row.source.as_str(), c.row.name)
-        })
-        .collect();
+    let rows = report.checks.iter().filter(|c| c.fails).map(|c| {
+        let change = c.row.change.as_ref().map(|x| format!(" {:+.1}%", x.change_pct)).unwrap_or_default();
+        format!("{} {} {}{change}", c.outcome.as_str(), c.row.source.as_str(), c.row.name)
+    });
+    let shifts = report.shifts.iter().filter(|s| s.fails).map(|s| {
+        format!(
+            "the whole run moved {:+.1}% ({:.2}x, the median of {} {} rows)",
+            s.median_change_pct,
+            s.factor,
+            s.rows,
+            s.source.as_str()
+        )
+    });
+    let failing: Vec<String> = rows.chain(shifts).collect();
     if failing.is_empty() {
         return None;
     }
     Some(
         Error::new(ErrorKind::Regression, format!("check failed: {}", failing.join("; "))).with_hint(
-            "see check/check.md in the run; a change you meant: make this run the new baseline (docs/ci.md)",
+            "see check/check.md in the run; a change you meant: make this run the new baseline (docs/ci.md); a known change of machine or clock: --discount-shift",
         ),
     )
 }

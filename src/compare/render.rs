@@ -5,11 +5,13 @@ use std::fmt::Write;
 use super::check::{CheckReport, Outcome};
 use super::verdict::{Side, Verdict};
 use super::{tally, Diff, MetricRow, Row, Source};
+use crate::markdown::{code, text};
 use crate::report::html::{esc, STYLE};
 
-const SECTIONS: [(Source, &str); 3] = [
+const SECTIONS: [(Source, &str); 4] = [
     (Source::Workload, "Regions: the workload's own timings (workload/timings.json)"),
     (Source::Nsys, "Regions: NVTX ranges in the nsys capture (nsys/samples.json)"),
+    (Source::Gpu, "Regions: GPU time of the kernels launched inside each range instance (nsys/samples.json)"),
     (Source::Kernel, "Kernels: GPU time per launch (nsys/samples.json)"),
 ];
 
@@ -36,11 +38,6 @@ fn change(r: &Row) -> (String, String) {
     (format!("{:+.1}% ({sign}{} ms)", c.change_pct, ms(c.delta_ms)), ci)
 }
 
-/// A Markdown cell: pipes escaped, one line.
-fn cell(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
-}
-
 fn summary_line(rows: &[Row]) -> String {
     let t = tally(rows);
     let parts: Vec<String> = t.iter().map(|(k, v)| format!("{v} {k}")).collect();
@@ -50,7 +47,14 @@ fn summary_line(rows: &[Row]) -> String {
 pub fn diff_markdown(d: &Diff) -> String {
     let mut m = String::new();
     let _ = writeln!(m, "# llmperf diff\n");
-    let _ = writeln!(m, "- A: `{}` ({})\n- B: `{}` ({})", d.a.path, d.a.run_id, d.b.path, d.b.run_id);
+    let _ = writeln!(
+        m,
+        "- A: {} ({})\n- B: {} ({})",
+        code(&d.a.path),
+        text(&d.a.run_id),
+        code(&d.b.path),
+        text(&d.b.run_id)
+    );
     let t = &d.thresholds;
     let _ = writeln!(
         m,
@@ -87,12 +91,12 @@ pub fn diff_markdown(d: &Diff) -> String {
             let (c, ci) = change(r);
             let _ = writeln!(
                 m,
-                "| `{}` | {} | {} | {c} | {ci} | **{}** | {} |",
-                cell(&r.name),
+                "| {} | {} | {} | {c} | {ci} | **{}** | {} |",
+                code(&r.name),
                 side(&r.a),
                 side(&r.b),
                 r.verdict.as_str(),
-                cell(&r.reason)
+                text(&r.reason)
             );
         }
         m.push('\n');
@@ -103,11 +107,11 @@ pub fn diff_markdown(d: &Diff) -> String {
         for r in &d.ncu {
             let _ = writeln!(
                 m,
-                "| `{}` | {} | {} | {} | {} | {} | {} |",
-                cell(&r.region),
-                cell(&r.section),
-                cell(&r.metric),
-                cell(&r.unit),
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                code(&r.region),
+                text(&r.section),
+                text(&r.metric),
+                text(&r.unit),
                 r.a,
                 r.b,
                 metric_change(r)
@@ -127,7 +131,7 @@ fn notes(m: &mut String, notes: &[String]) {
     if !notes.is_empty() {
         let _ = writeln!(m, "## Notes\n");
         for n in notes {
-            let _ = writeln!(m, "- {n}");
+            let _ = writeln!(m, "- {}", text(n));
         }
         m.push('\n');
     }
@@ -231,13 +235,13 @@ pub fn check_markdown(c: &CheckReport) -> String {
     let failing = c.checks.iter().filter(|x| x.fails).count();
     let _ = writeln!(
         m,
-        "# llmperf check: {}\n\n- run: `{}` ({})\n- baseline: `{}` ({})\n- budgets: {}{}\n",
+        "# llmperf check: {}\n\n- run: {} ({})\n- baseline: {} ({})\n- budgets: {}{}\n",
         if c.exit_code == 0 { "pass".to_string() } else { format!("FAIL (exit {})", c.exit_code) },
-        c.run.path,
-        c.run.run_id,
-        c.baseline.path,
-        c.baseline.run_id,
-        c.budgets.as_deref().map_or("defaults".into(), |b| format!("`{b}`")),
+        code(&c.run.path),
+        text(&c.run.run_id),
+        code(&c.baseline.path),
+        text(&c.baseline.run_id),
+        c.budgets.as_deref().map_or("defaults".into(), code),
         if c.strict { " (--strict: inconclusive fails)" } else { "" }
     );
     let count = |o: Outcome| c.checks.iter().filter(|x| x.outcome == o).count();
@@ -263,22 +267,44 @@ pub fn check_markdown(c: &CheckReport) -> String {
             };
             let _ = writeln!(
                 m,
-                "| {mark} {} | {} | `{}` | {} | {} | {ch} | {ci} | {}% & {} ms, n≥{} | {} |",
+                "| {mark} {} | {} | {} | {} | {} | {ch} | {ci} | {}% & {} ms, n≥{} | {} |",
                 x.outcome.as_str(),
                 x.row.source.as_str(),
-                cell(&x.row.name),
+                code(&x.row.name),
                 side(&x.row.a),
                 side(&x.row.b),
                 x.thresholds.relative_pct,
                 x.thresholds.absolute_ms,
                 x.thresholds.min_samples,
-                cell(&x.row.reason)
+                text(&x.row.reason)
             );
         }
         m.push('\n');
     }
+    for sh in &c.shifts {
+        let _ = writeln!(
+            m,
+            "{} The whole run moved {:+.1}% ({:.2}×): the median change of {} {} rows{}.\n",
+            if sh.fails { "❌" } else { "-" },
+            sh.median_change_pct,
+            sh.factor,
+            sh.rows,
+            sh.source.as_str(),
+            if sh.fails {
+                ", past the budget: a finding, not noise (--discount-shift for a known change of machine or clock)"
+            } else {
+                ""
+            }
+        );
+    }
     if !c.new.is_empty() {
-        let _ = writeln!(m, "New in the run (not checked): {}\n", c.new.join(", "));
+        // "source name": the source is ours, the name the program's.
+        let new: Vec<String> = c
+            .new
+            .iter()
+            .map(|n| n.split_once(' ').map_or_else(|| code(n), |(source, name)| format!("{source} {}", code(name))))
+            .collect();
+        let _ = writeln!(m, "New in the run (not checked): {}\n", new.join(", "));
     }
     notes(&mut m, &c.notes);
     m

@@ -1,18 +1,32 @@
-//! The noise model of `diff` and `check`: a bootstrap confidence interval of
-//! the change in medians, relative and absolute thresholds together, the
-//! between-repeat spread of each run, and a verdict that says "inconclusive"
-//! rather than guess. docs/ci.md, "How a verdict is reached", is this file in prose.
+//! The noise model of `diff` and `check`: the Hodges–Lehmann estimate of the
+//! ratio B/A of two rows' instances with its distribution-free (Moses)
+//! interval, relative and absolute thresholds together, the between-repeat
+//! spread of each run, and a verdict that says "inconclusive" rather than
+//! guess. docs/ci.md, "How a verdict is reached", is this file in prose.
+//!
+//! Why this estimator: kernel and region samples are multi-modal (one kernel
+//! name, several shapes: a flash-attention kernel of prefill and decode runs
+//! 7.9 ms and 0.15 ms) and heavy-tailed. The median of such samples jumps
+//! between modes, and a bootstrap interval of its change spans ±100%: a row
+//! whose every instance doubled read "noise". The median of all pairwise log
+//! ratios log(b_j / a_i) instead is the shift itself whenever B is A scaled
+//! (pairs of one mode sit at the shift, pairs across modes fall symmetrically
+//! to both sides of it), and its interval comes from the ranks of those pairs
+//! alone, without assuming a shape of the distribution.
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// Bootstrap resamples per row.
-pub const RESAMPLES: usize = 1000;
-/// Each side enters the bootstrap with at most this many samples (evenly
-/// spaced ranks of its sorted samples): the interval of a median needs the
-/// distribution, not every instance, and a row stays milliseconds.
-pub const BOOTSTRAP_CAP: usize = 1000;
+/// Each side enters the estimate with at most this many samples (evenly
+/// spaced ranks of its sorted samples): the interval is then that of the
+/// smaller sample, wider, never narrower than the full one's.
+pub const SAMPLE_CAP: usize = 1000;
 /// The interval's coverage.
 pub const CONFIDENCE: f64 = 0.95;
+/// The normal quantile of [`CONFIDENCE`] (two-sided).
+const Z: f64 = 1.959_963_984_540_054;
+/// Samples are floored here before their logarithm: an instance without GPU
+/// work (0 ms) is as long as the samples' resolution, 1 ns.
+const FLOOR_MS: f64 = 1e-6;
 
 /// When a difference counts: both thresholds exceeded, with enough samples.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -64,23 +78,34 @@ impl Verdict {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Side {
     pub samples: usize,
+    /// The instances the samples stand for: as many, or more where the run
+    /// kept a bounded subset of them.
+    #[serde(default)]
+    pub instances: usize,
     pub median_ms: f64,
     pub min_ms: f64,
     pub max_ms: f64,
+    /// The row's time in the whole run: every instance, where the samples are
+    /// a bounded subset of them (the samples' mean times the instances).
+    #[serde(default)]
+    pub total_ms: f64,
     /// The spread of the per-repeat medians, (max − min) / median, in percent
     /// (`runner.run.repeat` > 1); the run's own noise between repeats.
     pub repeat_spread_pct: Option<f64>,
 }
 
 impl Side {
-    /// None for no samples.
-    pub fn of(samples_ms: &[f64], repeat_medians_ms: &[f64]) -> Option<Side> {
+    /// None for no samples. `instances`: how many the samples stand for (at
+    /// least as many as there are samples).
+    pub fn of(samples_ms: &[f64], repeat_medians_ms: &[f64], instances: usize) -> Option<Side> {
         let s = crate::stats::Stats::of(samples_ms)?;
         Some(Side {
             samples: s.count,
+            instances: instances.max(s.count),
             median_ms: s.median_ms,
             min_ms: s.min_ms,
             max_ms: s.max_ms,
+            total_ms: s.mean_ms * instances.max(s.count) as f64,
             repeat_spread_pct: crate::stats::spread_pct(repeat_medians_ms),
         })
     }
@@ -89,137 +114,215 @@ impl Side {
 /// The comparison of one row's two sides.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Change {
-    /// B's median over A's, minus 1, in percent.
+    /// How much longer B's instances are than A's, in percent: the
+    /// Hodges–Lehmann estimate, the median of the ratios of every pair of an
+    /// instance of A and one of B.
     pub change_pct: f64,
+    /// What that change comes to over the run: `change_pct` of A's total time.
     pub delta_ms: f64,
-    /// The bootstrap interval of `change_pct` (None with fewer than 2 samples on a side).
+    /// The 95% distribution-free interval of `change_pct` (None with fewer
+    /// than 2 samples on a side).
     pub ci_low_pct: Option<f64>,
     pub ci_high_pct: Option<f64>,
-    /// The relative threshold applied: the configured one, or the larger
-    /// between-repeat spread of the two runs when that is larger.
+    /// The relative threshold a slowdown must pass: the configured one, or
+    /// the larger between-repeat spread of the two runs when that is larger.
     pub threshold_pct: f64,
     pub verdict: Verdict,
     /// Why, in words.
     pub reason: String,
 }
 
-/// Compare A's samples with B's. `seed` makes the bootstrap repeatable per row.
-pub fn compare(a: &[f64], b: &[f64], a_side: &Side, b_side: &Side, t: &Thresholds, seed: u64) -> Change {
-    let (ma, mb) = (a_side.median_ms, b_side.median_ms);
-    let change_pct = if ma > 0.0 { (mb / ma - 1.0) * 100.0 } else { 0.0 };
-    let delta_ms = mb - ma;
+/// Compare A's samples with B's.
+pub fn compare(a: &[f64], b: &[f64], a_side: &Side, b_side: &Side, t: &Thresholds) -> Change {
     let noise = a_side.repeat_spread_pct.into_iter().chain(b_side.repeat_spread_pct).fold(0.0, f64::max);
     let threshold_pct = t.relative_pct.max(noise);
-    let ci = (a.len() >= 2 && b.len() >= 2 && ma > 0.0).then(|| bootstrap_change_pct(a, b, seed));
+    let shift = (a.len() >= 2 && b.len() >= 2).then(|| log_shift(a, b));
+    let pct = |log: f64| (log.exp() - 1.0) * 100.0;
+    let change_pct = shift.map_or_else(|| ratio_of_medians(a_side, b_side), |s| pct(s.estimate));
+    let total_a = a_side.total_ms;
+    let ms = |pct: f64| pct / 100.0 * total_a;
     let mut c = Change {
         change_pct,
-        delta_ms,
-        ci_low_pct: ci.map(|c| c.0),
-        ci_high_pct: ci.map(|c| c.1),
+        delta_ms: ms(change_pct),
+        ci_low_pct: shift.map(|s| pct(s.low)),
+        ci_high_pct: shift.map(|s| pct(s.high)),
         threshold_pct,
         verdict: Verdict::Inconclusive,
         reason: String::new(),
     };
     let few = a_side.samples.min(b_side.samples);
+    let alike = quantiles_alike(a, b, a_side, t);
     if few < t.min_samples {
         c.reason = format!(
             "too few samples: {} in A, {} in B, {} needed (infer.iters, runner.run.repeat)",
             a_side.samples, b_side.samples, t.min_samples
         );
+        if alike && a.len() == b.len() {
+            c.verdict = Verdict::Unchanged;
+            c.reason += &format!(
+                "; each instance within ±{}% or ±{} ms over the run of its counterpart by rank",
+                t.relative_pct, t.absolute_ms
+            );
+        }
         return c;
     }
-    let Some((lo, hi)) = ci else {
-        c.reason = "no interval: a median of zero".into();
+    let (Some(lo), Some(hi)) = (c.ci_low_pct, c.ci_high_pct) else {
+        c.reason = "no interval".into();
         return c;
     };
-    // Milliseconds at the interval's ends.
-    let (lo_ms, hi_ms) = (lo / 100.0 * ma, hi / 100.0 * ma);
-    let beyond = |pct: f64, ms: f64| pct.abs() > threshold_pct && ms.abs() > t.absolute_ms;
-    let within = |pct: f64, ms: f64| pct.abs() <= threshold_pct || ms.abs() <= t.absolute_ms;
+    let past = |pct: f64, limit: f64| pct.abs() > limit && ms(pct).abs() > t.absolute_ms;
+    let within = |pct: f64| pct.abs() <= t.relative_pct || ms(pct).abs() <= t.absolute_ms;
     let ci_text = format!("{:.0}% interval [{lo:+.1}%, {hi:+.1}%]", CONFIDENCE * 100.0);
-    let limits = format!("±{threshold_pct:.1}% and ±{:.3} ms", t.absolute_ms);
-    if lo > 0.0 && beyond(change_pct, delta_ms) {
+    let limits = format!("±{threshold_pct:.1}% and ±{} ms over the run", t.absolute_ms);
+    if lo > 0.0 && past(change_pct, threshold_pct) {
         c.verdict = Verdict::Slower;
-        c.reason = format!("{ci_text} above 0; the median moved past {limits}");
-    } else if hi < 0.0 && beyond(change_pct, delta_ms) {
+        c.reason = format!("{ci_text} above 0; the change is past {limits}");
+    } else if hi < 0.0 && past(change_pct, threshold_pct) {
         c.verdict = Verdict::Faster;
-        c.reason = format!("{ci_text} below 0; the median moved past {limits}");
-    } else if within(lo, lo_ms) && within(hi, hi_ms) {
+        c.reason = format!("{ci_text} below 0; the change is past {limits}");
+    } else if within(lo) && within(hi) {
         c.verdict = Verdict::Unchanged;
-        c.reason = format!("{ci_text} within {limits}");
+        c.reason = format!("{ci_text} within ±{}% or ±{} ms over the run", t.relative_pct, t.absolute_ms);
+    } else if alike {
+        c.verdict = Verdict::Unchanged;
+        c.reason = format!(
+            "{ci_text}, but every one of {QUANTILES} quantiles of B is within ±{}% or ±{} ms over the run of A's",
+            t.relative_pct, t.absolute_ms
+        );
+    } else if threshold_pct > t.relative_pct && past(change_pct, t.relative_pct) && (lo > 0.0 || hi < 0.0) {
+        // Past the budget, but within the noise the runs show between their
+        // own repeats: neither a regression nor unchanged.
+        c.reason = format!(
+            "{ci_text}: past the budget's {}% but within the runs' own {threshold_pct:.1}% spread between repeats; rerun with more repeats",
+            t.relative_pct
+        );
     } else {
         c.reason = format!("noise: {ci_text} reaches past {limits}");
     }
     c
 }
 
-/// The percentile interval of 100·(median(B*)/median(A*) − 1) over
-/// [`RESAMPLES`] resamples of each side with replacement.
-pub fn bootstrap_change_pct(a: &[f64], b: &[f64], seed: u64) -> (f64, f64) {
-    // Sorted first, so that a seed draws the same values whatever order the
-    // run stored its samples in; then evenly spaced ranks at most.
-    let capped = |x: &[f64]| {
+/// How many quantiles [`quantiles_alike`] compares at most.
+pub const QUANTILES: usize = 19;
+
+/// Whether the two distributions agree within the budget (the configured
+/// one, not widened) at each of [`QUANTILES`] evenly spaced quantiles, or at
+/// every rank where a side has fewer samples. This is what "unchanged" means
+/// to a reader of the two sample sets, and it holds where the interval of the
+/// shift is too wide to say so: a run against itself, a row of noisy
+/// instances that did not move.
+fn quantiles_alike(a: &[f64], b: &[f64], a_side: &Side, t: &Thresholds) -> bool {
+    if a.is_empty() || b.is_empty() {
+        return false;
+    }
+    let sorted = |x: &[f64]| {
         let mut v = x.to_vec();
         v.sort_by(f64::total_cmp);
-        crate::stats::bounded(&v, BOOTSTRAP_CAP)
+        v
     };
-    let (a, b) = (capped(a), capped(b));
-    let mut rng = SplitMix64(seed);
-    let (mut ra, mut rb) = (vec![0.0; a.len()], vec![0.0; b.len()]);
-    let mut changes: Vec<f64> = (0..RESAMPLES)
-        .map(|_| {
-            let ma = resampled_median(&a, &mut ra, &mut rng);
-            let mb = resampled_median(&b, &mut rb, &mut rng);
-            if ma > 0.0 {
-                (mb / ma - 1.0) * 100.0
-            } else {
-                0.0
-            }
-        })
-        .collect();
-    changes.sort_by(f64::total_cmp);
-    let tail = (1.0 - CONFIDENCE) / 2.0;
-    let at = |q: f64| changes[((q * RESAMPLES as f64) as usize).min(RESAMPLES - 1)];
-    (at(tail), at(1.0 - tail))
+    let (a, b) = (sorted(a), sorted(b));
+    let k = a.len().min(b.len()).min(QUANTILES);
+    let at = |v: &[f64], i: usize| v[((i as f64 + 0.5) / k as f64 * v.len() as f64) as usize];
+    // Per instance: the absolute budget is over the run's instances.
+    let instances = a_side.instances as f64;
+    (0..k).all(|i| {
+        let (qa, qb) = (at(&a, i), at(&b, i));
+        let pct = if qa > 0.0 {
+            (qb / qa - 1.0).abs() * 100.0
+        } else if qb > 0.0 {
+            f64::INFINITY
+        } else {
+            0.0
+        };
+        pct <= t.relative_pct || (qb - qa).abs() * instances <= t.absolute_ms
+    })
 }
 
-fn resampled_median(from: &[f64], into: &mut [f64], rng: &mut SplitMix64) -> f64 {
-    for x in into.iter_mut() {
-        *x = from[rng.below(from.len())];
-    }
-    let n = into.len();
-    let (_, mid, _) = into.select_nth_unstable_by(n / 2, f64::total_cmp);
-    let upper = *mid;
-    if n % 2 == 1 {
-        upper
+/// Where there is no interval: the ratio of the medians (0 when A's is 0).
+fn ratio_of_medians(a: &Side, b: &Side) -> f64 {
+    if a.median_ms > 0.0 {
+        (b.median_ms / a.median_ms - 1.0) * 100.0
     } else {
-        let lower = into[..n / 2].iter().copied().fold(f64::MIN, f64::max);
-        (lower + upper) / 2.0
+        0.0
     }
 }
 
-/// A row's bootstrap seed: FNV-1a of its key, so a row gets the same
-/// interval every time the same two runs are compared.
-pub fn seed_of(key: &str) -> u64 {
-    key.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+/// A shift of log(B) against log(A), with its interval.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Shift {
+    pub estimate: f64,
+    pub low: f64,
+    pub high: f64,
 }
 
-/// SplitMix64 (Steele, Lea, Flood 2014): a small, fast generator, plenty for resampling.
-struct SplitMix64(u64);
+/// The Hodges–Lehmann shift of log(B) against log(A) (the median of
+/// log b_j − log a_i over all pairs) and its Moses interval: the order
+/// statistics of those differences at the ranks the Mann–Whitney statistic
+/// bounds at [`CONFIDENCE`] (normal approximation). Exact order statistics of
+/// the pairs, found by bisection over their value with a linear count per step,
+/// so [`SAMPLE_CAP`]² pairs are never held. Needs two samples on each side.
+pub fn log_shift(a: &[f64], b: &[f64]) -> Shift {
+    let logs = |x: &[f64]| {
+        let mut v: Vec<f64> = x.iter().map(|v| v.max(FLOOR_MS).ln()).collect();
+        v.sort_by(f64::total_cmp);
+        crate::stats::bounded(&v, SAMPLE_CAP)
+    };
+    let (x, y) = (logs(a), logs(b));
+    let (m, n) = (x.len() as f64, y.len() as f64);
+    let pairs = x.len() as u64 * y.len() as u64;
+    let estimate = (kth_difference(&x, &y, pairs.div_ceil(2)) + kth_difference(&x, &y, pairs / 2 + 1)) / 2.0;
+    let reach = Z * (m * n * (m + n + 1.0) / 12.0).sqrt();
+    let k = ((m * n / 2.0 - reach).floor() as u64).clamp(1, pairs);
+    Shift { estimate, low: kth_difference(&x, &y, k), high: kth_difference(&x, &y, pairs + 1 - k) }
+}
 
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+/// The k-th smallest (1-based) of y_j − x_i over sorted `x` and `y`.
+fn kth_difference(x: &[f64], y: &[f64], k: u64) -> f64 {
+    let (mut lo, mut hi) = (y[0] - x[x.len() - 1], y[y.len() - 1] - x[0]);
+    if count_at_most(x, y, lo) >= k {
+        return lo;
     }
+    // count(lo) < k <= count(hi): halve until the two are neighbours.
+    for _ in 0..200 {
+        let mid = lo + (hi - lo) / 2.0;
+        if mid <= lo || mid >= hi {
+            break;
+        }
+        if count_at_most(x, y, mid) >= k {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    largest_at_most(x, y, hi)
+}
 
-    /// Uniform in 0..n (multiply-shift; the bias is below 2^-32 for these n).
-    fn below(&mut self, n: usize) -> usize {
-        ((u128::from(self.next()) * n as u128) >> 64) as usize
+/// How many y_j − x_i are at most `t`.
+fn count_at_most(x: &[f64], y: &[f64], t: f64) -> u64 {
+    // As x_i grows, so does the last j with y_j − x_i ≤ t.
+    let (mut j, mut count) = (0usize, 0u64);
+    for &xi in x {
+        while j < y.len() && y[j] - xi <= t {
+            j += 1;
+        }
+        count += j as u64;
     }
+    count
+}
+
+/// The largest y_j − x_i that is at most `t`: the pair value itself, so that
+/// equal samples give exactly 0.
+fn largest_at_most(x: &[f64], y: &[f64], t: f64) -> f64 {
+    let (mut j, mut best) = (0usize, f64::NEG_INFINITY);
+    for &xi in x {
+        while j < y.len() && y[j] - xi <= t {
+            j += 1;
+        }
+        if j > 0 {
+            best = best.max(y[j - 1] - xi);
+        }
+    }
+    best
 }
 
 #[cfg(test)]
@@ -227,7 +330,11 @@ mod tests {
     use super::*;
 
     fn side(s: &[f64]) -> Side {
-        Side::of(s, &[]).unwrap()
+        Side::of(s, &[], s.len()).unwrap()
+    }
+
+    fn cmp(a: &[f64], b: &[f64]) -> Change {
+        compare(a, b, &side(a), &side(b), &Thresholds::default())
     }
 
     /// Samples around `center` with a fixed ±2% wobble.
@@ -238,60 +345,94 @@ mod tests {
     #[test]
     fn a_clear_slowdown_is_slower_with_its_size() {
         let (a, b) = (wobble(1.0, 50), wobble(1.5, 50));
-        let c = compare(&a, &b, &side(&a), &side(&b), &Thresholds::default(), 1);
+        let c = cmp(&a, &b);
         assert_eq!(c.verdict, Verdict::Slower, "{c:?}");
         assert!((c.change_pct - 50.0).abs() < 1.0, "{c:?}");
-        assert!(c.ci_low_pct.unwrap() > 40.0 && c.ci_high_pct.unwrap() < 60.0, "{c:?}");
-        let back = compare(&b, &a, &side(&b), &side(&a), &Thresholds::default(), 1);
-        assert_eq!(back.verdict, Verdict::Faster);
+        assert!(c.ci_low_pct.unwrap() > 45.0 && c.ci_high_pct.unwrap() < 55.0, "{c:?}");
+        // 50 instances of 1 ms, each 0.5 ms longer: 25 ms over the run.
+        assert!((c.delta_ms - 25.0).abs() < 0.5, "{c:?}");
+        assert_eq!(cmp(&b, &a).verdict, Verdict::Faster);
+    }
+
+    /// Two shapes of one kernel, 7.9 ms and 0.15 ms, half the launches each:
+    /// every launch twice as long is +100% with a narrow interval, where the
+    /// change of medians (which falls between the shapes) was "noise".
+    #[test]
+    fn every_instance_of_a_bimodal_row_doubled_is_slower_by_100_percent() {
+        let a: Vec<f64> =
+            (0..68).map(|i| if i % 2 == 0 { 7.86 } else { 0.155 } * (1.0 + 0.002 * (i % 7) as f64)).collect();
+        let b: Vec<f64> = a.iter().map(|v| v * 2.0).collect();
+        let c = cmp(&a, &b);
+        assert_eq!(c.verdict, Verdict::Slower, "{c:?}");
+        assert!((c.change_pct - 100.0).abs() < 1e-9, "{c:?}");
+        assert!(c.ci_low_pct.unwrap() > 95.0 && c.ci_high_pct.unwrap() < 105.0, "{c:?}");
+        let slight: Vec<f64> = a.iter().map(|v| v * 1.25).collect();
+        assert_eq!(cmp(&a, &slight).verdict, Verdict::Slower);
+        // Against itself: exactly 0, and unchanged.
+        let same = cmp(&a, &a);
+        assert_eq!((same.change_pct, same.verdict), (0.0, Verdict::Unchanged), "{same:?}");
     }
 
     #[test]
     fn the_same_distribution_is_unchanged() {
         let (a, b) = (wobble(1.0, 50), wobble(1.0, 60));
-        let c = compare(&a, &b, &side(&a), &side(&b), &Thresholds::default(), 7);
-        assert_eq!(c.verdict, Verdict::Unchanged, "{c:?}");
+        assert_eq!(cmp(&a, &b).verdict, Verdict::Unchanged);
     }
 
     #[test]
-    fn both_thresholds_must_be_exceeded() {
-        // +50% but 0.005 ms: below the absolute threshold.
+    fn both_thresholds_must_be_exceeded_and_the_absolute_one_is_over_the_run() {
+        // +50% per instance, 0.005 ms each: 0.25 ms over 50 instances, past 0.01 ms.
         let (a, b) = (wobble(0.01, 50), wobble(0.015, 50));
-        let c = compare(&a, &b, &side(&a), &side(&b), &Thresholds::default(), 3);
+        assert_eq!(cmp(&a, &b).verdict, Verdict::Slower);
+        // The same per instance with a budget of 1 ms over the run: unchanged.
+        let t = Thresholds { absolute_ms: 1.0, ..Thresholds::default() };
+        let c = compare(&a, &b, &side(&a), &side(&b), &t);
         assert_eq!(c.verdict, Verdict::Unchanged, "{c:?}");
     }
 
     #[test]
     fn few_samples_or_wide_noise_are_inconclusive() {
         let (a, b) = (wobble(1.0, 5), wobble(2.0, 5));
-        let c = compare(&a, &b, &side(&a), &side(&b), &Thresholds::default(), 1);
+        let c = cmp(&a, &b);
         assert_eq!(c.verdict, Verdict::Inconclusive);
         assert!(c.reason.starts_with("too few samples: 5 in A, 5 in B, 10 needed"), "{}", c.reason);
-        // Half the samples at 1, half at 1.3, in both runs: B's median may land anywhere between.
-        let a: Vec<f64> = (0..20).map(|i| if i % 2 == 0 { 1.0 } else { 1.3 }).collect();
-        let b: Vec<f64> = (0..21).map(|i| if i % 2 == 0 { 1.0 } else { 1.3 }).collect();
-        let c = compare(&a, &b, &side(&a), &side(&b), &Thresholds::default(), 1);
+        // Spread over a factor of 3 in both runs, B's +8% and its slowest
+        // three +30%: an interval past ±10%, quantiles apart past 10%.
+        let a: Vec<f64> = (0..12).map(|i| 1.0 + 0.2 * i as f64).collect();
+        let b: Vec<f64> = a.iter().enumerate().map(|(i, v)| v * if i < 9 { 1.08 } else { 1.3 }).collect();
+        let c = cmp(&a, &b);
         assert_eq!(c.verdict, Verdict::Inconclusive, "{c:?}");
         assert!(c.reason.starts_with("noise:"), "{}", c.reason);
     }
 
     #[test]
-    fn repeat_spread_widens_the_threshold() {
+    fn a_change_within_the_repeat_spread_is_inconclusive_never_unchanged() {
         let (a, b) = (wobble(1.0, 50), wobble(1.15, 50));
-        let plain = compare(&a, &b, &side(&a), &side(&b), &Thresholds::default(), 1);
-        assert_eq!(plain.verdict, Verdict::Slower);
-        let noisy = Side::of(&a, &[0.9, 1.0, 1.1]).unwrap();
+        assert_eq!(cmp(&a, &b).verdict, Verdict::Slower);
+        let noisy = Side::of(&a, &[0.9, 1.0, 1.1], a.len()).unwrap();
         assert_eq!(noisy.repeat_spread_pct.map(|p| p.round()), Some(20.0));
-        let c = compare(&a, &b, &noisy, &side(&b), &Thresholds::default(), 1);
+        let c = compare(&a, &b, &noisy, &side(&b), &Thresholds::default());
         assert_eq!(c.threshold_pct.round(), 20.0);
-        assert_ne!(c.verdict, Verdict::Slower, "{c:?}");
+        assert_eq!(c.verdict, Verdict::Inconclusive, "{c:?}");
+        // +376% with repeats spread 400%: not "unchanged".
+        let big = wobble(4.76, 50);
+        let wild = Side::of(&a, &[0.5, 1.0, 4.5], a.len()).unwrap();
+        let c = compare(&a, &big, &wild, &side(&big), &Thresholds::default());
+        assert_eq!(c.verdict, Verdict::Inconclusive, "{c:?}");
     }
 
+    /// The order statistics of the pairs, against every pair listed and sorted.
     #[test]
-    fn the_bootstrap_is_repeatable_and_seeded() {
-        let (a, b) = (wobble(1.0, 30), wobble(1.1, 30));
-        assert_eq!(bootstrap_change_pct(&a, &b, 5), bootstrap_change_pct(&a, &b, 5));
-        assert_eq!(seed_of("nsys:A"), seed_of("nsys:A"));
-        assert_ne!(seed_of("nsys:A"), seed_of("nsys:B"));
+    fn pairwise_order_statistics_equal_the_brute_force_ones() {
+        let x: Vec<f64> = (0..37).map(|i| ((i * 31) % 17) as f64 * 0.37).collect();
+        let y: Vec<f64> = (0..23).map(|i| ((i * 13) % 11) as f64 * 0.91 - 2.0).collect();
+        let (mut xs, mut ys) = (x.clone(), y.clone());
+        xs.sort_by(f64::total_cmp);
+        ys.sort_by(f64::total_cmp);
+        let mut all: Vec<f64> = xs.iter().flat_map(|a| ys.iter().map(move |b| b - a)).collect();
+        all.sort_by(f64::total_cmp);
+        for k in [1, 2, 100, 425, 426, 800, all.len() as u64] {
+            assert_eq!(kth_difference(&xs, &ys, k), all[k as usize - 1], "k = {k}");
+        }
     }
 }
