@@ -18,8 +18,8 @@ pub fn code(name: &str) -> String {
 
 /// Prose that quotes names (notes, reasons): control characters shown as
 /// `\u{..}`, `<`, `>` and `&` as HTML entities (no tag or comment can
-/// start), and the characters that would open a code span or end a table
-/// cell (and the backslash itself) escaped with a backslash. Emphasis is
+/// start), and the characters that would open a code span, end a table
+/// cell or a link's text (and the backslash itself) escaped with a backslash. Emphasis is
 /// left alone: it changes how a name looks, not what the page holds.
 pub fn text(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -29,7 +29,7 @@ pub fn text(s: &str) -> String {
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
             '&' => out.push_str("&amp;"),
-            '`' | '|' | '\\' => {
+            '`' | '|' | '\\' | '[' | ']' => {
                 out.push('\\');
                 out.push(c);
             }

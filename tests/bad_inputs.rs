@@ -449,3 +449,56 @@ fn a_damaged_nsys_report_is_not_called_too_new() {
     assert!(err.contains("magic number mismatch") && err.contains("hint: the file is damaged"), "{err}");
     assert!(!err.contains("newer nsys"), "{err}");
 }
+
+/// The name the hostile-name tests give a range: a comment opener, a
+/// backtick, a pipe, a newline, an OSC title sequence, a link's `]`.
+pub const HOSTILE: &str = "<!-- x`|y\n\u{1b}]0;pwned\u{7}";
+
+/// An ncu app-range export (corpus, cfregly-ai-perf) whose range is renamed
+/// to [`HOSTILE`] by a text edit of a copy: every Markdown the import writes
+/// (report.md, the summary, ncu/regions/report.md) keeps it inside a code
+/// span or escaped, each table row keeps its columns, and neither they nor
+/// sections.txt carry a control character.
+#[test]
+fn hostile_range_names_stay_inside_their_markdown_and_text() {
+    let Some(src) = corpus!("real/cfregly-ai-perf/ncu_app_range_details.csv") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("details.csv");
+    let text = std::fs::read_to_string(&src).unwrap();
+    assert!(text.contains(":compute_kernel:"));
+    std::fs::write(&csv, text.replace("compute_kernel", HOSTILE)).unwrap();
+    let run = dir.path().join("run");
+    import_ncu(&csv, &run).success();
+    let sections = std::fs::read_dir(run.join("ncu/regions"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("sections.txt"))
+        .find(|p| p.is_file())
+        .unwrap();
+    let text = std::fs::read_to_string(&sections).unwrap();
+    assert!(text.contains("pwned") && !text.chars().any(|c| c.is_control() && c != '\n'), "{text}");
+    let mut seen = 0;
+    for file in ["report.md", "stakeholder_summary.md", "ncu/regions/report.md"] {
+        let md = std::fs::read_to_string(run.join(file)).unwrap();
+        seen += md.matches("pwned").count();
+        assert!(!md.chars().any(|c| c.is_control() && c != '\n'), "{file}: a control character");
+        for line in md.lines() {
+            assert!(!outside_code_spans(line).contains("<!--"), "{file}: {line}");
+        }
+        let mut header = None;
+        for line in md.lines() {
+            if !line.starts_with('|') {
+                header = None;
+                continue;
+            }
+            let cells = line.replace("\\\\", "").replace("\\|", "").matches('|').count();
+            assert_eq!(cells, *header.get_or_insert(cells), "{file}: {line}");
+        }
+        // A region's link: its text ends at the first unescaped `]`, then `(`.
+        for line in md.lines().filter(|l| l.starts_with("| [")) {
+            let rest = line[3..].replace("\\\\", "").replace("\\]", "");
+            assert!(rest.split_once(']').is_some_and(|(_, after)| after.starts_with('(')), "{file}: {line}");
+        }
+    }
+    assert!(seen >= 3, "the name reached the Markdown ({seen} times)");
+}

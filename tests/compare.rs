@@ -512,6 +512,8 @@ fn slower_flash_attention_kernels_fail_the_check_naming_the_kernel_and_its_regio
         assert!(stderr.contains(kernel), "{stderr}");
         // The region's NVTX wall time did not move (the capture's CPU side is unedited).
         assert_eq!(row(&c, "nsys", "FlashAttnFunc")["outcome"], "pass");
+        let md = std::fs::read_to_string(run.join("check/check.md")).unwrap();
+        assert!(md.contains("Failing rows by kind: 2 gpu, 1 kernel."), "{md}");
         let failing: Vec<_> = outcomes(&c).into_iter().filter(|o| o.2 != "pass").map(|o| (o.0, o.1)).collect();
         assert_eq!(failing.len(), 3, "{failing:?}");
     }
@@ -562,6 +564,17 @@ fn an_unreadable_or_failed_baseline_never_passes() {
             assert!(stderr.contains(&format!("{}: ", base.join("nsys/samples.json").display())), "{what}: {stderr}");
             assert!(stderr.contains("hint: the run directory is damaged or incomplete"), "{what}: {stderr}");
         }
+    }
+    // The workload's timings or ncu's region report there but unreadable.
+    for file in ["workload/timings.json", "ncu/regions/report.json"] {
+        let base = root.path().join(file.replace('/', "_"));
+        common::copy_dir(&run, &base);
+        std::fs::create_dir_all(base.join(file).parent().unwrap()).unwrap();
+        std::fs::write(base.join(file), "{\"schema\": ").unwrap();
+        let out = llmperf().arg("check").arg(&run).arg("--baseline").arg(&base).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(6), "{file}: {stderr}");
+        assert!(stderr.contains(&format!("{}: EOF while parsing", base.join(file).display())), "{file}: {stderr}");
     }
     // A baseline whose run failed.
     let failed = root.path().join("failed");
@@ -693,7 +706,7 @@ fn hostile_region_names_cannot_break_markdown_or_the_terminal() {
         let md = std::fs::read_to_string(run.join(file)).unwrap();
         assert!(!md.chars().any(|c| c.is_control() && c != '\n'), "{file}: a control character");
         for line in md.lines() {
-            assert!(!outside_code_spans(line).contains("<!--"), "{file}: {line}");
+            assert!(!common::outside_code_spans(line).contains("<!--"), "{file}: {line}");
         }
     }
     for (what, md) in &texts {
@@ -706,39 +719,9 @@ fn hostile_region_names_cannot_break_markdown_or_the_terminal() {
         }
         // Outside code spans, the name's text never appears raw.
         for line in md.lines() {
-            assert!(!outside_code_spans(line).contains("<!--"), "{what}: {line}");
+            assert!(!common::outside_code_spans(line).contains("<!--"), "{what}: {line}");
         }
     }
-}
-
-/// A Markdown line without its code spans (CommonMark: a run of N backticks
-/// opens one, the next run of exactly N closes it).
-fn outside_code_spans(line: &str) -> String {
-    let (mut out, mut rest) = (String::new(), line);
-    while let Some(i) = rest.find('`') {
-        out.push_str(&rest[..i]);
-        let n = rest[i..].len() - rest[i..].trim_start_matches('`').len();
-        let after = &rest[i + n..];
-        let mut close = None;
-        let mut from = 0;
-        while let Some(j) = after[from..].find('`') {
-            let at = from + j;
-            let m = after[at..].len() - after[at..].trim_start_matches('`').len();
-            if m == n {
-                close = Some(at + m);
-                break;
-            }
-            from = at + m;
-        }
-        match close {
-            Some(end) => rest = &after[end..],
-            None => {
-                out.push_str(&rest[i..]);
-                return out;
-            }
-        }
-    }
-    out + rest
 }
 
 /// A kernel with too few launches for an interval of its own (memfusion's

@@ -254,6 +254,17 @@ pub fn check_markdown(c: &CheckReport) -> String {
         count(Outcome::Inconclusive),
         count(Outcome::Missing)
     );
+    // Which kind moved: wall time, GPU time, kernels, the workload's own timings.
+    let mut by_kind: Vec<String> = Vec::new();
+    for (source, _) in SECTIONS {
+        let n = c.checks.iter().filter(|x| x.fails && x.row.source == source).count();
+        if n > 0 {
+            by_kind.push(format!("{n} {}", source.as_str()));
+        }
+    }
+    if !by_kind.is_empty() {
+        let _ = writeln!(m, "Failing rows by kind: {}.\n", by_kind.join(", "));
+    }
     if !c.checks.is_empty() {
         let _ = writeln!(m, "| | source | name | baseline ms (n) | run ms (n) | change | 95% interval | budget | why |\n|---|---|---|---:|---:|---:|---:|---|---|");
         for x in &c.checks {

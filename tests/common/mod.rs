@@ -216,3 +216,33 @@ macro_rules! corpus_copy {
         $crate::common::corpus_copy(&$crate::this_test!(), $rel, $dir)
     };
 }
+
+/// A Markdown line without its code spans (CommonMark: a run of N backticks
+/// opens one, the next run of exactly N closes it).
+pub fn outside_code_spans(line: &str) -> String {
+    let (mut out, mut rest) = (String::new(), line);
+    while let Some(i) = rest.find('`') {
+        out.push_str(&rest[..i]);
+        let n = rest[i..].len() - rest[i..].trim_start_matches('`').len();
+        let after = &rest[i + n..];
+        let mut close = None;
+        let mut from = 0;
+        while let Some(j) = after[from..].find('`') {
+            let at = from + j;
+            let m = after[at..].len() - after[at..].trim_start_matches('`').len();
+            if m == n {
+                close = Some(at + m);
+                break;
+            }
+            from = at + m;
+        }
+        match close {
+            Some(end) => rest = &after[end..],
+            None => {
+                out.push_str(&rest[i..]);
+                return out;
+            }
+        }
+    }
+    out + rest
+}
