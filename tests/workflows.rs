@@ -78,3 +78,26 @@ fn the_gpu_smoke_workflow_runs_what_docs_ci_promises() {
         serde_yaml::from_str(&std::fs::read_to_string(Path::new(ROOT).join("ci/budgets.yaml")).unwrap()).unwrap();
     assert!(budgets["regions"].as_sequence().is_some_and(|r| !r.is_empty()));
 }
+
+/// `run=$(llmperf profile … | tail -n 1)` keeps llmperf's exit code only
+/// under pipefail: in the README's and docs/ci.md's CI recipes (`set -o
+/// pipefail` before the pipe) and in gpu-smoke.yml (its job's steps run with
+/// `shell: bash`, which GitHub runs as `bash -eo pipefail`).
+#[test]
+fn every_ci_recipe_that_pipes_llmperf_keeps_its_exit_code() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for doc in ["README.md", "docs/ci.md"] {
+        let text = std::fs::read_to_string(root.join(doc)).unwrap();
+        for block in text.split("```sh").skip(1).map(|b| b.split("```").next().unwrap()) {
+            if let Some(pipe) = block.find("| tail") {
+                let set = block.find("pipefail");
+                assert!(set.is_some_and(|s| s < pipe), "{doc}: a recipe pipes llmperf without pipefail:\n{block}");
+            }
+        }
+    }
+    let yml = std::fs::read_to_string(root.join(".github/workflows/gpu-smoke.yml")).unwrap();
+    let job = yml.split("\n  smoke:\n").nth(1).expect("the smoke job");
+    let defaults = job.split("\n    steps:").next().unwrap();
+    assert!(yml.contains("| tail -n 1"));
+    assert!(defaults.contains("defaults:\n      run:\n        shell: bash"), "{defaults}");
+}
