@@ -502,3 +502,40 @@ fn hostile_range_names_stay_inside_their_markdown_and_text() {
     }
     assert!(seen >= 3, "the name reached the Markdown ({seen} times)");
 }
+
+/// A value of the wrong type where an integer belongs (text, a fraction, a
+/// blob), set by SQL on a copy of the corpus's memfusion export: SQLite
+/// reads such a value as 0, which made a kernel run from time 0 to its end
+/// (GPU time 125× too high, exit 0). Now exit 6, naming the file, table,
+/// column and row, with a hint.
+#[test]
+fn a_value_of_the_wrong_type_in_an_nsys_export_is_named_never_read_as_zero() {
+    let Some(src) = corpus!("real/memfusion/report1.sqlite") else { return };
+    let root = tempfile::tempdir().unwrap();
+    for (i, (table, column, value)) in [
+        ("CUPTI_ACTIVITY_KIND_KERNEL", "start", "'soon'"),
+        ("CUPTI_ACTIVITY_KIND_KERNEL", "end", "x'00'"),
+        ("NVTX_EVENTS", "start", "0.5"),
+        ("CUPTI_ACTIVITY_KIND_RUNTIME", "correlationId", "'id'"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let dir = root.path().join(i.to_string());
+        std::fs::create_dir(&dir).unwrap();
+        let db = copy_of(&src, &dir);
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        // A row the readers read: a range with an end, for NVTX_EVENTS.
+        let which = if table == "NVTX_EVENTS" { " WHERE end IS NOT NULL" } else { "" };
+        let sql =
+            format!("UPDATE {table} SET {column} = {value} WHERE rowid = (SELECT MIN(rowid) FROM {table}{which})");
+        assert_eq!(conn.execute(&sql, []).unwrap(), 1);
+        drop(conn);
+        let a = llmperf().args(["-q", "import", "nsys"]).arg(&db).arg("-o").arg(dir.join("run")).assert().code(6);
+        let err = stderr(&a);
+        assert!(err.contains(&format!("error: {}: reading ", db.display())), "{err}");
+        assert!(err.contains(&format!("table {table}, column {column}, row ")), "{err}");
+        assert!(err.contains("where an integer belongs"), "{err}");
+        assert!(err.contains("hint: a value of the wrong type"), "{err}");
+    }
+}

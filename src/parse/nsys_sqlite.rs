@@ -306,9 +306,12 @@ impl NsysDb {
     }
 
     fn sql_error(&self, what: &str, e: rusqlite::Error) -> Error {
-        Error::new(ErrorKind::Unparseable, format!("{}: reading {what}: {e}", self.path.display())).with_hint(
-            "the file may be truncated (nsys killed during export) or from an nsys version with a different schema",
-        )
+        let hint = if let rusqlite::Error::FromSqlConversionFailure(..) = e {
+            "a value of the wrong type: the export was edited, or written by another tool; export the report again with `nsys export --type sqlite`"
+        } else {
+            "the file may be truncated (nsys killed during export) or from an nsys version with a different schema"
+        };
+        Error::new(ErrorKind::Unparseable, format!("{}: reading {what}: {e}", self.path.display())).with_hint(hint)
     }
 
     /// The exporter's version, from the metadata table of either name.

@@ -5,7 +5,15 @@
 //! 1M-range export (issue 18). These loops read integer columns that nsys
 //! never leaves NULL, and one text column, so they step the statement and
 //! read the columns directly. A NULL integer reads as 0 with [`Rows::int`].
+//!
+//! A value of another type in an integer column (text, a blob, a fraction:
+//! an export edited by hand or written by another tool) reads as 0 through
+//! `sqlite3_column_int64`, which would make a kernel that started at "0" run
+//! for its whole end timestamp. Every 0 read is therefore checked for its
+//! type (a rare path: these columns hold timestamps and ids), and the next
+//! `step` fails naming the table, column, row and value.
 use rusqlite::{ffi, Connection};
+use std::cell::RefCell;
 use std::ffi::{c_int, CString};
 
 /// One prepared statement, stepped row by row; finalized when dropped.
@@ -14,6 +22,12 @@ pub struct Rows<'c> {
     conn: &'c Connection,
     /// Stepped past the last row: SQLite would start the query again.
     done: bool,
+    /// The table the query reads (its first `FROM`), for messages.
+    table: String,
+    /// Rows stepped so far.
+    row: u64,
+    /// The first value of the current row that was not an integer where one was read.
+    wrong_type: RefCell<Option<rusqlite::Error>>,
 }
 
 impl<'c> Rows<'c> {
@@ -27,15 +41,20 @@ impl<'c> Rows<'c> {
         if rc != ffi::SQLITE_OK || stmt.is_null() {
             return Err(failure(conn, rc));
         }
-        Ok(Rows { stmt, conn, done: false })
+        let table = sql.split_once(" FROM ").map_or("", |(_, rest)| rest).split_whitespace().next().unwrap_or("");
+        Ok(Rows { stmt, conn, done: false, table: table.to_string(), row: 0, wrong_type: RefCell::new(None) })
     }
 
     /// Moves to the next row: false at the end, and on every call after it
     /// (a statement stepped past its end would run again from the first row).
     pub fn step(&mut self) -> Result<bool, rusqlite::Error> {
+        if let Some(e) = self.wrong_type.take() {
+            return Err(e);
+        }
         if self.done {
             return Ok(false);
         }
+        self.row += 1;
         // SAFETY: `stmt` is a prepared statement of a connection that outlives it.
         match unsafe { ffi::sqlite3_step(self.stmt) } {
             ffi::SQLITE_ROW => Ok(true),
@@ -47,13 +66,50 @@ impl<'c> Rows<'c> {
         }
     }
 
-    /// An integer column of the current row (NULL reads as 0).
+    /// An integer column of the current row (NULL reads as 0; a value of
+    /// another type fails the next `step`).
     pub fn int(&self, col: c_int) -> i64 {
         // SAFETY: called only after `step` returned a row; an out-of-range column reads 0.
-        unsafe { ffi::sqlite3_column_int64(self.stmt, col) }
+        let v = unsafe { ffi::sqlite3_column_int64(self.stmt, col) };
+        if v == 0 {
+            self.zero(col);
+        }
+        v
     }
 
-    /// An integer column of the current row, None when NULL.
+    /// A 0 read from `col`: an integer 0 or a NULL, or a value of another type.
+    #[cold]
+    fn zero(&self, col: c_int) {
+        // SAFETY: as for `int`.
+        let kind = unsafe { ffi::sqlite3_column_type(self.stmt, col) };
+        if kind == ffi::SQLITE_INTEGER || kind == ffi::SQLITE_NULL || self.wrong_type.borrow().is_some() {
+            return;
+        }
+        let (type_name, ty) = match kind {
+            ffi::SQLITE_TEXT => ("text", rusqlite::types::Type::Text),
+            ffi::SQLITE_FLOAT => ("a real number", rusqlite::types::Type::Real),
+            _ => ("a blob", rusqlite::types::Type::Blob),
+        };
+        // SAFETY: as for `int`; SQLite owns the NUL-terminated column name.
+        let name = unsafe {
+            let p = ffi::sqlite3_column_name(self.stmt, col);
+            if p.is_null() {
+                String::new()
+            } else {
+                std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned()
+            }
+        };
+        let value: String = self.text(col).unwrap_or_default().chars().take(40).collect();
+        let message = format!(
+            "table {}, column {name}, row {} (in the query's order): {type_name} {value:?} where an integer belongs",
+            self.table, self.row
+        );
+        *self.wrong_type.borrow_mut() =
+            Some(rusqlite::Error::FromSqlConversionFailure(col as usize, ty, message.into()));
+    }
+
+    /// An integer column of the current row, None when NULL (another type
+    /// fails the next `step`, as for `int`).
     pub fn opt_int(&self, col: c_int) -> Option<i64> {
         // SAFETY: as for `int`.
         let null = unsafe { ffi::sqlite3_column_type(self.stmt, col) } == ffi::SQLITE_NULL;
@@ -112,5 +168,23 @@ mod tests {
         assert!(!rows.step().unwrap());
         let err = Rows::query(&conn, "SELECT nope FROM t").err().unwrap();
         assert!(err.to_string().contains("no such column: nope"), "{err}");
+    }
+
+    /// Text, a fraction or a blob where an integer belongs: the next step
+    /// fails naming table, column, row and value, never a silent 0.
+    #[test]
+    fn a_value_of_another_type_is_an_error_not_a_zero() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE k (start INTEGER, end INTEGER)").unwrap();
+        for (bad, says) in [("'soon'", "text \"soon\""), ("0.5", "a real number \"0.5\""), ("x'00'", "a blob")] {
+            conn.execute_batch(&format!("DELETE FROM k; INSERT INTO k VALUES (1, 2), ({bad}, 3);")).unwrap();
+            let mut rows = Rows::query(&conn, "SELECT start, end FROM k ORDER BY rowid").unwrap();
+            assert!(rows.step().unwrap());
+            assert_eq!(rows.int(0), 1);
+            assert!(rows.step().unwrap());
+            assert_eq!(rows.int(0), 0);
+            let err = rows.step().err().expect("the wrong type fails").to_string();
+            assert!(err.contains(&format!("table k, column start, row 2 (in the query's order): {says}")), "{err}");
+        }
     }
 }
