@@ -539,3 +539,52 @@ fn a_value_of_the_wrong_type_in_an_nsys_export_is_named_never_read_as_zero() {
         assert!(err.contains("hint: a value of the wrong type"), "{err}");
     }
 }
+
+/// Reports from a newer nsys or ncu than the local one (corpus; each
+/// version is written in the file, ../shared/REFERENCE.md §6c): exit 5,
+/// naming both versions and the command that renders the report. A newer
+/// report the local tool still reads (ncu 2022.3 reads 2022.4.1) imports;
+/// a `.ncu-repz` (zstd) is named as such.
+#[test]
+fn reports_newer_than_the_local_tool_name_both_versions() {
+    let root = tempfile::tempdir().unwrap();
+    let cases = [
+        ("nsys", "real/memfusion/report1.nsys-rep", "2023.1.2"),
+        ("nsys", "real/cs336-halfemptydrum/report1.nsys-rep", "2026.1.2"),
+        ("ncu", "real/GPU_Power_Model/profile.ncu-rep", "2025.1.0"),
+        ("ncu", "real/sglang-fork/profile.ncu-rep", "2023.3.0"),
+    ];
+    for (i, (tool, rel, version)) in cases.into_iter().enumerate() {
+        let Some(src) = corpus!(rel) else { return };
+        let dir = root.path().join(i.to_string());
+        std::fs::create_dir(&dir).unwrap();
+        let file = copy_of(&src, &dir);
+        let _nsys = nsys_lock();
+        let a = llmperf()
+            .args(["import", tool])
+            .arg(&file)
+            .arg("-o")
+            .arg(dir.join("run"))
+            .timeout(Duration::from_secs(300))
+            .assert()
+            .code(5);
+        let err = stderr(&a);
+        assert!(
+            err.contains(&format!("error: {} was written by {tool} {version}; this {tool} is ", file.display())),
+            "{rel}: {err}"
+        );
+        assert!(err.contains(&format!("hint: render it with {tool} {version} or newer")), "{rel}: {err}");
+        assert!(!err.contains("damaged"), "{rel}: {err}");
+    }
+    let Some(older) = corpus!("real/parallel_programming_ex3/profile.ncu-rep") else { return };
+    let file = copy_of(&older, root.path());
+    import_ncu(&file, &root.path().join("older")).success();
+    let repz = root.path().join("report.ncu-repz");
+    std::fs::copy(&file, &repz).unwrap();
+    let err = stderr(&import_ncu(&repz, &root.path().join("repz")).code(5));
+    assert!(err.contains("is a zstd-compressed Nsight Compute report (.ncu-repz)"), "{err}");
+    assert!(
+        err.contains(&format!("hint: render it with the ncu that wrote it: `ncu --import {}", repz.display())),
+        "{err}"
+    );
+}

@@ -433,6 +433,16 @@ pub(crate) fn import(
     // run directory: the copy no longer comes before the parse (0.12 s per
     // 500 MB). Reports are rendered with ncu, which needs the copy first.
     let mut copies = Vec::new();
+    if let Some(file) = files.iter().find(|f| compressed_report(f)) {
+        return Err(Error::new(
+            ErrorKind::StageFailed,
+            format!("{} is a zstd-compressed Nsight Compute report (.ncu-repz), which newer ncu versions write; llmperf renders reports with the installed ncu and reads CSVs", file.display()),
+        )
+        .with_hint(format!(
+            "render it with the ncu that wrote it: `ncu --import {} --csv --page raw > R.csv`, then `llmperf import ncu R.csv`",
+            file.display()
+        )));
+    }
     for (file, pass) in files.iter().zip(added) {
         let is_report = file.extension().is_some_and(|e| e == "ncu-rep");
         let copy = run.join(&pass_file(&pass.name, if is_report { PassFile::Report } else { PassFile::ImportedCsv }));
@@ -441,7 +451,7 @@ pub(crate) fn import(
             continue;
         }
         run_dir::keep_input(file, &copy)?;
-        let outcome = render_import(run, manifest, cfg, &copy, &pass.name)?;
+        let outcome = render_import(run, manifest, cfg, (file, &copy), &pass.name)?;
         if outcome.error().is_some() {
             verdict.add(outcome);
             return Ok(());
@@ -475,12 +485,31 @@ pub(crate) fn import(
     Ok(())
 }
 
-/// The `ncu_import` stage: render a copied .ncu-rep to CSV with the installed ncu.
+/// A rendered page that holds ncu's `==ERROR== Failed to load report file`
+/// (ncu exits 0 after it) instead of a CSV.
+fn failed_to_load(page: &Path) -> bool {
+    use std::io::Read;
+    let mut head = Vec::new();
+    let read = std::fs::File::open(page).and_then(|f| f.take(4096).read_to_end(&mut head));
+    read.is_ok() && String::from_utf8_lossy(&head).contains("Failed to load report file")
+}
+
+/// A `.ncu-repz`, by name or by its zstd magic number (28 B5 2F FD).
+fn compressed_report(file: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    let zstd = std::fs::File::open(file).and_then(|mut f| f.read_exact(&mut magic)).is_ok()
+        && magic == [0x28, 0xB5, 0x2F, 0xFD];
+    zstd || file.extension().is_some_and(|e| e == "ncu-repz")
+}
+
+/// The `ncu_import` stage: render a copied .ncu-rep (`report`; `original`:
+/// the user's file, for messages) to CSV with the installed ncu.
 fn render_import(
     run: &RunDir,
     manifest: &mut ManifestWriter,
     cfg: &Config,
-    report: &Path,
+    (original, report): (&Path, &Path),
     pass: &str,
 ) -> Result<StageOutcome, Error> {
     let stage_name = if pass == "import" { "ncu_import".to_string() } else { format!("ncu_import:{pass}") };
@@ -493,6 +522,14 @@ fn render_import(
     };
     stage::run(manifest, &stage_name, Vec::new(), || {
         let made = render_csv(run, &tool, report, pass)?;
+        // ncu fails on a report from a newer ncu with "Failed to load report file", as on a
+        // damaged one; the version the report carries tells them apart. (An older ncu reads
+        // some newer reports: 2022.3 reads those up to 2023.1, so the version alone decides nothing.)
+        if made.is_empty() || made.iter().any(|rel| failed_to_load(&run.join(rel))) {
+            if let Some(e) = crate::profile::tools::too_new(original, Kind::Ncu, &tool) {
+                return Ok(Done::of(Some(e)));
+            }
+        }
         let error = run_dir::pass_csv(run, pass).is_none().then(|| {
             Error::new(ErrorKind::Unparseable, format!("{} {} could not render {}", tool.path.display(), tool.version, report.display()))
                 .with_hint("a report newer than this ncu cannot be read: render it with the ncu that wrote it, then import the CSV (see the ncu/*.stderr.log files of the run directory)")

@@ -279,7 +279,10 @@ fn export(run: &RunDir, manifest: &mut ManifestWriter, tool: &Tool, report: &Pat
             (true, _) => None,
             (false, _) => {
                 let log = std::fs::read_to_string(run.join(run_dir::NSYS_EXPORT_STDERR)).unwrap_or_default();
-                Some(export_failure(&log, report, &done, tool))
+                // A newer nsys's report fails as "Version number is invalid" or as a
+                // ProtobufParseException that reads like damage: the version it carries tells.
+                let newer = crate::profile::tools::too_new(report, crate::profile::tools::Kind::Nsys, tool);
+                Some(newer.unwrap_or_else(|| export_failure(&log, report, &done, tool)))
             }
         };
         let mut artifacts = vec![run_dir::NSYS_EXPORT_LOG.to_string(), run_dir::NSYS_EXPORT_STDERR.into()];

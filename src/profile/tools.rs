@@ -42,6 +42,74 @@ impl fmt::Display for Version {
     }
 }
 
+/// How much of a report is searched for the version that wrote it, at most:
+/// it is read only after the tool failed on the report.
+const WRITER_SCAN: u64 = 1 << 30;
+
+/// The version of the nsys or ncu that wrote a report, from the strings it
+/// carries (../shared/REFERENCE.md §6c): an `.nsys-rep` names its install
+/// path (`nsight-systems-2023.1.2/…`) or its build (`2025.1.1.110-2511354`),
+/// an `.ncu-rep` its build (`2025.3.1.0 (build 36398880)`, 80 KiB to 2 MiB
+/// into the corpus's reports). The first found counts; None when there is
+/// none (a `.qdrep`, a file that is no report) in the first [`WRITER_SCAN`] bytes.
+pub(crate) fn report_writer(path: &std::path::Path, kind: Kind) -> Option<Version> {
+    use std::io::Read;
+    let pattern = match kind {
+        Kind::Nsys => r"nsight-systems-(20\d\d)\.(\d+)\.(\d+)|\b(20\d\d)\.(\d+)\.(\d+)\.\d+-\d{7}",
+        Kind::Ncu => r"\b(20\d\d)\.(\d+)\.(\d+)\.\d+ \(build \d+\)",
+    };
+    let re = regex::bytes::Regex::new(pattern).expect("valid regex");
+    let mut f = std::fs::File::open(path).ok()?.take(WRITER_SCAN);
+    // Chunks that overlap by more than the longest match, so none is cut in two.
+    const CHUNK: usize = 1 << 20;
+    const OVERLAP: usize = 64;
+    let mut buf = vec![0u8; CHUNK + OVERLAP];
+    let mut kept = 0;
+    loop {
+        let n = f.read(&mut buf[kept..]).ok()?;
+        if n == 0 {
+            return None;
+        }
+        let filled = kept + n;
+        if let Some(c) = re.captures(&buf[..filled]) {
+            let nums: Vec<u32> = c
+                .iter()
+                .skip(1)
+                .flatten()
+                .filter_map(|m| std::str::from_utf8(m.as_bytes()).ok()?.parse().ok())
+                .collect();
+            return (nums.len() == 3).then(|| Version::new(nums[0], nums[1], nums[2]));
+        }
+        kept = OVERLAP.min(filled);
+        buf.copy_within(filled - kept..filled, 0);
+    }
+}
+
+/// A report written by a newer `tool` than this one: the error that says so,
+/// with the command that reads it (exit 5, as a failed profiler stage).
+pub(crate) fn too_new(path: &std::path::Path, kind: Kind, tool: &Tool) -> Option<Error> {
+    let writer = report_writer(path, kind).filter(|v| *v > tool.version)?;
+    let (name, render) = match kind {
+        Kind::Nsys => ("nsys", format!("nsys export --type sqlite -o R.sqlite {}", path.display())),
+        Kind::Ncu => ("ncu", format!("ncu --import {} --csv --page raw > R.csv", path.display())),
+    };
+    Some(
+        Error::new(
+            ErrorKind::StageFailed,
+            format!(
+                "{} was written by {name} {writer}; this {name} is {} ({})",
+                path.display(),
+                tool.version,
+                tool.path.display()
+            ),
+        )
+        .with_hint(format!(
+            "render it with {name} {writer} or newer: `{render}`, then `llmperf import {name} R.{}`",
+            if kind == Kind::Nsys { "sqlite" } else { "csv" }
+        )),
+    )
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Nsys,
