@@ -183,7 +183,7 @@ mod tests {
             assert_eq!(rows.int(0), 1);
             assert!(rows.step().unwrap());
             assert_eq!(rows.int(0), 0);
-            let err = rows.step().err().expect("the wrong type fails").to_string();
+            let err = rows.step().expect_err("the wrong type fails").to_string();
             assert!(err.contains(&format!("table k, column start, row 2 (in the query's order): {says}")), "{err}");
         }
     }
