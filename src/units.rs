@@ -94,6 +94,39 @@ pub(crate) fn in_base(value: &Value, unit: &str) -> Option<(f64, Base)> {
     }
 }
 
+/// [`in_base`] of a named metric: a value printed without its unit (ncu
+/// renders most units empty for a chip it does not know, with the values in
+/// base units: ../shared/REFERENCE.md §6c) takes the unit its name says for
+/// certain ([`inferred_unit`]); any other unit-less value is kept as printed.
+pub(crate) fn in_base_named(name: &str, value: &Value, unit: &str) -> Option<(f64, Base)> {
+    match (unit.trim().is_empty(), inferred_unit(name)) {
+        (true, Some(u)) => in_base(value, u),
+        _ => in_base(value, unit),
+    }
+}
+
+/// The base unit of an ncu metric whose name says it for certain, for a value
+/// printed without a unit: durations (`gpu__time_duration.sum`: ns), shares
+/// of a peak (`….pct_of_peak_sustained_elapsed`, `….pct`, `…_pct`: %), byte counts and
+/// rates (`dram__bytes.sum`: byte; `dram__bytes.sum.per_second`:
+/// byte/second), clock rates (`gpc__cycles_elapsed.avg.per_second`: Hz).
+/// None for everything else: a count, a ratio, a name this does not know.
+pub(crate) fn inferred_unit(name: &str) -> Option<&'static str> {
+    let (counter, rest) = name.split_once('.').unwrap_or((name, ""));
+    let per_second = rest.ends_with("per_second");
+    if counter.ends_with("_pct") || rest.split('.').any(|part| part == "pct" || part.starts_with("pct_of_peak")) {
+        Some("%")
+    } else if counter.ends_with("__time_duration") && !per_second {
+        Some("nsecond")
+    } else if counter.contains("__bytes") {
+        Some(if per_second { "byte/second" } else { "byte" })
+    } else if counter.ends_with("__cycles_elapsed") && per_second {
+        Some("cycle/second")
+    } else {
+        None
+    }
+}
+
 /// The base unit a value is normalized to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Base {
@@ -198,6 +231,28 @@ mod tests {
         for ambiguous in ["12", "1,234", "3.5", "n/a"] {
             assert_eq!(locale_hint(ambiguous), None, "{ambiguous}");
         }
+    }
+
+    /// Names from ncu's raw pages (the corpus's 2024.1 renderings) and what
+    /// their units were there.
+    #[test]
+    fn units_inferred_from_metric_names_where_certain() {
+        assert_eq!(inferred_unit("gpu__time_duration.sum"), Some("nsecond"));
+        assert_eq!(inferred_unit("gpu__time_duration.avg"), Some("nsecond"));
+        assert_eq!(inferred_unit("sm__throughput.avg.pct_of_peak_sustained_elapsed"), Some("%"));
+        assert_eq!(inferred_unit("sm__warps_active.avg.pct_of_peak_sustained_active"), Some("%"));
+        assert_eq!(inferred_unit("sm__maximum_warps_per_active_cycle_pct"), Some("%"));
+        assert_eq!(inferred_unit("dram__bytes.sum"), Some("byte"));
+        assert_eq!(inferred_unit("dram__bytes_read.sum.per_second"), Some("byte/second"));
+        assert_eq!(inferred_unit("gpc__cycles_elapsed.avg.per_second"), Some("cycle/second"));
+        for unknown in ["sm__cycles_elapsed.avg", "launch__grid_size", "device__attribute_max_threads_per_block"] {
+            assert_eq!(inferred_unit(unknown), None, "{unknown}");
+        }
+        let v = Value::Number(5184.0);
+        assert_eq!(in_base_named("gpu__time_duration.sum", &v, ""), Some((5184.0, Base::Nanoseconds)));
+        // A printed unit wins.
+        assert_eq!(in_base_named("gpu__time_duration.sum", &v, "usecond"), Some((5184e3, Base::Nanoseconds)));
+        assert_eq!(in_base_named("launch__grid_size", &v, ""), Some((5184.0, Base::Other)));
     }
 
     #[test]

@@ -588,3 +588,61 @@ fn reports_newer_than_the_local_tool_name_both_versions() {
         "{err}"
     );
 }
+
+/// What an ncu that does not know the report's chip renders (REFERENCE
+/// §6c), made by a text edit of the corpus's 2024.1 renderings of one report:
+/// every unit emptied, and `==WARNING== Failed to detect compute capability`
+/// lines before the header and between rows. The import's kernels (calls and
+/// GPU time, both pages) equal those of the unedited files, and the region
+/// report says which units were inferred from the metric name.
+#[test]
+fn ncu_renderings_without_units_and_with_log_lines_give_the_same_numbers() {
+    const W: &str = "==WARNING== Failed to detect compute capability, assuming 50";
+    let root = tempfile::tempdir().unwrap();
+    for page in ["raw", "details"] {
+        let Some(src) = corpus!(&format!("real/derived/gpu-ray-tracer/report.ncu2024.1.{page}.csv")) else { return };
+        let text = std::fs::read_to_string(&src).unwrap();
+        let mut rows = csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(text.as_bytes());
+        let records: Vec<csv::StringRecord> = rows.records().map(Result::unwrap).collect();
+        let unit = records[0].iter().position(|h| h == "Metric Unit");
+        let mut edited = format!("{W}\n").into_bytes();
+        for (i, r) in records.iter().enumerate() {
+            let cells: Vec<&str> = match (page, i, unit) {
+                ("raw", 1, _) => r.iter().map(|_| "").collect(),
+                (_, i, Some(u)) if i > 0 => r.iter().enumerate().map(|(j, c)| if j == u { "" } else { c }).collect(),
+                _ => r.iter().collect(),
+            };
+            let mut out = csv::WriterBuilder::new().quote_style(csv::QuoteStyle::Always).from_writer(Vec::new());
+            out.write_record(&cells).unwrap();
+            edited.extend(out.into_inner().unwrap());
+            if i % 5 == 0 {
+                edited.extend(format!("{W}\n").as_bytes());
+            }
+        }
+        let file = root.path().join(format!("{page}.csv"));
+        std::fs::write(&file, &edited).unwrap();
+        let kernels = |csv: &Path, out: &str| {
+            import_ncu(csv, &root.path().join(out)).success();
+            let k = json(&root.path().join(out).join("kernels.json"));
+            k["kernels"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|k| (k["calls"].clone(), k["total_ms"].clone()))
+                .collect::<Vec<_>>()
+        };
+        let (want, got) = (kernels(&src, &format!("{page}-orig")), kernels(&file, &format!("{page}-edited")));
+        assert!(want.iter().any(|(_, ms)| ms.as_f64().unwrap() > 0.0), "{want:?}");
+        assert_eq!(got, want, "{page}");
+        let report = json(&root.path().join(format!("{page}-edited/ncu/regions/report.json")));
+        let metric = report["scopes"][0]["regions"][0]["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == if page == "raw" { "gpu__time_duration.sum" } else { "dram__bytes.sum.per_second" })
+            .cloned()
+            .unwrap();
+        let unit = if page == "raw" { "ns" } else { "byte/second" };
+        assert_eq!(metric["unit"], format!("{unit} (inferred from the metric name)"), "{page}");
+    }
+}

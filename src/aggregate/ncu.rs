@@ -515,7 +515,11 @@ impl LaunchSink for Builder {
                 Some(e) => e,
                 None => {
                     let b = base.map(|(_, b)| b);
-                    let unit = b.map_or_else(|| m.unit.to_string(), |b| base_unit_name(b, &m.unit));
+                    let mut unit = b.map_or_else(|| m.unit.to_string(), |b| base_unit_name(b, &m.unit));
+                    // Printed without a unit, taken from the metric's name: said in the unit.
+                    if m.unit.trim().is_empty() && b.is_some_and(|b| b != Base::Other) {
+                        unit += " (inferred from the metric name)";
+                    }
                     by_name.entry(m.name.to_string()).or_insert(MetricAcc::new(unit, rollup_of(m, b)))
                 }
             };

@@ -13,8 +13,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::rows::{
-    csv_error, open_file, parse_nvtx_stack, parse_start_end, repeated_header, skip_to_header, truncated, Launch,
-    Metric, Records, Rows,
+    csv_error, is_log_line, open_file, parse_nvtx_stack, parse_start_end, repeated_header, skip_to_header, truncated,
+    Launch, Metric, Records, Rows,
 };
 use crate::error::{Error, ErrorKind};
 use crate::units::{self, Locale};
@@ -158,6 +158,7 @@ impl<R: Read> Iterator for DetailsReader<R> {
                     };
                 }
                 Some(Err(e)) => return Some(Err(csv_error(&self.path, &e))),
+                Some(Ok(row)) if is_log_line(&row) => continue,
                 Some(Ok(row)) => row,
             };
             let line = row.position().map_or(0, |p| p.line());

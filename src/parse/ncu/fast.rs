@@ -339,6 +339,11 @@ fn parse_block<S: LaunchSink>(
             g.rows += 1;
             continue;
         }
+        // A line of ncu's log between rows (`==WARNING== Failed to detect compute capability`).
+        if buf[pos..].starts_with(b"==") {
+            pos = memchr::memchr(b'\n', &buf[pos..]).map_or(buf.len(), |n| pos + n + 1);
+            continue;
+        }
         let (fields, end) = record(buf, pos).map_err(|p| (p, Bad::Row))?;
         let field_text = |i: usize| fields.get(i).map(|f| f.text(buf)).transpose().map_err(|p| (p, Bad::Utf8));
         let id = fields.get(cols.id).map(|f| &buf[f.start..f.end]).unwrap_or_default();

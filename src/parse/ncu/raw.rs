@@ -9,7 +9,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::rows::{
-    csv_error, parse_nvtx_stack, parse_start_end, repeated_header, truncated, Launch, Metric, Records, Rows,
+    csv_error, is_log_line, parse_nvtx_stack, parse_start_end, repeated_header, truncated, Launch, Metric, Records,
+    Rows,
 };
 use crate::error::{Error, ErrorKind};
 use crate::units::{self, Locale};
@@ -74,7 +75,11 @@ impl<R: Read> RawReader<R> {
 
     /// Row 2: an empty ID and the unit of each metric column.
     fn read_units(&mut self) -> Result<Vec<String>, Error> {
-        match self.rows.next() {
+        let mut next = self.rows.next();
+        while matches!(&next, Some(Ok(row)) if is_log_line(row)) {
+            next = self.rows.next();
+        }
+        match next {
             Some(Ok(row)) if row.get(0) == Some("") => Ok(row.iter().map(str::to_string).collect()),
             Some(Ok(row)) => Err(Error::new(
                 ErrorKind::Unparseable,
@@ -142,7 +147,11 @@ impl<R: Read> Iterator for RawReader<R> {
         if self.done {
             return None;
         }
-        match self.rows.next() {
+        let mut next = self.rows.next();
+        while matches!(&next, Some(Ok(row)) if is_log_line(row)) {
+            next = self.rows.next();
+        }
+        match next {
             None => {
                 self.done = true;
                 truncated(&self.rows, &self.path).map(Err)

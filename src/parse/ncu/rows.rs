@@ -20,9 +20,10 @@ pub struct Metric {
 }
 
 impl Metric {
-    /// The value in its base unit (ns, byte, byte/second, hz, %), if numeric.
+    /// The value in its base unit (ns, byte, byte/second, hz, %), if numeric;
+    /// an empty unit is taken from the name where it says it for certain.
     pub fn base(&self) -> Option<(f64, Base)> {
-        units::in_base(&self.value, &self.unit)
+        units::in_base_named(&self.name, &self.value, &self.unit)
     }
 }
 
@@ -148,6 +149,14 @@ pub(crate) fn skip_to_header<R: Read>(input: R, path: &Path) -> Result<Rows<R>, 
     Ok(rows)
 }
 
+/// A line ncu's own log wrote into its CSV output (`==PROF==`, `==WARNING==
+/// Failed to detect compute capability, assuming 50`, `==ERROR==`): before
+/// the header, and, from an ncu that does not know the report's chip, between
+/// rows. Never a result: the first field of a result is its quoted ID.
+pub(crate) fn is_log_line(row: &csv::StringRecord) -> bool {
+    row.get(0).is_some_and(|f| f.starts_with("=="))
+}
+
 /// The file after its byte-order mark, if any; a directory, FIFO, UTF-16 or
 /// CR-only file is refused by name (parse::input).
 pub(crate) fn open_file(path: &Path) -> Result<std::fs::File, Error> {
@@ -258,9 +267,9 @@ impl<'a> MetricRef<'a> {
         }
     }
 
-    /// The value in its base unit, if numeric.
+    /// The value in its base unit, if numeric (an empty unit as [`Metric::base`]).
     pub fn base(&self) -> Option<(f64, Base)> {
-        units::in_base(&self.value, &self.unit)
+        units::in_base_named(&self.name, &self.value, &self.unit)
     }
 }
 
