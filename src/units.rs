@@ -99,10 +99,9 @@ pub(crate) fn in_base(value: &Value, unit: &str) -> Option<(f64, Base)> {
 /// base units: ../shared/REFERENCE.md §6c) takes the unit its name says for
 /// certain ([`inferred_unit`]); any other unit-less value is kept as printed.
 pub(crate) fn in_base_named(name: &str, value: &Value, unit: &str) -> Option<(f64, Base)> {
-    match (unit.trim().is_empty(), inferred_unit(name)) {
-        (true, Some(u)) => in_base(value, u),
-        _ => in_base(value, unit),
-    }
+    // The name is looked at only for an empty unit: this runs for every metric row.
+    let inferred = if unit.trim().is_empty() { inferred_unit(name) } else { None };
+    in_base(value, inferred.unwrap_or(unit))
 }
 
 /// The base unit of an ncu metric whose name says it for certain, for a value
