@@ -362,9 +362,10 @@ fn rows_stored_out_of_time_order_give_the_same_reports() {
     assert_same_reports(&db, &copy);
 }
 
-/// Rows that even SQLite's sort cannot put in time order (a start stored as
-/// text sorts after every number and reads as 0) end the ingestion with an
-/// error naming the file, not a report of the rows before it.
+/// A start stored as text (it sorts after every number and SQLite reads it
+/// as 0) ends the ingestion with an error naming the file, table, column and
+/// value, not a report of the rows before it. (It was once caught later, as
+/// rows still out of order after SQLite sorted them.)
 #[test]
 fn rows_out_of_order_after_sorting_are_an_error_not_a_partial_report() {
     let Some(db) = corpus!(MEMFUSION) else { return };
@@ -376,8 +377,10 @@ fn rows_out_of_order_after_sorting_are_an_error_not_a_partial_report() {
     .unwrap();
     drop(conn);
     let err = aggregate::ingest(&NsysDb::open(&copy).unwrap(), &[], 0).err().expect("an error, not a report");
-    assert_eq!(err.kind, ErrorKind::Internal);
-    assert!(err.message.contains("copy.sqlite: rows still out of order"), "{}", err.message);
+    assert_eq!(err.kind, ErrorKind::Unparseable);
+    assert!(err.message.contains("copy.sqlite: reading NVTX_EVENTS"), "{}", err.message);
+    assert!(err.message.contains("table NVTX_EVENTS, column start, row "), "{}", err.message);
+    assert!(err.message.contains("text \"late\" where an integer belongs"), "{}", err.message);
 }
 
 /// The range reader names domains from their create events as it meets them
