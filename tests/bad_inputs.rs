@@ -646,3 +646,31 @@ fn ncu_renderings_without_units_and_with_log_lines_give_the_same_numbers() {
         assert_eq!(metric["unit"], format!("{unit} (inferred from the metric name)"), "{page}");
     }
 }
+
+/// `--launcher srun --run-id ..` named the artifacts root's parent as the job
+/// directory: srun.cmd.txt and srun.stdout.log went there, and srun started
+/// every rank before each refused the id. Now refused before srun starts:
+/// exit 2, nothing written beside the root or in it.
+#[test]
+fn a_job_id_of_dots_is_refused_before_srun_starts() {
+    let parent = tempfile::tempdir().unwrap();
+    let root = parent.path().join("runs");
+    for id in ["..", "."] {
+        let a = llmperf()
+            .args(["profile", "--launcher", "srun", "-n", "2", "--no-ncu", "--run-id", id, "-o"])
+            .arg(&root)
+            .args(["--", "true"])
+            .timeout(Duration::from_secs(120))
+            .assert()
+            .code(2);
+        let err = stderr(&a);
+        assert!(
+            err.contains(&format!("--launcher srun --run-id: the job id {id:?} names no directory of its own")),
+            "{err}"
+        );
+        assert!(err.contains("hint: "), "{err}");
+        let beside: Vec<_> = std::fs::read_dir(parent.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert!(beside.iter().all(|n| n == "runs"), "{beside:?}");
+        assert!(!root.join("srun.cmd.txt").exists());
+    }
+}

@@ -252,6 +252,25 @@ fn budgets_with_mistakes_name_the_file_and_line() {
     assert_eq!(code, 0);
     let names: Vec<_> = outcomes(&c).into_iter().map(|o| o.1).collect();
     assert_eq!(names, ["A", "A::A1"]);
+    // A FIFO no one writes to, or a directory, as the budgets file: refused at once, never waited on.
+    let fifo = root.path().join("budgets.fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    for not_a_file in [&fifo, &root.path().to_path_buf()] {
+        let out = llmperf()
+            .arg("check")
+            .arg(&run)
+            .arg("--baseline")
+            .arg(&run)
+            .arg("--budgets")
+            .arg(not_a_file)
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("is not a regular file") && stderr.contains("hint:"), "{stderr}");
+    }
     // Not a run directory: a usage error with a hint.
     llmperf()
         .arg("check")

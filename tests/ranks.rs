@@ -158,6 +158,28 @@ fn ranks_under_a_launcher_write_apart_and_merge_with_failures_reported() {
     }
     assert!(cells >= 6, "A, A::A1 and B on ranks 0 and 1: {cells} cells");
 
+    // A rank directory of another job, a disagreeing world size, a rank in
+    // another rank's directory: refused by name, never merged without a word.
+    let edited = |name: &str, edit: &dyn Fn(&mut serde_json::Value), to: Option<&str>| {
+        let copy = root.path().join(name);
+        common::copy_dir(&job, &copy);
+        let file = copy.join("ranks/1/rank.json");
+        let mut id = json(&file);
+        edit(&mut id);
+        std::fs::write(&file, serde_json::to_string_pretty(&id).unwrap()).unwrap();
+        if let Some(to) = to {
+            std::fs::rename(copy.join("ranks/1"), copy.join(format!("ranks/{to}"))).unwrap();
+        }
+        let a = llmperf().arg("merge").arg(&copy).assert().code(2);
+        String::from_utf8_lossy(&a.get_output().stderr).into_owned()
+    };
+    let e = edited("other-job", &|id| id["job"] = "job-8".into(), None);
+    assert!(e.contains("the ranks disagree on their job: rank 0") && e.contains("says \"job-8\""), "{e}");
+    let e = edited("other-world", &|id| id["world_size"] = 8.into(), None);
+    assert!(e.contains("the ranks disagree on their world size") && e.contains("says 8"), "{e}");
+    let e = edited("moved", &|_| {}, Some("5"));
+    assert!(e.contains("holds rank 1's rank.json, not rank 5's") && e.contains("hint:"), "{e}");
+
     // The same captures as per-rank files (`nsys -o report.%q{RANK}`), imported into one job.
     let files = root.path().join("files");
     std::fs::create_dir(&files).unwrap();

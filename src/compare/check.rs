@@ -66,6 +66,11 @@ impl Rule {
 impl Budgets {
     /// Read a budgets file; a mistake names the file and line.
     pub fn load(path: &Path) -> Result<Budgets, Error> {
+        // A FIFO without a writer would block the read for ever; a directory or device is no file.
+        if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+            return Err(Error::usage(format!("budgets file {} is not a regular file", path.display()))
+                .with_hint("pass --budgets FILE naming a YAML file (docs/ci.md shows one)"));
+        }
         let text = std::fs::read_to_string(path).map_err(|e| {
             Error::usage(format!("cannot read budgets file {}: {e}", path.display()))
                 .with_hint("pass --budgets FILE naming a YAML file (docs/ci.md shows one)")

@@ -62,7 +62,8 @@ pub fn launch_rank(record: Option<&Path>, wrap_ranks: &[u32], wrapper_len: usize
 pub fn srun(launcher: &Launcher, raw_argv: &[OsString], root: &Path, run_id: Option<&str>) -> Result<Outcome, Error> {
     let (job_dir, job) = match run_id {
         Some(id) => {
-            let job = rank::sanitize(id);
+            // Before srun starts any rank: `--run-id ..` would write beside the root.
+            let job = rank::job_name(id, "--launcher srun --run-id")?;
             let dir = root.join(&job);
             std::fs::create_dir_all(&dir).map_err(|e| run_dir::io_error(&dir, "create the job directory", &e))?;
             (dir, job)

@@ -58,6 +58,7 @@ pub fn merge(job_dirs: &[PathBuf]) -> Result<PathBuf, Error> {
         ))
         .with_hint("each rank writes one with `llmperf profile --rank-from-env`; pass <root>/<job>"));
     }
+    one_job(&found)?;
     let world = found.values().filter_map(|f| f.id.as_ref()?.world_size).max();
     let mut missing = Vec::new();
     for rank in 0..world.unwrap_or(0) {
@@ -108,6 +109,41 @@ pub fn merge(job_dirs: &[PathBuf]) -> Result<PathBuf, Error> {
     run_dir::write_atomic(&out.join(run_dir::RANKS_HTML), crate::report::html::ranks_page(&job, &report).as_bytes())?;
     tracing::info!("merged {} ranks ({} missing) into {}", report.ranks.len(), report.missing.len(), out.display());
     Ok(out.clone())
+}
+
+/// The ranks' rank.json files must describe one job: the same job id, the
+/// same world size, and each rank in the directory of its own number. A rank
+/// directory copied from another job would otherwise be merged without a
+/// word, and disagreeing world sizes read as ranks "missing".
+fn one_job(found: &BTreeMap<u32, Found>) -> Result<(), Error> {
+    let ids: Vec<(&Found, &RankId)> = found.values().filter_map(|f| Some((f, f.id.as_ref()?))).collect();
+    if let Some((f, id)) = ids.iter().find(|(f, id)| id.rank != f.rank) {
+        return Err(Error::usage(format!(
+            "{} holds rank {}'s rank.json, not rank {}'s",
+            f.dir.display(),
+            id.rank,
+            f.rank
+        ))
+        .with_hint("a rank directory was moved or copied: each rank's run directory is ranks/<its rank>/"));
+    }
+    let differ = |what: &str, value: &dyn Fn(&RankId) -> String| -> Result<(), Error> {
+        let Some((first, first_id)) = ids.first() else { return Ok(()) };
+        match ids.iter().find(|(_, id)| value(id) != value(first_id)) {
+            Some((f, id)) => Err(Error::usage(format!(
+                "the ranks disagree on their {what}: rank {} ({}) says {}, rank {} ({}) says {}",
+                first.rank,
+                first.dir.display(),
+                value(first_id),
+                f.rank,
+                f.dir.display(),
+                value(id)
+            ))
+            .with_hint("merge the run directories of one job only (rank.json records each rank's job and world size)")),
+            None => Ok(()),
+        }
+    };
+    differ("job", &|id| format!("{:?}", id.job))?;
+    differ("world size", &|id| id.world_size.map_or("unknown".into(), |n| n.to_string()))
 }
 
 /// Why a rank has no nsys regions by design: it was not in

@@ -87,11 +87,7 @@ pub fn from_env(get: impl Fn(&str) -> Option<String>, run_id: Option<&str>, host
             .with_hint("pass --run-id NAME, the same for every rank of the job (e.g. --run-id $(date +%Y%m%d)-infer)")
         })?,
     };
-    let job = sanitize(&job);
-    if job.is_empty() || job == "." || job == ".." {
-        return Err(Error::usage(format!("--rank-from-env: the job id {job:?} names no directory"))
-            .with_hint("pass --run-id NAME with letters, digits, '.', '_' or '-'"));
-    }
+    let job = job_name(&job, "--rank-from-env")?;
     Ok(RankId {
         rank,
         rank_from: var.to_string(),
@@ -135,6 +131,18 @@ pub fn ranks_of_files(files: &[std::path::PathBuf]) -> Result<Vec<(u32, std::pat
 }
 
 /// A job id as one path component: letters, digits, `.`, `_` and `-` kept, the rest `_`.
+/// The job directory's name from a job id: [`sanitize`]d, and refused when
+/// it would name no directory of its own (empty, `.`, `..`: the artifacts
+/// root itself, or its parent). `who` names the asker in the error.
+pub(crate) fn job_name(id: &str, who: &str) -> Result<String, Error> {
+    let job = sanitize(id);
+    if job.is_empty() || job.chars().all(|c| c == '.') {
+        return Err(Error::usage(format!("{who}: the job id {id:?} names no directory of its own"))
+            .with_hint("pass --run-id NAME with letters, digits, '.', '_' or '-' (not only dots)"));
+    }
+    Ok(job)
+}
+
 pub(crate) fn sanitize(id: &str) -> String {
     id.trim().chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' }).collect()
 }
@@ -143,6 +151,16 @@ pub(crate) fn sanitize(id: &str) -> String {
 mod tests {
     use super::*;
     use std::collections::HashMap;
+
+    #[test]
+    fn a_job_id_that_names_no_directory_of_its_own_is_refused() {
+        for bad in ["", " ", ".", "..", "..."] {
+            let e = job_name(bad, "--launcher srun").expect_err(bad);
+            assert!(e.message.starts_with("--launcher srun: the job id"), "{}", e.message);
+        }
+        assert_eq!(job_name("../etc", "x").unwrap(), ".._etc");
+        assert_eq!(job_name("2026-11-25.infer", "x").unwrap(), "2026-11-25.infer");
+    }
 
     fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let m: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
