@@ -277,10 +277,21 @@ impl RunDir {
     /// A run directory at a path the user chose (`import -o DIR`): created if
     /// needed, or an existing run directory (an import adds to it), or an empty
     /// directory. Anything else is refused: its files are the user's.
+    ///
+    /// Two imports that race to create one new directory: the first holds its
+    /// lock while it writes the manifest, so a directory with llmperf's lock
+    /// file and no manifest yet is waited for (the lock), then looked at again.
     pub(crate) fn create_at(path: &Path) -> Result<Self, Error> {
+        let run_id = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if path.join(LOCK_FILE).is_file() && !path.join(MANIFEST_JSON).is_file() {
+            drop(RunDir { path: path.to_path_buf(), run_id: run_id.clone() }.lock()?);
+        }
         if path.exists() && !path.join(MANIFEST_JSON).is_file() {
             let entries = std::fs::read_dir(path).map_err(|e| io_error(path, "read", &e))?;
-            if entries.count() > 0 {
+            // Only llmperf's own lock and temporaries: an import that failed before its manifest.
+            let theirs =
+                entries.flatten().filter(|e| !e.file_name().to_string_lossy().starts_with(".llmperf-")).count();
+            if theirs > 0 {
                 return Err(Error::usage(format!(
                     "{} exists and is not a run directory (no {MANIFEST_JSON}): llmperf would write over its files",
                     path.display()
@@ -289,7 +300,6 @@ impl RunDir {
             }
         }
         std::fs::create_dir_all(path).map_err(|e| io_error(path, "create", &e))?;
-        let run_id = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         Ok(RunDir { path: path.to_path_buf(), run_id })
     }
 

@@ -141,6 +141,29 @@ fn imports_into_one_directory_take_turns() {
     // The first import started the manifest; the other five each added an `import` stage.
     assert_eq!(imports, 5, "{manifest}");
     assert_eq!(json(&run.join("ncu/plan.json"))["passes"].as_array().unwrap().len(), 6);
+    // Four at once into a directory none of them finds: the first creates it, the others wait
+    // (they refused with "exists and is not a run directory" when they met its lock file).
+    for round in 0..3 {
+        let new = root.path().join(format!("new{round}"));
+        let children: Vec<_> = (0..4)
+            .map(|_| {
+                std::process::Command::new(env!("CARGO_BIN_EXE_llmperf"))
+                    .args(["-q", "import", "ncu"])
+                    .arg(&src)
+                    .arg("-o")
+                    .arg(&new)
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for c in children {
+            let out = c.wait_with_output().unwrap();
+            assert!(out.status.success(), "round {round}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        assert_eq!(json(&new.join("ncu/plan.json"))["passes"].as_array().unwrap().len(), 4, "round {round}");
+    }
 }
 
 #[test]
