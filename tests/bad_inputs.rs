@@ -697,3 +697,19 @@ fn a_job_id_of_dots_is_refused_before_srun_starts() {
         assert!(!root.join("srun.cmd.txt").exists());
     }
 }
+
+/// A capture in which nsys recorded no NVTX range (the corpus's abacus
+/// export: 23,805 kernels, no NVTX table) imports, and says loudly on stderr
+/// that there is no per-region report, not only in regions.json's notes.
+#[test]
+fn a_capture_without_any_nvtx_range_is_a_loud_warning() {
+    let Some(db) = corpus!("real/derived/abacus/report1.nsys2022.4.sqlite") else { return };
+    let root = tempfile::tempdir().unwrap();
+    let db = copy_of(&db, root.path());
+    let a = llmperf().args(["import", "nsys"]).arg(&db).arg("-o").arg(root.path().join("run")).assert().success();
+    let err = stderr(&a);
+    assert!(err.contains("WARN") && err.contains("nsys recorded no NVTX range: no per-region report"), "{err}");
+    let regions = json(&root.path().join("run/nsys/regions.json"));
+    assert_eq!(regions["regions"].as_array().unwrap().len(), 0);
+    assert_eq!(regions["unattributed"]["kernel_count"], 23805);
+}

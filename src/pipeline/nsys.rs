@@ -425,6 +425,15 @@ fn ingest(
             kernels,
             report.unattributed.kernel_count
         );
+        // A capture without any NVTX range gives no per-region answer at all: said
+        // loudly, not only in regions.json's notes (the `nvtx` 0.2.17 Python package
+        // recorded nothing under nsys 2022.4 while 0.2.10 did).
+        if report.notes.iter().any(|n| n.starts_with("no NVTX ranges in the capture")) {
+            tracing::warn!(
+                "nsys recorded no NVTX range: no per-region report, every kernel is unattributed; if the program emits NVTX, \
+                 check that nsys traces nvtx (pipeline.nsys.trace) and that its NVTX library works under this nsys"
+            );
+        }
         let diagnoses = report
             .notes
             .iter()
