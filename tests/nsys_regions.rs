@@ -479,3 +479,178 @@ fn top_kernels_carry_the_exports_short_names() {
     }
     assert!(with_short > 0, "memfusion has kernels whose short name differs");
 }
+
+/// What plain SQL and a few lines of arithmetic, sharing nothing with
+/// llmperf's readers, say about an nsys export: kernels and GPU time per
+/// process; instances and total duration per range name; and per top-level
+/// push/pop range name, the GPU time of the kernels whose launch call began
+/// inside an instance on its thread (one launch per process and correlation
+/// id: some exports have two runtime rows per launch; a CUDA graph's kernels
+/// share their launch's id).
+#[derive(Debug, Default, PartialEq)]
+struct Oracle {
+    per_process: std::collections::BTreeMap<i64, (usize, i64)>,
+    per_name: std::collections::BTreeMap<String, (usize, i64)>,
+    top_level_gpu: std::collections::BTreeMap<String, i64>,
+}
+
+fn oracle(db: &Path) -> Oracle {
+    use std::collections::{BTreeMap, HashMap};
+    let conn = rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let has = |t: &str| {
+        conn.query_row("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?1", [t], |r| {
+            r.get::<_, i64>(0)
+        })
+        .unwrap()
+            > 0
+    };
+    let pid = "(({0} >> 24) & 16777215)";
+    let mut o = Oracle::default();
+    let mut kernels: HashMap<(i64, i64), i64> = HashMap::new();
+    if has("CUPTI_ACTIVITY_KIND_KERNEL") {
+        let sql = format!(
+            "SELECT {}, correlationId, end - start FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE end >= start",
+            pid.replace("{0}", "globalPid")
+        );
+        let mut stmt = conn.prepare(&sql).unwrap();
+        for row in stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))).unwrap()
+        {
+            let (p, id, ns) = row.unwrap();
+            let e = o.per_process.entry(p).or_default();
+            *e = (e.0 + 1, e.1 + ns);
+            *kernels.entry((p, id)).or_default() += ns;
+        }
+    }
+    if !has("NVTX_EVENTS") {
+        return o;
+    }
+    let name = "COALESCE(e.text, (SELECT value FROM StringIds WHERE id = e.textId), '')";
+    let sql = format!(
+        "SELECT e.globalTid, e.start, e.end, e.eventType, {name} FROM NVTX_EVENTS e \
+         WHERE e.eventType IN (59, 60) AND e.end IS NOT NULL AND e.end >= e.start"
+    );
+    let mut stmt = conn.prepare(&sql).unwrap();
+    let rows: Vec<(i64, i64, i64, i64, String)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    // Top-level push/pop instances per thread: (start, end, name), in time order.
+    let mut by_thread: HashMap<i64, Vec<(i64, i64, String)>> = HashMap::new();
+    for (tid, start, end, kind, name) in &rows {
+        let e = o.per_name.entry(name.clone()).or_default();
+        *e = (e.0 + 1, e.1 + (end - start));
+        if *kind == 59 {
+            by_thread.entry(*tid).or_default().push((*start, *end, name.clone()));
+        }
+    }
+    let mut top: HashMap<i64, Vec<(i64, i64, String)>> = HashMap::new();
+    for (tid, mut ranges) in by_thread {
+        ranges.sort_by_key(|(s, e, _)| (*s, -*e));
+        let mut open_until = i64::MIN;
+        for r in ranges {
+            if r.0 >= open_until {
+                open_until = r.1;
+                top.entry(tid).or_default().push(r);
+            }
+        }
+    }
+    if has("CUPTI_ACTIVITY_KIND_RUNTIME") && !kernels.is_empty() {
+        let sql = format!(
+            "SELECT MIN(globalTid), {}, correlationId, MIN(start) FROM CUPTI_ACTIVITY_KIND_RUNTIME GROUP BY 2, 3",
+            pid.replace("{0}", "globalTid")
+        );
+        let mut stmt = conn.prepare(&sql).unwrap();
+        for row in stmt
+            .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?, r.get::<_, i64>(3)?)))
+            .unwrap()
+        {
+            let (tid, p, id, start) = row.unwrap();
+            let (Some(ns), Some(ranges)) = (kernels.get(&(p, id)), top.get(&tid)) else { continue };
+            // The last top-level instance that starts at or before the call, if the call is before its end.
+            let i = ranges.partition_point(|r| r.0 <= start);
+            if let Some(r) = i.checked_sub(1).map(|i| &ranges[i]).filter(|r| start < r.1) {
+                *o.top_level_gpu.entry(r.2.clone()).or_default() += ns;
+            }
+        }
+    }
+    o
+}
+
+/// The same three views of llmperf's import (regions.json).
+fn as_imported(run: &Path) -> Oracle {
+    let regions = common::json(&run.join("nsys/regions.json"));
+    let mut o = Oracle::default();
+    for p in regions["processes"].as_array().into_iter().flatten() {
+        let e = o.per_process.entry(p["process_id"].as_i64().unwrap()).or_default();
+        for d in p["devices"].as_array().unwrap() {
+            *e = (e.0 + d["kernel_count"].as_u64().unwrap() as usize, e.1 + d["gpu_time_ns"].as_i64().unwrap());
+        }
+    }
+    for r in regions["regions"].as_array().unwrap() {
+        let name = r["name"].as_str().unwrap().to_string();
+        let e = o.per_name.entry(name.clone()).or_default();
+        *e = (e.0 + r["instances"].as_u64().unwrap() as usize, e.1 + r["inclusive_ns"].as_i64().unwrap());
+        let gpu = r["gpu_time_ns"].as_i64().unwrap();
+        if r["depth"] == 0 && r["style"] == "PushPop" && gpu > 0 {
+            *o.top_level_gpu.entry(name).or_default() += gpu;
+        }
+    }
+    o.top_level_gpu.retain(|_, ns| *ns > 0);
+    o
+}
+
+/// Every nsys SQLite export of the shared corpus (and this project's own
+/// capture), imported and checked against [`oracle`], exactly. A file dropped
+/// into the corpus is checked without a test of its own.
+#[test]
+fn every_nsys_export_of_the_corpus_equals_plain_sql() {
+    let test = "every_nsys_export_of_the_corpus_equals_plain_sql";
+    let mut files = vec![common::own("runs/cpu_llm_tiny/nsys/report.sqlite")];
+    match common::corpus_dir() {
+        Some(dir) => files.extend(sqlite_files(&dir)),
+        None => common::skipped(test, "the shared corpus is not there: only the project's own capture checked"),
+    }
+    let root = tempfile::tempdir().unwrap();
+    let mut judged = Vec::new();
+    // How much each view held over all files: a harness that compares empty maps proves nothing.
+    let (mut kernels, mut names, mut tops) = (0, 0, 0);
+    for (i, db) in files.iter().enumerate() {
+        let copy = root.path().join(format!("{i}.sqlite"));
+        std::fs::copy(db, &copy).unwrap();
+        let run = root.path().join(format!("run{i}"));
+        common::import_nsys(&copy, &run, &["report.nvtx_attributes=[]"]);
+        let (want, got) = (oracle(&copy), as_imported(&run));
+        assert_eq!(got.per_process, want.per_process, "{}: kernels per process", db.display());
+        assert_eq!(got.per_name, want.per_name, "{}: instances and ns per range name", db.display());
+        let mut want_top = want.top_level_gpu;
+        want_top.retain(|_, ns| *ns > 0);
+        assert_eq!(got.top_level_gpu, want_top, "{}: GPU time per top-level range name", db.display());
+        kernels += got.per_process.values().map(|p| p.0).sum::<usize>();
+        names += got.per_name.len();
+        tops += got.top_level_gpu.len();
+        judged.push(db.display().to_string());
+    }
+    eprintln!("judged against SQL: {}", judged.join(", "));
+    assert!(!judged.is_empty());
+    if common::corpus_dir().is_some() {
+        assert!(
+            kernels > 20_000 && names > 100 && tops > 10,
+            "{kernels} kernels, {names} names, {tops} top-level names"
+        );
+    }
+}
+
+fn sqlite_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(sqlite_files(&p));
+        } else if p.extension().is_some_and(|x| x == "sqlite") {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
