@@ -288,7 +288,10 @@ fn wait(mut child: Child, spec: &Spawn, start: Instant) -> Result<Exit, Error> {
     let exit = ExitWatch::new(child.id() as i32);
     loop {
         match child.try_wait() {
-            Ok(Some(status)) => return Ok(exit_of(status)),
+            Ok(Some(status)) => {
+                stop_companions(child.id() as i32, spec.companions);
+                return Ok(exit_of(status));
+            }
             Ok(None) => {}
             Err(e) => return Err(Error::new(ErrorKind::Internal, format!("waiting for a child: {e}"))),
         }
@@ -456,6 +459,30 @@ fn kill_tree(child: &mut Child, companions: Companions) {
     }
     signal_all(pid, &family, libc::SIGKILL);
     let _ = child.wait();
+}
+
+/// After a child exited by itself: its companions (nsys's agent, reparented
+/// to init) get [`GRACE`] to follow it, then SIGTERM, then SIGKILL. An nsys
+/// agent of a finished run once kept spinning for 16 minutes, holding the
+/// files its parent had open; none outlives the command that started it.
+fn stop_companions(pid: i32, companions: Companions) {
+    let Some(find) = companions else { return };
+    let deadline = Instant::now() + GRACE;
+    let mut left = find(pid);
+    while !left.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(POLL);
+        left.retain(|p| alive(*p));
+    }
+    if left.is_empty() {
+        return;
+    }
+    tracing::warn!("stopping {} process(es) the finished child {pid} left behind: {left:?}", left.len());
+    signal_each(&left, libc::SIGTERM);
+    let deadline = Instant::now() + GRACE;
+    while Instant::now() < deadline && left.iter().any(|p| alive(*p)) {
+        std::thread::sleep(POLL);
+    }
+    signal_each(&left, libc::SIGKILL);
 }
 
 /// A child's descendants and its companions: what is stopped with it.

@@ -495,7 +495,7 @@ struct Oracle {
 }
 
 fn oracle(db: &Path) -> Oracle {
-    use std::collections::{BTreeMap, HashMap};
+    use std::collections::HashMap;
     let conn = rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
     let has = |t: &str| {
         conn.query_row("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?1", [t], |r| {

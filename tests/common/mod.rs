@@ -19,8 +19,35 @@ pub static NSYS: Mutex<()> = Mutex::new(());
 /// tests that capture bound the wait and capture again, twice at most.
 pub const NSYS_HANG: [&str; 2] = ["pipeline.nsys.postprocess_timeout_s=60", "pipeline.nsys.hang_retries=2"];
 
-pub fn nsys_lock() -> std::sync::MutexGuard<'static, ()> {
-    NSYS.lock().unwrap_or_else(|e| e.into_inner())
+/// The nsys lock, held by a test while it runs nsys. When the test ends
+/// (without a panic of its own), no nsys agent (`nsys --start-agent`) may be
+/// left running: llmperf stops every one it started before it exits.
+pub fn nsys_lock() -> NsysGuard {
+    NsysGuard(NSYS.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+pub struct NsysGuard(#[allow(dead_code)] std::sync::MutexGuard<'static, ()>);
+
+impl Drop for NsysGuard {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        let left = nsys_agents();
+        assert!(left.is_empty(), "nsys agents left running after the test: {left:?}");
+    }
+}
+
+/// Command lines of the `nsys --start-agent` processes on this machine.
+pub fn nsys_agents() -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()))
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains("--start-agent"))
+        .collect()
 }
 
 /// Whether this host has a usable NVIDIA GPU (`nvidia-smi -L` succeeds):
