@@ -115,16 +115,18 @@ fn imports_into_one_directory_take_turns() {
     let lock =
         std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(run.join(".llmperf-lock")).unwrap();
     assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
-    let spawn_import = || {
+    let spawn_into = |dir: &Path| {
         std::process::Command::new(env!("CARGO_BIN_EXE_llmperf"))
             .args(["-q", "import", "ncu"])
             .arg(&src)
             .arg("-o")
-            .arg(&run)
+            .arg(dir)
             .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap()
     };
+    let spawn_import = || spawn_into(&run);
     let mut waiting = spawn_import();
     std::thread::sleep(Duration::from_millis(1500));
     assert!(waiting.try_wait().unwrap().is_none(), "the import did not wait for the lock");
@@ -145,19 +147,7 @@ fn imports_into_one_directory_take_turns() {
     // (they refused with "exists and is not a run directory" when they met its lock file).
     for round in 0..3 {
         let new = root.path().join(format!("new{round}"));
-        let children: Vec<_> = (0..4)
-            .map(|_| {
-                std::process::Command::new(env!("CARGO_BIN_EXE_llmperf"))
-                    .args(["-q", "import", "ncu"])
-                    .arg(&src)
-                    .arg("-o")
-                    .arg(&new)
-                    .stdout(std::process::Stdio::null())
-                    .stderr(std::process::Stdio::piped())
-                    .spawn()
-                    .unwrap()
-            })
-            .collect();
+        let children: Vec<_> = (0..4).map(|_| spawn_into(&new)).collect();
         for c in children {
             let out = c.wait_with_output().unwrap();
             assert!(out.status.success(), "round {round}: {}", String::from_utf8_lossy(&out.stderr));
