@@ -279,6 +279,10 @@ fn infinite_ncu_values_stay_text_and_the_import_validates() {
     let totals = &report["scopes"][0]["totals"];
     assert_eq!((totals["calls"].as_u64(), totals["untimed_calls"].as_u64()), (Some(3), Some(1)), "{totals}");
     assert!(totals["gpu_time_ms"].as_f64().unwrap().is_finite());
+    // report.md says the untimed result is there, not a GPU time of 0.
+    let md = std::fs::read_to_string(run.join("ncu/regions/report.md")).unwrap();
+    assert!(md.contains("(1 results without a finite GPU time (no duration, or inf/nan)"), "{md}");
+    assert!(md.contains(" untimed)"), "{md}");
 }
 
 #[test]

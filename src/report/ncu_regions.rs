@@ -78,6 +78,28 @@ pub fn markdown(report: &RegionReportFile) -> String {
     md
 }
 
+/// A region's GPU time as the table shows it: unknown ("–") when none of its
+/// results had a finite duration (an `inf`/`nan` counter, a missing metric),
+/// never 0.000; with the untimed results counted beside it when some had none.
+fn gpu_ms(t: &crate::aggregate::ncu::Totals) -> String {
+    match t.untimed_calls {
+        0 => format!("{:.3}", t.gpu_time_ms),
+        n if n >= t.calls => format!("– ({n} untimed)"),
+        n => format!("{:.3} (+{n} untimed)", t.gpu_time_ms),
+    }
+}
+
+/// The scope line's word on results without a finite GPU time.
+fn untimed_note(untimed: u64) -> String {
+    if untimed == 0 {
+        String::new()
+    } else {
+        format!(
+            " ({untimed} results without a finite GPU time (no duration, or inf/nan): counted in results, not in time)"
+        )
+    }
+}
+
 fn attribution_text(a: Attribution) -> &'static str {
     match a {
         Attribution::NvtxStack => {
@@ -102,8 +124,10 @@ fn scope_table(md: &mut String, scope: &ScopeReport) {
     let _ = writeln!(md, "## Scope {}\n", code(&scope.scope));
     let _ = writeln!(
         md,
-        "{} results, {:.3} ms GPU time over the top-level regions.\n",
-        scope.totals.calls, scope.totals.gpu_time_ms
+        "{} results, {:.3} ms GPU time over the top-level regions{}.\n",
+        scope.totals.calls,
+        scope.totals.gpu_time_ms,
+        untimed_note(scope.totals.untimed_calls)
     );
     md.push_str("| region | calls | GPU ms (incl.) | GPU ms (excl.) | share | top kernel |\n");
     md.push_str("|---|---:|---:|---:|---:|---|\n");
@@ -113,16 +137,16 @@ fn scope_table(md: &mut String, scope: &ScopeReport) {
         } else {
             0.0
         };
-        let excl = r.exclusive.as_ref().map_or("–".to_string(), |e| format!("{:.3}", e.gpu_time_ms));
+        let excl = r.exclusive.as_ref().map_or("–".to_string(), gpu_ms);
         let top = r.kernels.first().map_or(String::new(), |k| code(&short(&k.kernel_name, 60)));
         let _ = writeln!(
             md,
-            "| {}[{}]({}/region.json) | {} | {:.3} | {} | {:.1}% | {} |",
+            "| {}[{}]({}/region.json) | {} | {} | {} | {:.1}% | {} |",
             "&nbsp;&nbsp;".repeat(r.depth),
             text(&r.name),
             r.dir,
             r.inclusive.calls,
-            r.inclusive.gpu_time_ms,
+            gpu_ms(&r.inclusive),
             excl,
             share,
             top
