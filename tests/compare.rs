@@ -318,7 +318,10 @@ fn diff_and_check_of_nsys_captures_find_the_slowed_region() {
         .collect();
     assert_eq!(counts, [("A", 30), ("A::A1", 30), ("B", 30)]);
 
-    let out = llmperf().arg("diff").arg(&a).arg(&slow).output().unwrap();
+    // Three captures on this shared 2-core machine: the whole run can move by tens of percent
+    // between them (docs/ci.md), which diff reports as a shift; the question here is which
+    // region moved apart from it.
+    let out = llmperf().arg("diff").arg(&a).arg(&slow).arg("--discount-shift").output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(stdout.contains("## Regions: NVTX ranges in the nsys capture"), "{stdout}");
