@@ -5,7 +5,7 @@
 //! flash::Flash_fwd_params)`); ncu's CSVs print the same kernel without
 //! namespace qualifiers and without the casts on template literals (`void
 //! flash_fwd_kernel<Flash_fwd_kernel_traits<128, …, bfloat16_t, …>, 0, …>(
-//! Flash_fwd_params)`; real DeepSeek-OCR files, REFERENCE §CSV layouts).
+//! Flash_fwd_params)`; as in the DeepSeek-OCR CSVs the tests read from the shared corpus).
 //! Neither artifact we read records mangled names (ncu prints them only with
 //! `--print-kernel-base mangled`, which the reports would then show), so the
 //! join is: the same name, else the same [`key`], when exactly one name of

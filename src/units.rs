@@ -96,7 +96,7 @@ pub(crate) fn in_base(value: &Value, unit: &str) -> Option<(f64, Base)> {
 
 /// [`in_base`] of a named metric: a value printed without its unit (ncu
 /// renders most units empty for a chip it does not know, with the values in
-/// base units: ../shared/REFERENCE.md §6c) takes the unit its name says for
+/// base units, and writes `==WARNING==` lines between rows) takes the unit its name says for
 /// certain ([`inferred_unit`]); any other unit-less value is kept as printed.
 pub(crate) fn in_base_named(name: &str, value: &Value, unit: &str) -> Option<(f64, Base)> {
     // The name is looked at only for an empty unit: this runs for every metric row.

@@ -558,7 +558,7 @@ fn a_value_of_the_wrong_type_in_an_nsys_export_is_named_never_read_as_zero() {
 }
 
 /// Reports from a newer nsys or ncu than the local one (corpus; each
-/// version is written in the file, ../shared/REFERENCE.md §6c): exit 5,
+/// version is written in the file): exit 5,
 /// naming both versions and the command that renders the report. A newer
 /// report the local tool still reads (ncu 2022.3 reads 2022.4.1) imports;
 /// a `.ncu-repz` (zstd) is named as such.
@@ -606,8 +606,7 @@ fn reports_newer_than_the_local_tool_name_both_versions() {
     );
 }
 
-/// What an ncu that does not know the report's chip renders (REFERENCE
-/// §6c), made by a text edit of the corpus's 2024.1 renderings of one report:
+/// What an ncu that does not know the report's chip renders, made by a text edit of the corpus's 2024.1 renderings of one report:
 /// every unit emptied, and `==WARNING== Failed to detect compute capability`
 /// lines before the header and between rows. The import's kernels (calls and
 /// GPU time, both pages) equal those of the unedited files, and the region

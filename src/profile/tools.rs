@@ -47,7 +47,7 @@ impl fmt::Display for Version {
 const WRITER_SCAN: u64 = 1 << 30;
 
 /// The version of the nsys or ncu that wrote a report, from the strings it
-/// carries (../shared/REFERENCE.md §6c): an `.nsys-rep` names its install
+/// carries: an `.nsys-rep` names its install
 /// path (`nsight-systems-2023.1.2/…`) or its build (`2025.1.1.110-2511354`),
 /// an `.ncu-rep` its build (`2025.3.1.0 (build 36398880)`, 80 KiB to 2 MiB
 /// into the corpus's reports). The first found counts; None when there is
