@@ -97,7 +97,8 @@ fn the_same_configuration_twice_is_no_regression_in_ten_pairs() {
     }
     assert_eq!(rows, 30);
     // On this shared 2-core machine one region of a pair can move 35% by itself (seen once in
-    // ten pairs with the Hodges-Lehmann interval, 2026-11-25): at most one pair of ten.
+    // ten pairs with the Hodges-Lehmann interval, 2026-11-25, at the old 25% budget): at most
+    // one pair of ten.
     assert!(regressions.len() <= 1, "{regressions:#?}");
 }
 
@@ -328,7 +329,9 @@ fn diff_and_check_of_nsys_captures_find_the_slowed_region() {
     // Three captures on this shared 2-core machine: the whole run can move by tens of percent
     // between them (docs/ci.md), which diff reports as a shift; the question here is which
     // region moved apart from it.
-    let out = llmperf().arg("diff").arg(&a).arg(&slow).arg("--discount-shift").output().unwrap();
+    // One region can also move by itself up to 36% here: diff's threshold is the shared-CPU
+    // budget's 50%, and B with 4 matmuls instead of 1 is several times that.
+    let out = llmperf().arg("diff").arg(&a).arg(&slow).args(["--discount-shift", "--relative-pct", "50"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(stdout.contains("## Regions: NVTX ranges in the nsys capture"), "{stdout}");
@@ -355,7 +358,7 @@ fn diff_and_check_of_nsys_captures_find_the_slowed_region() {
     let (code, c, stderr) = check(&b, &a, &["--budgets", BUDGETS, "--discount-shift"]);
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(outcomes(&c).len(), 6);
-    let (code, c, _) = check(&slow, &a, &["--budgets", BUDGETS]);
+    let (code, c, _) = check(&slow, &a, &["--budgets", BUDGETS, "--discount-shift"]);
     assert_eq!(code, 8);
     let failing: Vec<_> = outcomes(&c).into_iter().filter(|o| o.2 == "regression").map(|o| (o.0, o.1)).collect();
     assert_eq!(failing, [("workload".to_string(), "B".to_string()), ("nsys".into(), "B".into())]);
