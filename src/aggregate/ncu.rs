@@ -156,9 +156,24 @@ pub struct Counters {
 pub struct KernelRecord {
     pub kernel_name: String,
     pub device: String,
+    /// GPU time of the launches that report one.
     pub total_ms: f64,
     pub calls: u64,
+    /// Launches without a duration metric (`n/a`, empty): in `calls`, not in
+    /// `total_ms`; when every launch is untimed, the time is unknown, not 0.
+    #[serde(default, skip_serializing_if = "super::is_zero")]
+    pub untimed_calls: u64,
+    /// Over the timed launches (0 when there are none).
     pub mean_ms: f64,
+}
+
+/// The mean of `timed` launches' `ns`, in ms; 0 when none was timed.
+pub fn mean_ms(ns: f64, timed: u64) -> f64 {
+    if timed == 0 {
+        0.0
+    } else {
+        ns / 1e6 / timed as f64
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -220,8 +235,8 @@ struct Acc {
     untimed: u64,
     time_ns: f64,
     excluded: u64,
-    /// kernel name → (calls, total ns).
-    kernels: BTreeMap<String, (u64, f64)>,
+    /// kernel name → (calls, calls without a duration, total ns of the others).
+    kernels: BTreeMap<String, (u64, u64, f64)>,
     /// The launches with FLOP and DRAM counters (roofline.json's rule): calls, ns, FLOPs, bytes.
     counted: (u64, f64, f64, f64),
     /// section → metric name → accumulator (looked up by &str: no allocation per row).
@@ -314,10 +329,11 @@ impl Acc {
         self.excluded += o.excluded;
         let (c, m) = (&mut self.counted, o.counted);
         *c = (c.0 + m.0, c.1 + m.1, c.2 + m.2, c.3 + m.3);
-        for (k, (c, t)) in &o.kernels {
+        for (k, (c, u, t)) in &o.kernels {
             let e = self.kernels.entry(k.clone()).or_default();
             e.0 += c;
-            e.1 += t;
+            e.1 += u;
+            e.2 += t;
         }
         for (section, by_name) in &o.metrics {
             let mine = self.metrics.entry(section.clone()).or_default();
@@ -496,11 +512,14 @@ impl LaunchSink for Builder {
         }
         // Kernel names run to thousands of characters: copied once per region, not per launch.
         if !acc.kernels.contains_key(launch.kernel_name) {
-            acc.kernels.insert(launch.kernel_name.to_string(), (0, 0.0));
+            acc.kernels.insert(launch.kernel_name.to_string(), (0, 0, 0.0));
         }
         let k = acc.kernels.get_mut(launch.kernel_name).expect("inserted above");
         k.0 += 1;
-        k.1 += duration.unwrap_or(0.0);
+        match duration {
+            Some(d) => k.2 += d,
+            None => k.1 += 1,
+        }
         let weight = duration.filter(|d| *d > 0.0).unwrap_or(1.0);
         for m in launch.metrics {
             if !wants(opts, wanted_sections.as_ref(), m) {
@@ -697,12 +716,13 @@ impl Builder {
         let mut kernels: Vec<KernelRecord> = incl
             .kernels
             .iter()
-            .map(|(name, (calls, ns))| KernelRecord {
+            .map(|(name, (calls, untimed, ns))| KernelRecord {
                 kernel_name: name.clone(),
                 device: device.clone(),
                 total_ms: ns / 1e6,
                 calls: *calls,
-                mean_ms: ns / 1e6 / *calls as f64,
+                untimed_calls: *untimed,
+                mean_ms: mean_ms(*ns, calls - untimed),
             })
             .collect();
         kernels.sort_by(|a, b| b.total_ms.total_cmp(&a.total_ms).then_with(|| a.kernel_name.cmp(&b.kernel_name)));

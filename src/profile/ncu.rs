@@ -270,8 +270,10 @@ pub fn profile_argv(ncu: &Path, cli: &NcuCli, output_base: &Path, log: &Path, ap
     argv
 }
 
-/// `ncu --import REPORT --csv --page raw|details`: the raw page in base units,
-/// the details page with metric names where this ncu can print them (2022.4+).
+/// `ncu --import REPORT --csv --page raw|details`: both pages in base units
+/// (the default units round a duration to two decimals, `29.34 usecond` of
+/// 29344 ns), the details page with metric names where this ncu can print
+/// them (2022.4+).
 pub(crate) fn import_argv(tool: &Tool, report: &Path, page: Page) -> Vec<OsString> {
     let mut argv: Vec<OsString> = vec![
         tool.path.clone().into(),
@@ -281,12 +283,11 @@ pub(crate) fn import_argv(tool: &Tool, report: &Path, page: Page) -> Vec<OsStrin
         "--page".into(),
         page.name().into(),
     ];
-    match page {
-        Page::Raw => argv.extend(["--print-units", "base"].map(OsString::from)),
-        Page::Details if tool.has_print_metric_name() => {
-            argv.extend(["--print-metric-name", "name"].map(OsString::from))
-        }
-        Page::Details | Page::Session => {}
+    if page != Page::Session {
+        argv.extend(["--print-units", "base"].map(OsString::from));
+    }
+    if page == Page::Details && tool.has_print_metric_name() {
+        argv.extend(["--print-metric-name", "name"].map(OsString::from));
     }
     argv
 }

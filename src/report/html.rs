@@ -407,15 +407,16 @@ fn tables(h: &mut String, inputs: &Inputs, k: &KernelsReport, ops: &OperatorsRep
     if !k.kernels.is_empty() {
         h.push_str("<h2>Kernels</h2>\n<table><tr><th>kernel</th><th>total ms</th><th>calls</th><th>mean ms</th><th>share</th></tr>\n");
         for r in k.kernels.iter().take(30) {
+            let (total, mean, share) = r.time_cells();
             let _ = writeln!(
                 h,
-                "<tr><td><code title=\"{}\">{}</code></td><td>{:.3}</td><td>{}</td><td>{:.4}</td><td>{:.1}%</td></tr>",
+                "<tr><td><code title=\"{}\">{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 esc(&r.kernel_name),
                 esc(r.label(k.full_names)),
-                r.total_ms,
+                esc(&total),
                 r.calls,
-                r.mean_ms,
-                r.share_pct
+                esc(&mean),
+                esc(&share)
             );
         }
         h.push_str("</table>\n");

@@ -356,6 +356,7 @@ mod tests {
                     device: "0".into(),
                     total_ms: 1.0,
                     calls: 1,
+                    untimed_calls: 0,
                     mean_ms: 1.0,
                 })
                 .collect(),

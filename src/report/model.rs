@@ -78,8 +78,14 @@ pub struct KernelRow {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub short_name: Option<String>,
     pub device: String,
+    /// GPU time of the launches that report one.
     pub total_ms: f64,
     pub calls: u64,
+    /// ncu launches without a duration (`n/a`): in `calls`, not in `total_ms`;
+    /// when every launch is untimed the kernel's time is unknown, not 0.
+    #[serde(default, skip_serializing_if = "crate::aggregate::is_zero")]
+    pub untimed_calls: u64,
+    /// Over the timed launches.
     pub mean_ms: f64,
     /// Share of all kernels' GPU time in the source.
     pub share_pct: f64,
@@ -108,6 +114,17 @@ pub struct OperatorRow {
 }
 
 impl KernelRow {
+    /// Total, mean and share as tables show them: `–` where no launch was
+    /// timed, and the untimed launches named beside a partial total.
+    pub fn time_cells(&self) -> (String, String, String) {
+        let share = format!("{:.1}%", self.share_pct);
+        match self.untimed_calls {
+            0 => (format!("{:.3}", self.total_ms), format!("{:.4}", self.mean_ms), share),
+            u if u >= self.calls => (format!("– ({u} untimed)"), "–".into(), "–".into()),
+            u => (format!("{:.3} (+{u} untimed)", self.total_ms), format!("{:.4}", self.mean_ms), share),
+        }
+    }
+
     /// The name the tables show: the short one unless `full` (or there is none).
     pub fn label(&self, full: bool) -> &str {
         match (&self.short_name, full) {
@@ -133,6 +150,7 @@ fn kernel_rows(inputs: &Inputs) -> KernelsReport {
                 device: "all".into(),
                 total_ms: k.total_ns as f64 / 1e6,
                 calls: k.calls as u64,
+                untimed_calls: 0,
                 mean_ms: k.mean_ns / 1e6,
                 share_pct: k.share_pct,
             })
@@ -140,24 +158,26 @@ fn kernel_rows(inputs: &Inputs) -> KernelsReport {
         return KernelsReport { source: "nsys".into(), full_names: false, note: None, kernels: rows };
     }
     if let Some(scope) = inputs.ncu.as_ref().and_then(|r| r.scopes.first()) {
-        let mut by_name: BTreeMap<(String, String), (u64, f64)> = BTreeMap::new();
+        let mut by_name: BTreeMap<(String, String), (u64, u64, f64)> = BTreeMap::new();
         for r in scope.regions.iter().filter(|r| r.depth == 0) {
             for k in &r.kernels {
                 let e = by_name.entry((k.kernel_name.clone(), k.device.clone())).or_default();
                 e.0 += k.calls;
-                e.1 += k.total_ms;
+                e.1 += k.untimed_calls;
+                e.2 += k.total_ms;
             }
         }
-        let all: f64 = by_name.values().map(|v| v.1).sum();
+        let all: f64 = by_name.values().map(|v| v.2).sum();
         let mut rows: Vec<KernelRow> = by_name
             .into_iter()
-            .map(|((kernel_name, device), (calls, total_ms))| KernelRow {
+            .map(|((kernel_name, device), (calls, untimed_calls, total_ms))| KernelRow {
                 kernel_name,
                 short_name: None,
                 device,
                 total_ms,
                 calls,
-                mean_ms: total_ms / calls.max(1) as f64,
+                untimed_calls,
+                mean_ms: crate::aggregate::ncu::mean_ms(total_ms * 1e6, calls - untimed_calls),
                 share_pct: if all > 0.0 { 100.0 * total_ms / all } else { 0.0 },
             })
             .collect();

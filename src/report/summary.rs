@@ -17,16 +17,14 @@ pub fn kernels_md(k: &KernelsReport) -> String {
     }
     md.push_str("\n| # | kernel | device | total ms | calls | mean ms | share |\n|---:|---|---|---:|---:|---:|---:|\n");
     for (i, r) in k.kernels.iter().enumerate() {
+        let (total, mean, share) = r.time_cells();
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {:.3} | {} | {:.4} | {:.1}% |",
+            "| {} | {} | {} | {total} | {} | {mean} | {share} |",
             i + 1,
             code(&short(r.label(k.full_names), 70)),
-            r.device,
-            r.total_ms,
+            crate::markdown::text(&r.device),
             r.calls,
-            r.mean_ms,
-            r.share_pct
         );
     }
     md.push_str(if k.full_names {
@@ -544,15 +542,8 @@ fn top_kernels(
     }
     let opt = |v: Option<f64>, digits: usize| v.map_or("–".to_string(), |v| format!("{v:.digits$}"));
     for (r, p) in top.iter().zip(found) {
-        let _ = write!(
-            md,
-            "| {} | {:.3} | {} | {:.4} | {:.1}% |",
-            code(&short(r.label(k.full_names), 60)),
-            r.total_ms,
-            r.calls,
-            r.mean_ms,
-            r.share_pct
-        );
+        let (total, mean, share) = r.time_cells();
+        let _ = write!(md, "| {} | {total} | {} | {mean} | {share} |", code(&short(r.label(k.full_names), 60)), r.calls);
         if points {
             let _ = write!(
                 md,
