@@ -330,7 +330,7 @@ fn run_pass(
     let stage_name = format!("ncu:{name}");
     let mut seen = Vec::new();
     let outcome = stage::run(manifest, &stage_name, spec.argv_strings(), || {
-        let done = stage::with_progress(&stage_name, || process::run(&spec))?;
+        let done = stage::run_with_progress(&stage_name, &spec)?;
         if done.exit == Exit::Interrupted {
             // What the stopped ncu wrote is rendered and reported; a further signal stops that.
             signals::answer();

@@ -96,7 +96,7 @@ fn run_with_retries(
     let attempts = 1 + cfg.hang_retries;
     let mut attempt = 1;
     loop {
-        let done = stage::with_progress("nsys", || process::run(spec))?;
+        let done = stage::run_with_progress("nsys", spec)?;
         if done.exit == Exit::Stalled {
             diagnoses.push(nsys::hang_diagnosis(attempt, cfg.postprocess_timeout_s));
         }

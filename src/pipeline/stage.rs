@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::error::{Error, ErrorKind};
 use crate::manifest::{Diagnosis, ExitInfo, ManifestWriter, Status};
+use crate::process::{self, Exit, Finished, Spawn};
 use crate::profile::tools::Tool;
 
 /// How a stage ended.
@@ -186,9 +187,11 @@ pub(crate) fn gate<'t>(
     }
 }
 
-/// A spinner with the stage and elapsed time on a terminal; nothing otherwise
-/// (the stage's start and end are logged either way).
-pub(crate) fn with_progress<T>(stage: &str, f: impl FnOnce() -> T) -> T {
+/// Run `spec` with a spinner, the stage and elapsed time on a terminal
+/// (nothing otherwise); then one line that says how it ended: "nsys finished
+/// in 12.3 s", or "nsys stalled after its last phase began and was killed at
+/// 310 s" (never "finished" for a child that was stopped).
+pub(crate) fn run_with_progress(stage: &str, spec: &Spawn) -> Result<Finished, Error> {
     let bar = indicatif::ProgressBar::new_spinner();
     bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
     if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} {msg} {elapsed}") {
@@ -196,9 +199,15 @@ pub(crate) fn with_progress<T>(stage: &str, f: impl FnOnce() -> T) -> T {
     }
     bar.set_message(format!("{stage}: running"));
     bar.enable_steady_tick(Duration::from_millis(200));
-    let start = std::time::Instant::now();
-    let out = f();
+    let out = process::run(spec);
     bar.finish_and_clear();
-    tracing::info!("{stage} finished in {:.1} s", start.elapsed().as_secs_f64());
+    if let Ok(done) = &out {
+        let secs = done.elapsed.as_secs_f64();
+        match done.exit {
+            Exit::Code(0) => tracing::info!("{stage} finished in {secs:.1} s"),
+            Exit::Code(_) => tracing::info!("{stage} ended after {secs:.1} s with {}", done.describe()),
+            _ => tracing::warn!("{stage} {}", done.describe()),
+        }
+    }
     out
 }

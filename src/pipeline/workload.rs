@@ -8,7 +8,7 @@ use crate::config::Config;
 use crate::error::{Error, ErrorKind};
 use crate::manifest::{ExitInfo, ManifestWriter, Status};
 use crate::plan::RunPlan;
-use crate::process::{self, Exit, Sink, Spawn};
+use crate::process::{Exit, Sink, Spawn};
 use crate::provenance;
 use crate::run_dir::{self, RunDir};
 
@@ -20,7 +20,7 @@ pub(crate) fn baseline(run: &RunDir, manifest: &mut ManifestWriter, plan: &RunPl
         .stderr(Sink::File(run.join(run_dir::BASELINE_STDERR)));
     run.subdir(run_dir::WORKLOAD_DIR)?;
     stage::run(manifest, "baseline", spec.argv_strings(), || {
-        let done = stage::with_progress("baseline", || process::run(&spec))?;
+        let done = stage::run_with_progress("baseline", &spec)?;
         let failure = match done.exit {
             Exit::Code(0) => None,
             Exit::Interrupted => Some(crate::signals::interrupted()),
@@ -52,7 +52,7 @@ pub(crate) fn plain(
     stage::run(manifest, &name, spec.argv_strings(), || {
         let mut last = None;
         for _ in 0..times {
-            let done = stage::with_progress(&name, || process::run(&spec))?;
+            let done = stage::run_with_progress(&name, &spec)?;
             let failed = done.exit != Exit::Code(0);
             last = Some(done);
             if failed {
