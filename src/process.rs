@@ -289,7 +289,7 @@ fn wait(mut child: Child, spec: &Spawn, start: Instant) -> Result<Exit, Error> {
     loop {
         match child.try_wait() {
             Ok(Some(status)) => {
-                stop_companions(child.id() as i32, spec.companions);
+                stop_leftovers(child.id() as i32, spec.companions);
                 return Ok(exit_of(status));
             }
             Ok(None) => {}
@@ -461,14 +461,20 @@ fn kill_tree(child: &mut Child, companions: Companions) {
     let _ = child.wait();
 }
 
-/// After a child exited by itself: its companions (nsys's agent, reparented
-/// to init) get [`GRACE`] to follow it, then SIGTERM, then SIGKILL. An nsys
-/// agent of a finished run once kept spinning for 16 minutes, holding the
-/// files its parent had open; none outlives the command that started it.
-fn stop_companions(pid: i32, companions: Companions) {
-    let Some(find) = companions else { return };
+/// After a child exited by itself: what it left running, its companions
+/// (nsys's agent, reparented to init) and the members of its process group
+/// with their descendants (an nsys that failed writing to a full TMPDIR left
+/// `nsys-launcher` and `nsys-tee` waiting for most of a minute), get [`GRACE`]
+/// to follow it, then SIGTERM, then SIGKILL. An nsys agent of a finished run
+/// once kept spinning for 16 minutes, holding the files its parent had open;
+/// nothing outlives the command that started it.
+fn stop_leftovers(pid: i32, companions: Companions) {
+    let mut left = group_members(pid);
+    left.extend(left.clone().into_iter().flat_map(descendants).collect::<Vec<_>>());
+    left.extend(companions.map(|find| find(pid)).unwrap_or_default());
+    left.sort_unstable();
+    left.dedup();
     let deadline = Instant::now() + GRACE;
-    let mut left = find(pid);
     while !left.is_empty() && Instant::now() < deadline {
         std::thread::sleep(POLL);
         left.retain(|p| alive(*p));
@@ -512,6 +518,22 @@ fn signal_each(pids: &[i32], sig: i32) {
 fn alive(pid: i32) -> bool {
     // SAFETY: signal 0 only checks that the process exists.
     unsafe { libc::kill(pid, 0) == 0 }
+}
+
+/// The live (not zombie) processes of process group `pgid`, from /proc/<pid>/stat.
+fn group_members(pgid: i32) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+            // "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
+            let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else { return false };
+            let fields: Vec<&str> = after.split_whitespace().take(3).collect();
+            fields.len() == 3 && fields[0] != "Z" && fields[2].parse() == Ok(pgid)
+        })
+        .collect()
 }
 
 /// All processes below `root`, from /proc/<pid>/stat parent links.
@@ -593,6 +615,20 @@ mod tests {
         std::thread::sleep(Duration::from_millis(100));
         let state = std::fs::read_to_string(format!("/proc/{grandchild}/stat")).unwrap_or_default();
         assert!(state.is_empty() || state.contains(") Z"), "grandchild still running: {state}");
+    }
+
+    #[test]
+    fn what_a_child_leaves_in_its_group_is_stopped_when_it_exits() {
+        // As nsys failing on a full TMPDIR: it exits, its launcher runs on in its group.
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("left.pid");
+        let script = format!("sleep 30 & echo $! > {}", pidfile.display());
+        let done = run(&Spawn::new(["sh", "-c", &script])).unwrap();
+        assert_eq!(done.exit, Exit::Code(0));
+        let left: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let state = std::fs::read_to_string(format!("/proc/{left}/stat")).unwrap_or_default();
+        assert!(state.is_empty() || state.contains(") Z"), "left running: {state}");
     }
 
     #[test]

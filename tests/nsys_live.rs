@@ -565,3 +565,49 @@ fn nsys_stats_runs_the_configured_reports_or_none() {
     assert!(csvs.is_empty(), "{csvs:?}");
     assert!(!stages.iter().any(|s| s == "nsys_stats"), "{stages:?}");
 }
+
+/// nsys writes its capture and status files to TMPDIR first. With TMPDIR on a
+/// full 256 KiB tmpfs (mounted in a user namespace: `unshare -rm`), nsys 2022.4
+/// fails with a C++ exception and exit 1. The error blames nsys and the full
+/// directory, not the profiled command (it said "the profiled command exited
+/// with code 1 under nsys"), and nothing nsys started is left running (its
+/// `nsys-launcher` and `nsys-tee` waited on for most of a minute).
+#[test]
+fn a_full_tmpdir_is_named_and_nsys_leaves_nothing_behind() {
+    let test = "a_full_tmpdir_is_named_and_nsys_leaves_nothing_behind";
+    if !Command::new("unshare").args(["-rm", "true"]).status().is_ok_and(|s| s.success()) {
+        return skipped(test, "no unprivileged user namespaces here (unshare -rm)");
+    }
+    let root = tempfile::tempdir().unwrap();
+    let small = root.path().join("small");
+    std::fs::create_dir(&small).unwrap();
+    let script = r#"d=$1; shift; mount -t tmpfs -o size=256k none "$d" && head -c 250000 /dev/zero > "$d/fill" && TMPDIR="$d" exec "$@""#;
+    let _n = nsys_lock();
+    let out = Command::new("unshare")
+        .args(["-rm", "sh", "-c", script, "sh"])
+        .arg(&small)
+        .arg(assert_cmd::cargo::cargo_bin("llmperf"))
+        .args(["profile", "--model", "nvtx_regions", "--no-ncu", "infer.iters=3"])
+        .args(NSYS_HANG)
+        .arg("-o")
+        .arg(root.path().join("runs"))
+        .env_remove("LLMPERF_LOG")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    let error = stderr.lines().find(|l| l.starts_with("error: ")).unwrap_or_default();
+    // nsys fails at one of several places on a full disk: with a C++ exception
+    // ("Failed to write termination status to file"), or "Invalid truncate size.".
+    assert!(
+        error.starts_with("error: nsys itself failed (exit code 1): ")
+            || error.starts_with("error: nsys exited with code 1 and wrote no capture"),
+        "{stderr}"
+    );
+    assert!(error.contains(&format!("the temporary directory {} has ", small.display())), "{stderr}");
+    assert!(!stderr.contains("the profiled command exited"), "{stderr}");
+    assert!(stderr.contains("hint: free space in the temporary directory or point TMPDIR"), "{stderr}");
+    let left: Vec<String> =
+        cmdlines().into_iter().filter(|c| c.contains("nsys-launcher") || c.starts_with("nsys-tee")).collect();
+    assert!(left.is_empty(), "left running: {left:?}");
+}

@@ -65,10 +65,12 @@ pub(crate) fn capture(
         }
         let stderr_tail = tail_of(&run.join(run_dir::NSYS_STDERR), 4096);
         let said = last_words(&stderr_tail);
+        let own_failure = nsys_exception(&String::from_utf8_lossy(&stderr_tail));
         let agent_failed = [stderr_tail, tail_of(&run.join(run_dir::NSYS_STDOUT), 4096)]
             .iter()
             .any(|t| String::from_utf8_lossy(t).contains(AGENT_FAILED));
-        let failure = judge(&done, report.is_some(), &said, agent_failed, nsys_cfg);
+        let failure = judge(&done, report.is_some(), &said, agent_failed, nsys_cfg)
+            .map(|e| blame_nsys(e, &done, &said, own_failure, report.is_some()));
         Ok(Done::of(failure).exit(ExitInfo::from(&done)).artifacts(artifacts).diagnoses(diagnoses))
     })?;
     verdict.add(outcome);
@@ -182,6 +184,56 @@ fn tail_of(path: &Path, n: u64) -> Vec<u8> {
     let mut buf = Vec::new();
     let _ = f.seek(SeekFrom::Start(len.saturating_sub(n))).and_then(|_| f.read_to_end(&mut buf));
     buf
+}
+
+/// A failure of nsys itself is not the profiled command's: nsys 2022.4 exits
+/// 1 with a C++ exception on stderr (`[QuadDCommon::tag_message*] = Failed to
+/// write termination status to file`) when it cannot write, e.g. to a full
+/// TMPDIR, where it keeps its capture and status files; it says so, and names
+/// a temporary directory with little room.
+fn blame_nsys(e: Error, done: &Finished, said: &str, exception: Option<String>, have_report: bool) -> Error {
+    let Exit::Code(code) = done.exit else { return e };
+    let low = temp_space_low();
+    let hint = e.hint.clone().unwrap_or_default();
+    let message = match (exception, &low) {
+        (Some(what), _) => format!("nsys itself failed (exit code {code}): {what}"),
+        // Not the profiled command's code for sure: nsys fails in many ways on a full disk.
+        (None, Some(_)) if !have_report => format!("nsys exited with code {code} and wrote no capture{said}"),
+        (None, _) => return e,
+    };
+    match low {
+        Some(low) => Error::new(e.kind, format!("{message}; {low}"))
+            .with_hint(format!("free space in the temporary directory or point TMPDIR at a disk with room; {hint}")),
+        None => Error::new(e.kind, message).with_hint(hint),
+    }
+}
+
+/// The message of a C++ exception nsys printed on stderr: its `tag_message`,
+/// else `std::exception::what`, with the file it names.
+fn nsys_exception(stderr: &str) -> Option<String> {
+    if !stderr.contains("Dynamic exception type:") {
+        return None;
+    }
+    let value = |key: &str| stderr.lines().find_map(|l| l.trim().strip_prefix(key).map(|v| v.trim().to_string()));
+    let what = value("[QuadDCommon::tag_message*] =").or_else(|| value("std::exception::what:"))?;
+    Some(match value("[boost::errinfo_file_name_*] =") {
+        Some(file) => format!("{what} ({file})"),
+        None => what,
+    })
+}
+
+/// "the temporary directory D has N KiB free" when the directory nsys writes
+/// its capture to first (TMPDIR, else /tmp) has under 64 MiB left.
+fn temp_space_low() -> Option<String> {
+    let dir = std::env::temp_dir();
+    let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).ok()?;
+    // SAFETY: statvfs(3) writes into the struct it is given; the path is NUL-terminated.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    let free = st.f_bavail as u64 * st.f_frsize as u64;
+    (free < 64 << 20).then(|| format!("the temporary directory {} has {} KiB free", dir.display(), free >> 10))
 }
 
 /// ": <last line of stderr>" when a child said something there.
