@@ -103,12 +103,13 @@ fn malformed_yaml_in_config_dir_names_file_and_line() {
 #[test]
 fn convenience_flags_map_to_keys() {
     let root = tempfile::tempdir().unwrap();
-    // --no-nsys and no ncu: nothing runs, but the run directory is complete.
+    // --no-nsys and no ncu: nothing runs, and a warning says so, but the run directory is complete.
     let out = llmperf()
         .current_dir(root.path())
         .args(["profile", "--no-nsys", "--device", "cpu", "-o", "runs", "--nvtx-include", "A::A1", "--", "true"])
         .assert()
         .success()
+        .stderr(predicate::str::contains("nsys and ncu are both disabled: the command does not run"))
         .get_output()
         .stdout
         .clone();

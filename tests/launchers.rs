@@ -193,6 +193,46 @@ fn one_nsys_around_mpirun_gives_each_process_the_rank_open_mpi_set() {
     one_nsys_around("mpirun", "OMPI_COMM_WORLD_RANK", &this_test!());
 }
 
+/// Rank 1 of two exits with code 3 (rank 0 with 0): the error names rank 1,
+/// its process as its launcher's shim recorded it, and how it ended, not the
+/// launcher's last banner line (`-----…` for mpirun, `=====…` for torchrun).
+fn a_failing_rank_is_named(launcher: &str, var: &str, test: &str) {
+    if !have(launcher, test) {
+        return;
+    }
+    let _nsys = nsys_lock();
+    let root = tempfile::tempdir().unwrap();
+    let out = clean()
+        .args(["profile", "--launcher", launcher, "--nproc", "2", "--no-ncu"])
+        .args(if launcher == "mpirun" { &["--launcher-arg=--oversubscribe"][..] } else { &[] })
+        .arg("-o")
+        .arg(root.path())
+        .args(NSYS_HANG)
+        .args(["--", "sh", "-c", &format!("exit $(( ${var} * 3 ))")])
+        .assert()
+        .code(5)
+        .get_output()
+        .clone();
+    let run = run_dir(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let error = stderr.lines().find(|l| l.starts_with("error: ")).unwrap_or_default();
+    let rank1 = recorded(&run, var).into_iter().find(|r| r.0 == 1).expect("rank 1 recorded").1;
+    let wanted = format!("error: rank 1 (process {rank1} on ");
+    assert!(error.starts_with(&wanted), "{wanted} in {stderr}");
+    assert!(error.contains(&format!(") exited with code 3 under {launcher}, the first rank to fail; ")), "{stderr}");
+    assert!(!error.contains("---") && !error.contains("==="), "{stderr}");
+}
+
+#[test]
+fn a_failing_rank_under_mpirun_is_named() {
+    a_failing_rank_is_named("mpirun", "OMPI_COMM_WORLD_RANK", &this_test!());
+}
+
+#[test]
+fn a_failing_rank_under_torchrun_is_named() {
+    a_failing_rank_is_named("torchrun", "RANK", &this_test!());
+}
+
 /// ncu on rank 0 only (the default `pipeline.ncu.ranks: [0]`) goes inside
 /// the launcher: ncu attaches to one process and matches rank 0's 5 ranges
 /// of B, not 10, while rank 1 runs the workload plainly in the same launch.

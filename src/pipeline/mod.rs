@@ -170,6 +170,11 @@ pub fn profile(req: Request) -> Result<Outcome, Error> {
         None => req.command.clone(),
     };
     let plan = RunPlan::new(cfg, &command, req.no_nvtx)?;
+    if !cfg.pipeline.nsys.enable && !cfg.pipeline.ncu.enable && !plan.baseline {
+        tracing::warn!(
+            "nsys and ncu are both disabled: the command does not run and nothing is profiled (hint: drop --no-nsys, or pass --replay-mode MODE for ncu)"
+        );
+    }
     let job = match (&req.rank, &req.launcher) {
         (Some(r), _) => Some(Job::of_rank(cfg, r)?),
         (None, Some(l)) => Some(Job::of_launch(cfg, l)?),

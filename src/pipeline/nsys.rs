@@ -66,11 +66,15 @@ pub(crate) fn capture(
         let stderr_tail = tail_of(&run.join(run_dir::NSYS_STDERR), 4096);
         let said = last_words(&stderr_tail);
         let own_failure = nsys_exception(&String::from_utf8_lossy(&stderr_tail));
+        let rank_failed = crate::plan::launcher::first_failed_rank(&String::from_utf8_lossy(&stderr_tail));
         let agent_failed = [stderr_tail, tail_of(&run.join(run_dir::NSYS_STDOUT), 4096)]
             .iter()
             .any(|t| String::from_utf8_lossy(t).contains(AGENT_FAILED));
         let failure = judge(&done, report.is_some(), &said, agent_failed, nsys_cfg)
-            .map(|e| blame_nsys(e, &done, &said, own_failure, report.is_some()));
+            .map(|e| match (done.exit, rank_failed) {
+                (Exit::Code(_), Some(f)) => name_rank(run, e, &done, f),
+                _ => blame_nsys(e, &done, &said, own_failure, report.is_some()),
+            });
         Ok(Done::of(failure).exit(ExitInfo::from(&done)).artifacts(artifacts).diagnoses(diagnoses))
     })?;
     verdict.add(outcome);
@@ -184,6 +188,39 @@ fn tail_of(path: &Path, n: u64) -> Vec<u8> {
     let mut buf = Vec::new();
     let _ = f.seek(SeekFrom::Start(len.saturating_sub(n))).and_then(|_| f.read_to_end(&mut buf));
     buf
+}
+
+/// Under torchrun or mpirun the profiled command is the launcher, whose
+/// stderr ends with its report of the first failing rank: the error names
+/// that rank, its process (from the launcher, else `launcher/ranks/`) and
+/// how it ended, not the launcher's last banner line.
+fn name_rank(run: &RunDir, e: Error, done: &Finished, f: crate::plan::launcher::RankFailure) -> Error {
+    let recorded = crate::plan::rank::read_launched(&run.join(run_dir::LAUNCHED_RANKS_DIR));
+    let mine = recorded.iter().find(|r| r.rank == f.rank);
+    let pid = f.pid.or(mine.map(|r| r.process_id));
+    let host = f.host.clone().or(mine.map(|r| r.host.clone()));
+    let at = match (pid, host) {
+        (Some(p), Some(h)) => format!(" (process {p} on {h})"),
+        (Some(p), None) => format!(" (process {p})"),
+        (None, Some(h)) => format!(" (on {h})"),
+        (None, None) => String::new(),
+    };
+    Error::new(
+        e.kind,
+        format!(
+            "rank {}{at} {} under {}, the first rank to fail; {} ended with {}",
+            f.rank,
+            f.how,
+            f.launcher,
+            f.launcher,
+            done.describe()
+        ),
+    )
+    .with_hint(format!(
+        "the ranks' output is in {} and {} (the launcher's report at the end)",
+        run_dir::NSYS_STDOUT,
+        run_dir::NSYS_STDERR
+    ))
 }
 
 /// A failure of nsys itself is not the profiled command's: nsys 2022.4 exits
