@@ -439,7 +439,7 @@ pub(crate) fn import(
             format!("{} is a zstd-compressed Nsight Compute report (.ncu-repz), which newer ncu versions write; llmperf renders reports with the installed ncu and reads CSVs", file.display()),
         )
         .with_hint(format!(
-            "render it with the ncu that wrote it: `ncu --import {} --csv --page raw > R.csv`, then `llmperf import ncu R.csv`",
+            "render it with the ncu that wrote it: `ncu --import {} --csv --page raw --print-units base > R.csv`, then `llmperf import ncu R.csv`",
             file.display()
         )));
     }

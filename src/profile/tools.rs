@@ -91,7 +91,7 @@ pub(crate) fn too_new(path: &std::path::Path, kind: Kind, tool: &Tool) -> Option
     let writer = report_writer(path, kind).filter(|v| *v > tool.version)?;
     let (name, render) = match kind {
         Kind::Nsys => ("nsys", format!("nsys export --type sqlite -o R.sqlite {}", path.display())),
-        Kind::Ncu => ("ncu", format!("ncu --import {} --csv --page raw > R.csv", path.display())),
+        Kind::Ncu => ("ncu", format!("ncu --import {} --csv --page raw --print-units base > R.csv", path.display())),
     };
     Some(
         Error::new(

@@ -85,7 +85,7 @@ impl<R: Read> RawReader<R> {
                 ErrorKind::Unparseable,
                 format!("{}:{}: expected the units row of a raw ncu CSV", self.path.display(), line_of(&row)),
             )
-            .with_hint("render it with: ncu --import R.ncu-rep --csv --page raw")),
+            .with_hint("render it with: ncu --import R.ncu-rep --csv --page raw --print-units base")),
             Some(Err(e)) => Err(csv_error(&self.path, &e)),
             None => Ok(Vec::new()),
         }
