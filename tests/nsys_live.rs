@@ -311,6 +311,43 @@ fn range_replay_plans_its_passes_from_the_regions_nsys_found() {
     assert_report_reproduces(&dir);
 }
 
+/// The README's `llmperf profile --model llm_tiny --replay-mode range` on this
+/// CPU host: the preflight finds every region in the nsys capture, with no
+/// kernel launched inside; ncu matches no range, because ncu defines a range
+/// by the CUDA calls inside it. The cause named is the missing CUDA work, not
+/// the selector (it said "the selector is the cause").
+#[test]
+fn cpu_range_replay_names_the_missing_cuda_work_not_the_selector() {
+    let _nsys = nsys_lock();
+    let root = tempfile::tempdir().unwrap();
+    let dir = profile_builtin(
+        root.path(),
+        &["--model", "llm_tiny", "infer.iters=1", "infer.max_new_tokens=2", "--replay-mode", "range"],
+    );
+    let preflight = json(&dir.join("ncu/preflight.json"));
+    let checks = preflight["regions"].as_array().unwrap();
+    assert!(!checks.is_empty() && checks.iter().all(|c| c["found"] == true && c["kernels"] == 0), "{preflight}");
+    let manifest = json(&dir.join("manifest.json"));
+    let passes: Vec<&serde_json::Value> =
+        manifest["stages"].as_array().unwrap().iter().filter(|s| s["name"].as_str().unwrap().starts_with("ncu:")).collect();
+    assert!(!passes.is_empty());
+    for s in &passes {
+        let codes: Vec<&str> = s["diagnoses"].as_array().unwrap().iter().map(|d| d["code"].as_str().unwrap()).collect();
+        assert!(!codes.contains(&"no_range_matched"), "{s}");
+    }
+    let cuda: Vec<&serde_json::Value> = passes
+        .iter()
+        .flat_map(|s| s["diagnoses"].as_array().unwrap())
+        .filter(|d| d["code"] == "no_cuda_in_ranges")
+        .collect();
+    assert!(!cuda.is_empty(), "{manifest}");
+    assert!(cuda[0]["message"].as_str().unwrap().contains("no kernel launched inside"), "{}", cuda[0]);
+    let matched = stage(&manifest, "ncu_matched");
+    let hint = matched["diagnoses"][0]["hint"].as_str().unwrap();
+    assert!(hint.starts_with("no CUDA work inside the regions"), "{matched}");
+    assert!(!hint.contains("selector"), "{matched}");
+}
+
 /// A CPU run of the decoder: the summary's MFU uses the calibration the
 /// workload measured on this CPU, labelled as such, and `llmperf report`
 /// reproduces every report from the run directory.

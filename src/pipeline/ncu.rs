@@ -70,7 +70,8 @@ pub(crate) fn profile(
         checked = report;
     }
     let inside = job.and_then(|j| Some((j.launch.as_ref()?, j.ncu_rank?)));
-    run_passes(run, manifest, verdict, &PassRun { cfg, tool, cli, app, inside }, &mut plan)?;
+    let preflight = checked.as_ref();
+    run_passes(run, manifest, verdict, &PassRun { cfg, tool, cli, app, inside, preflight }, &mut plan)?;
     if let Err(e) = signals::check() {
         verdict.add(StageOutcome::Interrupted(e));
         return Ok(());
@@ -244,6 +245,37 @@ fn matched(
     })
 }
 
+/// Whether nsys saw every configured region, and no kernel launched inside
+/// any: (regions, their instances).
+fn cpu_only_regions(preflight: Option<&Preflight>) -> Option<(usize, usize)> {
+    let p = preflight.filter(|p| p.checked_against.is_some() && !p.regions.is_empty())?;
+    p.regions
+        .iter()
+        .all(|r| r.found && r.kernels == 0)
+        .then(|| (p.regions.len(), p.regions.iter().map(|r| r.instances).sum()))
+}
+
+/// ncu's "no range matched" is the selector's fault only where the regions ran
+/// CUDA work: ncu defines a range by the CUDA calls inside it, so on a CPU run
+/// it matches none, whatever the names. With nsys's word that the regions ran
+/// and launched no kernel, the diagnosis says that instead.
+fn no_cuda_in_ranges(diagnoses: Vec<Diagnosis>, preflight: Option<&Preflight>) -> Vec<Diagnosis> {
+    let Some((regions, instances)) = cpu_only_regions(preflight) else { return diagnoses };
+    diagnoses
+        .into_iter()
+        .map(|d| match d.code == ncu::code::NO_RANGE_MATCHED {
+            true => Diagnosis {
+                code: ncu::code::NO_CUDA_IN_RANGES.into(),
+                message: format!(
+                    "ncu matched no range, and nsys saw the {regions} region(s) run ({instances} instance(s)) with no kernel launched inside: ncu defines a range by the CUDA calls inside it, and these made none"
+                ),
+                hint: "no CUDA work inside the regions (the workload ran on the CPU?): profile on a GPU host with device=cuda; the names are right (ncu/preflight.json)".into(),
+            },
+            false => d,
+        })
+        .collect()
+}
+
 /// The likeliest cause of regions without results, from what ncu's logs and
 /// the preflight said, most specific first.
 fn empty_cause(codes: &[String], preflight: Option<&Preflight>) -> String {
@@ -252,6 +284,8 @@ fn empty_cause(codes: &[String], preflight: Option<&Preflight>) -> String {
         preflight.is_some_and(|p| !p.regions.is_empty() && p.regions.iter().all(|r| r.kernels == 0));
     if has(ncu::code::COUNTER_PERMISSION) {
         crate::profile::tools::COUNTER_PERMISSION_HINT.to_string()
+    } else if has(ncu::code::NO_CUDA_IN_RANGES) || (has(ncu::code::NO_RANGE_MATCHED) && no_kernels_in_nsys) {
+        "no CUDA work inside the regions: nsys saw them run with no kernel launched inside (a CPU-only host, or device=cpu?), and ncu defines a range by the CUDA calls inside it".into()
     } else if has(ncu::code::NO_RANGE_MATCHED) {
         "the selector: ncu matched no range; check the names against nsys/regions.json".into()
     } else if has(ncu::code::UNSUPPORTED_API) {
@@ -312,6 +346,8 @@ struct PassRun<'a> {
     app: &'a [OsString],
     /// ncu on one rank inside the job's launcher.
     inside: Option<(&'a crate::plan::launcher::Launcher, u32)>,
+    /// What nsys saw of the regions (range replay with nsys), for the causes.
+    preflight: Option<&'a Preflight>,
 }
 
 /// One pass: `ncu` under `LC_ALL=C`, its log's diagnoses, its report rendered.
@@ -336,7 +372,7 @@ fn run_pass(
             signals::answer();
         }
         let log = std::fs::read_to_string(run.join(&pass_file(name, PassFile::Log))).unwrap_or_default();
-        let diagnoses = ncu::diagnose(&log, cli);
+        let diagnoses = no_cuda_in_ranges(ncu::diagnose(&log, cli), with.preflight);
         for d in &diagnoses {
             tracing::warn!("ncu {name}: {} (hint: {})", d.message, d.hint);
         }

@@ -317,6 +317,9 @@ pub(crate) mod code {
     pub const UNSUPPORTED_API: &str = "unsupported_api";
     /// No range matched the expressions: the selector is the cause.
     pub const NO_RANGE_MATCHED: &str = "no_range_matched";
+    /// No range matched, and nsys saw the regions launch no kernel: no CUDA
+    /// work for ncu to define a range by (set by the ncu stage, not the log).
+    pub const NO_CUDA_IN_RANGES: &str = "no_cuda_in_ranges";
     pub const NO_RANGES_PROFILED: &str = "no_ranges_profiled";
     pub const NO_KERNELS_PROFILED: &str = "no_kernels_profiled";
     /// `ERR_NVGPUCTRPERM`.
