@@ -244,7 +244,8 @@ fn nsys_hang_after_the_application_is_retried_and_recorded() {
         .clone();
     // The log says how each attempt ended: the hung one was stopped, it never "finished".
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let ends: Vec<&str> = stderr.lines().filter(|l| l.contains(" nsys finished in ") || l.contains(" nsys stalled ")).collect();
+    let ends: Vec<&str> =
+        stderr.lines().filter(|l| l.contains(" nsys finished in ") || l.contains(" nsys stalled ")).collect();
     assert_eq!(ends.len(), 2, "{stderr}");
     assert!(ends[0].contains("nsys stalled after its last phase began and was killed at"), "{stderr}");
     assert!(ends[1].contains("nsys finished in"), "{stderr}");

@@ -331,7 +331,8 @@ fn diff_and_check_of_nsys_captures_find_the_slowed_region() {
     // region moved apart from it.
     // One region can also move by itself up to 36% here: diff's threshold is the shared-CPU
     // budget's 50%, and B with 4 matmuls instead of 1 is several times that.
-    let out = llmperf().arg("diff").arg(&a).arg(&slow).args(["--discount-shift", "--relative-pct", "50"]).output().unwrap();
+    let out =
+        llmperf().arg("diff").arg(&a).arg(&slow).args(["--discount-shift", "--relative-pct", "50"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(stdout.contains("## Regions: NVTX ranges in the nsys capture"), "{stdout}");

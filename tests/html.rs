@@ -22,7 +22,8 @@ fn chart_data_points_equal_the_json_reports() {
     let Some(dir) = import_memfusion(&this_test!(), root.path()) else { return };
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     // Top kernels: one bar per kernel of kernels.json (first 15), same totals,
-    // labelled by the short name where the export has one.
+    // labelled as every table labels it (kernels.json `label`: the short name
+    // where the export has one, made unique).
     let kernels = json(&dir.join("kernels.json"));
     let bars = points(&html, "kernel", "value");
     let want: Vec<(String, f64)> = kernels["kernels"]
@@ -31,7 +32,9 @@ fn chart_data_points_equal_the_json_reports() {
         .iter()
         .take(15)
         .map(|k| {
-            let label = k["short_name"].as_str().or(k["kernel_name"].as_str()).unwrap();
+            let label = k["label"].as_str().unwrap();
+            let shown = k["short_name"].as_str().or(k["kernel_name"].as_str()).unwrap();
+            assert!(label.starts_with(&shown.chars().take(59).collect::<String>()), "{label} for {shown}");
             (label.to_string(), k["total_ms"].as_f64().unwrap())
         })
         .collect();

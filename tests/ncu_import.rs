@@ -223,7 +223,8 @@ fn whole_ns(value: &str, unit: &str) -> Option<u64> {
 /// is not a time: a rendering that lost its units).
 fn raw_truth(text: &str) -> Result<RawTruth, String> {
     let page: String = text.lines().filter(|l| !l.starts_with("==")).map(|l| format!("{l}\n")).collect();
-    let mut rows = csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(page.as_bytes()).into_records();
+    let mut rows =
+        csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(page.as_bytes()).into_records();
     let header = rows.next().ok_or("empty page")?.map_err(|e| e.to_string())?;
     let units = rows.next().ok_or("no units row")?.map_err(|e| e.to_string())?;
     let col = |name: &str| header.iter().position(|h| h == name).ok_or(format!("no {name} column"));
@@ -263,7 +264,8 @@ fn details_rounding(text: &str) -> std::collections::BTreeMap<String, u64> {
     let mut rows = csv::ReaderBuilder::new().flexible(true).from_reader(page.as_bytes());
     let header = rows.headers().unwrap().clone();
     let col = |name: &str| header.iter().position(|h| h == name).unwrap();
-    let (kernel, metric, unit, value) = (col("Kernel Name"), col("Metric Name"), col("Metric Unit"), col("Metric Value"));
+    let (kernel, metric, unit, value) =
+        (col("Kernel Name"), col("Metric Name"), col("Metric Unit"), col("Metric Value"));
     let mut out = std::collections::BTreeMap::new();
     for row in rows.records().flatten() {
         let m = row.get(metric).unwrap_or("");
@@ -350,7 +352,10 @@ fn every_ncu_report_of_the_corpus_equals_its_raw_page() {
                 .output();
             match out {
                 Ok(o) if o.status.success() && !o.stdout.is_empty() => {
-                    oracles.push(("the local ncu's raw page".into(), raw_truth(&String::from_utf8_lossy(&o.stdout)).unwrap()));
+                    oracles.push((
+                        "the local ncu's raw page".into(),
+                        raw_truth(&String::from_utf8_lossy(&o.stdout)).unwrap(),
+                    ));
                     inputs.push(copy);
                 }
                 Ok(o) => {
@@ -401,6 +406,7 @@ fn every_ncu_report_of_the_corpus_equals_its_raw_page() {
             let kernels: std::collections::BTreeMap<_, _> = mine.kernels.iter().map(near).collect();
             assert_eq!(kernels, truth.kernels, "{}: kernels against {first}", input.display());
             assert_eq!(mine.regions, truth.regions, "{}: regions against {first}", input.display());
+            assert_kernel_labels_unique(&run);
             // A kernel no launch of which has a duration has no time: never "0.000".
             let md = std::fs::read_to_string(run.join("kernels.md")).unwrap();
             for (name, (calls, untimed, _)) in &truth.kernels {

@@ -328,8 +328,12 @@ fn cpu_range_replay_names_the_missing_cuda_work_not_the_selector() {
     let checks = preflight["regions"].as_array().unwrap();
     assert!(!checks.is_empty() && checks.iter().all(|c| c["found"] == true && c["kernels"] == 0), "{preflight}");
     let manifest = json(&dir.join("manifest.json"));
-    let passes: Vec<&serde_json::Value> =
-        manifest["stages"].as_array().unwrap().iter().filter(|s| s["name"].as_str().unwrap().starts_with("ncu:")).collect();
+    let passes: Vec<&serde_json::Value> = manifest["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["name"].as_str().unwrap().starts_with("ncu:"))
+        .collect();
     assert!(!passes.is_empty());
     for s in &passes {
         let codes: Vec<&str> = s["diagnoses"].as_array().unwrap().iter().map(|d| d["code"].as_str().unwrap()).collect();

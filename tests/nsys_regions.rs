@@ -626,6 +626,7 @@ fn every_nsys_export_of_the_corpus_equals_plain_sql() {
         let mut want_top = want.top_level_gpu;
         want_top.retain(|_, ns| *ns > 0);
         assert_eq!(got.top_level_gpu, want_top, "{}: GPU time per top-level range name", db.display());
+        common::assert_kernel_labels_unique(&run);
         kernels += got.per_process.values().map(|p| p.0).sum::<usize>();
         names += got.per_name.len();
         tops += got.top_level_gpu.len();

@@ -70,8 +70,8 @@ pub(crate) fn capture(
         let agent_failed = [stderr_tail, tail_of(&run.join(run_dir::NSYS_STDOUT), 4096)]
             .iter()
             .any(|t| String::from_utf8_lossy(t).contains(AGENT_FAILED));
-        let failure = judge(&done, report.is_some(), &said, agent_failed, nsys_cfg)
-            .map(|e| match (done.exit, rank_failed) {
+        let failure =
+            judge(&done, report.is_some(), &said, agent_failed, nsys_cfg).map(|e| match (done.exit, rank_failed) {
                 (Exit::Code(_), Some(f)) => name_rank(run, e, &done, f),
                 _ => blame_nsys(e, &done, &said, own_failure, report.is_some()),
             });

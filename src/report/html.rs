@@ -271,8 +271,7 @@ fn kernels_chart(h: &mut String, k: &KernelsReport) {
         let _ = writeln!(h, "<p class=\"note\">{}</p>", esc(k.note.as_deref().unwrap_or("No kernels.")));
         return;
     }
-    let rows: Vec<(String, f64)> =
-        k.kernels.iter().take(15).map(|r| (r.label(k.full_names).to_string(), r.total_ms)).collect();
+    let rows: Vec<(String, f64)> = k.kernels.iter().take(15).map(|r| (r.label.clone(), r.total_ms)).collect();
     bars(h, "kernels", &rows, "ms", "kernel");
     let _ = writeln!(h, "<p class=\"note\">Source: {}.</p>", esc(&k.source));
 }
@@ -412,7 +411,7 @@ fn tables(h: &mut String, inputs: &Inputs, k: &KernelsReport, ops: &OperatorsRep
                 h,
                 "<tr><td><code title=\"{}\">{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 esc(&r.kernel_name),
-                esc(r.label(k.full_names)),
+                esc(&r.label),
                 esc(&total),
                 r.calls,
                 esc(&mean),

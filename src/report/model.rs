@@ -77,6 +77,11 @@ pub struct KernelRow {
     /// The export's short name, where it has one apart from the full name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub short_name: Option<String>,
+    /// The name every table shows: the short one (or the full one with
+    /// `report.kernel_names=full`) cut to 60 characters, made unique among the
+    /// rows (`elementwise_kernel ‹2…MulFunctor›`; `kernel_names::distinct_labels`).
+    #[serde(default)]
+    pub label: String,
     pub device: String,
     /// GPU time of the launches that report one.
     pub total_ms: f64,
@@ -114,6 +119,14 @@ pub struct OperatorRow {
 }
 
 impl KernelRow {
+    /// The name the tables show: the short one unless `full` (or there is none).
+    fn shown(&self, full: bool) -> &str {
+        match (&self.short_name, full) {
+            (Some(short), false) => short,
+            _ => &self.kernel_name,
+        }
+    }
+
     /// Total, mean and share as tables show them: `–` where no launch was
     /// timed, and the untimed launches named beside a partial total.
     pub fn time_cells(&self) -> (String, String, String) {
@@ -124,21 +137,25 @@ impl KernelRow {
             u => (format!("{:.3} (+{u} untimed)", self.total_ms), format!("{:.4}", self.mean_ms), share),
         }
     }
-
-    /// The name the tables show: the short one unless `full` (or there is none).
-    pub fn label(&self, full: bool) -> &str {
-        match (&self.short_name, full) {
-            (Some(short), false) => short,
-            _ => &self.kernel_name,
-        }
-    }
 }
 
 pub fn kernels(inputs: &Inputs) -> KernelsReport {
     let full_names =
         inputs.config.as_ref().is_some_and(|c| c.report.kernel_names == crate::config::schema::KernelNames::Full);
-    KernelsReport { full_names, ..kernel_rows(inputs) }
+    let mut report = KernelsReport { full_names, ..kernel_rows(inputs) };
+    let shown: Vec<String> =
+        report.kernels.iter().map(|k| super::ncu_regions::short(k.shown(full_names), LABEL_CHARS)).collect();
+    let pairs: Vec<(&str, &str)> =
+        shown.iter().zip(&report.kernels).map(|(s, k)| (s.as_str(), k.kernel_name.as_str())).collect();
+    let labels = crate::kernel_names::distinct_labels(&pairs);
+    for (k, label) in report.kernels.iter_mut().zip(labels) {
+        k.label = label;
+    }
+    report
 }
+
+/// How much of a kernel's name the tables show before its distinguishing tokens.
+const LABEL_CHARS: usize = 60;
 
 fn kernel_rows(inputs: &Inputs) -> KernelsReport {
     if let Some(top) = inputs.nsys_top.as_ref().filter(|t| !t.is_empty()) {
@@ -147,6 +164,7 @@ fn kernel_rows(inputs: &Inputs) -> KernelsReport {
             .map(|k| KernelRow {
                 kernel_name: k.name.clone(),
                 short_name: k.short_name.clone(),
+                label: String::new(),
                 device: "all".into(),
                 total_ms: k.total_ns as f64 / 1e6,
                 calls: k.calls as u64,
@@ -173,6 +191,7 @@ fn kernel_rows(inputs: &Inputs) -> KernelsReport {
             .map(|((kernel_name, device), (calls, untimed_calls, total_ms))| KernelRow {
                 kernel_name,
                 short_name: None,
+                label: String::new(),
                 device,
                 total_ms,
                 calls,

@@ -4,7 +4,6 @@
 use std::fmt::Write;
 
 use super::model::{Derived, Inputs, KernelsReport, OperatorsReport, StageUse};
-use super::ncu_regions::short;
 use super::peaks::Peak;
 use crate::markdown::code;
 use crate::provenance::capture::CaptureHost;
@@ -22,7 +21,7 @@ pub fn kernels_md(k: &KernelsReport) -> String {
             md,
             "| {} | {} | {} | {total} | {} | {mean} | {share} |",
             i + 1,
-            code(&short(r.label(k.full_names), 70)),
+            code(&r.label),
             crate::markdown::text(&r.device),
             r.calls,
         );
@@ -543,7 +542,7 @@ fn top_kernels(
     let opt = |v: Option<f64>, digits: usize| v.map_or("–".to_string(), |v| format!("{v:.digits$}"));
     for (r, p) in top.iter().zip(found) {
         let (total, mean, share) = r.time_cells();
-        let _ = write!(md, "| {} | {total} | {} | {mean} | {share} |", code(&short(r.label(k.full_names), 60)), r.calls);
+        let _ = write!(md, "| {} | {total} | {} | {mean} | {share} |", code(&r.label), r.calls);
         if points {
             let _ = write!(
                 md,
@@ -622,7 +621,7 @@ fn narrative(md: &mut String, inputs: &Inputs, d: &Derived) {
         };
         lines.push(format!(
             "The top kernel {} takes {:.1}% of GPU time ({:.3} ms over {} calls); {reading}.",
-            code(&short(top.label(k.full_names), 60)),
+            code(&top.label),
             top.share_pct,
             top.total_ms,
             top.calls

@@ -273,3 +273,33 @@ pub fn outside_code_spans(line: &str) -> String {
     }
     out + rest
 }
+
+/// No two kernel rows of a run's reports show the same name: kernels.json's
+/// labels, kernels.md's and the summary's kernel columns, report.html's
+/// kernel cells (PyTorch's many `elementwise_kernel`s read alike when cut).
+pub fn assert_kernel_labels_unique(run: &Path) {
+    let k = json(&run.join("kernels.json"));
+    let labels: Vec<&str> = k["kernels"].as_array().unwrap().iter().map(|r| r["label"].as_str().unwrap()).collect();
+    let mut seen = std::collections::HashSet::new();
+    assert!(labels.iter().all(|l| !l.is_empty() && seen.insert(*l)), "{}: {labels:?}", run.display());
+    let column = |md: &str, header: &str, col: usize| -> Vec<String> {
+        let Some(table) = md.split(header).nth(1) else { return Vec::new() };
+        table
+            .lines()
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+            .map(|l| l.split(" | ").nth(col).unwrap_or_default().to_string())
+            .collect()
+    };
+    let md = std::fs::read_to_string(run.join("kernels.md")).unwrap();
+    let summary = std::fs::read_to_string(run.join("stakeholder_summary.md")).unwrap();
+    for (what, names) in [
+        ("kernels.md", column(&md, "| # | kernel |", 1)),
+        ("stakeholder_summary.md", column(&summary, "## Top Kernels\n\n", 0)),
+    ] {
+        let mut seen = std::collections::HashSet::new();
+        let dup: Vec<&String> = names.iter().filter(|n| !seen.insert(n.as_str())).collect();
+        assert!(dup.is_empty(), "{}: {what} shows {dup:?} twice", run.display());
+        assert_eq!(names.len(), if what == "kernels.md" { labels.len() } else { labels.len().min(10) }, "{what}");
+    }
+}
