@@ -45,7 +45,7 @@ fn chart_data_points_equal_the_json_reports() {
         assert_eq!(name, wname);
         assert!((v - w).abs() <= 1e-6 * w.max(1.0), "{name}: {v} vs {w}");
     }
-    // Regions: one box per NVTX path, as wide in ms as nsys/regions.json says,
+    // Regions: one box per NVTX path, as wide in GPU ms as nsys/regions.json says,
     // named by its nested names: ` › ` between them where a name holds `::`
     // (TensorRT's layer names here do).
     let regions = json(&dir.join("nsys/regions.json"));
@@ -59,7 +59,8 @@ fn chart_data_points_equal_the_json_reports() {
         } else {
             names.join("::")
         };
-        *want.entry(shown).or_default() += r["inclusive_ns"].as_f64().unwrap() / 1e6;
+        // GPU time: memfusion's ranges launch kernels (wall time only where none does).
+        *want.entry(shown).or_default() += r["gpu_time_ns"].as_f64().unwrap() / 1e6;
     }
     assert!(apart > 0, "memfusion's names hold `::`");
     let boxes = points(&html, "region", "ms");

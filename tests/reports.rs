@@ -169,3 +169,93 @@ fn kernel_tables_show_short_names_and_full_ones_on_demand() {
     );
     assert_eq!(json(&long.join("kernels.json"))["full_names"], true);
 }
+
+/// `(process id, instances, ns)` of the push/pop ranges named `name` (PyTorch's
+/// `, seq = N, op_id = N` cut) that no other range of their thread encloses:
+/// plain SQL on the export.
+fn top_level_sql(db: &Path, name: &str) -> Vec<(i64, i64, i64)> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let sql = "WITH ev AS (
+          SELECT e.rowid id, e.start, e.end, e.globalTid tid, COALESCE(e.text, s.value) raw
+          FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId
+          WHERE e.eventType = 59 AND e.end IS NOT NULL),
+        named AS (SELECT id, start, end, tid, substr(raw, 1, instr(raw || ',', ',') - 1) name FROM ev)
+        SELECT (a.tid >> 24) & 16777215 pid, COUNT(*), SUM(a.end - a.start) FROM named a
+        WHERE a.name = ?1 AND NOT EXISTS (
+          SELECT 1 FROM named b WHERE b.tid = a.tid AND b.id != a.id AND b.start <= a.start AND b.end >= a.end
+            AND NOT (b.start = a.start AND b.end = a.end AND b.id > a.id))
+        GROUP BY pid ORDER BY pid";
+    let mut stmt = conn.prepare(sql).unwrap();
+    stmt.query_map([name], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap().map(Result::unwrap).collect()
+}
+
+/// The two-process nsys-ai capture (PyTorch `emit_nvtx`, flash-attention, no
+/// stage ranges): its top-level operators are operators (`aten::mul` was
+/// missing), per rank with SQL's counts; everything leads with GPU time,
+/// where the summary led with `aten::to` (host syncs, 341 ms of wall time)
+/// while flash-attention held half the GPU time. And in memfusion (TensorRT)
+/// the narrative names `conv1`, not the range around the whole inference.
+#[test]
+fn reports_of_real_gpu_captures_lead_with_gpu_time_and_hold_every_operator() {
+    let root = tempfile::tempdir().unwrap();
+    let Some(db) = corpus_copy!("real/nsys-ai/mfu_2gpu_before.sqlite", root.path()) else { return };
+    let run = root.path().join("nsys-ai");
+    import_nsys(&db, &run, &[]);
+    let ranks = json(&run.join("ranks.json"));
+    let rank_of = |pid: i64| {
+        let r = ranks["ranks"].as_array().unwrap().iter().find(|r| r["process_ids"][0] == pid).unwrap();
+        format!("rank {}", r["rank"])
+    };
+    let ops = json(&run.join("operators.json"));
+    assert_eq!(ops["ranked_by"], "gpu_time");
+    let rows = ops["operators"].as_array().unwrap();
+    let sql = top_level_sql(&db, "aten::mul");
+    assert_eq!(sql.len(), 2, "{sql:?}");
+    for (pid, calls, ns) in sql {
+        let row = rows.iter().find(|o| o["name"] == "aten::mul" && o["rank"] == rank_of(pid)).expect("aten::mul");
+        assert_eq!(row["calls"], calls, "{row}");
+        assert_eq!((row["total_ms"].as_f64().unwrap() * 1e6).round() as i64, ns, "{row}");
+    }
+    // GPU time first, in the JSON and in both tables.
+    let gpu: Vec<f64> = rows.iter().map(|o| o["gpu_ms"].as_f64().unwrap_or(-1.0)).collect();
+    assert!(gpu.windows(2).all(|w| w[0] >= w[1]), "{gpu:?}");
+    let summary = std::fs::read_to_string(run.join("stakeholder_summary.md")).unwrap();
+    let first = |md: &str, after: &str| -> String {
+        md.split(after)
+            .nth(1)
+            .unwrap()
+            .lines()
+            .find(|l| l.starts_with("| rank ") && !l.starts_with("| rank |"))
+            .unwrap()
+            .to_string()
+    };
+    assert!(first(&summary, "## Top Operators").contains("| `FlashAttnFunc` |"), "{summary}");
+    let narrative = summary.split("## Narrative").nth(1).unwrap();
+    assert!(narrative.contains("1. The operator whose own kernels take the most GPU time is `FlashAttnFunc › flash_attn::_flash_attn_forward`"), "{narrative}");
+    // The leaf view adds every call path of one operator.
+    let leaf = ops["by_leaf"].as_array().unwrap();
+    let copies: f64 = leaf.iter().filter(|o| o["name"] == "aten::copy_").map(|o| o["calls"].as_f64().unwrap()).sum();
+    let paths: f64 = rows
+        .iter()
+        .filter(|o| {
+            o["name"].as_str().unwrap().ends_with("aten::copy_")
+                && !o["name"].as_str().unwrap()[..o["name"].as_str().unwrap().len() - 11].contains("aten::copy_")
+        })
+        .map(|o| o["calls"].as_f64().unwrap())
+        .sum();
+    assert!(copies > 0.0 && copies == paths, "{copies} vs {paths}");
+    // report.html's region chart: GPU time, largest first.
+    let html = std::fs::read_to_string(run.join("report.html")).unwrap();
+    let re = regex::Regex::new(r#"data-region="([^"]*)" data-ms="([^"]*)" x="[^"]*" y="0.0""#).unwrap();
+    let top: Vec<(String, f64)> = re.captures_iter(&html).map(|c| (c[1].to_string(), c[2].parse().unwrap())).collect();
+    assert_eq!(top[0].0, "FlashAttnFunc", "{top:?}");
+    assert!(top.windows(2).all(|w| w[0].1 >= w[1].1), "{top:?}");
+    assert!(html.contains("GPU time of the kernels launched inside each NVTX range"));
+
+    let memfusion = root.path().join("memfusion");
+    std::fs::create_dir(&memfusion).unwrap();
+    let Some(mf) = import_memfusion(&this_test!(), &memfusion) else { return };
+    let summary = std::fs::read_to_string(mf.join("stakeholder_summary.md")).unwrap();
+    let narrative = summary.split("## Narrative").nth(1).unwrap();
+    assert!(narrative.contains("1. The operator whose own kernels take the most GPU time is `ExecutionContext::execute › /conv1/Conv + /relu/Relu`"), "{narrative}");
+}

@@ -49,13 +49,19 @@ fn regions_chart(h: &mut String, inputs: &Inputs) {
     let mut boxes: BTreeMap<Vec<String>, Box> = BTreeMap::new();
     let source = match &inputs.nsys_regions {
         Some(r) if !r.regions.is_empty() => {
+            // GPU time first wherever the capture has kernels in its ranges: on an
+            // asynchronous GPU run the wall time of a range is the host's, not the device's.
+            let gpu = r.regions.iter().any(|x| x.style == "PushPop" && x.kernel_count > 0);
             for x in r.regions.iter().filter(|x| x.style == "PushPop") {
                 let names = x.names();
                 let parent = (names.len() > 1).then(|| names[..names.len() - 1].to_vec());
                 let e = boxes.entry(names).or_insert((x.depth, parent, 0.0));
-                e.2 += x.inclusive_ns as f64 / 1e6;
+                e.2 += if gpu { x.gpu_time_ns } else { x.inclusive_ns } as f64 / 1e6;
             }
-            "nsys (wall time of the NVTX ranges, summed over threads)"
+            match gpu {
+                true => "nsys (GPU time of the kernels launched inside each NVTX range, summed over processes and threads; largest first)",
+                false => "nsys (wall time of the NVTX ranges, summed over threads; largest first)",
+            }
         }
         _ => match &inputs.timings {
             Some(t) => {
@@ -81,7 +87,8 @@ fn regions_chart(h: &mut String, inputs: &Inputs) {
         (max_depth + 1) as f64 * row
     );
     let mut order: Vec<(&Vec<String>, &Box)> = boxes.iter().collect();
-    order.sort_by(|a, b| a.1 .0.cmp(&b.1 .0).then_with(|| a.0.cmp(b.0)));
+    // By level, then largest first: siblings sit in their parent from the left in that order.
+    order.sort_by(|a, b| a.1 .0.cmp(&b.1 .0).then_with(|| b.1 .2.total_cmp(&a.1 .2)).then_with(|| a.0.cmp(b.0)));
     let mut placed: BTreeMap<&[String], (f64, f64)> = BTreeMap::new();
     let mut next_child: BTreeMap<&[String], f64> = BTreeMap::new();
     let mut top_x = 0.0;
@@ -421,13 +428,21 @@ fn tables(h: &mut String, inputs: &Inputs, k: &KernelsReport, ops: &OperatorsRep
         h.push_str("</table>\n");
     }
     if !ops.operators.is_empty() {
-        h.push_str(
-            "<h2>Operators</h2>\n<table><tr><th>operator</th><th>total ms</th><th>calls</th><th>mean ms</th></tr>\n",
-        );
+        let ranks = ops.operators.iter().any(|r| r.rank.is_some());
+        h.push_str("<h2>Operators</h2>\n<table><tr>");
+        if ranks {
+            h.push_str("<th>rank</th>");
+        }
+        h.push_str("<th>operator</th><th>GPU ms</th><th>wall ms</th><th>calls</th><th>mean ms</th></tr>\n");
         for r in ops.operators.iter().take(30) {
+            h.push_str("<tr>");
+            if ranks {
+                let _ = write!(h, "<td>{}</td>", esc(r.rank.as_deref().unwrap_or("–")));
+            }
+            let gpu = r.gpu_ms.map_or("–".to_string(), |g| format!("{g:.3}"));
             let _ = writeln!(
                 h,
-                "<tr><td><code>{}</code></td><td>{:.3}</td><td>{}</td><td>{:.4}</td></tr>",
+                "<td><code>{}</code></td><td>{gpu}</td><td>{:.3}</td><td>{}</td><td>{:.4}</td></tr>",
                 esc(&r.name),
                 r.total_ms,
                 r.calls,

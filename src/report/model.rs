@@ -96,18 +96,35 @@ pub struct KernelRow {
     pub share_pct: f64,
 }
 
-/// `operators.json`: NVTX ranges below the stages (`layer_3::attn`, ...).
+/// `operators.json`: the NVTX ranges that are not the built-in workload's
+/// stages (`layer_3::attn`, ...; every range of a user's program, top-level
+/// ones included: a PyTorch `emit_nvtx` capture's `aten::mul`).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OperatorsReport {
     /// `nsys` (timeline, with GPU time) or `timings` (the workload's own clock).
     pub source: String,
+    /// `gpu_time` (the GPU time of the kernels launched inside, where the
+    /// capture has any; wall time breaks ties) or `wall_time`.
+    #[serde(default)]
+    pub ranked_by: String,
+    /// By call path (the nested names).
     pub operators: Vec<OperatorRow>,
+    /// By the innermost name over every call path (`aten::copy_` under
+    /// `aten::to` and under `aten::contiguous` together); an instance nested
+    /// in one of its own name is counted once, in the outer one.
+    #[serde(default)]
+    pub by_leaf: Vec<OperatorRow>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OperatorRow {
+    /// The rank (`rank 1`), or the process (`pid 4242`) where no rank is
+    /// known, of a capture with several processes: their figures are never
+    /// added together. Absent with one process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<String>,
     /// The nested names as reports show them (`regions::display`): `A::A1`,
     /// or `aten::to › aten::_to_copy` when a name holds `::`.
     pub name: String,
@@ -116,6 +133,10 @@ pub struct OperatorRow {
     pub mean_ms: f64,
     /// GPU time of the kernels launched inside (nsys, kernels attributed).
     pub gpu_ms: Option<f64>,
+    /// Of `gpu_ms`: the kernels launched while this range was the innermost
+    /// open one (its own, not the ranges it calls').
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_self_ms: Option<f64>,
 }
 
 impl KernelRow {
@@ -215,46 +236,122 @@ fn kernel_rows(inputs: &Inputs) -> KernelsReport {
 }
 
 pub fn operators(inputs: &Inputs) -> OperatorsReport {
-    if let Some(regions) = inputs.nsys_regions.as_ref().filter(|r| r.regions.iter().any(|r| r.depth > 0)) {
+    // The built-in workload's stages (`prefill`, `decode_all`) are the per-stage table's.
+    let stages: std::collections::BTreeSet<&str> = inputs
+        .timings
+        .iter()
+        .flat_map(|t| t.stages.keys())
+        .filter(|k| !k.contains(crate::regions::SEP))
+        .map(String::as_str)
+        .collect();
+    let is_operator = |r: &&crate::aggregate::nsys::Region| r.depth > 0 || !stages.contains(r.name.as_str());
+    if let Some(regions) = inputs.nsys_regions.as_ref().filter(|r| r.regions.iter().any(|r| is_operator(&r))) {
+        let rank_of = process_labels(regions);
         // By nested names, not by their `::` spelling: `aten::to` inside
         // `aten::_to_copy` is not `aten` › `to` › `aten` › `_to_copy`.
-        let mut by_path: BTreeMap<Vec<String>, (i64, usize, i64, usize)> = BTreeMap::new();
-        for r in regions.regions.iter().filter(|r| r.depth > 0) {
-            let e = by_path.entry(r.names()).or_default();
-            e.0 += r.inclusive_ns;
-            e.1 += r.instances;
-            e.2 += r.gpu_time_ns;
-            e.3 += r.kernel_count;
+        let mut by_path: BTreeMap<(Option<String>, Vec<String>), Sums> = BTreeMap::new();
+        let mut by_leaf: BTreeMap<(Option<String>, Vec<String>), Sums> = BTreeMap::new();
+        for r in regions.regions.iter().filter(is_operator) {
+            let names = r.names();
+            let rank = rank_of.get(&r.process_id).cloned();
+            by_path.entry((rank.clone(), names.clone())).or_default().add(r);
+            let (leaf, callers) = names.split_last().expect("a region has a name");
+            if !callers.contains(leaf) {
+                by_leaf.entry((rank, vec![leaf.clone()])).or_default().add(r);
+            }
         }
-        let rows = by_path
-            .into_iter()
-            .map(|(names, (ns, calls, gpu, kernels))| OperatorRow {
-                name: crate::regions::display(&names),
-                total_ms: ns as f64 / 1e6,
-                calls: calls as u64,
-                mean_ms: ns as f64 / 1e6 / calls.max(1) as f64,
-                gpu_ms: (kernels > 0).then_some(gpu as f64 / 1e6),
-            })
-            .collect();
-        return OperatorsReport { source: "nsys".into(), operators: sorted(rows) };
+        let rows = |m: BTreeMap<(Option<String>, Vec<String>), Sums>| -> Vec<OperatorRow> {
+            m.into_iter().map(|((rank, names), s)| s.row(rank, crate::regions::display(&names))).collect()
+        };
+        let (operators, by_leaf) = (rows(by_path), rows(by_leaf));
+        let ranked_by = if operators.iter().any(|o| o.gpu_ms.is_some()) { "gpu_time" } else { "wall_time" };
+        return OperatorsReport {
+            source: "nsys".into(),
+            ranked_by: ranked_by.into(),
+            operators: sorted(operators),
+            by_leaf: sorted(by_leaf),
+        };
     }
     let rows = inputs
         .timings
         .iter()
         .flat_map(|t| t.operators.iter())
         .map(|(name, s)| OperatorRow {
+            rank: None,
             name: name.clone(),
             total_ms: s.total_ms,
             calls: s.count as u64,
             mean_ms: s.mean_ms,
             gpu_ms: None,
+            gpu_self_ms: None,
         })
         .collect();
-    OperatorsReport { source: "timings".into(), operators: sorted(rows) }
+    OperatorsReport {
+        source: "timings".into(),
+        ranked_by: "wall_time".into(),
+        operators: sorted(rows),
+        by_leaf: Vec::new(),
+    }
 }
 
+/// What one operator row adds up: wall ns, calls, GPU ns, kernels, own GPU ns.
+#[derive(Default)]
+struct Sums(i64, usize, i64, usize, i64);
+
+impl Sums {
+    fn add(&mut self, r: &crate::aggregate::nsys::Region) {
+        self.0 += r.inclusive_ns;
+        self.1 += r.instances;
+        self.2 += r.gpu_time_ns;
+        self.3 += r.kernel_count;
+        self.4 += r.gpu_time_exclusive_ns;
+    }
+
+    fn row(&self, rank: Option<String>, name: String) -> OperatorRow {
+        let Sums(ns, calls, gpu, kernels, own) = *self;
+        OperatorRow {
+            rank,
+            name,
+            total_ms: ns as f64 / 1e6,
+            calls: calls as u64,
+            mean_ms: ns as f64 / 1e6 / calls.max(1) as f64,
+            gpu_ms: (kernels > 0).then_some(gpu as f64 / 1e6),
+            gpu_self_ms: (kernels > 0).then_some(own as f64 / 1e6),
+        }
+    }
+}
+
+/// With several processes in one capture: each one's rank (`rank 1`, as
+/// ranks.json numbers them) or, without one, its process id; empty for one.
+fn process_labels(regions: &crate::aggregate::nsys::RegionsReport) -> BTreeMap<i64, String> {
+    let mut out = BTreeMap::new();
+    for r in &regions.regions {
+        if let Some(rank) = r.rank {
+            out.insert(r.process_id, format!("rank {rank}"));
+        }
+    }
+    if let Some((by_rank, _)) = crate::aggregate::ranks::ranks_of_processes(regions) {
+        for (rank, pid) in by_rank {
+            out.entry(pid).or_insert_with(|| format!("rank {rank}"));
+        }
+    }
+    let pids: std::collections::BTreeSet<i64> = regions.regions.iter().map(|r| r.process_id).collect();
+    if pids.len() < 2 {
+        return BTreeMap::new();
+    }
+    for pid in pids {
+        out.entry(pid).or_insert_with(|| format!("pid {pid}"));
+    }
+    out
+}
+
+/// GPU time first where rows have it (wall time breaks ties and orders the
+/// rest), else wall time.
 fn sorted(mut rows: Vec<OperatorRow>) -> Vec<OperatorRow> {
-    rows.sort_by(|a, b| b.total_ms.total_cmp(&a.total_ms).then_with(|| a.name.cmp(&b.name)));
+    let gpu = |r: &OperatorRow| r.gpu_ms.unwrap_or(-1.0);
+    rows.sort_by(|a, b| {
+        gpu(b).total_cmp(&gpu(a)).then_with(|| b.total_ms.total_cmp(&a.total_ms)).then_with(|| a.name.cmp(&b.name))
+    });
     rows
 }
 

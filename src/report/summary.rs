@@ -35,13 +35,41 @@ pub fn kernels_md(k: &KernelsReport) -> String {
 }
 
 pub fn operators_md(o: &OperatorsReport) -> String {
-    let mut md = format!("# Operators (NVTX ranges below the stages)\n\nSource: {}.\n\n", o.source);
-    md.push_str("| operator | total ms | calls | mean ms | GPU ms |\n|---|---:|---:|---:|---:|\n");
-    for r in &o.operators {
-        let gpu = r.gpu_ms.map_or("–".to_string(), |g| format!("{g:.3}"));
-        let _ = writeln!(md, "| {} | {:.3} | {} | {:.4} | {gpu} |", code(&r.name), r.total_ms, r.calls, r.mean_ms);
+    let mut md = format!(
+        "# Operators (NVTX ranges other than the workload's stages)\n\nSource: {}; {}.\n\n## By call path\n\n",
+        o.source,
+        ranked_by(o)
+    );
+    operator_table(&mut md, &o.operators, usize::MAX);
+    if !o.by_leaf.is_empty() {
+        md.push_str("\n## By operator, over every call path\n\nAn instance nested in one of its own name counts once, in the outer one.\n\n");
+        operator_table(&mut md, &o.by_leaf, usize::MAX);
     }
     md
+}
+
+/// "ranked by GPU time (…)" or "ranked by wall time".
+fn ranked_by(o: &OperatorsReport) -> &'static str {
+    match o.ranked_by.as_str() {
+        "gpu_time" => "ranked by the GPU time of the kernels launched inside (wall time beside it)",
+        _ => "ranked by wall time",
+    }
+}
+
+/// Operator rows, the first `n`; a rank column where the capture has several processes.
+fn operator_table(md: &mut String, rows: &[crate::report::model::OperatorRow], n: usize) {
+    let ranks = rows.iter().any(|r| r.rank.is_some());
+    md.push_str(if ranks { "| rank | operator " } else { "| operator " });
+    md.push_str("| GPU ms | wall ms | calls | mean ms |\n|");
+    md.push_str(if ranks { "---|---|" } else { "---|" });
+    md.push_str("---:|---:|---:|---:|\n");
+    for r in rows.iter().take(n) {
+        let gpu = r.gpu_ms.map_or("–".to_string(), |g| format!("{g:.3}"));
+        if ranks {
+            let _ = write!(md, "| {} ", crate::markdown::text(r.rank.as_deref().unwrap_or("–")));
+        }
+        let _ = writeln!(md, "| {} | {gpu} | {:.3} | {} | {:.4} |", code(&r.name), r.total_ms, r.calls, r.mean_ms);
+    }
 }
 
 /// `stakeholder_summary.md`.
@@ -504,15 +532,16 @@ fn eng(v: f64) -> String {
 fn top_operators(md: &mut String, ops: &OperatorsReport) {
     md.push_str("## Top Operators\n\n");
     if ops.operators.is_empty() {
-        md.push_str("No operator ranges (NVTX ranges below the stages).\n\n");
+        md.push_str("No operator ranges (NVTX ranges other than the workload's stages).\n\n");
         return;
     }
-    md.push_str("| operator | total ms | calls | mean ms | GPU ms |\n|---|---:|---:|---:|---:|\n");
-    for r in ops.operators.iter().take(10) {
-        let gpu = r.gpu_ms.map_or("–".to_string(), |g| format!("{g:.3}"));
-        let _ = writeln!(md, "| {} | {:.3} | {} | {:.4} | {gpu} |", code(&r.name), r.total_ms, r.calls, r.mean_ms);
-    }
-    let _ = writeln!(md, "\nSource: {} (all of them in operators.md).\n", ops.source);
+    operator_table(md, &ops.operators, 10);
+    let _ = writeln!(
+        md,
+        "\nSource: {}; {} (all of them, and by operator over every call path, in operators.md).\n",
+        ops.source,
+        ranked_by(ops)
+    );
 }
 
 /// The top kernels; with ncu counters (roofline.json), their intensity and
@@ -600,16 +629,38 @@ fn narrative(md: &mut String, inputs: &Inputs, d: &Derived) {
             ));
         }
     }
-    if let Some(op) = ops.operators.first() {
+    // The operator whose own kernels take the most GPU time: a range around the
+    // whole run (TensorRT's `ExecutionContext::execute`) or a wrapper (`FlashAttnFunc`
+    // around `_flash_attn_forward`) holds all its callees' time, not its own.
+    let own = |o: &&crate::report::model::OperatorRow| o.gpu_self_ms.unwrap_or(-1.0);
+    let first = match ops.ranked_by.as_str() {
+        "gpu_time" => ops.operators.iter().max_by(|a, b| own(a).total_cmp(&own(b)).then_with(|| b.name.cmp(&a.name))),
+        _ => ops.operators.first(),
+    };
+    if let Some(op) = first {
+        let on = op.rank.as_deref().map(|r| format!(" on {}", crate::markdown::text(r))).unwrap_or_default();
         let lead = match op.gpu_ms {
             Some(g) if g < 0.5 * op.total_ms => format!(
                 "its kernels run {g:.3} ms of its {:.3} ms: the rest is host time (launch overhead, Python/framework work, synchronization); CUDA graphs or fusing small kernels help",
                 op.total_ms
             ),
+            Some(g) if g > op.total_ms => format!(
+                "its kernels run {g:.3} ms on the GPU, launched in {:.3} ms of host time (launches are asynchronous): the device is busy there; look at its kernels' counters",
+                op.total_ms
+            ),
             Some(g) => format!("its kernels run {g:.3} ms of its {:.3} ms: the device is busy there; look at its kernels' counters", op.total_ms),
             None => format!("{} calls at {:.4} ms each", op.calls, op.mean_ms),
         };
-        lines.push(format!("The largest operator is {} with {:.3} ms in all; {lead}.", code(&op.name), op.total_ms));
+        lines.push(match op.gpu_ms {
+            Some(_) => format!(
+                "The operator whose own kernels take the most GPU time is {}{on} ({:.3} ms of its own); {lead}.",
+                code(&op.name),
+                op.gpu_self_ms.unwrap_or(0.0)
+            ),
+            None => {
+                format!("The largest operator is {}{on} with {:.3} ms in all; {lead}.", code(&op.name), op.total_ms)
+            }
+        });
     }
     if let Some(top) = k.kernels.first() {
         let point = point_of(inputs.roofline.as_ref(), d.join.as_ref(), &top.kernel_name);
