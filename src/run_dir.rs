@@ -67,6 +67,7 @@ pub(crate) const KERNELS_JSON: &str = "kernels.json";
 pub(crate) const KERNELS_MD: &str = "kernels.md";
 pub(crate) const OPERATORS_JSON: &str = "operators.json";
 pub(crate) const OPERATORS_MD: &str = "operators.md";
+pub(crate) const REGIONS_MD: &str = "regions.md";
 pub(crate) const SUMMARY_MD: &str = "stakeholder_summary.md";
 /// One self-contained page with charts (no script, no network).
 pub(crate) const REPORT_HTML: &str = "report.html";

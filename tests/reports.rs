@@ -254,6 +254,21 @@ fn reports_of_real_gpu_captures_lead_with_gpu_time_and_hold_every_operator() {
 
     let memfusion = root.path().join("memfusion");
     std::fs::create_dir(&memfusion).unwrap();
+    // regions.md: per rank, the region with the most GPU time first, with its kernels.
+    let md = std::fs::read_to_string(run.join("regions.md")).unwrap();
+    let regions = json(&run.join("nsys/regions.json"));
+    for pid in [144, 145] {
+        let section = md.split(&format!(", process {pid}\n")).nth(1).unwrap();
+        let first = section.lines().find(|l| l.starts_with("| `")).unwrap();
+        let mut top: std::collections::BTreeMap<&str, i64> = Default::default();
+        for r in regions["regions"].as_array().unwrap().iter().filter(|r| r["depth"] == 0 && r["process_id"] == pid) {
+            *top.entry(r["name"].as_str().unwrap()).or_default() += r["gpu_time_ns"].as_i64().unwrap();
+        }
+        let (name, ns) = top.iter().max_by_key(|(_, ns)| **ns).unwrap();
+        assert_eq!(*name, "FlashAttnFunc");
+        let want = format!("| `FlashAttnFunc` | {:.3} |", *ns as f64 / 1e6);
+        assert!(first.starts_with(&want) && first.contains("`flash_fwd_kernel` "), "{want} in {first}");
+    }
     let Some(mf) = import_memfusion(&this_test!(), &memfusion) else { return };
     let summary = std::fs::read_to_string(mf.join("stakeholder_summary.md")).unwrap();
     let narrative = summary.split("## Narrative").nth(1).unwrap();

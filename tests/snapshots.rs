@@ -14,7 +14,8 @@ use common::*;
 use std::path::Path;
 
 /// Beyond common::REPORTS (report.html is checked in tests/html.rs, not snapshotted).
-const MORE: [&str; 6] = [
+const MORE: [&str; 7] = [
+    "regions.md",
     "roofline.json",
     "region_join.json",
     "nsys/regions.json",

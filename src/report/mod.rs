@@ -8,6 +8,7 @@ pub mod join;
 pub mod model;
 pub mod ncu_regions;
 pub mod peaks;
+pub mod regions_md;
 pub mod summary;
 
 use std::fmt::Write;
@@ -47,6 +48,10 @@ pub fn write_summaries(run: &RunDir) -> Result<Vec<String>, Error> {
     run.write(run_dir::SUMMARY_MD, summary::stakeholder_summary(&inputs, &d).as_bytes())?;
     run.write(run_dir::REPORT_HTML, html::render(&inputs, &d).as_bytes())?;
     let mut written = Vec::new();
+    if let Some(md) = inputs.nsys_regions.as_ref().and_then(|r| regions_md::regions_md(r, &d.kernels)) {
+        run.write(run_dir::REGIONS_MD, md.as_bytes())?;
+        written.push(run_dir::REGIONS_MD.to_string());
+    }
     if let Some(j) = &d.join {
         run.write_json(run_dir::REGION_JOIN_JSON, j)?;
         written.push(run_dir::REGION_JOIN_JSON.to_string());
@@ -132,8 +137,9 @@ pub fn write_index(run: &RunDir) -> Result<(), Error> {
     for (file, what) in [
         (run_dir::SUMMARY_MD, "stakeholder summary: environment, aggregates, stages, MFU, top operators and kernels"),
         (run_dir::REPORT_HTML, "charts: time per region, ranks × regions, stages, top kernels, roofline; with the tables"),
+        (run_dir::REGIONS_MD, "regions: every top-level NVTX range and the ranges inside, with GPU time, wall time, calls and the kernels inside"),
         (run_dir::KERNELS_MD, "top kernels"),
-        (run_dir::OPERATORS_MD, "operators (NVTX ranges below the stages)"),
+        (run_dir::OPERATORS_MD, "operators (NVTX ranges other than the workload's stages)"),
         (run_dir::NCU_REGIONS_MD, "Nsight Compute per-region report"),
         (run_dir::ROOFLINE_JSON, "roofline points per kernel from the ncu counters"),
         (run_dir::RANKS_JSON, "ranks side by side: per-rank totals, each region's time per rank, stragglers (the summary's Ranks section, report.html's heat map)"),

@@ -1,0 +1,117 @@
+//! report: `regions.md`, the NVTX regions of an nsys capture as a table a
+//! reader answers "which region is slowest, and what runs in it" from: every
+//! top-level region and the regions inside it, [`LEVELS`] deep, per rank where
+//! a capture holds several processes, with GPU time, wall time, calls and the
+//! kernels launched inside. Pure: the model in, Markdown out.
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use super::model::KernelsReport;
+use super::ncu_regions::short;
+use crate::aggregate::nsys::{Region, RegionsReport};
+use crate::markdown::code;
+
+/// Nesting levels shown: the top-level regions and the ones directly inside.
+pub const LEVELS: usize = 2;
+/// Top-level regions per process, and children per region, at most.
+const TOP_ROWS: usize = 30;
+const CHILD_ROWS: usize = 8;
+/// Kernels named per region.
+const KERNELS: usize = 3;
+
+/// One region of one process, over its threads and instances.
+#[derive(Default)]
+struct Row {
+    gpu_ns: i64,
+    wall_ns: i64,
+    calls: usize,
+    kernel_count: usize,
+    kernels: BTreeMap<String, i64>,
+}
+
+/// regions.md of a capture with NVTX regions; None without any.
+pub fn regions_md(regions: &RegionsReport, kernels: &KernelsReport) -> Option<String> {
+    let pushpop: Vec<&Region> = regions.regions.iter().filter(|r| r.depth < LEVELS).collect();
+    if pushpop.is_empty() {
+        return None;
+    }
+    let gpu = pushpop.iter().any(|r| r.kernel_count > 0);
+    let labels: BTreeMap<&str, &str> =
+        kernels.kernels.iter().map(|k| (k.kernel_name.as_str(), k.label.as_str())).collect();
+    let mut by_process: BTreeMap<i64, BTreeMap<Vec<String>, Row>> = BTreeMap::new();
+    for r in &pushpop {
+        let row = by_process.entry(r.process_id).or_default().entry(r.names()).or_default();
+        row.gpu_ns += r.gpu_time_ns;
+        row.wall_ns += r.inclusive_ns;
+        row.calls += r.instances;
+        row.kernel_count += r.kernel_count;
+        for k in &r.kernels {
+            *row.kernels.entry(k.name.clone()).or_default() += k.gpu_time_ns;
+        }
+    }
+    let rank_of: BTreeMap<i64, u32> = match crate::aggregate::ranks::ranks_of_processes(regions) {
+        Some((by_rank, _)) => by_rank.into_iter().map(|(rank, pid)| (pid, rank)).collect(),
+        None => BTreeMap::new(),
+    };
+    let mut md = String::from("# Regions\n\n");
+    let _ = writeln!(
+        md,
+        "Source: nsys/regions.json. Every top-level NVTX range and the ranges directly inside it, {}; at most {TOP_ROWS} top-level rows and {CHILD_ROWS} inside each (the whole tree is in nsys/regions.json). Time of several threads of one process is added; of several processes, never.\n",
+        if gpu {
+            "largest GPU time first (the kernels launched inside; wall time is the host's, beside it)"
+        } else {
+            "longest wall time first (no kernel was launched inside any range)"
+        }
+    );
+    let key = |r: &Row| if gpu { r.gpu_ns } else { r.wall_ns };
+    let several = by_process.len() > 1;
+    for (pid, rows) in &by_process {
+        if several {
+            let rank = rank_of.get(pid).map(|r| format!("rank {r}, ")).unwrap_or_default();
+            let _ = writeln!(md, "## {rank}process {pid}\n");
+        }
+        md.push_str("| region | GPU ms | wall ms | calls | kernels inside (GPU ms) |\n|---|---:|---:|---:|---|\n");
+        let ordered = |depth: usize, parent: Option<&[String]>| {
+            let mut v: Vec<(&Vec<String>, &Row)> = rows
+                .iter()
+                .filter(|(names, _)| names.len() == depth + 1 && parent.is_none_or(|p| names.starts_with(p)))
+                .collect();
+            v.sort_by(|a, b| key(b.1).cmp(&key(a.1)).then_with(|| a.0.cmp(b.0)));
+            v
+        };
+        for (names, row) in ordered(0, None).into_iter().take(TOP_ROWS) {
+            line(&mut md, names, row, &labels, "");
+            for (child, c) in ordered(1, Some(names)).into_iter().take(CHILD_ROWS) {
+                line(&mut md, child, c, &labels, "↳ ");
+            }
+        }
+        md.push('\n');
+    }
+    Some(md)
+}
+
+fn line(md: &mut String, names: &[String], r: &Row, labels: &BTreeMap<&str, &str>, indent: &str) {
+    let gpu = if r.kernel_count > 0 { format!("{:.3}", r.gpu_ns as f64 / 1e6) } else { "–".into() };
+    let mut top: Vec<(&String, &i64)> = r.kernels.iter().collect();
+    top.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
+    let mut kernels: Vec<String> = top
+        .iter()
+        .take(KERNELS)
+        .map(|(name, ns)| {
+            let label = labels.get(name.as_str()).map_or_else(|| short(name, 60), |l| l.to_string());
+            format!("{} {:.3}", code(&label), **ns as f64 / 1e6)
+        })
+        .collect();
+    if top.len() > KERNELS {
+        kernels.push(format!("and {} more", top.len() - KERNELS));
+    }
+    let name = names.last().map_or("", String::as_str);
+    let _ = writeln!(
+        md,
+        "| {indent}{} | {gpu} | {:.3} | {} | {} |",
+        code(name),
+        r.wall_ns as f64 / 1e6,
+        r.calls,
+        if kernels.is_empty() { "–".to_string() } else { kernels.join(", ") }
+    );
+}
