@@ -518,3 +518,29 @@ fn a_script_under_torchrun_runs_with_torchruns_python_on_every_rank() {
         assert!(why.contains("left no NVTX range") && why.contains(&pid.to_string()), "{why}");
     }
 }
+
+/// An srun that fails before any rank runs (a stand-in that exits 1): the
+/// hint points at srun's own output, not at a ranks.md no merge wrote.
+#[test]
+fn a_failed_srun_without_ranks_points_at_srun_not_at_a_missing_ranks_md() {
+    let root = tempfile::tempdir().unwrap();
+    let bin = root.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    write_executable(&bin.join("srun"), "#!/bin/sh\necho 'srun: error: no allocation' >&2\nexit 1\n");
+    let path = std::env::join_paths(
+        std::iter::once(bin.clone()).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+    )
+    .unwrap();
+    let out = clean()
+        .env("PATH", path)
+        .args(["profile", "--launcher", "srun", "-n", "2", "--no-ncu", "-o"])
+        .arg(root.path().join("runs"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    assert!(stderr.contains("error: srun exit code 1"), "{stderr}");
+    assert!(stderr.contains("hint: no rank wrote its run directory: see srun's messages above"), "{stderr}");
+    assert!(!stderr.contains("ranks.md"), "{stderr}");
+}

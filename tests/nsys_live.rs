@@ -652,3 +652,40 @@ fn a_full_tmpdir_is_named_and_nsys_leaves_nothing_behind() {
         cmdlines().into_iter().filter(|c| c.contains("nsys-launcher") || c.starts_with("nsys-tee")).collect();
     assert!(left.is_empty(), "left running: {left:?}");
 }
+
+/// docs/cli.md's `pipeline.nsys.capture_range=nvtx` example: nsys captures
+/// the first instance of the range, then stops the application with SIGINT
+/// (its default `--capture-range-end stop-shutdown`). The capture is what was
+/// asked for: the run is ok with a note, not "killed by signal 2" (exit 5).
+#[test]
+fn an_nvtx_capture_range_that_stops_the_application_is_a_complete_capture() {
+    let _nsys = nsys_lock();
+    let root = tempfile::tempdir().unwrap();
+    let out = profile_live(
+        root.path(),
+        &[
+            "--model",
+            "nvtx_regions",
+            "infer.iters=3",
+            "pipeline.nsys.capture_range=nvtx",
+            "pipeline.nsys.nvtx_capture=B",
+            "--no-ncu",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let dir = run_dir(&out.stdout);
+    let manifest = json(&dir.join("manifest.json"));
+    let nsys = stage(&manifest, "nsys");
+    assert_eq!(nsys["status"], "ok", "{nsys}");
+    assert!(nsys["reason"].as_str().unwrap().contains("at the end of its capture range"), "{nsys}");
+    assert_eq!(nsys["exit"]["code"], 130, "{nsys}");
+    let regions = json(&dir.join("nsys/regions.json"));
+    let got: Vec<(&str, u64)> = regions["regions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["path"].as_str().unwrap(), r["instances"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(got, [("B", 1)]);
+}

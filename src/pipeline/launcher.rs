@@ -80,15 +80,20 @@ pub fn srun(launcher: &Launcher, raw_argv: &[OsString], root: &Path, run_id: Opt
     run_dir::write_atomic(&job_dir.join("srun.cmd.txt"), format!("{}\n", spec.display()).as_bytes())?;
     tracing::info!("srun: {}", spec.display());
     let done = process::run(&spec)?;
+    let merged = super::merge(std::slice::from_ref(&job_dir));
+    // ranks.md is the merge's: where no rank wrote its directory there is none to point at.
+    let hint = match job_dir.join(run_dir::RANKS_MD).is_file() {
+        true => format!("see ranks.md in {} for each rank's status", job_dir.display()),
+        false => format!(
+            "no rank wrote its run directory: see srun's messages above and srun.stdout.log in {}",
+            job_dir.display()
+        ),
+    };
     let failed = match done.exit {
         Exit::Code(0) => None,
         Exit::Interrupted => Some(crate::signals::interrupted()),
-        _ => Some(
-            Error::new(ErrorKind::StageFailed, format!("srun {}", done.describe()))
-                .with_hint(format!("see ranks.md in {} for each rank's status", job_dir.display())),
-        ),
+        _ => Some(Error::new(ErrorKind::StageFailed, format!("srun {}", done.describe())).with_hint(hint)),
     };
-    let merged = super::merge(std::slice::from_ref(&job_dir));
     Ok(Outcome { run_dir: job_dir, error: failed.or(merged.err()) })
 }
 

@@ -67,15 +67,31 @@ pub(crate) fn capture(
         let said = last_words(&stderr_tail);
         let own_failure = nsys_exception(&String::from_utf8_lossy(&stderr_tail));
         let rank_failed = crate::plan::launcher::first_failed_rank(&String::from_utf8_lossy(&stderr_tail));
-        let agent_failed = [stderr_tail, tail_of(&run.join(run_dir::NSYS_STDOUT), 4096)]
-            .iter()
-            .any(|t| String::from_utf8_lossy(t).contains(AGENT_FAILED));
-        let failure =
-            judge(&done, report.is_some(), &said, agent_failed, nsys_cfg).map(|e| match (done.exit, rank_failed) {
-                (Exit::Code(_), Some(f)) => name_rank(run, e, &done, f),
-                _ => blame_nsys(e, &done, &said, own_failure, report.is_some()),
-            });
-        Ok(Done::of(failure).exit(ExitInfo::from(&done)).artifacts(artifacts).diagnoses(diagnoses))
+        let stdout_tail = String::from_utf8_lossy(&tail_of(&run.join(run_dir::NSYS_STDOUT), 4096)).into_owned();
+        let agent_failed =
+            String::from_utf8_lossy(&stderr_tail).contains(AGENT_FAILED) || stdout_tail.contains(AGENT_FAILED);
+        // With a capture range, nsys's default end (`stop-shutdown`) stops the application
+        // with SIGINT when the range ends: the capture is whole, the signal is nsys's.
+        let range_end = nsys_cfg.capture_range != crate::config::schema::CaptureRange::None
+            && stdout_tail.contains(RANGE_ENDED)
+            && report.is_some()
+            && matches!(done.exit, Exit::Code(130 | 143));
+        let note = range_end.then(|| {
+            "nsys stopped the application at the end of its capture range (pipeline.nsys.capture_range_end: nsys's default is stop-shutdown): the capture is complete".to_string()
+        });
+        let failure = match range_end {
+            true => None,
+            false => {
+                judge(&done, report.is_some(), &said, agent_failed, nsys_cfg).map(|e| match (done.exit, rank_failed) {
+                    (Exit::Code(_), Some(f)) => name_rank(run, e, &done, f),
+                    _ => blame_nsys(e, &done, &said, own_failure, report.is_some()),
+                })
+            }
+        };
+        if let Some(n) = &note {
+            tracing::info!("{n}");
+        }
+        Ok(Done { note, ..Done::of(failure).exit(ExitInfo::from(&done)).artifacts(artifacts).diagnoses(diagnoses) })
     })?;
     verdict.add(outcome);
     // A failed workload's capture is still worth reading, and so is the
@@ -133,6 +149,9 @@ fn keep_attempt_logs(run: &RunDir, attempt: u32) -> Vec<String> {
 /// `nsys profile` after an nsys killed in a hang, until the session registry
 /// it left in shared memory is removed (docs/ranks.md).
 const AGENT_FAILED: &str = "Agent launcher failed";
+
+/// What nsys prints when a capture range ends and it stops the application.
+const RANGE_ENDED: &str = "Capture range ended in the application.";
 
 fn judge(done: &Finished, have_report: bool, said: &str, agent_failed: bool, cfg: &NsysConfig) -> Option<Error> {
     let failed = |msg: String, hint: &str| Some(Error::new(ErrorKind::StageFailed, msg).with_hint(hint));
