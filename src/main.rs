@@ -44,9 +44,14 @@ fn init_tracing(verbose: u8, quiet: bool) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("LLMPERF_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("llmperf={level}")));
+    // Colour only on a terminal: a log redirected to a file (CI, `2> log`) stays plain
+    // text; NO_COLOR (no-color.org) turns it off on a terminal too.
+    use std::io::IsTerminal;
+    let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(ansi)
         .with_target(false)
         .without_time()
         .init();

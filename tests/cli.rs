@@ -326,3 +326,14 @@ fn doctor_require_gpu_fails_where_a_gpu_feature_is_missing() {
         assert_eq!(out.status.code(), Some(4), "{text}");
     }
 }
+
+/// A log redirected to a file (as here: stderr is a pipe) is plain text: no
+/// terminal colour codes around `WARN`/`INFO` (they were there).
+#[test]
+fn a_redirected_log_has_no_colour_codes() {
+    let root = tempfile::tempdir().unwrap();
+    let out = llmperf().args(["profile", "--no-nsys", "-o"]).arg(root.path()).args(["--", "true"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(" WARN ") || stderr.contains("WARN nsys"), "{stderr}");
+    assert!(!stderr.contains('\x1b'), "{stderr:?}");
+}

@@ -212,10 +212,22 @@ pub fn diff_html(d: &Diff) -> String {
     h
 }
 
-/// A 160 px axis from −100% to +100% (clamped): the interval as a line, the change as a dot.
+/// The bar's width, and the dot's radius: the axis keeps the dot whole at ±100%.
+const BAR_PX: f64 = 160.0;
+const DOT_R: f64 = 3.0;
+
+/// Where `pct` sits on a [`BAR_PX`] axis from −100% to +100% (clamped), with
+/// a dot's radius of room at each end (the dots of ±100% were cut in half).
+fn axis_x(pct: f64) -> f64 {
+    let half = BAR_PX / 2.0 - DOT_R - 1.0;
+    BAR_PX / 2.0 + pct.clamp(-100.0, 100.0) / 100.0 * half
+}
+
+/// A 160 px axis from −100% to +100% (clamped): the interval as a line, the
+/// change as a dot, its value (unclamped) on hover.
 fn bar(r: &Row) -> String {
     let Some(c) = &r.change else { return String::new() };
-    let x = |pct: f64| 80.0 + pct.clamp(-100.0, 100.0) * 0.8;
+    let x = axis_x;
     let mut s =
         String::from("<svg width=\"160\" height=\"14\"><line x1=\"80\" y1=\"0\" x2=\"80\" y2=\"14\" stroke=\"#bbb\"/>");
     if let (Some(lo), Some(hi)) = (c.ci_low_pct, c.ci_high_pct) {
@@ -223,11 +235,27 @@ fn bar(r: &Row) -> String {
     }
     let _ = write!(
         s,
-        "<circle cx=\"{:.1}\" cy=\"7\" r=\"3\" fill=\"{}\"/></svg>",
+        "<circle cx=\"{:.1}\" cy=\"7\" r=\"{DOT_R}\" fill=\"{}\"><title>{:+.1}%</title></circle></svg>",
         x(c.change_pct),
-        verdict_color(r.verdict)
+        verdict_color(r.verdict),
+        c.change_pct
     );
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dot_at_either_end_of_the_axis_is_drawn_whole() {
+        for pct in [-1e9, -100.0, 0.0, 100.0, 250.0] {
+            let x = axis_x(pct);
+            assert!(x - DOT_R >= 0.0 && x + DOT_R <= BAR_PX, "{pct}: {x}");
+        }
+        assert_eq!(axis_x(0.0), BAR_PX / 2.0);
+        assert!(axis_x(50.0) > axis_x(10.0));
+    }
 }
 
 pub fn check_markdown(c: &CheckReport) -> String {

@@ -305,7 +305,7 @@ fn capture_environment(md: &mut String, c: &CaptureHost) {
     let rows = [
         ("GPU", if gpus.is_empty() { "none recorded".to_string() } else { gpus.join(", ") }),
         ("CPU", format!("{} ({} cores)", s(&c.cpu), c.cpu_cores.map_or("–".into(), |n| n.to_string()))),
-        ("driver / CUDA", format!("{} / –", s(&c.driver_version))),
+        ("driver / CUDA", format!("{} / –", c.driver_version.as_deref().map_or("–".to_string(), driver_version))),
         ("OS / host", format!("{} / {}", s(&c.os), s(&c.hostname))),
         ("nsys", format!("exported by {} (captured with {})", s(&c.exported_by), s(&c.nsys_target_dir))),
     ];
@@ -313,6 +313,17 @@ fn capture_environment(md: &mut String, c: &CaptureHost) {
         let _ = writeln!(md, "| {k} | {v} |");
     }
     md.push_str("\nThe machine of the capture, from its SQLite export (nsys/capture.json): this run directory was imported.\n\n");
+}
+
+/// A driver version as people write it: older nsys exports record 450.51.05
+/// as the integer 4505105 (major × 10000 + minor × 100 + patch).
+fn driver_version(recorded: &str) -> String {
+    match recorded.parse::<u64>() {
+        Ok(v) if recorded.len() >= 6 && (100..1000).contains(&(v / 10_000)) => {
+            format!("{}.{:02}.{:02}", v / 10_000, v / 100 % 100, v % 100)
+        }
+        _ => crate::markdown::text(recorded),
+    }
 }
 
 fn opt(v: Option<i64>) -> String {
@@ -760,6 +771,14 @@ mod tests {
             "calibration": null
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn integer_driver_versions_read_as_people_write_them() {
+        // abacus's nsys 2022.4 export: NvDriverVersion 4505105.
+        assert_eq!(driver_version("4505105"), "450.51.05");
+        assert_eq!(driver_version("580.95.05"), "580.95.05");
+        assert_eq!(driver_version("12345"), "12345");
     }
 
     #[test]
