@@ -477,6 +477,15 @@ fn mfu(md: &mut String, inputs: &Inputs, d: &Derived) {
             peak.source
         );
     }
+    if uses.is_empty() {
+        // A TorchScript model (or any workload without an analytic count): no row to show.
+        let _ = writeln!(
+            md,
+            "MFU not computed: the workload counted no FLOPs for any stage ({}; hint: give the FLOPs of one instance per region, workload.flops='{{prefill: 2.1e12}}').\n",
+            t.flops.formula
+        );
+        return;
+    }
     md.push_str("| stage | FLOPs per call | mean ms | achieved FLOP/s | MFU | bytes per call | MBU |\n|---|---:|---:|---:|---:|---:|---:|\n");
     for u in uses {
         let pct = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.2}%"));
@@ -893,5 +902,14 @@ mod tests {
         let i = inputs(unknown);
         let md = stakeholder_summary(&i, &Derived::of(&i));
         assert!(md.contains("MFU not computed: unknown peak for NVIDIA GeForce RTX 5090"), "{md}");
+        // A TorchScript model counts no FLOPs: a sentence, not an empty table.
+        let mut i = inputs(env_with(serde_json::json!([{"index": 0, "name": "NVIDIA H100 80GB HBM3", "driver_version": "570"}])));
+        let t = i.timings.as_mut().unwrap();
+        t.flops.per_call.clear();
+        t.flops.formula = "no analytic model for a TorchScript module".into();
+        let md = stakeholder_summary(&i, &Derived::of(&i));
+        let section = md.split("## MFU").nth(1).unwrap().split("\n## ").next().unwrap();
+        assert!(section.contains("MFU not computed: the workload counted no FLOPs for any stage (no analytic model for a TorchScript module;"), "{section}");
+        assert!(!section.contains("| stage |"), "{section}");
     }
 }
