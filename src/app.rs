@@ -37,6 +37,11 @@ pub fn run(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
         Command::LaunchRank(args) => {
             Err(pipeline::launch_rank(args.record.as_deref(), &args.wrap_ranks, args.wrapper_len, &args.argv).into())
         }
+        Command::CudaDevices => {
+            let (_, rt) = crate::plugin::runtime()?;
+            print(&format!("{}\n", rt.cuda_device_count))?;
+            Ok(0)
+        }
         Command::Merge(args) => {
             let dir = pipeline::merge(&args.job_dirs)?;
             print(&format!("{}\n", dir.display()))?;

@@ -61,6 +61,9 @@ pub enum Command {
     /// One rank under a launcher: record its rank, then become ARGV (used by `profile --launcher`).
     #[command(hide = true)]
     LaunchRank(LaunchRankArgs),
+    /// Print how many CUDA devices libtorch sees (used by `profile --device cuda:N` before any profiler).
+    #[command(hide = true)]
+    CudaDevices,
     /// Cross-rank reports of a job whose ranks each ran `llmperf profile --rank-from-env`.
     #[command(after_help = MERGE_EXAMPLES)]
     Merge(MergeArgs),

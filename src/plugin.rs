@@ -87,7 +87,7 @@ pub fn run_workload(cfg: &Config, nvtx: bool) -> Result<Timings, Error> {
 }
 
 /// libtorch's directory and CUDA view, from the plugin.
-pub(crate) fn runtime() -> Result<(&'static Plugin, Runtime), Error> {
+pub fn runtime() -> Result<(&'static Plugin, Runtime), Error> {
     let plugin = load()?;
     match plugin.call(&Request::Info)? {
         Reply::Info(rt) => Ok((plugin, rt)),

@@ -337,3 +337,22 @@ fn a_redirected_log_has_no_colour_codes() {
     assert!(stderr.contains(" WARN ") || stderr.contains("WARN nsys"), "{stderr}");
     assert!(!stderr.contains('\x1b'), "{stderr:?}");
 }
+
+/// `--device cuda:0` of the built-in workload on a host where libtorch sees no
+/// CUDA device is refused before any profiler runs (it was refused by the
+/// workload, after a whole nsys capture): exit 3, and no run directory.
+#[test]
+fn a_cuda_device_libtorch_does_not_see_is_refused_before_nsys() {
+    if gpu_host() {
+        return skipped(&this_test!(), "a GPU host: libtorch sees cuda:0");
+    }
+    let root = tempfile::tempdir().unwrap();
+    llmperf()
+        .args(["profile", "--model", "nvtx_regions", "--device", "cuda:0", "-o"])
+        .arg(root.path())
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("error: device cuda:0 requested but libtorch sees 0 CUDA device(s)"))
+        .stderr(predicate::str::contains("run directory").not());
+    assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0, "nothing written");
+}

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 pub use workload::workload;
 
 use crate::config::Resolved;
-use crate::error::Error;
+use crate::error::{Error, ErrorKind};
 use crate::manifest::ManifestWriter;
 use crate::plan::rank::RankId;
 use crate::plan::RunPlan;
@@ -170,6 +170,9 @@ pub fn profile(req: Request) -> Result<Outcome, Error> {
         None => req.command.clone(),
     };
     let plan = RunPlan::new(cfg, &command, req.no_nvtx)?;
+    if let (true, crate::config::schema::Device::Cuda(n)) = (plan.builtin(), cfg.device) {
+        check_cuda_device(n)?;
+    }
     if !cfg.pipeline.nsys.enable && !cfg.pipeline.ncu.enable && !plan.baseline {
         tracing::warn!(
             "nsys and ncu are both disabled: the command does not run and nothing is profiled (hint: drop --no-nsys, or pass --replay-mode MODE for ncu)"
@@ -231,6 +234,32 @@ pub fn profile(req: Request) -> Result<Outcome, Error> {
         Ok(())
     })();
     finish(&run, manifest, verdict, stages)
+}
+
+/// `--device cuda:N` of the built-in workload, checked before any profiler
+/// runs: the workload would refuse it only after a whole nsys capture. The
+/// parent never loads libtorch, so a child of this binary asks it
+/// (`llmperf cuda-devices`).
+fn check_cuda_device(n: u32) -> Result<(), Error> {
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::new(ErrorKind::Internal, format!("cannot locate the llmperf executable: {e}")))?;
+    let spec = crate::process::Spawn::new([exe.into_os_string(), "cuda-devices".into()])
+        .stdout(crate::process::Sink::Capture)
+        .stderr(crate::process::Sink::Capture)
+        .timeout(Some(std::time::Duration::from_secs(120)));
+    let done = crate::process::run(&spec)?;
+    let said = String::from_utf8_lossy(&done.stdout).trim().to_string();
+    let count: i64 = match (done.success(), said.parse()) {
+        (true, Ok(c)) => c,
+        // The probe itself failed (no plugin, say): the workload will say why, as before.
+        _ => return Ok(()),
+    };
+    if i64::from(n) < count {
+        return Ok(());
+    }
+    Err(Error::config(format!("device cuda:{n} requested but libtorch sees {count} CUDA device(s)")).with_hint(
+        "use device=cpu or device=auto, and see `llmperf doctor` for why CUDA is unavailable; nothing was profiled",
+    ))
 }
 
 /// `llmperf import nsys FILE`: the nsys analysis of an existing report.

@@ -903,7 +903,9 @@ mod tests {
         let md = stakeholder_summary(&i, &Derived::of(&i));
         assert!(md.contains("MFU not computed: unknown peak for NVIDIA GeForce RTX 5090"), "{md}");
         // A TorchScript model counts no FLOPs: a sentence, not an empty table.
-        let mut i = inputs(env_with(serde_json::json!([{"index": 0, "name": "NVIDIA H100 80GB HBM3", "driver_version": "570"}])));
+        let mut i = inputs(env_with(
+            serde_json::json!([{"index": 0, "name": "NVIDIA H100 80GB HBM3", "driver_version": "570"}]),
+        ));
         let t = i.timings.as_mut().unwrap();
         t.flops.per_call.clear();
         t.flops.formula = "no analytic model for a TorchScript module".into();
