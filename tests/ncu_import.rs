@@ -44,6 +44,10 @@ fn details_raw_and_the_report_itself_give_the_same_regions() {
     import(&report, &rep, &[]).success();
     let want = regions(&details);
     assert_eq!(want.len(), 4);
+    // This report has no FLOP/DRAM counters: the narrative says so, not "none by name".
+    let summary = std::fs::read_to_string(details.join("stakeholder_summary.md")).unwrap();
+    assert!(summary.contains("ncu measured no FLOP or DRAM counters in this run (none of its 3 launches"), "{summary}");
+    assert!(!summary.contains("by name"), "{summary}");
     assert_eq!((want[0].0.as_str(), want[0].1), ("run_test", 3));
     for other in [regions(&raw), regions(&rep)] {
         for (a, b) in want.iter().zip(&other) {

@@ -684,11 +684,20 @@ fn narrative(md: &mut String, inputs: &Inputs, d: &Derived) {
     }
     if let Some(top) = k.kernels.first() {
         let point = point_of(inputs.roofline.as_ref(), d.join.as_ref(), &top.kernel_name);
+        // Why there is no point: ncu measured no FLOP/DRAM counters at all (a report without
+        // the SpeedOfLight section), or none under this kernel's name (nsys and ncu name it apart).
+        let none = match inputs.roofline.as_ref() {
+            Some(r) if r.source == "ncu" || r.launches > 0 => match r.launches_with_counters {
+                0 => format!("ncu measured no FLOP or DRAM counters in this run (none of its {} launches had them; a roofline needs the SpeedOfLight section, e.g. --set roofline)", r.launches),
+                _ => "ncu has no FLOP or DRAM counters for this kernel by name".to_string(),
+            },
+            _ => "no ncu counters for it in this run".to_string(),
+        };
         let reading = match (point, sm_throughput(inputs)) {
             (Some(p), _) => kernel_reading(p),
-            (None, Some((region, v))) if v < 20.0 => format!("ncu has no counters for this kernel by name; the ncu region {}, which holds most profiled GPU time, runs at {v:.1}% SM throughput: low, which points at launch overhead or occupancy rather than compute", code(&region)),
-            (None, Some((region, v))) => format!("ncu has no counters for this kernel by name; the ncu region {}, which holds most profiled GPU time, runs at {v:.1}% SM throughput", code(&region)),
-            (None, None) => "no ncu counters for it in this run".into(),
+            (None, Some((region, v))) if v < 20.0 => format!("{none}; the ncu region {}, which holds most profiled GPU time, runs at {v:.1}% SM throughput: low, which points at launch overhead or occupancy rather than compute", code(&region)),
+            (None, Some((region, v))) => format!("{none}; the ncu region {}, which holds most profiled GPU time, runs at {v:.1}% SM throughput", code(&region)),
+            (None, None) => none,
         };
         lines.push(format!(
             "The top kernel {} takes {:.1}% of GPU time ({:.3} ms over {} calls); {reading}.",
