@@ -254,6 +254,10 @@ fn reports_of_real_gpu_captures_lead_with_gpu_time_and_hold_every_operator() {
 
     let memfusion = root.path().join("memfusion");
     std::fs::create_dir(&memfusion).unwrap();
+    // The Ranks section's regions: the most GPU time on one rank first, wall times beside.
+    let ranks_md = summary.split("| region | ranks | max GPU ms |").nth(1).expect("a GPU column in the Ranks table");
+    let row = ranks_md.lines().nth(2).unwrap();
+    assert!(row.starts_with("| `FlashAttnFunc` | 2 | 128.490 |"), "{row}");
     // regions.md: per rank, the region with the most GPU time first, with its kernels.
     let md = std::fs::read_to_string(run.join("regions.md")).unwrap();
     let regions = json(&run.join("nsys/regions.json"));

@@ -131,6 +131,15 @@ fn scope_table(md: &mut String, scope: &ScopeReport) {
     );
     md.push_str("| region | calls | GPU ms (incl.) | GPU ms (excl.) | share | top kernel |\n");
     md.push_str("|---|---:|---:|---:|---:|---|\n");
+    // Kernel names cut alike are told apart as in kernels.md (`kernel_names::distinct_labels`).
+    let mut names: Vec<&str> =
+        scope.regions.iter().filter_map(|r| r.kernels.first()).map(|k| k.kernel_name.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    let cut: Vec<String> = names.iter().map(|n| short(n, 60)).collect();
+    let pairs: Vec<(&str, &str)> = cut.iter().map(String::as_str).zip(names.iter().copied()).collect();
+    let labels: std::collections::HashMap<&str, String> =
+        names.iter().copied().zip(crate::kernel_names::distinct_labels(&pairs)).collect();
     for r in &scope.regions {
         let share = if scope.totals.gpu_time_ms > 0.0 {
             100.0 * r.inclusive.gpu_time_ms / scope.totals.gpu_time_ms
@@ -138,7 +147,7 @@ fn scope_table(md: &mut String, scope: &ScopeReport) {
             0.0
         };
         let excl = r.exclusive.as_ref().map_or("–".to_string(), gpu_ms);
-        let top = r.kernels.first().map_or(String::new(), |k| code(&short(&k.kernel_name, 60)));
+        let top = r.kernels.first().map_or(String::new(), |k| code(&labels[k.kernel_name.as_str()]));
         let _ = writeln!(
             md,
             "| {}[{}]({}/region.json) | {} | {} | {} | {:.1}% | {} |",

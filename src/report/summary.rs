@@ -146,18 +146,25 @@ fn ranks_tables(md: &mut String, r: &crate::aggregate::ranks::RanksReport) {
     };
     let _ = writeln!(md, "\nRanks: {how}. Same-named regions of different ranks ran in parallel: their times are per rank, never summed.\n");
     let mut rows: Vec<_> = r.regions.iter().filter(|x| x.per_rank.len() > 1).collect();
-    rows.sort_by_key(|x| std::cmp::Reverse(x.max_ns));
+    // GPU time first where the ranks ran kernels in their regions: the most on one rank.
+    let gpu_of = |x: &crate::aggregate::ranks::RankedRegion| {
+        x.per_rank.keys().map(|k| x.comm_ns.get(k).unwrap_or(&0) + x.compute_ns.get(k).unwrap_or(&0)).max().unwrap_or(0)
+    };
+    let by_gpu = rows.iter().any(|x| gpu_of(x) > 0);
+    rows.sort_by_key(|x| (std::cmp::Reverse(if by_gpu { gpu_of(x) } else { 0 }), std::cmp::Reverse(x.max_ns)));
     if rows.is_empty() {
         return;
     }
-    md.push_str(
-        "| region | ranks | min ms | median ms | max ms | skew | straggler |\n|---|---:|---:|---:|---:|---:|---:|\n",
-    );
+    md.push_str(if by_gpu { "| region | ranks | max GPU ms |" } else { "| region | ranks |" });
+    md.push_str(" min ms | median ms | max ms | skew | straggler |\n|---|---:|");
+    md.push_str(if by_gpu { "---:|" } else { "" });
+    md.push_str("---:|---:|---:|---:|---:|\n");
     for x in rows.iter().take(RANK_ROWS) {
         let shown = code(&crate::regions::selector(&crate::regions::display(&x.path_names), &x.domain));
+        let gpu = if by_gpu { format!(" {} |", ms(gpu_of(x))) } else { String::new() };
         let _ = writeln!(
             md,
-            "| {shown} | {} | {} | {} | {} | {} | {} |",
+            "| {shown} | {} |{gpu} {} | {} | {} | {} | {} |",
             x.per_rank.len(),
             ms(x.min_ns),
             ms(x.median_ns),
@@ -166,7 +173,11 @@ fn ranks_tables(md: &mut String, r: &crate::aggregate::ranks::RanksReport) {
             x.straggler_rank.map_or("–".into(), |v| v.to_string())
         );
     }
-    let _ = writeln!(md, "\nskew = (max − min) / median over the ranks; all regions, per rank, in ranks.json.\n");
+    let _ = writeln!(
+        md,
+        "\n{}min, median and max are each rank's wall time; skew = (max − min) / median over the ranks; all regions, per rank, in ranks.json.\n",
+        if by_gpu { "Regions with the most GPU time on one rank first; " } else { "Regions with the most wall time on one rank first; " }
+    );
 }
 
 /// Rows of the nsys × ncu table shown; region_join.json has them all.
