@@ -25,7 +25,8 @@ pub fn run(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
         Command::Import(ImportCommand::Ncu(args)) => import_ncu(cli.config_dir, args, argv),
         Command::Report(args) => {
             // A job directory of per-rank runs (ranks/<rank>/, no manifest of its own): its merge.
-            let job = args.run_dir.join("ranks").is_dir() && !args.run_dir.join("manifest.json").exists();
+            let job = args.run_dir.join(crate::run_dir::RANKS_DIR).is_dir()
+                && !args.run_dir.join(crate::run_dir::MANIFEST_JSON).exists();
             let dir = if job {
                 pipeline::merge(std::slice::from_ref(&args.run_dir))?
             } else {

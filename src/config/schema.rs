@@ -432,6 +432,13 @@ pub enum ReplayMode {
 }
 
 impl ReplayMode {
+    /// Whether ncu replays NVTX ranges (range, app-range, and `auto`, which
+    /// starts as range replay): NVTX expressions then name ranges, not
+    /// filter kernels.
+    pub fn is_range(self) -> bool {
+        matches!(self, ReplayMode::Range | ReplayMode::AppRange | ReplayMode::Auto)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             ReplayMode::Kernel => "kernel",

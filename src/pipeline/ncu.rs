@@ -56,7 +56,7 @@ pub(crate) fn profile(
         tracing::info!("ncu plan: {note}");
     }
     let mut checked = None;
-    if ncu::Matching::of(cli.replay_mode) == ncu::Matching::Range {
+    if cli.replay_mode.is_range() {
         let selectors: Vec<String> = match cli.nvtx.include.is_empty() {
             true => plan.passes.iter().flat_map(|p| p.nvtx_include.iter().cloned()).collect(),
             false => cli.nvtx.include.clone(),

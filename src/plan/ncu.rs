@@ -119,7 +119,7 @@ impl FoundRegion {
 
 pub fn plan(cli: &NcuCli, mode: RunMode, top_kernels: Option<&[String]>, found: Option<&[FoundRegion]>) -> NcuPlan {
     let mut notes = Vec::new();
-    let range = matches!(cli.replay_mode, ReplayMode::Range | ReplayMode::AppRange | ReplayMode::Auto);
+    let range = cli.replay_mode.is_range();
     let (passes, regions_from) = if range {
         range_passes(cli, found, &mut notes)
     } else {

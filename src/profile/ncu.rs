@@ -28,9 +28,9 @@ pub(crate) enum Matching {
 
 impl Matching {
     pub(crate) fn of(mode: ReplayMode) -> Matching {
-        match mode {
-            ReplayMode::Range | ReplayMode::AppRange | ReplayMode::Auto => Matching::Range,
-            _ => Matching::Filter,
+        match mode.is_range() {
+            true => Matching::Range,
+            false => Matching::Filter,
         }
     }
 }

@@ -432,10 +432,11 @@ fn user_gpu(inputs: &Inputs) -> Option<(String, &'static str)> {
     if let Some(gpu) = configured_gpu(inputs) {
         return Some(gpu);
     }
-    let from_env = inputs.env.as_ref().and_then(|e| e.gpus.devices.first()).map(|d| (d.name.clone(), "env.json"));
+    let from_env =
+        inputs.env.as_ref().and_then(|e| e.gpus.devices.first()).map(|d| (d.name.clone(), run_dir::ENV_JSON));
     let from_capture = || {
         let c = inputs.capture.as_ref()?;
-        c.gpus.iter().find_map(|g| g.name.clone()).map(|n| (n, "nsys/capture.json"))
+        c.gpus.iter().find_map(|g| g.name.clone()).map(|n| (n, run_dir::NSYS_CAPTURE))
     };
     from_env.or_else(from_capture)
 }
@@ -467,7 +468,7 @@ pub fn peak_of(inputs: &Inputs) -> Option<Peak> {
         // which give the roofline its roofs.
         return hw.peak_tflops.and_then(|_| peaks::choose(&hw, "", None, "", None).ok());
     };
-    let gpu = configured_gpu(inputs).or_else(|| gpu_name(inputs, &t.device).map(|n| (n, "env.json")));
+    let gpu = configured_gpu(inputs).or_else(|| gpu_name(inputs, &t.device).map(|n| (n, run_dir::ENV_JSON)));
     let mut peak =
         peaks::choose(&hw, &t.device, gpu.as_ref().map(|g| g.0.as_str()), &t.dtype, t.calibration.as_ref()).ok()?;
     let from_table = hw.peak_tflops.is_none() && t.device != "cpu" && peak.flops.is_some();
