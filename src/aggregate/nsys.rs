@@ -143,7 +143,7 @@ pub struct Region {
     pub depth: usize,
     /// NVTX domain; empty for the default domain.
     pub domain: String,
-    pub style: String,
+    pub style: Style,
     pub process_id: i64,
     pub thread_id: i64,
     pub instances: usize,
@@ -869,7 +869,7 @@ impl Sweep {
                     parent: a.parent.map(|p| paths[p as usize].clone()),
                     depth: a.depth,
                     domain: names.get(a.domain).to_string(),
-                    style: if a.style == Style::PushPop { "PushPop".into() } else { "StartEnd".into() },
+                    style: a.style,
                     process_id: pid_of(a.global_tid),
                     thread_id: tid_of(a.global_tid),
                     instances: a.instances,

@@ -138,7 +138,11 @@ impl Builder {
         let (kernels, gpu, comm) = devs.fold((0, 0i64, 0i64), |(n, ns, c), d| {
             (n + d.kernel_count, ns.saturating_add(d.gpu_time_ns), c.saturating_add(d.comm_gpu_time_ns))
         });
-        let wall = own.iter().filter(|x| x.depth == 0 && x.style == "PushPop").map(|x| x.inclusive_ns).sum();
+        let wall = own
+            .iter()
+            .filter(|x| x.depth == 0 && x.style == crate::parse::nsys_sqlite::Style::PushPop)
+            .map(|x| x.inclusive_ns)
+            .sum();
         self.ranks.push(RankEntry {
             rank: input.rank,
             host: input.host.clone(),

@@ -32,7 +32,9 @@ pub struct NsysDb {
     stored_scans: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// Which NVTX API made a range: push/pop (nested on a thread) or start/end.
+/// Written in regions.json as `PushPop` / `StartEnd`, the export's own words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub enum Style {
     PushPop,
     StartEnd,

@@ -5,6 +5,7 @@
 //! stage reads every pass's CSV into the region aggregator and writes
 //! `ncu/regions/` and `roofline.json`. Every raw file is written before
 //! anything parses it and kept on failure.
+use crate::parse::nsys_sqlite::Style;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -167,7 +168,7 @@ fn preflight(
                     .regions
                     .into_iter()
                     .map(|r| preflight::Region {
-                        start_end: r.style == "StartEnd",
+                        start_end: r.style == Style::StartEnd,
                         path: r.path,
                         name: r.name,
                         domain: r.domain,
@@ -325,7 +326,7 @@ fn plan_from_run(run: &RunDir, cfg: &Config, job: Option<&super::Job>) -> NcuPla
         let mut v: Vec<FoundRegion> = r
             .regions
             .into_iter()
-            .map(|r| FoundRegion { start_end: r.style == "StartEnd", path: r.path, domain: r.domain })
+            .map(|r| FoundRegion { start_end: r.style == Style::StartEnd, path: r.path, domain: r.domain })
             .collect();
         v.sort();
         v.dedup();
