@@ -302,7 +302,7 @@ pub fn ingest(db: &NsysDb, strip: &[String], top_n: usize) -> Result<Ingested, E
     let mut names = Names::default();
     let strings = db.string_ids(&mut names)?;
     let path = db.path();
-    let mut plan = Plan { order: Order::Stored, kernels: KernelOrder::Assumed };
+    let mut plan = ReadPlan { order: Order::Stored, kernels: KernelOrder::Assumed };
     let Swept { sweep, names, normalized, kernels } = loop {
         match sweep(path, &names, &strings, strip, plan)? {
             Ok(swept) => break swept,
@@ -325,7 +325,7 @@ pub fn ingest(db: &NsysDb, strip: &[String], top_n: usize) -> Result<Ingested, E
 /// How a sweep's readers read: rows as stored or sorted by SQLite, and the
 /// kernels' disorder assumed or measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Plan {
+struct ReadPlan {
     order: Order,
     kernels: KernelOrder,
 }
@@ -421,14 +421,14 @@ fn sweep(
     names: &Names,
     strings: &HashMap<i64, u32>,
     strip: &[String],
-    plan: Plan,
-) -> Result<Result<Swept, Plan>, Error> {
+    plan: ReadPlan,
+) -> Result<Result<Swept, ReadPlan>, Error> {
     // Set when the launch reader gives up, so that the range reader stops too.
     let given_up = std::sync::atomic::AtomicBool::new(false);
     // Each reader opens its own connection. The first plan only scans; the
     // others may have SQLite sort or join.
     let open = || match plan {
-        Plan { order: Order::Stored, kernels: KernelOrder::Assumed } => NsysDb::open(path)?.for_stored_scans(),
+        ReadPlan { order: Order::Stored, kernels: KernelOrder::Assumed } => NsysDb::open(path)?.for_stored_scans(),
         _ => NsysDb::open(path),
     };
     std::thread::scope(|s| {
@@ -475,7 +475,7 @@ fn sweep(
         if in_order && held {
             return Ok(Ok(Swept { sweep, names, normalized, kernels: totals }));
         }
-        Ok(Err(Plan {
+        Ok(Err(ReadPlan {
             order: if in_order { plan.order } else { Order::Sorted },
             kernels: if held { plan.kernels } else { KernelOrder::Measured },
         }))

@@ -25,7 +25,7 @@ use crate::profile::tools::{Kind, Tool};
 use crate::provenance::{self, Probed};
 use crate::run_dir::{self, absolute, RunDir};
 use crate::signals;
-use stage::{Done, Verdict};
+use stage::{Done, RunStatus};
 
 /// What to profile and how llmperf itself was invoked.
 pub struct Request {
@@ -202,7 +202,7 @@ pub fn profile(req: Request) -> Result<Outcome, Error> {
     };
     provenance::write(&run, &req.resolved, &app, plan.builtin(), &tools)?;
     let mut manifest = ManifestWriter::start(&run, req.llmperf_argv.clone())?;
-    let mut verdict = Verdict::default();
+    let mut verdict = RunStatus::default();
     let stages = (|| {
         if plan.baseline {
             verdict.add(workload::baseline(&run, &mut manifest, &plan)?);
@@ -271,7 +271,7 @@ pub fn import_nsys(resolved: &Resolved, file: &Path, out: Option<&Path>, argv: V
     run.write(run_dir::CONFIG_YAML, resolved.to_yaml().as_bytes())?;
     let tool = Tool::probe(Kind::Nsys, &cfg.pipeline.nsys.executable).ok();
     let mut manifest = ManifestWriter::extend(&run, argv)?;
-    let mut verdict = Verdict::default();
+    let mut verdict = RunStatus::default();
     let stages =
         nsys::analyze(&run, &mut manifest, &mut verdict, tool.as_ref(), &absolute(file), &nsys::Ingest::of(cfg));
     finish(&run, manifest, verdict, stages)
@@ -342,7 +342,7 @@ pub fn import_ncu(
     let _lock = run.lock()?;
     run.write(run_dir::CONFIG_YAML, resolved.to_yaml().as_bytes())?;
     let mut manifest = ManifestWriter::extend(&run, argv)?;
-    let mut verdict = Verdict::default();
+    let mut verdict = RunStatus::default();
     let stages = ncu::import(&run, &mut manifest, &mut verdict, cfg, files, ranges);
     finish(&run, manifest, verdict, stages)
 }
@@ -386,7 +386,7 @@ fn output_dir(out: Option<&Path>, cfg: &crate::config::Config) -> Result<RunDir,
 fn finish(
     run: &RunDir,
     mut manifest: ManifestWriter,
-    mut verdict: Verdict,
+    mut verdict: RunStatus,
     stages: Result<(), Error>,
 ) -> Result<Outcome, Error> {
     if let Err(e) = stages {

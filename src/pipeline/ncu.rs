@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use sha2::Digest;
 
-use super::stage::{self, Done, StageOutcome, Verdict};
+use super::stage::{self, Done, RunStatus, StageOutcome};
 use crate::aggregate::ncu::{Builder, Options, RegionReportFile, Source, Stamp, REPORT_SCHEMA, UNATTRIBUTED};
 use crate::aggregate::nsys::{RegionsReport, TopKernel};
 use crate::aggregate::roofline::{Roofline, RooflineAcc};
@@ -38,7 +38,7 @@ const RENDER_TIMEOUT: Duration = Duration::from_secs(1800);
 pub(crate) fn profile(
     run: &RunDir,
     manifest: &mut ManifestWriter,
-    verdict: &mut Verdict,
+    verdict: &mut RunStatus,
     cfg: &Config,
     probe: &Result<Tool, Error>,
     app: &[OsString],
@@ -92,7 +92,7 @@ pub(crate) fn profile(
 fn run_passes(
     run: &RunDir,
     manifest: &mut ManifestWriter,
-    verdict: &mut Verdict,
+    verdict: &mut RunStatus,
     with: &PassRun,
     plan: &mut NcuPlan,
 ) -> Result<(), Error> {
@@ -456,7 +456,7 @@ fn render_csv(run: &RunDir, tool: &Tool, report: &Path, pass: &str) -> Result<Ve
 pub(crate) fn import(
     run: &RunDir,
     manifest: &mut ManifestWriter,
-    verdict: &mut Verdict,
+    verdict: &mut RunStatus,
     cfg: &Config,
     files: &[PathBuf],
     ranges: Vec<String>,

@@ -8,7 +8,7 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::time::Duration;
 
-use super::stage::{self, Done, StageOutcome, Verdict};
+use super::stage::{self, Done, RunStatus, StageOutcome};
 use crate::aggregate;
 use crate::config::schema::NsysConfig;
 use crate::config::Config;
@@ -29,7 +29,7 @@ const EXPORT_TIMEOUT: Duration = Duration::from_secs(1800);
 pub(crate) fn capture(
     run: &RunDir,
     manifest: &mut ManifestWriter,
-    verdict: &mut Verdict,
+    verdict: &mut RunStatus,
     cfg: &Config,
     probe: &Result<Tool, Error>,
     app: &[OsString],
@@ -326,7 +326,7 @@ impl Ingest {
 pub(crate) fn analyze(
     run: &RunDir,
     manifest: &mut ManifestWriter,
-    verdict: &mut Verdict,
+    verdict: &mut RunStatus,
     tool: Option<&Tool>,
     report: &Path,
     opts: &Ingest,

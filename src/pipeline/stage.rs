@@ -134,11 +134,11 @@ pub(crate) fn unavailable(manifest: &mut ManifestWriter, name: &str, error: Erro
 
 /// The run so far: the first error decides its status and exit code.
 #[derive(Debug, Default)]
-pub(crate) struct Verdict {
+pub(crate) struct RunStatus {
     error: Option<Error>,
 }
 
-impl Verdict {
+impl RunStatus {
     pub(crate) fn add(&mut self, outcome: StageOutcome) {
         if self.error.is_none() {
             self.error = outcome.into_error();
@@ -164,7 +164,7 @@ impl Verdict {
 /// verdict gets an error when the profiler was wanted but is missing.
 pub(crate) fn gate<'t>(
     manifest: &mut ManifestWriter,
-    verdict: &mut Verdict,
+    verdict: &mut RunStatus,
     stage: &str,
     enabled: bool,
     probe: &'t Result<Tool, Error>,
