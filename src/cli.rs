@@ -276,7 +276,7 @@ pub struct ProfileArgs {
     /// Start the job's ranks with this launcher: torchrun or mpirun inside
     /// nsys (and ncu) on this node, each process given its rank from the
     /// launcher's environment; srun outside, each rank profiling itself
-    /// (--rank-from-env) and the job merged after (docs/ranks.md).
+    /// (--rank-from-env) and the job merged after (`llmperf merge`).
     #[arg(long, value_enum, value_name = "LAUNCHER", conflicts_with = "rank_from_env", requires = "nproc")]
     pub launcher: Option<LauncherArg>,
     /// Number of ranks for --launcher (torchrun --nproc-per-node, mpirun -np, srun -n).

@@ -81,7 +81,7 @@ pub fn srun(launcher: &Launcher, raw_argv: &[OsString], root: &Path, run_id: Opt
     tracing::info!("srun: {}", spec.display());
     let done = process::run(&spec)?;
     let merged = super::merge(std::slice::from_ref(&job_dir));
-    // ranks.md is the merge's: where no rank wrote its directory there is none to point at.
+    // JOB/ranks.md is the merge's output: where no rank wrote its directory there is none to point at.
     let hint = match job_dir.join(run_dir::RANKS_MD).is_file() {
         true => format!("see ranks.md in {} for each rank's status", job_dir.display()),
         false => format!(

@@ -281,11 +281,10 @@ fn no_cuda_in_ranges(diagnoses: Vec<Diagnosis>, preflight: Option<&Preflight>) -
 /// the preflight said, most specific first.
 fn empty_cause(codes: &[String], preflight: Option<&Preflight>) -> String {
     let has = |c: &str| codes.iter().any(|x| x == c);
-    let no_kernels_in_nsys =
-        preflight.is_some_and(|p| !p.regions.is_empty() && p.regions.iter().all(|r| r.kernels == 0));
+    let no_kernels_in_nsys = cpu_only_regions(preflight).is_some();
     if has(ncu::code::COUNTER_PERMISSION) {
         crate::profile::tools::COUNTER_PERMISSION_HINT.to_string()
-    } else if has(ncu::code::NO_CUDA_IN_RANGES) || (has(ncu::code::NO_RANGE_MATCHED) && no_kernels_in_nsys) {
+    } else if has(ncu::code::NO_CUDA_IN_RANGES) {
         "no CUDA work inside the regions: nsys saw them run with no kernel launched inside (a CPU-only host, or device=cpu?), and ncu defines a range by the CUDA calls inside it".into()
     } else if has(ncu::code::NO_RANGE_MATCHED) {
         "the selector: ncu matched no range; check the names against nsys/regions.json".into()

@@ -147,7 +147,8 @@ fn keep_attempt_logs(run: &RunDir, attempt: u32) -> Vec<String> {
 /// and still writes the report, so a failing workload keeps its capture.
 /// What nsys 2022.4 prints when it cannot start its agent: here, every
 /// `nsys profile` after an nsys killed in a hang, until the session registry
-/// it left in shared memory is removed (docs/ranks.md).
+/// it left in shared memory (/dev/shm/NSys-*, /dev/shm/quadd-agent-instance-*)
+/// is removed.
 const AGENT_FAILED: &str = "Agent launcher failed";
 
 /// What nsys prints when a capture range ends and it stops the application.
@@ -211,12 +212,17 @@ fn tail_of(path: &Path, n: u64) -> Vec<u8> {
 
 /// Under torchrun or mpirun the profiled command is the launcher, whose
 /// stderr ends with its report of the first failing rank: the error names
-/// that rank, its process (from the launcher, else `launcher/ranks/`) and
+/// that rank, its process (from the launcher, else `launcher/ranks/` when it
+/// holds one record of the rank) and
 /// how it ended, not the launcher's last banner line.
 fn name_rank(run: &RunDir, e: Error, done: &Finished, f: crate::plan::launcher::RankFailure) -> Error {
     let recorded = crate::plan::rank::read_launched(&run.join(run_dir::LAUNCHED_RANKS_DIR));
-    let mine = recorded.iter().find(|r| r.rank == f.rank);
-    let pid = f.pid.or(mine.map(|r| r.process_id));
+    let mine: Vec<_> = recorded.iter().filter(|r| r.rank == f.rank).collect();
+    // A capture tried again after an nsys hang leaves the first try's records beside the
+    // second's: with several records of the rank, which process failed is not known here.
+    let only = (mine.len() == 1).then(|| mine[0]);
+    let pid = f.pid.or(only.map(|r| r.process_id));
+    let mine = mine.first().copied();
     let host = f.host.clone().or(mine.map(|r| r.host.clone()));
     let at = match (pid, host) {
         (Some(p), Some(h)) => format!(" (process {p} on {h})"),

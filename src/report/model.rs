@@ -235,7 +235,7 @@ fn kernel_rows(inputs: &Inputs) -> KernelsReport {
     }
 }
 
-pub fn operators(inputs: &Inputs) -> OperatorsReport {
+pub fn operators(inputs: &Inputs, ranks: Option<&crate::aggregate::ranks::RanksReport>) -> OperatorsReport {
     // The built-in workload's stages (`prefill`, `decode_all`) are the per-stage table's.
     let stages: std::collections::BTreeSet<&str> = inputs
         .timings
@@ -246,7 +246,7 @@ pub fn operators(inputs: &Inputs) -> OperatorsReport {
         .collect();
     let is_operator = |r: &&crate::aggregate::nsys::Region| r.depth > 0 || !stages.contains(r.name.as_str());
     if let Some(regions) = inputs.nsys_regions.as_ref().filter(|r| r.regions.iter().any(|r| is_operator(&r))) {
-        let rank_of = process_labels(regions);
+        let rank_of = process_labels(regions, ranks);
         // By nested names, not by their `::` spelling: `aten::to` inside
         // `aten::_to_copy` is not `aten` › `to` › `aten` › `_to_copy`.
         let mut by_path: BTreeMap<(Option<String>, Vec<String>), Sums> = BTreeMap::new();
@@ -321,24 +321,23 @@ impl Sums {
     }
 }
 
-/// With several processes in one capture: each one's rank (`rank 1`, as
-/// ranks.json numbers them) or, without one, its process id; empty for one.
-fn process_labels(regions: &crate::aggregate::nsys::RegionsReport) -> BTreeMap<i64, String> {
-    let mut out = BTreeMap::new();
-    for r in &regions.regions {
-        if let Some(rank) = r.rank {
-            out.insert(r.process_id, format!("rank {rank}"));
-        }
-    }
-    if let Some((by_rank, _)) = crate::aggregate::ranks::ranks_of_processes(regions) {
-        for (rank, pid) in by_rank {
-            out.entry(pid).or_insert_with(|| format!("rank {rank}"));
-        }
-    }
+/// With several processes in one capture: each one's rank as ranks.json
+/// numbers it (`rank 1`: the launcher's variable where it recorded one, else
+/// the device order; the Ranks table's own numbers) or, without one, its
+/// process id (`pid 4242`); empty for one process.
+pub(crate) fn process_labels(
+    regions: &crate::aggregate::nsys::RegionsReport,
+    ranks: Option<&crate::aggregate::ranks::RanksReport>,
+) -> BTreeMap<i64, String> {
     let pids: std::collections::BTreeSet<i64> = regions.regions.iter().map(|r| r.process_id).collect();
     if pids.len() < 2 {
         return BTreeMap::new();
     }
+    let mut out: BTreeMap<i64, String> = ranks
+        .iter()
+        .flat_map(|r| &r.ranks)
+        .flat_map(|e| e.process_ids.iter().map(move |&pid| (pid, format!("rank {}", e.rank))))
+        .collect();
     for pid in pids {
         out.entry(pid).or_insert_with(|| format!("pid {pid}"));
     }
@@ -623,6 +622,7 @@ impl Derived {
             _ => None,
         };
         let ranks = inputs.nsys_regions.as_ref().and_then(|r| ranks_of_capture(inputs, r));
-        Derived { kernels: kernels(inputs), operators: operators(inputs), peak, uses, unmatched_flops, join, ranks }
+        let operators = operators(inputs, ranks.as_ref());
+        Derived { kernels: kernels(inputs), operators, peak, uses, unmatched_flops, join, ranks }
     }
 }

@@ -29,17 +29,18 @@ struct Row {
     kernels: BTreeMap<String, i64>,
 }
 
-/// regions.md of a capture with NVTX regions; None without any.
-pub fn regions_md(regions: &RegionsReport, kernels: &KernelsReport) -> Option<String> {
-    let pushpop: Vec<&Region> = regions.regions.iter().filter(|r| r.depth < LEVELS).collect();
-    if pushpop.is_empty() {
+/// regions.md of a capture with NVTX regions; None without any. `labels`:
+/// each process's rank as the other reports name it (`model::process_labels`).
+pub fn regions_md(regions: &RegionsReport, kernels: &KernelsReport, labels: &BTreeMap<i64, String>) -> Option<String> {
+    let shown: Vec<&Region> = regions.regions.iter().filter(|r| r.depth < LEVELS).collect();
+    if shown.is_empty() {
         return None;
     }
-    let gpu = pushpop.iter().any(|r| r.kernel_count > 0);
-    let labels: BTreeMap<&str, &str> =
+    let gpu = shown.iter().any(|r| r.kernel_count > 0);
+    let kernel_labels: BTreeMap<&str, &str> =
         kernels.kernels.iter().map(|k| (k.kernel_name.as_str(), k.label.as_str())).collect();
     let mut by_process: BTreeMap<i64, BTreeMap<Vec<String>, Row>> = BTreeMap::new();
-    for r in &pushpop {
+    for r in &shown {
         let row = by_process.entry(r.process_id).or_default().entry(r.names()).or_default();
         row.gpu_ns += r.gpu_time_ns;
         row.wall_ns += r.inclusive_ns;
@@ -49,10 +50,6 @@ pub fn regions_md(regions: &RegionsReport, kernels: &KernelsReport) -> Option<St
             *row.kernels.entry(k.name.clone()).or_default() += k.gpu_time_ns;
         }
     }
-    let rank_of: BTreeMap<i64, u32> = match crate::aggregate::ranks::ranks_of_processes(regions) {
-        Some((by_rank, _)) => by_rank.into_iter().map(|(rank, pid)| (pid, rank)).collect(),
-        None => BTreeMap::new(),
-    };
     let mut md = String::from("# Regions\n\n");
     let _ = writeln!(
         md,
@@ -67,7 +64,7 @@ pub fn regions_md(regions: &RegionsReport, kernels: &KernelsReport) -> Option<St
     let several = by_process.len() > 1;
     for (pid, rows) in &by_process {
         if several {
-            let rank = rank_of.get(pid).map(|r| format!("rank {r}, ")).unwrap_or_default();
+            let rank = labels.get(pid).filter(|l| l.starts_with("rank ")).map(|l| format!("{l}, ")).unwrap_or_default();
             let _ = writeln!(md, "## {rank}process {pid}\n");
         }
         md.push_str("| region | GPU ms | wall ms | calls | kernels inside (GPU ms) |\n|---|---:|---:|---:|---|\n");
@@ -80,9 +77,9 @@ pub fn regions_md(regions: &RegionsReport, kernels: &KernelsReport) -> Option<St
             v
         };
         for (names, row) in ordered(0, None).into_iter().take(TOP_ROWS) {
-            line(&mut md, names, row, &labels, "");
+            line(&mut md, names, row, &kernel_labels, "");
             for (child, c) in ordered(1, Some(names)).into_iter().take(CHILD_ROWS) {
-                line(&mut md, child, c, &labels, "↳ ");
+                line(&mut md, child, c, &kernel_labels, "↳ ");
             }
         }
         md.push('\n');
