@@ -48,9 +48,12 @@ run() { # MODE ARGS...: one llmperf profile of the demo, recorded in commands.tx
 # nsys nothing says it is start/end), and a named domain.
 REGIONS=(--nvtx-include A --nvtx-include A::A1 --nvtx-include B --nvtx-include expr:copy:h2d --nvtx-include Demo@D)
 run range "${REGIONS[@]}"
-run app-range "${REGIONS[@]}"
 # Kernel replay: every kernel, each with its NVTX stack.
 run kernel
+# Application replay runs the whole program once per counter pass and per
+# llmperf pass: with the roofline set, 4 passes of this 6-second program took
+# over 4 minutes on an H200 (ncu 2025.3.1). The light preset needs few passes.
+run app-range profiling/ncu@pipeline.ncu=ncu.light "${REGIONS[@]}"
 
 echo "== summary"
 for dir in "$OUT"/runs/*/*/; do

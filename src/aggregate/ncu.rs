@@ -113,6 +113,12 @@ pub struct RegionEntry {
     /// Directory under `ncu/regions/` with region.json and sections.txt.
     pub dir: String,
     pub inclusive: Totals,
+    /// Why the region has no result of its own, where it has none: in range
+    /// replay, the parent of a measured range (each range is measured on its
+    /// own, nothing is summed up the tree). Its totals are then zero and mean
+    /// "not measured", never "no GPU time".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_result: Option<String>,
     /// Inclusive sums over the results with FLOP and DRAM counters, counted as
     /// roofline.json counts them; what HFU and MBU per region are made of.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -701,6 +707,14 @@ impl Builder {
         tree
     }
 
+    /// The `no_result` of a region in the tree without a result of its own.
+    fn no_result_reason(&self) -> String {
+        match self.in_range_mode() {
+            true => "no range result: range replay measures each range on its own, and ncu recorded none for this one (only a range nested in it); its pass may have failed (see the ncu stages in manifest.json)".into(),
+            false => "no result: ncu recorded no kernel in this region".into(),
+        }
+    }
+
     fn entry(
         &self,
         key: &RegionKey,
@@ -750,6 +764,7 @@ impl Builder {
             process_id: single(pids),
             dir,
             inclusive: totals_of(incl),
+            no_result: (incl.calls + incl.untimed == 0).then(|| self.no_result_reason()),
             counters: (incl.counted.0 > 0).then(|| Counters {
                 launches: incl.counted.0,
                 gpu_time_ms: incl.counted.1 / 1e6,

@@ -344,6 +344,7 @@ mod tests {
             device: Some("0".into()),
             process_id: None,
             dir: "r".into(),
+            no_result: None,
             inclusive: Totals { calls: kernels.len() as u64, gpu_time_ms: 2.0, untimed_calls: 0 },
             counters,
             exclusive: None,

@@ -148,12 +148,16 @@ fn scope_table(md: &mut String, scope: &ScopeReport) {
         };
         let excl = r.exclusive.as_ref().map_or("–".to_string(), gpu_ms);
         let top = r.kernels.first().map_or(String::new(), |k| code(&labels[k.kernel_name.as_str()]));
+        let indent = "&nbsp;&nbsp;".repeat(r.depth);
+        let (name, dir) = (text(&r.name), &r.dir);
+        if r.no_result.is_some() {
+            // Not measured: no count, time or share that could read as zero.
+            let _ = writeln!(md, "| {indent}[{name}]({dir}/region.json) | – | – (no result) | – | – |  |");
+            continue;
+        }
         let _ = writeln!(
             md,
-            "| {}[{}]({}/region.json) | {} | {} | {} | {:.1}% | {} |",
-            "&nbsp;&nbsp;".repeat(r.depth),
-            text(&r.name),
-            r.dir,
+            "| {indent}[{name}]({dir}/region.json) | {} | {} | {} | {:.1}% | {} |",
             r.inclusive.calls,
             gpu_ms(&r.inclusive),
             excl,
@@ -171,6 +175,10 @@ pub fn sections_text(region: &RegionEntry, scope: &str) -> String {
     let _ = writeln!(t, "Scope: {}", visible(scope));
     if region.unattributed {
         let _ = writeln!(t, "(kernels launched outside every NVTX range)");
+    }
+    if let Some(why) = &region.no_result {
+        let _ = writeln!(t, "Not measured: {}", visible(why));
+        return t;
     }
     let _ = writeln!(
         t,
