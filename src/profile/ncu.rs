@@ -328,6 +328,23 @@ pub(crate) mod code {
 }
 
 /// Known outcomes in an ncu log, each with what to do about it.
+/// Driver calls that ncu's range replay refuses and that a program makes when
+/// it first uses something: its context, a lazily loaded kernel (CUDA 12.2+
+/// loads modules lazily by default), a library. On an H200 with ncu 2025.3.1
+/// the demo workload's first range held `cuDevicePrimaryCtxRetain`; after a
+/// warm-up of one shape, a new shape's first launch held `cuKernelSetAttribute`
+/// (tests/fixtures/gpu/h200-ncu2025.3.1/).
+const FIRST_USE_CALLS: [&str; 8] = [
+    "cuInit",
+    "cuDevicePrimaryCtxRetain",
+    "cuCtxCreate",
+    "cuKernelSetAttribute",
+    "cuFuncSetAttribute",
+    "cuModuleLoad",
+    "cuLibraryLoad",
+    "cuModuleGetFunction",
+];
+
 pub(crate) fn diagnose(log: &str, cli: &NcuCli) -> Vec<Diagnosis> {
     let mut out = Vec::new();
     let mut add = |code: &str, message: String, hint: String| out.push(Diagnosis { code: code.into(), message, hint });
@@ -346,10 +363,15 @@ pub(crate) fn diagnose(log: &str, cli: &NcuCli) -> Vec<Diagnosis> {
     unsupported.sort();
     unsupported.dedup();
     if !unsupported.is_empty() {
+        let first_use = unsupported.iter().any(|c| FIRST_USE_CALLS.iter().any(|f| c.starts_with(f)));
+        let hint = match first_use {
+            true => "a set-up call (context creation, a kernel's first launch under lazy module loading, a library's first use) falls inside the range: run the region's work once before the profiled ranges (a warm-up outside every range), or use --replay-mode auto (app-range, then kernel replay with the same regions)",
+            false => "use --replay-mode auto (app-range, then kernel replay with the same regions), or narrow the region to the kernels",
+        };
         add(
             code::UNSUPPORTED_API,
             format!("range replay cannot capture a call inside the range: {}", unsupported.join(", ")),
-            "use --replay-mode auto (app-range, then kernel replay with the same regions), or narrow the region to the kernels".into(),
+            hint.into(),
         );
     }
     if log.contains("No ranges were profiled") && skipped_ranges(log) == 0 {

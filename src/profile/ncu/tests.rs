@@ -183,6 +183,22 @@ fn real_logs_become_diagnoses() {
     assert!(diagnose(perm, &cli(&[]))[0].hint.contains("NVreg_RestrictProfilingToAdminUsers"));
 }
 
+/// ncu 2025.3.1 on an H200 refused the demo's first range: the first launch
+/// of a kernel (lazily loaded) inside it. The hint says to warm up.
+#[test]
+fn a_refused_first_launch_asks_for_a_warm_up() {
+    let log =
+        include_str!("../../../tests/fixtures/gpu/h200-ncu2025.3.1/runs/range/20261126T033401Z-f9ddb5/ncu/p0.log");
+    let d = diagnose(log, &cli(&["pipeline.ncu.ncu_cli.replay_mode=range"]));
+    let refused = d.iter().find(|d| d.code == code::UNSUPPORTED_API).unwrap();
+    assert_eq!(refused.message, "range replay cannot capture a call inside the range: cuKernelSetAttribute");
+    assert!(refused.hint.contains("warm-up outside every range"), "{}", refused.hint);
+    let other = log.replace("cuKernelSetAttribute", "cuStreamBeginCapture");
+    let d = diagnose(&other, &cli(&["pipeline.ncu.ncu_cli.replay_mode=range"]));
+    let refused = d.iter().find(|d| d.code == code::UNSUPPORTED_API).unwrap();
+    assert!(!refused.hint.contains("warm-up"), "{}", refused.hint);
+}
+
 /// An "ncu CSV" of llm-perf-opt (ncu 2025.1) that holds only the log lines.
 #[test]
 fn a_real_error_only_log_names_the_unknown_section() {
