@@ -3,8 +3,7 @@
 //! here by cutting, corrupting, renaming or joining real files (the shared
 //! corpus, or the project's own CPU capture in tests/fixtures/runs); no row is
 //! invented.
-mod common;
-use common::*;
+use crate::common::*;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,5 @@
 //! The binary's command line, configuration output and errors (no profiler runs).
-mod common;
-use common::*;
+use crate::common::*;
 use predicates::prelude::*;
 
 #[test]

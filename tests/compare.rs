@@ -2,12 +2,11 @@
 //! configuration twice (no regression), the regions demo with extra work in
 //! `B` (exactly `B` slower), too few samples (inconclusive), nothing profiled,
 //! missing regions, budgets with mistakes, JUnit and the step summary.
-mod common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use common::{json, llmperf, nsys_lock, run_dir};
+use crate::common::{json, llmperf, nsys_lock, run_dir};
 
 /// Timed runs of this file take turns: two at once would time each other.
 static TIMING: Mutex<()> = Mutex::new(());
@@ -59,7 +58,7 @@ fn row<'a>(c: &'a serde_json::Value, source: &str, name: &str) -> &'a serde_json
 /// A copy of `run` at `to` whose workload samples of each region are
 /// multiplied by `factor(region)`: our own run, edited as a test needs.
 fn scaled_copy(run: &Path, to: &Path, factor: impl Fn(&str) -> f64) -> PathBuf {
-    common::copy_dir(run, to);
+    crate::common::copy_dir(run, to);
     let path = to.join("workload/timings.json");
     let mut t: serde_json::Value = json(&path);
     for (region, series) in t["samples_ms"].as_object_mut().unwrap() {
@@ -226,7 +225,7 @@ fn a_run_without_samples_is_nothing_profiled_and_a_vanished_region_is_missing() 
     assert!(stderr.contains("missing workload A"), "{stderr}");
     // No samples at all: exit 7, said on stderr with a hint.
     let empty = root.path().join("empty");
-    common::copy_dir(&other, &empty);
+    crate::common::copy_dir(&other, &empty);
     std::fs::remove_file(empty.join("workload/timings.json")).unwrap();
     let (code, c, stderr) = check(&empty, &base, &[]);
     assert_eq!(code, 7, "{stderr}");
@@ -300,7 +299,7 @@ fn diff_and_check_of_nsys_captures_find_the_slowed_region() {
     let profile = |extra: &str| {
         let out = llmperf()
             .args(["profile", "--model", "nvtx_regions", "--no-ncu", "infer.iters=30", extra])
-            .args(common::NSYS_HANG)
+            .args(crate::common::NSYS_HANG)
             .arg("-o")
             .arg(root.path())
             .timeout(std::time::Duration::from_secs(600))
@@ -373,10 +372,10 @@ fn diff_and_check_of_nsys_captures_find_the_slowed_region() {
 fn a_real_capture_diffed_with_itself_is_unchanged_and_its_kernel_samples_are_every_launch() {
     let test = "a_real_capture_diffed_with_itself_is_unchanged_and_its_kernel_samples_are_every_launch";
     let root = tempfile::tempdir().unwrap();
-    let Some(db) = common::corpus_copy(test, "real/nsys-ai/mfu_2gpu_before.sqlite", root.path()) else { return };
+    let Some(db) = crate::common::corpus_copy(test, "real/nsys-ai/mfu_2gpu_before.sqlite", root.path()) else { return };
     let import = |name: &str| {
         let out = root.path().join(name);
-        common::import_nsys(&db, &out, &[]);
+        crate::common::import_nsys(&db, &out, &[]);
         out
     };
     // Importing loads both cores: not while another test times a workload.
@@ -434,7 +433,7 @@ fn a_real_capture_diffed_with_itself_is_unchanged_and_its_kernel_samples_are_eve
 fn ncu_metrics_of_regions_both_runs_profiled_are_side_by_side() {
     let test = "ncu_metrics_of_regions_both_runs_profiled_are_side_by_side";
     let root = tempfile::tempdir().unwrap();
-    let Some(csvs) = common::dsocr_ncu(test, root.path()) else { return };
+    let Some(csvs) = crate::common::dsocr_ncu(test, root.path()) else { return };
     let import = |name: &str| {
         let out = root.path().join(name);
         llmperf().args(["import", "ncu"]).args(&csvs).arg("-o").arg(&out).assert().success();
@@ -468,7 +467,7 @@ fn ncu_metrics_of_regions_both_runs_profiled_are_side_by_side() {
 fn flash_copy(test: &str, root: &Path, name: &str, factor: f64) -> Option<PathBuf> {
     let dir = root.join(format!("{name}.db"));
     std::fs::create_dir_all(&dir).unwrap();
-    let db = common::corpus_copy(test, "real/nsys-ai/mfu_2gpu_before.sqlite", &dir)?;
+    let db = crate::common::corpus_copy(test, "real/nsys-ai/mfu_2gpu_before.sqlite", &dir)?;
     if factor != 1.0 {
         let conn = rusqlite::Connection::open(&db).unwrap();
         let edited = conn
@@ -482,7 +481,7 @@ fn flash_copy(test: &str, root: &Path, name: &str, factor: f64) -> Option<PathBu
     }
     let out = root.join(name);
     let _t = timing();
-    common::import_nsys(&db, &out, &[]);
+    crate::common::import_nsys(&db, &out, &[]);
     Some(out)
 }
 
@@ -588,7 +587,7 @@ fn an_unreadable_or_failed_baseline_never_passes() {
     ];
     for (i, (what, edit)) in variants.iter().enumerate() {
         let base = root.path().join(format!("base{i}"));
-        common::copy_dir(&run, &base);
+        crate::common::copy_dir(&run, &base);
         edit(&base.join("nsys/samples.json"));
         for (r, b) in [(&run, &base), (&base, &run)] {
             let out = llmperf().arg("check").arg(r).arg("--baseline").arg(b).output().unwrap();
@@ -601,7 +600,7 @@ fn an_unreadable_or_failed_baseline_never_passes() {
     // The workload's timings or ncu's region report there but unreadable.
     for file in ["workload/timings.json", "ncu/regions/report.json"] {
         let base = root.path().join(file.replace('/', "_"));
-        common::copy_dir(&run, &base);
+        crate::common::copy_dir(&run, &base);
         std::fs::create_dir_all(base.join(file).parent().unwrap()).unwrap();
         std::fs::write(base.join(file), "{\"schema\": ").unwrap();
         let out = llmperf().arg("check").arg(&run).arg("--baseline").arg(&base).output().unwrap();
@@ -611,7 +610,7 @@ fn an_unreadable_or_failed_baseline_never_passes() {
     }
     // A baseline whose run failed.
     let failed = root.path().join("failed");
-    common::copy_dir(&run, &failed);
+    crate::common::copy_dir(&run, &failed);
     let manifest = std::fs::read_to_string(failed.join("manifest.json")).unwrap();
     std::fs::write(failed.join("manifest.json"), manifest.replacen("\"status\": \"ok\"", "\"status\": \"failed\"", 1))
         .unwrap();
@@ -624,7 +623,7 @@ fn an_unreadable_or_failed_baseline_never_passes() {
     }
     // A baseline with nothing in common: nothing compared is no pass.
     let other = root.path().join("other");
-    common::copy_dir(&run, &other);
+    crate::common::copy_dir(&run, &other);
     std::fs::remove_file(other.join("nsys/samples.json")).unwrap();
     std::fs::remove_file(other.join("nsys/regions.json")).unwrap();
     let (code, c, stderr) = check(&run, &other, &[]);
@@ -713,7 +712,7 @@ fn hostile_region_names_cannot_break_markdown_or_the_terminal() {
     assert_eq!(renamed, 67);
     drop(conn);
     let run = root.path().join("hostile");
-    common::import_nsys(&db, &run, &[]);
+    crate::common::import_nsys(&db, &run, &[]);
     let summary = root.path().join("summary.md");
     let out = llmperf()
         .arg("check")
@@ -739,7 +738,7 @@ fn hostile_region_names_cannot_break_markdown_or_the_terminal() {
         let md = std::fs::read_to_string(run.join(file)).unwrap();
         assert!(!md.chars().any(|c| c.is_control() && c != '\n'), "{file}: a control character");
         for line in md.lines() {
-            assert!(!common::outside_code_spans(line).contains("<!--"), "{file}: {line}");
+            assert!(!crate::common::outside_code_spans(line).contains("<!--"), "{file}: {line}");
         }
     }
     for (what, md) in &texts {
@@ -752,7 +751,7 @@ fn hostile_region_names_cannot_break_markdown_or_the_terminal() {
         }
         // Outside code spans, the name's text never appears raw.
         for line in md.lines() {
-            assert!(!common::outside_code_spans(line).contains("<!--"), "{what}: {line}");
+            assert!(!crate::common::outside_code_spans(line).contains("<!--"), "{what}: {line}");
         }
     }
 }
@@ -765,9 +764,9 @@ fn hostile_region_names_cannot_break_markdown_or_the_terminal() {
 fn a_kernel_with_few_launches_slowed_is_found_against_the_other_rows() {
     let test = "a_kernel_with_few_launches_slowed_is_found_against_the_other_rows";
     let root = tempfile::tempdir().unwrap();
-    let Some(db) = common::corpus_copy(test, "real/memfusion/report1.sqlite", root.path()) else { return };
+    let Some(db) = crate::common::corpus_copy(test, "real/memfusion/report1.sqlite", root.path()) else { return };
     let base = root.path().join("base");
-    common::import_nsys(&db, &base, &[]);
+    crate::common::import_nsys(&db, &base, &[]);
     let conn = rusqlite::Connection::open(&db).unwrap();
     let (name, launches): (String, i64) = conn
         .query_row(
@@ -786,7 +785,7 @@ fn a_kernel_with_few_launches_slowed_is_found_against_the_other_rows() {
     .unwrap();
     drop(conn);
     let slow = root.path().join("slow");
-    common::import_nsys(&db, &slow, &[]);
+    crate::common::import_nsys(&db, &slow, &[]);
     let (code, c, stderr) = check(&slow, &base, &[]);
     assert_eq!(code, 8, "{stderr}");
     let k = row(&c, "kernel", &name);

@@ -14,8 +14,7 @@
 //! every region without one (a pass ncu refused, a pass cut short) must say so
 //! instead of showing a number. Until a capture is committed, the test records
 //! itself as skipped.
-mod common;
-use common::*;
+use crate::common::*;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 

@@ -1,7 +1,6 @@
 //! report.html: its charts carry the numbers of the JSON reports, and it opens
 //! in headless Chromium (Debian's, installed by setup.sh) without errors.
-mod common;
-use common::*;
+use crate::common::*;
 
 /// Every `<tag ... data-NAME="..." ... data-VALUE="...">` as (name, value).
 fn points(html: &str, name: &str, value: &str) -> Vec<(String, f64)> {

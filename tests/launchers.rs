@@ -4,8 +4,7 @@
 //! started by scripts/slurm-local.sh, around the real nsys and ncu. Every
 //! number is checked against the capture's own rows (SQL per process) or
 //! against what each rank's own files say.
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 
 const RANK_VARS: [&str; 12] = [

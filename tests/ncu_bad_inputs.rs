@@ -3,7 +3,6 @@
 //! panic. Broken files are made here by cutting, corrupting or renaming real
 //! files of the shared corpus; no row is invented. (tests/bad_inputs.rs does
 //! the same for the command line.)
-mod common;
 use std::path::{Path, PathBuf};
 
 use llmperf::parse::ncu as ncu_csv;

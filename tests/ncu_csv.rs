@@ -1,6 +1,5 @@
 //! The ncu CSV readers on real files (the shared corpus, see its PROVENANCE.md):
 //! numbers equal the file's values after unit normalization.
-mod common;
 use llmperf::error::ErrorKind;
 use llmperf::parse::ncu::{self as ncu_csv, Launch};
 use llmperf::units::{Base, Value};

@@ -2,7 +2,6 @@
 //! reports of the streaming reader, on every real details file of the corpus,
 //! with blocks small enough that launches straddle reads; and it fails the
 //! same way on broken files.
-mod common;
 use std::path::Path;
 
 use llmperf::aggregate::ncu::{Builder, Options, ScopeReport, Stamp};

@@ -1,7 +1,6 @@
 //! `llmperf import ncu` and `llmperf validate` on real recorded ncu outputs
 //! (the shared corpus; llmperf is handed copies).
-mod common;
-use common::*;
+use crate::common::*;
 use predicates::prelude::*;
 use std::path::{Path, PathBuf};
 

@@ -2,8 +2,7 @@
 //! installed by setup.sh. There is no GPU here: ncu runs the workload, matches
 //! its NVTX ranges and reports that nothing was profiled; llmperf must say so
 //! and invent nothing.
-mod common;
-use common::*;
+use crate::common::*;
 use predicates::prelude::*;
 
 #[test]

@@ -7,8 +7,7 @@
 //! number: the instances nsys captured of the regions the pass selects.
 //! A compiler that writes `A::A1` as `A/A1/` (what ncu matches 0 times)
 //! fails here.
-mod common;
-use common::*;
+use crate::common::*;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;

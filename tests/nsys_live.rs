@@ -1,8 +1,7 @@
 //! `llmperf profile` under the real Nsight Systems installed by setup.sh.
 //! Every test holds the nsys lock: two nsys sessions at once hang here.
-mod common;
+use crate::common::*;
 use assert_cmd::assert::OutputAssertExt;
-use common::*;
 use predicates::prelude::*;
 use std::path::Path;
 use std::process::Command;
@@ -573,7 +572,7 @@ fn import_of_a_report_too_new_for_this_nsys_fails_with_a_hint() {
 fn nsys_stats_runs_the_configured_reports_or_none() {
     let _nsys = nsys_lock();
     let root = tempfile::tempdir().unwrap();
-    let sqlite = common::own("runs/cpu_llm_tiny/nsys/report.sqlite");
+    let sqlite = crate::common::own("runs/cpu_llm_tiny/nsys/report.sqlite");
     let import = |name: &str, stats: &str| {
         let out = root.path().join(name);
         llmperf()

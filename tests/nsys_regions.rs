@@ -1,6 +1,5 @@
 //! Native ingestion of nsys SQLite exports against nsys's own reports on the
 //! same real files (the shared corpus: real/ and real/derived/, see its PROVENANCE.md).
-mod common;
 use llmperf::aggregate::nsys::{self as aggregate, RegionsReport};
 use llmperf::error::ErrorKind;
 use llmperf::parse::nsys_sqlite::NsysDb;
@@ -17,7 +16,7 @@ fn ingest(path: &Path) -> (RegionsReport, Vec<aggregate::TopKernel>, usize) {
 
 /// Rows of an `nsys stats --format csv` file of the corpus as header → value maps.
 fn stats_csv(rel: &str) -> Vec<HashMap<String, String>> {
-    let path = common::corpus_dir().expect("the corpus, checked by the caller").join(rel);
+    let path = crate::common::corpus_dir().expect("the corpus, checked by the caller").join(rel);
     let mut r = csv::Reader::from_path(path).unwrap();
     let header: Vec<String> = r.headers().unwrap().iter().map(str::to_string).collect();
     r.records().map(|rec| header.iter().cloned().zip(rec.unwrap().iter().map(str::to_string)).collect()).collect()
@@ -152,7 +151,7 @@ fn bad_inputs_name_the_file_and_hint() {
 
     let truncated = dir.path().join("truncated.sqlite");
     // A copy of the project's own capture, cut.
-    let bytes = std::fs::read(common::own("runs/cpu_llm_tiny/nsys/report.sqlite")).unwrap();
+    let bytes = std::fs::read(crate::common::own("runs/cpu_llm_tiny/nsys/report.sqlite")).unwrap();
     std::fs::write(&truncated, &bytes[..bytes.len() / 3]).unwrap();
     let err = match NsysDb::open(&truncated) {
         Err(e) => e,
@@ -579,7 +578,7 @@ fn oracle(db: &Path) -> Oracle {
 
 /// The same three views of llmperf's import (regions.json).
 fn as_imported(run: &Path) -> Oracle {
-    let regions = common::json(&run.join("nsys/regions.json"));
+    let regions = crate::common::json(&run.join("nsys/regions.json"));
     let mut o = Oracle::default();
     for p in regions["processes"].as_array().into_iter().flatten() {
         let e = o.per_process.entry(p["process_id"].as_i64().unwrap()).or_default();
@@ -606,10 +605,10 @@ fn as_imported(run: &Path) -> Oracle {
 #[test]
 fn every_nsys_export_of_the_corpus_equals_plain_sql() {
     let test = "every_nsys_export_of_the_corpus_equals_plain_sql";
-    let mut files = vec![common::own("runs/cpu_llm_tiny/nsys/report.sqlite")];
-    match common::corpus_dir() {
+    let mut files = vec![crate::common::own("runs/cpu_llm_tiny/nsys/report.sqlite")];
+    match crate::common::corpus_dir() {
         Some(dir) => files.extend(sqlite_files(&dir)),
-        None => common::skipped(test, "the shared corpus is not there: only the project's own capture checked"),
+        None => crate::common::skipped(test, "the shared corpus is not there: only the project's own capture checked"),
     }
     let root = tempfile::tempdir().unwrap();
     let mut judged = Vec::new();
@@ -619,14 +618,14 @@ fn every_nsys_export_of_the_corpus_equals_plain_sql() {
         let copy = root.path().join(format!("{i}.sqlite"));
         std::fs::copy(db, &copy).unwrap();
         let run = root.path().join(format!("run{i}"));
-        common::import_nsys(&copy, &run, &["report.nvtx_attributes=[]"]);
+        crate::common::import_nsys(&copy, &run, &["report.nvtx_attributes=[]"]);
         let (want, got) = (oracle(&copy), as_imported(&run));
         assert_eq!(got.per_process, want.per_process, "{}: kernels per process", db.display());
         assert_eq!(got.per_name, want.per_name, "{}: instances and ns per range name", db.display());
         let mut want_top = want.top_level_gpu;
         want_top.retain(|_, ns| *ns > 0);
         assert_eq!(got.top_level_gpu, want_top, "{}: GPU time per top-level range name", db.display());
-        common::assert_kernel_labels_unique(&run);
+        crate::common::assert_kernel_labels_unique(&run);
         kernels += got.per_process.values().map(|p| p.0).sum::<usize>();
         names += got.per_name.len();
         tops += got.top_level_gpu.len();
@@ -634,7 +633,7 @@ fn every_nsys_export_of_the_corpus_equals_plain_sql() {
     }
     eprintln!("judged against SQL: {}", judged.join(", "));
     assert!(!judged.is_empty());
-    if common::corpus_dir().is_some() {
+    if crate::common::corpus_dir().is_some() {
         assert!(
             kernels > 20_000 && names > 100 && tops > 10,
             "{kernels} kernels, {names} names, {tops} top-level names"

@@ -3,11 +3,10 @@
 //! `real/nsys-ai/mfu_2gpu_before.sqlite`, nsys 2026.2): every operator's
 //! instances and time equal plain SQL sums over the raw names, and no
 //! report lists `op_id =`.
-mod common;
 
 use std::collections::BTreeMap;
 
-use common::json;
+use crate::common::json;
 
 /// The operator of a raw name, by an independent rule: everything before the
 /// first `, seq = `, `, op_id = `, `, sizes = `, `, input_op_ids = ` or `, stashed seq = `.
@@ -20,9 +19,9 @@ fn operator(raw: &str) -> &str {
 fn pytorch_operators_are_one_region_each_and_sum_to_the_raw_ranges() {
     let test = "pytorch_operators_are_one_region_each_and_sum_to_the_raw_ranges";
     let root = tempfile::tempdir().unwrap();
-    let Some(db) = common::corpus_copy(test, "real/nsys-ai/mfu_2gpu_before.sqlite", root.path()) else { return };
+    let Some(db) = crate::common::corpus_copy(test, "real/nsys-ai/mfu_2gpu_before.sqlite", root.path()) else { return };
     let out = root.path().join("run");
-    common::import_nsys(&db, &out, &[]);
+    crate::common::import_nsys(&db, &out, &[]);
     // Plain SQL over the raw names: instances and total ns per operator.
     let conn = rusqlite::Connection::open(&db).unwrap();
     let mut stmt = conn
@@ -60,7 +59,7 @@ fn pytorch_operators_are_one_region_each_and_sum_to_the_raw_ranges() {
     }
     // report.nvtx_attributes=[] keeps the raw names.
     let raw = root.path().join("raw");
-    common::import_nsys(&db, &raw, &["report.nvtx_attributes=[]"]);
+    crate::common::import_nsys(&db, &raw, &["report.nvtx_attributes=[]"]);
     let regions = json(&raw.join("nsys/regions.json"));
     assert!(regions["normalized"].is_null());
     assert!(regions["regions"].as_array().unwrap().iter().any(|r| r["name"].as_str().unwrap().contains(", op_id = ")));

@@ -1,8 +1,7 @@
 //! Ranks of one job side by side (ranks.json), on the real two-process
 //! torchrun capture of the corpus (nsys-ai `mfu_2gpu_before.sqlite`: two
 //! H100s, nsys 2026.2), checked against plain SQL per process.
-mod common;
-use common::*;
+use crate::common::*;
 use std::collections::BTreeMap;
 
 /// Each rank is one process, given its rank by its CUDA device; its kernel
@@ -162,7 +161,7 @@ fn ranks_under_a_launcher_write_apart_and_merge_with_failures_reported() {
     // another rank's directory: refused by name, never merged without a word.
     let edited = |name: &str, edit: &dyn Fn(&mut serde_json::Value), to: Option<&str>| {
         let copy = root.path().join(name);
-        common::copy_dir(&job, &copy);
+        crate::common::copy_dir(&job, &copy);
         let file = copy.join("ranks/1/rank.json");
         let mut id = json(&file);
         edit(&mut id);

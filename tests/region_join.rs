@@ -3,8 +3,7 @@
 //! spell every kernel differently: nsys's kernel summary of the whole run
 //! (`void flash::flash_fwd_splitkv_kernel<…(int)128…(bool)0…>(flash::…)`) and
 //! ncu's details of 20 of its kernels (`void flash_fwd_splitkv_kernel<…128…0…>(…)`).
-mod common;
-use common::*;
+use crate::common::*;
 use std::collections::HashMap;
 use std::path::Path;
 

@@ -1,7 +1,6 @@
 //! `llmperf report RUN_DIR` rebuilds every report from the run's artifacts
 //! alone: on a copy of a run directory it gives the same bytes, timestamps aside.
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::Path;
 
 const KERNEL_0013: &str =

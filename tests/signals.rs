@@ -4,8 +4,7 @@
 //! imports stop their children; a signal during native ingestion (no child)
 //! ends the run `interrupted`, not `ok`. Every test that starts nsys holds the
 //! nsys lock: two nsys sessions at once hang here.
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

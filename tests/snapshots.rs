@@ -9,11 +9,10 @@
 //!
 //! A changed report fails here with the diff; accept it with `cargo insta review`
 //! (or INSTA_UPDATE=always) after reading it. Timestamps are blanked first.
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::Path;
 
-/// Beyond common::REPORTS (report.html is checked in tests/html.rs, not snapshotted).
+/// Beyond crate::common::REPORTS (report.html is checked in tests/html.rs, not snapshotted).
 const MORE: [&str; 7] = [
     "regions.md",
     "roofline.json",

@@ -1,5 +1,5 @@
 //! Every published JSON Schema under specs/ is the one generated from the
-//! types that write the artifact. `LLMPERF_UPDATE_SPECS=1 cargo test --test specs`
+//! types that write the artifact. `LLMPERF_UPDATE_SPECS=1 cargo test --release --test tests specs::`
 //! rewrites them after a deliberate change.
 use std::path::Path;
 
@@ -19,5 +19,8 @@ fn published_schemas_are_the_generated_ones() {
             stale.push(artifact.spec);
         }
     }
-    assert!(stale.is_empty(), "stale or missing: {stale:?}; run LLMPERF_UPDATE_SPECS=1 cargo test --test specs");
+    assert!(
+        stale.is_empty(),
+        "stale or missing: {stale:?}; run LLMPERF_UPDATE_SPECS=1 cargo test --release --test tests specs::"
+    );
 }

@@ -1,9 +1,8 @@
 //! MFU for a user's command (issue 16): `workload.flops` gives the FLOPs of
 //! one instance per region; nsys gives its wall time; the peak comes from
 //! `hardware.*` or the GPU table, by the GPU the run knows of.
-mod common;
 
-use common::{json, llmperf, nsys_lock, run_dir};
+use crate::common::{json, llmperf, nsys_lock, run_dir};
 
 /// The MFU cell of a region's row in stakeholder_summary.md.
 fn mfu_cell(summary: &str, region: &str) -> String {
@@ -31,8 +30,8 @@ fn a_user_command_with_workload_flops_gets_mfu_per_region() {
         .args([
             r#"workload.flops={A: 4.2e7, "A::A1": 4.2e6, B: 1.4e7, nope: 1}"#,
             "hardware.peak_tflops=0.2",
-            common::NSYS_HANG[0],
-            common::NSYS_HANG[1],
+            crate::common::NSYS_HANG[0],
+            crate::common::NSYS_HANG[1],
             "--",
             me,
             "workload",
@@ -66,10 +65,10 @@ fn a_user_command_with_workload_flops_gets_mfu_per_region() {
 fn an_imported_capture_takes_its_peak_from_the_gpu_it_names() {
     let test = "an_imported_capture_takes_its_peak_from_the_gpu_it_names";
     let root = tempfile::tempdir().unwrap();
-    let Some(db) = common::corpus_copy(test, "real/memfusion/report1.sqlite", root.path()) else { return };
+    let Some(db) = crate::common::corpus_copy(test, "real/memfusion/report1.sqlite", root.path()) else { return };
     let out = root.path().join("run");
     let region = "TensorRT@ExecutionContext::execute::/fc/Gemm";
-    common::import_nsys(&db, &out, &[&format!(r#"workload.flops={{"{region}": 1.0e6}}"#)]);
+    crate::common::import_nsys(&db, &out, &[&format!(r#"workload.flops={{"{region}": 1.0e6}}"#)]);
     let summary = std::fs::read_to_string(out.join("stakeholder_summary.md")).unwrap();
     assert!(
         summary.contains("from RTX 3090, FP16/BF16 tensor, FP32 accumulate, dense, 936 GB/s (conf/hardware/gpu_peaks.yaml) (GPU name from nsys/capture.json)"),
@@ -82,7 +81,7 @@ fn an_imported_capture_takes_its_peak_from_the_gpu_it_names() {
     );
     // Without workload.flops: the reason, with the fix.
     let plain = root.path().join("plain");
-    common::import_nsys(&db, &plain, &[]);
+    crate::common::import_nsys(&db, &plain, &[]);
     let summary = std::fs::read_to_string(plain.join("stakeholder_summary.md")).unwrap();
     assert!(summary.contains("MFU not computed: no analytic FLOP count (a user command, not a built-in workload; hint: give the FLOPs of one instance per region, workload.flops="), "{summary}");
 }
@@ -94,10 +93,10 @@ fn an_imported_capture_takes_its_peak_from_the_gpu_it_names() {
 fn an_export_without_a_gpu_name_takes_the_one_hardware_gpu_gives() {
     let test = "an_export_without_a_gpu_name_takes_the_one_hardware_gpu_gives";
     let root = tempfile::tempdir().unwrap();
-    let Some(db) = common::corpus_copy(test, "real/nsys-ai/mfu_2gpu_before.sqlite", root.path()) else { return };
+    let Some(db) = crate::common::corpus_copy(test, "real/nsys-ai/mfu_2gpu_before.sqlite", root.path()) else { return };
     let flops = r#"workload.flops={"FlashAttnFunc": 1.0e9}"#;
     let unnamed = root.path().join("unnamed");
-    common::import_nsys(&db, &unnamed, &[flops]);
+    crate::common::import_nsys(&db, &unnamed, &[flops]);
     let summary = std::fs::read_to_string(unnamed.join("stakeholder_summary.md")).unwrap();
     assert!(summary.contains("| GPU | none recorded |"), "{summary}");
     assert!(
@@ -106,7 +105,7 @@ fn an_export_without_a_gpu_name_takes_the_one_hardware_gpu_gives() {
         "{summary}"
     );
     let named = root.path().join("named");
-    common::import_nsys(&db, &named, &[flops, "hardware.gpu=H100-SXM"]);
+    crate::common::import_nsys(&db, &named, &[flops, "hardware.gpu=H100-SXM"]);
     let summary = std::fs::read_to_string(named.join("stakeholder_summary.md")).unwrap();
     assert!(
         summary.contains(

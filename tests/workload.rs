@@ -1,8 +1,7 @@
 //! The built-in workloads through the executable (and so the plugin) on CPU:
 //! timings.json against its schema and FLOPs formula, stages, TorchScript
 //! models exported by the venv's torch. (The models in-process: torch/src/workload/tests.rs.)
-mod common;
-use common::*;
+use crate::common::*;
 use predicates::prelude::*;
 use std::path::Path;
 

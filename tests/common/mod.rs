@@ -11,8 +11,8 @@ mod testdata;
 pub use testdata::{corpus_dir, corpus_file, own, skipped};
 
 /// Two nsys sessions at once hang on these machines (REFERENCE §1): every test
-/// that starts nsys holds this lock. Cargo runs test binaries one at a time,
-/// and all nsys tests live in one binary per file, so this serializes them.
+/// that starts nsys holds this lock. Every integration test is in one binary
+/// (tests/tests.rs), so this one lock serializes them all.
 pub static NSYS: Mutex<()> = Mutex::new(());
 
 /// nsys 2022.4 here sometimes hangs converting its capture (REFERENCE §1):

@@ -1,0 +1,32 @@
+//! Every integration test in one binary, one module per file (ripgrep's
+//! `tests/tests.rs`): the library and its dependencies are linked once, not
+//! once per file, and the nsys lock (`common::NSYS`) covers every test that
+//! starts nsys. One file's tests: `cargo test --release --test tests compare::`.
+#[macro_use]
+mod common;
+mod bad_inputs;
+mod cli;
+mod compare;
+mod gpu_fixtures;
+mod html;
+mod launchers;
+mod layout;
+mod link;
+mod ncu_bad_inputs;
+mod ncu_csv;
+mod ncu_fast;
+mod ncu_import;
+mod ncu_live;
+mod ncu_matching;
+mod nsys_live;
+mod nsys_regions;
+mod pytorch_names;
+mod ranks;
+mod region_join;
+mod reports;
+mod signals;
+mod snapshots;
+mod specs;
+mod user_mfu;
+mod workflows;
+mod workload;
