@@ -2,15 +2,21 @@
 //! same real files (the shared corpus: real/ and real/derived/, see its PROVENANCE.md).
 use llmperf::aggregate::nsys::{self as aggregate, RegionsReport};
 use llmperf::error::ErrorKind;
-use llmperf::parse::nsys_sqlite::NsysDb;
+use llmperf::parse::nsys::sqlite::NsysDb;
 use std::collections::HashMap;
 use std::path::Path;
 
 const MEMFUSION: &str = "real/memfusion/report1.sqlite";
 const ABACUS: &str = "real/derived/abacus/report1.nsys2022.4.sqlite";
 
+/// One pass over an export into its reports, as the pipeline makes them.
+fn pass(db: &NsysDb, top_n: usize) -> Result<aggregate::Ingested, llmperf::error::Error> {
+    let read = llmperf::parse::nsys::ingest::ingest(db, &[], aggregate::KernelTotals::new)?;
+    aggregate::reports(read, &[], top_n)
+}
+
 fn ingest(path: &Path) -> (RegionsReport, Vec<aggregate::TopKernel>, usize) {
-    let done = aggregate::ingest(&NsysDb::open(path).unwrap(), &[], 0).unwrap();
+    let done = pass(&NsysDb::open(path).unwrap(), 0).unwrap();
     (done.regions, done.top, done.kernels)
 }
 
@@ -155,7 +161,7 @@ fn bad_inputs_name_the_file_and_hint() {
     std::fs::write(&truncated, &bytes[..bytes.len() / 3]).unwrap();
     let err = match NsysDb::open(&truncated) {
         Err(e) => e,
-        Ok(db) => aggregate::ingest(&db, &[], 0).err().unwrap(),
+        Ok(db) => pass(&db, 0).err().unwrap(),
     };
     assert!(err.message.contains("truncated.sqlite"), "{}", err.message);
     assert!(err.hint.is_some());
@@ -188,7 +194,7 @@ fn nsys_outputs_follow_their_schemas() {
 #[test]
 fn deep_mode_filter_from_a_real_capture_matches_exactly_its_top_kernels() {
     let Some(db) = corpus!(ABACUS) else { return };
-    let all = aggregate::ingest(&NsysDb::open(&db).unwrap(), &[], 0).unwrap().top;
+    let all = pass(&NsysDb::open(&db).unwrap(), 0).unwrap().top;
     let top = all[..10].to_vec();
     let names: Vec<String> = top.iter().map(|k| k.name.clone()).collect();
     let cfg = llmperf::config::load(&llmperf::config::LoadOptions::default()).unwrap().config;
@@ -375,7 +381,7 @@ fn rows_out_of_order_after_sorting_are_an_error_not_a_partial_report() {
     )
     .unwrap();
     drop(conn);
-    let err = aggregate::ingest(&NsysDb::open(&copy).unwrap(), &[], 0).err().expect("an error, not a report");
+    let err = pass(&NsysDb::open(&copy).unwrap(), 0).err().expect("an error, not a report");
     assert_eq!(err.kind, ErrorKind::Unparseable);
     assert!(err.message.contains("copy.sqlite: reading NVTX_EVENTS"), "{}", err.message);
     assert!(err.message.contains("table NVTX_EVENTS, column start, row "), "{}", err.message);
@@ -432,7 +438,7 @@ fn kernels_out_of_id_order(db: &Path, factor: i64) -> (tempfile::TempDir, std::p
 /// Ids 100 apart.
 #[test]
 fn kernels_out_of_id_order_past_the_assumed_bound_give_the_same_reports() {
-    use llmperf::parse::launch_join::{ASSUMED_DISORDER, MAX_DISORDER};
+    use llmperf::parse::nsys::launch_join::{ASSUMED_DISORDER, MAX_DISORDER};
     let Some(db) = corpus!(MEMFUSION) else { return };
     let (_dir, copy, spread) = kernels_out_of_id_order(&db, 100);
     assert!(
@@ -447,7 +453,7 @@ fn kernels_out_of_id_order_past_the_assumed_bound_give_the_same_reports() {
 /// with the same reports. Ids 1,000 apart.
 #[test]
 fn kernels_far_out_of_id_order_are_joined_by_sqlite_with_the_same_reports() {
-    use llmperf::parse::launch_join::MAX_DISORDER;
+    use llmperf::parse::nsys::launch_join::MAX_DISORDER;
     let Some(db) = corpus!(MEMFUSION) else { return };
     let (_dir, copy, spread) = kernels_out_of_id_order(&db, 1000);
     assert!(spread > MAX_DISORDER, "newest first, the ids fall by {spread}: past what the join reads ahead");

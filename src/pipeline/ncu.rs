@@ -5,7 +5,7 @@
 //! stage reads every pass's CSV into the region aggregator and writes
 //! `ncu/regions/` and `roofline.json`. Every raw file is written before
 //! anything parses it and kept on failure.
-use crate::parse::nsys_sqlite::Style;
+use crate::parse::nsys::sqlite::Style;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

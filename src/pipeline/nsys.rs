@@ -14,7 +14,7 @@ use crate::config::schema::NsysConfig;
 use crate::config::Config;
 use crate::error::{Error, ErrorKind};
 use crate::manifest::{Diagnosis, ExitInfo, ManifestWriter};
-use crate::parse::nsys_sqlite::NsysDb;
+use crate::parse::nsys::sqlite::NsysDb;
 use crate::process::{self, Exit, Finished, Sink, Spawn};
 use crate::profile::nsys;
 use crate::profile::tools::Tool;
@@ -486,7 +486,8 @@ pub(crate) fn write_outputs(
     let t = std::time::Instant::now();
     let db = NsysDb::open(sqlite)?;
     run.write_json(run_dir::NSYS_CAPTURE, &db.capture_host())?;
-    let mut done = aggregate::nsys::ingest(&db, &opts.strip, top_n)?;
+    let pass = crate::parse::nsys::ingest::ingest(&db, &opts.strip, aggregate::nsys::KernelTotals::new)?;
+    let mut done = aggregate::nsys::reports(pass, &opts.strip, top_n)?;
     let read = t.elapsed();
     signals::check()?;
     // `profile --launcher`: each process's rank, as its launcher gave it.

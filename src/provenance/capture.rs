@@ -1,5 +1,5 @@
 //! provenance: `nsys/capture.json`, the machine an nsys capture was taken on,
-//! as its SQLite export records it (parse::nsys_sqlite reads it). For an
+//! as its SQLite export records it (parse::nsys::sqlite reads it). For an
 //! imported capture this, not env.json, is the machine that was profiled.
 /// `nsys/capture.json`: the machine a capture was taken on, from its export.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]

@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 use super::model::{Derived, Inputs, KernelsReport, OperatorsReport, StageUse};
 use super::peaks::Peak;
-use crate::parse::nsys_sqlite::Style;
+use crate::parse::nsys::sqlite::Style;
 
 const WIDTH: f64 = 900.0;
 

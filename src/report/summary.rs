@@ -6,7 +6,7 @@ use std::fmt::Write;
 use super::model::{Derived, Inputs, KernelsReport, OperatorsReport, StageUse};
 use super::peaks::Peak;
 use crate::markdown::code;
-use crate::parse::nsys_sqlite::Style;
+use crate::parse::nsys::sqlite::Style;
 use crate::provenance::capture::CaptureHost;
 use crate::provenance::Env;
 

@@ -24,6 +24,7 @@ pub struct Batcher<T> {
 }
 
 impl<T> Batcher<T> {
+    #[inline] // per row, in the reader's loop
     pub fn push(&mut self, row: T) -> bool {
         self.buf.push(row);
         self.buf.len() < BATCH || self.flush()
@@ -45,6 +46,7 @@ pub struct Stream<T> {
 impl<T> Iterator for Stream<T> {
     type Item = T;
 
+    #[inline] // per row, in the consumer's loop
     fn next(&mut self) -> Option<T> {
         loop {
             if let Some(row) = self.batch.next() {

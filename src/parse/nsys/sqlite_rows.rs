@@ -47,6 +47,7 @@ impl<'c> Rows<'c> {
 
     /// Moves to the next row: false at the end, and on every call after it
     /// (a statement stepped past its end would run again from the first row).
+    #[inline]
     pub fn step(&mut self) -> Result<bool, rusqlite::Error> {
         if let Some(e) = self.wrong_type.take() {
             return Err(e);
@@ -68,6 +69,7 @@ impl<'c> Rows<'c> {
 
     /// An integer column of the current row (NULL reads as 0; a value of
     /// another type fails the next `step`).
+    #[inline] // per column of every row: keep it in the readers' loops wherever they land
     pub fn int(&self, col: c_int) -> i64 {
         // SAFETY: called only after `step` returned a row; an out-of-range column reads 0.
         let v = unsafe { ffi::sqlite3_column_int64(self.stmt, col) };
@@ -110,6 +112,7 @@ impl<'c> Rows<'c> {
 
     /// An integer column of the current row, None when NULL (another type
     /// fails the next `step`, as for `int`).
+    #[inline]
     pub fn opt_int(&self, col: c_int) -> Option<i64> {
         // SAFETY: as for `int`.
         let null = unsafe { ffi::sqlite3_column_type(self.stmt, col) } == ffi::SQLITE_NULL;

@@ -120,6 +120,9 @@ pub const ASSUMED_DISORDER: i64 = 4096;
 /// or None when an assumed bound did not hold (a kernel of a second process,
 /// or one further out of order): the calls since may have missed kernels, and
 /// the caller joins again with a measured bound.
+// A function of its own: once inlined into its caller, its own hot calls
+// (the held kernels' map) were not (callgrind, docs/internals.md).
+#[inline(never)]
 pub fn join<T, S: Copy, E>(
     calls: impl Iterator<Item = Result<Call<T>, E>>,
     kernels: impl Iterator<Item = Result<Executed<S>, E>>,

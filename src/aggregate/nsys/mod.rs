@@ -1,0 +1,789 @@
+//! aggregate: the NVTX region tree of an nsys capture, with GPU kernel
+//! attribution, and its top kernels. The sinks of one streaming pass over the
+//! SQLite export ([`crate::parse::nsys::ingest`]), a [`Sweep`] and
+//! [`KernelTotals`], become the `nsys/regions.json`, `nsys/top_kernels.json`
+//! and `nsys/samples.json` models ([`model`]; [`reports`]), in memory that
+//! does not grow with the capture (docs/internals.md, "NVTX regions from nsys").
+//!
+//! - Push/pop ranges nest per thread. A range's parent is the innermost range
+//!   still open on its thread when it starts (push/pop ranges are a stack, so
+//!   on one thread they nest properly). Regions are named by their path,
+//!   outermost first, joined by `::` (`decode_all::decode_step`).
+//! - Start/end ranges cannot be put on a thread's stack: each is a depth-0
+//!   region of its own name, with times and instances but no kernels.
+//! - A kernel belongs to the push/pop ranges open on the thread that launched
+//!   it, at the time of the launch call (CUDA runtime row with the kernel's
+//!   correlation id): exclusively to the innermost, inclusively to it and all
+//!   its ancestors. Kernels launched outside every range (or whose launch call
+//!   was not traced) are `unattributed`.
+use rustc_hash::FxHashMap as HashMap;
+
+mod model;
+pub use model::*;
+
+use super::runs::{self, Runs};
+use crate::error::Error;
+use crate::parse::nsys::batched::Stream;
+use crate::parse::nsys::ingest::{Ingest, KernelSink, Timeline};
+use crate::parse::nsys::sqlite::{odd_note, pid_of, plausible, tid_of, Kernel, Launched, Names, NvtxRange, Style};
+use crate::regions;
+
+/// What one pass over an export gives: the three reports, and the number
+/// of kernels read.
+pub struct Ingested {
+    pub regions: RegionsReport,
+    pub top: Vec<TopKernel>,
+    pub samples: Samples,
+    pub kernels: usize,
+}
+
+/// The three reports of one pass over an export
+/// ([`crate::parse::nsys::ingest::ingest`] into a [`Sweep`] and
+/// [`KernelTotals`]): the region tree with kernel attribution, the top `top_n`
+/// kernels (all when 0) and the samples behind both. `strip`: the attribute
+/// keys the range reader stripped (`report.nvtx_attributes`), for the note.
+///
+/// The sweep holds per thread only the ranges open at the moment, plus one
+/// accumulator per region; instance durations go to sorted runs on disk
+/// ([`super::runs`]) for the medians and samples.
+pub fn reports(read: Ingest<Sweep, KernelTotals>, strip: &[String], top_n: usize) -> Result<Ingested, Error> {
+    let normalized = read.renamed.map(|r| Normalized {
+        keys: strip.to_vec(),
+        raw_names: r.raw_names,
+        operators: r.operators,
+        instances: r.instances,
+    });
+    read.timeline.finish(read.names, normalized, read.kernels, top_n)
+}
+
+/// A process id and a CUDA device (None when not read).
+type ProcessDevice = (i64, Option<i64>);
+
+/// The kernel table's per-name (calls, total, min, max) ns and durations:
+/// the [`KernelSink`] of a pass.
+pub struct KernelTotals {
+    by_name: HashMap<u32, (usize, i64, i64, i64)>,
+    /// CUDA graph nodes: count and ns.
+    graph: (usize, i64),
+    /// Per (process, device): kernels, ns, communication ns; the last one
+    /// used first (rows come in runs of one process and device).
+    by_process: Vec<(ProcessDevice, usize, i64, i64)>,
+    last_process: usize,
+    /// Which name ids are communication kernels (NCCL), by id.
+    comm: std::sync::Arc<Vec<bool>>,
+    /// Each name's short name, as first seen.
+    short: HashMap<u32, u32>,
+    durations: Runs,
+    odd: usize,
+    /// The first error of writing `durations` to disk.
+    failed: Option<Error>,
+}
+
+impl KernelTotals {
+    /// Totals for an export whose strings are `names` (kernel names are among
+    /// them, interned before the readers start).
+    pub fn new(names: &Names) -> Self {
+        let comm = std::sync::Arc::new(names.all().iter().map(|n| crate::kernel_names::is_comm(n)).collect());
+        KernelTotals {
+            by_name: HashMap::default(),
+            graph: (0, 0),
+            by_process: Vec::new(),
+            last_process: 0,
+            comm,
+            short: HashMap::default(),
+            durations: Runs::new(runs::DEFAULT_CAP),
+            odd: 0,
+            failed: None,
+        }
+    }
+}
+
+impl KernelSink for KernelTotals {
+    fn take_error(&mut self) -> Option<Error> {
+        self.failed.take()
+    }
+
+    // Called once per kernel from the reader's generic pass, in another
+    // module: without the hint it was a call per kernel there (callgrind).
+    #[inline]
+    fn add(&mut self, k: Kernel, strings: &HashMap<i64, u32>) {
+        if !plausible(k.start, k.end) {
+            self.odd += 1;
+            return;
+        }
+        let ns = k.end - k.start;
+        let e = self.by_name.entry(k.name).or_insert((0, 0, i64::MAX, i64::MIN));
+        if let (0, Some(short)) = (e.0, k.short_id.and_then(|id| strings.get(&id))) {
+            self.short.insert(k.name, *short); // once per name, not per kernel
+        }
+        *e = (e.0 + 1, e.1.saturating_add(ns), e.2.min(ns), e.3.max(ns));
+        if k.graph {
+            self.graph = (self.graph.0 + 1, self.graph.1.saturating_add(ns));
+        }
+        let key = (k.pid, k.device);
+        if self.by_process.get(self.last_process).is_none_or(|p| p.0 != key) {
+            self.last_process = match self.by_process.iter().position(|p| p.0 == key) {
+                Some(i) => i,
+                None => {
+                    self.by_process.push((key, 0, 0, 0));
+                    self.by_process.len() - 1
+                }
+            };
+        }
+        let comm = self.comm.get(k.name as usize).copied().unwrap_or(false);
+        let p = &mut self.by_process[self.last_process];
+        (p.1, p.2) = (p.1 + 1, p.2.saturating_add(ns));
+        if comm {
+            p.3 = p.3.saturating_add(ns);
+        }
+        if self.failed.is_none() {
+            self.failed = self.durations.push(k.name, ns).err();
+        }
+    }
+}
+
+/// A region being built: identity plus accumulators (no per-instance data:
+/// durations go to the sweep's sorted runs).
+struct Acc {
+    parent: Option<u32>,
+    name: u32,
+    domain: u32,
+    style: Style,
+    global_tid: i64,
+    depth: usize,
+    instances: usize,
+    inclusive_ns: i64,
+    min_ns: i64,
+    max_ns: i64,
+    child_ns: i64,
+    kernels: usize,
+    gpu_ns: i64,
+    kernels_excl: usize,
+    gpu_excl_ns: i64,
+    span_ns: i64,
+    graph_kernels: usize,
+    graph_ns: i64,
+    /// Kernels launched while this region was the innermost open one, by
+    /// name: (name, calls, ns), sorted by name (few per region: a binary
+    /// search is cheaper than hashing each launch).
+    exclusive_kernels: Vec<(u32, usize, i64)>,
+}
+
+/// A push/pop range instance still open on its thread.
+struct Open {
+    end: i64,
+    region: u32,
+    first_kernel: i64,
+    last_kernel: i64,
+    /// GPU time of the kernels launched while this instance was open.
+    gpu_ns: i64,
+}
+
+/// The time sweep: per thread the stack of open ranges, per region its
+/// accumulator; the [`Timeline`] of a pass.
+pub struct Sweep {
+    regions: Vec<Acc>,
+    ids: HashMap<(i64, Option<u32>, Style, u32, u32), u32>,
+    stacks: HashMap<i64, Vec<Open>>,
+    durations: Runs,
+    /// Each push/pop instance's GPU time, keyed by region.
+    gpu_durations: Runs,
+    /// The first error of writing `gpu_durations` to disk.
+    failed: Option<Error>,
+    ranges: usize,
+    odd_ranges: usize,
+    attributed: (usize, i64),
+    attributed_graph: (usize, i64),
+}
+
+impl Default for Sweep {
+    fn default() -> Self {
+        Sweep {
+            regions: Vec::new(),
+            ids: HashMap::default(),
+            stacks: HashMap::default(),
+            durations: Runs::new(runs::DEFAULT_CAP),
+            gpu_durations: Runs::new(runs::DEFAULT_CAP),
+            failed: None,
+            ranges: 0,
+            odd_ranges: 0,
+            attributed: (0, 0),
+            attributed_graph: (0, 0),
+        }
+    }
+}
+
+impl Timeline for Sweep {
+    /// Ranges and launches merged by time (a range before a launch at the
+    /// same time: a range contains the calls made from its start). False when
+    /// a stream was not in time order.
+    fn run(&mut self, mut ranges: Stream<NvtxRange>, mut launches: Stream<Launched>) -> Result<bool, Error> {
+        let mut r = ranges.next();
+        let mut l = launches.next();
+        let (mut last_start, mut last_launch) = (i64::MIN, i64::MIN);
+        let mut last_on_thread: HashMap<i64, (i64, i64)> = HashMap::default();
+        loop {
+            let take_range = match (&r, &l) {
+                (None, None) => break,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (Some(a), Some(b)) => a.start <= b.launch,
+            };
+            if take_range {
+                let range = r.take().expect("a range is next");
+                r = ranges.next();
+                if !plausible(range.start, range.end) {
+                    self.odd_ranges += 1;
+                    continue;
+                }
+                // Starts never decrease; on one thread, the outer range comes
+                // first when two start together.
+                let on_thread = last_on_thread.entry(range.global_tid).or_insert((i64::MIN, 0));
+                if range.start < last_start || (range.start, -range.end) < *on_thread {
+                    return Ok(false);
+                }
+                (last_start, *on_thread) = (range.start, (range.start, -range.end));
+                self.range(range)?;
+            } else {
+                let launched = l.take().expect("a launch is next");
+                l = launches.next();
+                if launched.launch < last_launch {
+                    return Ok(false);
+                }
+                last_launch = launched.launch;
+                if plausible(launched.start, launched.end) {
+                    self.launch(launched);
+                }
+            }
+        }
+        Ok(true)
+    }
+}
+
+impl Sweep {
+    /// Close the ranges of a thread that ended by `t`; each instance's GPU
+    /// time goes to `gpu` (the first error of writing it to `failed`).
+    fn close(stack: &mut Vec<Open>, regions: &mut [Acc], gpu: &mut Runs, failed: &mut Option<Error>, t: i64) {
+        while stack.last().is_some_and(|o| o.end <= t) {
+            let o = stack.pop().expect("checked above");
+            if o.first_kernel <= o.last_kernel {
+                regions[o.region as usize].span_ns += o.last_kernel - o.first_kernel;
+            }
+            if failed.is_none() {
+                *failed = gpu.push(o.region, o.gpu_ns).err();
+            }
+        }
+    }
+
+    fn range(&mut self, r: NvtxRange) -> Result<(), Error> {
+        self.ranges += 1;
+        let stack = self.stacks.entry(r.global_tid).or_default();
+        let parent = if r.style == Style::PushPop {
+            Self::close(stack, &mut self.regions, &mut self.gpu_durations, &mut self.failed, r.start);
+            stack.last().map(|o| o.region)
+        } else {
+            // Start/end ranges cannot be put on a thread's stack.
+            None
+        };
+        let key = (r.global_tid, parent, r.style, r.domain, r.name);
+        let regions = &mut self.regions;
+        let region = *self.ids.entry(key).or_insert_with(|| {
+            regions.push(Acc {
+                parent,
+                name: r.name,
+                domain: r.domain,
+                style: r.style,
+                global_tid: r.global_tid,
+                depth: parent.map_or(0, |p| regions[p as usize].depth + 1),
+                instances: 0,
+                inclusive_ns: 0,
+                min_ns: i64::MAX,
+                max_ns: i64::MIN,
+                child_ns: 0,
+                kernels: 0,
+                gpu_ns: 0,
+                kernels_excl: 0,
+                gpu_excl_ns: 0,
+                span_ns: 0,
+                graph_kernels: 0,
+                graph_ns: 0,
+                exclusive_kernels: Vec::new(),
+            });
+            (regions.len() - 1) as u32
+        });
+        let ns = r.end - r.start;
+        let acc = &mut self.regions[region as usize];
+        acc.instances += 1;
+        // Sums saturate: a corrupt export must not wrap around to a negative time.
+        acc.inclusive_ns = acc.inclusive_ns.saturating_add(ns);
+        acc.min_ns = acc.min_ns.min(ns);
+        acc.max_ns = acc.max_ns.max(ns);
+        if let Some(p) = parent {
+            let p = &mut self.regions[p as usize];
+            p.child_ns = p.child_ns.saturating_add(ns);
+        }
+        if r.style == Style::PushPop {
+            stack.push(Open { end: r.end, region, first_kernel: i64::MAX, last_kernel: i64::MIN, gpu_ns: 0 });
+        }
+        self.durations.push(region, ns)
+    }
+
+    /// A kernel belongs to the ranges open on its launching thread when the launch call began.
+    fn launch(&mut self, k: Launched) {
+        let Some(stack) = self.stacks.get_mut(&k.global_tid) else { return };
+        Self::close(stack, &mut self.regions, &mut self.gpu_durations, &mut self.failed, k.launch);
+        let Some(inner) = stack.last() else { return };
+        let ns = k.end - k.start;
+        let acc = &mut self.regions[inner.region as usize];
+        acc.kernels_excl += 1;
+        acc.gpu_excl_ns = acc.gpu_excl_ns.saturating_add(ns);
+        match acc.exclusive_kernels.binary_search_by_key(&k.name, |e| e.0) {
+            Ok(i) => {
+                let e = &mut acc.exclusive_kernels[i];
+                (e.1, e.2) = (e.1 + 1, e.2.saturating_add(ns));
+            }
+            Err(i) => acc.exclusive_kernels.insert(i, (k.name, 1, ns)),
+        }
+        let graph = usize::from(k.graph);
+        for o in stack.iter_mut() {
+            let acc = &mut self.regions[o.region as usize];
+            acc.kernels += 1;
+            acc.gpu_ns = acc.gpu_ns.saturating_add(ns);
+            acc.graph_kernels += graph;
+            acc.graph_ns = acc.graph_ns.saturating_add(ns * graph as i64);
+            o.first_kernel = o.first_kernel.min(k.start);
+            o.last_kernel = o.last_kernel.max(k.end);
+            o.gpu_ns = o.gpu_ns.saturating_add(ns);
+        }
+        self.attributed = (self.attributed.0 + 1, self.attributed.1.saturating_add(ns));
+        if k.graph {
+            self.attributed_graph = (self.attributed_graph.0 + 1, self.attributed_graph.1.saturating_add(ns));
+        }
+    }
+
+    /// The reports, from the accumulators and the sorted runs: the steps
+    /// below, in order.
+    fn finish(
+        mut self,
+        names: Names,
+        normalized: Option<Normalized>,
+        kernels: KernelTotals,
+        top_n: usize,
+    ) -> Result<Ingested, Error> {
+        self.close_every_range()?;
+        let notes = self.notes(&kernels);
+        let (inclusive, attributed_by_name) = self.kernels_rolled_up();
+        let unattributed = self.unattributed(&kernels, &attributed_by_name, &names);
+        let (top, slot) = top_with_short_names(&kernels, &names, top_n);
+        let Sweep { regions, durations, gpu_durations, .. } = self;
+        let runs = (durations, gpu_durations, kernels.durations);
+        let sorted = sorted_durations(&regions, runs, &kernels.by_name, &slot, top.len())?;
+        let kernel_samples = top
+            .iter()
+            .zip(sorted.kernels)
+            .map(|(k, samples_ns)| KernelSamples { name: k.name.clone(), calls: k.calls, samples_ns })
+            .collect();
+        let (regions, region_samples) = region_rows(&regions, &names, &inclusive, sorted.regions);
+        Ok(Ingested {
+            regions: RegionsReport {
+                schema: REGIONS_SCHEMA.into(),
+                regions,
+                unattributed,
+                notes,
+                normalized,
+                processes: processes(kernels.by_process),
+            },
+            top,
+            samples: Samples::new(region_samples, kernel_samples),
+            kernels: kernels.by_name.values().map(|k| k.0).sum(),
+        })
+    }
+
+    /// Close every range still open, as at the end of time.
+    fn close_every_range(&mut self) -> Result<(), Error> {
+        for stack in self.stacks.values_mut() {
+            Self::close(stack, &mut self.regions, &mut self.gpu_durations, &mut self.failed, i64::MAX);
+        }
+        self.failed.take().map_or(Ok(()), Err)
+    }
+
+    /// What regions.json says of the capture as a whole: rows out of range,
+    /// no ranges, no kernels.
+    fn notes(&self, kernels: &KernelTotals) -> Vec<String> {
+        let mut notes = Vec::new();
+        for (count, what) in [(self.odd_ranges, "NVTX ranges"), (kernels.odd, "kernels")] {
+            if count > 0 {
+                let note = odd_note(count, what);
+                tracing::warn!("{note}");
+                notes.push(note);
+            }
+        }
+        if self.ranges == 0 {
+            notes.push("no NVTX ranges in the capture (not traced, or the application emitted none)".into());
+        }
+        if kernels.by_name.is_empty() {
+            notes.push("no CUDA kernels in the capture (CUDA not traced, or nothing ran on a GPU)".into());
+        }
+        notes
+    }
+
+    /// Each region's kernels, inclusive: the exclusive ones rolled up the
+    /// tree; and every name's attributed (calls, ns).
+    #[allow(clippy::type_complexity)]
+    fn kernels_rolled_up(&self) -> (Vec<HashMap<u32, (usize, i64)>>, HashMap<u32, (usize, i64)>) {
+        let mut inclusive: Vec<HashMap<u32, (usize, i64)>> = vec![HashMap::default(); self.regions.len()];
+        let mut attributed_by_name: HashMap<u32, (usize, i64)> = HashMap::default();
+        let pairs =
+            self.regions.iter().enumerate().flat_map(|(r, a)| a.exclusive_kernels.iter().map(move |e| (r as u32, e)));
+        for (region, &(name, calls, ns)) in pairs {
+            let mut at = Some(region);
+            while let Some(r) = at {
+                let e = inclusive[r as usize].entry(name).or_insert((0, 0));
+                *e = (e.0 + calls, e.1.saturating_add(ns));
+                at = self.regions[r as usize].parent;
+            }
+            let e = attributed_by_name.entry(name).or_insert((0, 0));
+            *e = (e.0 + calls, e.1.saturating_add(ns));
+        }
+        (inclusive, attributed_by_name)
+    }
+
+    /// The kernels outside every range: each name's total less what the
+    /// ranges hold.
+    fn unattributed(
+        &self,
+        kernels: &KernelTotals,
+        attributed_by_name: &HashMap<u32, (usize, i64)>,
+        names: &Names,
+    ) -> Unattributed {
+        let (count, ns) = kernels.by_name.values().fold((0usize, 0i64), |(c, t), k| (c + k.0, t.saturating_add(k.1)));
+        let outside = kernels.by_name.iter().filter_map(|(name, &(calls, ns, _, _))| {
+            let (c, t) = attributed_by_name.get(name).copied().unwrap_or((0, 0));
+            (calls > c).then(|| (names.get(*name).to_string(), (calls - c, ns.saturating_sub(t))))
+        });
+        Unattributed {
+            kernel_count: count.saturating_sub(self.attributed.0),
+            gpu_time_ns: ns.saturating_sub(self.attributed.1),
+            graph_kernel_count: kernels.graph.0.saturating_sub(self.attributed_graph.0),
+            graph_gpu_time_ns: kernels.graph.1.saturating_sub(self.attributed_graph.1),
+            kernels: kernel_rows(outside),
+        }
+    }
+}
+
+/// The top `top_n` kernels (all when 0), each with its short name where it
+/// differs, and each listed kernel's place in the list by name id.
+fn top_with_short_names(kernels: &KernelTotals, names: &Names, top_n: usize) -> (Vec<TopKernel>, HashMap<u32, usize>) {
+    let mut top = top_kernel_rows(kernels.by_name.iter().map(|(id, sums)| (names.get(*id).to_string(), *sums)), top_n);
+    let slot: HashMap<u32, usize> = {
+        let wanted: HashMap<&str, usize> = top.iter().enumerate().map(|(i, k)| (k.name.as_str(), i)).collect();
+        kernels.by_name.keys().filter_map(|id| wanted.get(names.get(*id)).map(|&i| (*id, i))).collect()
+    };
+    for (id, short) in &kernels.short {
+        let (Some(&i), short) = (slot.get(id), names.get(*short)) else { continue };
+        if !short.is_empty() && short != top[i].name {
+            top[i].short_name = Some(short.to_string());
+        }
+    }
+    (top, slot)
+}
+
+/// Per region: its median duration, and bounded samples of its durations and
+/// of its instances' GPU times.
+struct RegionSorted {
+    medians: Vec<i64>,
+    samples: Vec<Vec<i64>>,
+    gpu_samples: Vec<Vec<i64>>,
+}
+
+/// What the sorted runs give: per region, and per listed kernel its bounded
+/// launch durations.
+struct Sorted {
+    regions: RegionSorted,
+    kernels: Vec<Vec<i64>>,
+}
+
+/// The runs of region durations, of instance GPU times and of kernel
+/// durations, each sorted and walked once; the kernels' on another thread.
+fn sorted_durations(
+    regions: &[Acc],
+    (durations, gpu_durations, kernel_runs): (Runs, Runs, Runs),
+    by_name: &HashMap<u32, (usize, i64, i64, i64)>,
+    slot: &HashMap<u32, usize>,
+    listed: usize,
+) -> Result<Sorted, Error> {
+    let mut kernels: Vec<Vec<i64>> = vec![Vec::new(); listed];
+    let mut out = RegionSorted {
+        medians: vec![0; regions.len()],
+        samples: vec![Vec::new(); regions.len()],
+        gpu_samples: vec![Vec::new(); regions.len()],
+    };
+    let kernels_out = &mut kernels;
+    std::thread::scope(|s| {
+        let kernel_walk = s.spawn(move || {
+            each_sorted(
+                kernel_runs,
+                |id| by_name[&id].0,
+                |id, _, samples| {
+                    if let Some(&i) = slot.get(&id) {
+                        kernels_out[i] = samples;
+                    }
+                },
+            )
+        });
+        let by_region = each_sorted(
+            durations,
+            |region| regions[region as usize].instances,
+            |region, median, samples| {
+                out.medians[region as usize] = median;
+                out.samples[region as usize] = samples;
+            },
+        );
+        // Every push/pop instance has a GPU time; only those of regions that
+        // ran kernels are kept.
+        let gpu = each_sorted(
+            gpu_durations,
+            |region| regions[region as usize].instances,
+            |region, _, samples| {
+                if regions[region as usize].kernels > 0 {
+                    out.gpu_samples[region as usize] = samples;
+                }
+            },
+        );
+        kernel_walk.join().expect("the kernel runs' merge does not panic").and(by_region).and(gpu)
+    })?;
+    Ok(Sorted { regions: out, kernels })
+}
+
+/// regions.json's rows and samples.json's region series, in the same order:
+/// by process, thread, path and domain.
+fn region_rows(
+    regions: &[Acc],
+    names: &Names,
+    inclusive: &[HashMap<u32, (usize, i64)>],
+    sorted: RegionSorted,
+) -> (Vec<Region>, Vec<RegionSamples>) {
+    let path_names = region_names(regions, names);
+    let paths: Vec<String> = path_names.iter().map(regions::join).collect();
+    let RegionSorted { medians, samples, gpu_samples } = sorted;
+    // Each region with its samples: durations, and GPU times per instance.
+    type Sampled = (Region, (Vec<i64>, Vec<i64>));
+    let mut rows: Vec<Sampled> = regions
+        .iter()
+        .zip(samples.into_iter().zip(gpu_samples))
+        .enumerate()
+        .map(|(i, (a, samples))| {
+            let region = Region {
+                path: paths[i].clone(),
+                path_names: path_names[i].clone(),
+                name: names.get(a.name).to_string(),
+                parent: a.parent.map(|p| paths[p as usize].clone()),
+                depth: a.depth,
+                domain: names.get(a.domain).to_string(),
+                style: a.style,
+                process_id: pid_of(a.global_tid),
+                thread_id: tid_of(a.global_tid),
+                instances: a.instances,
+                inclusive_ns: a.inclusive_ns,
+                exclusive_ns: a.inclusive_ns.saturating_sub(a.child_ns),
+                min_ns: a.min_ns,
+                median_ns: medians[i],
+                max_ns: a.max_ns,
+                kernel_count: a.kernels,
+                gpu_time_ns: a.gpu_ns,
+                kernel_count_exclusive: a.kernels_excl,
+                gpu_time_exclusive_ns: a.gpu_excl_ns,
+                gpu_span_ns: a.span_ns,
+                graph_kernel_count: a.graph_kernels,
+                graph_gpu_time_ns: a.graph_ns,
+                kernels: kernel_rows(inclusive[i].iter().map(|(n, &v)| (names.get(*n).to_string(), v))),
+                rank: None,
+            };
+            (region, samples)
+        })
+        .collect();
+    rows.sort_by(|(a, _), (b, _)| {
+        (a.process_id, a.thread_id, &a.path, &a.domain).cmp(&(b.process_id, b.thread_id, &b.path, &b.domain))
+    });
+    rows.into_iter()
+        .map(|(r, (samples_ns, gpu_samples_ns))| {
+            let s = RegionSamples {
+                path: r.path.clone(),
+                domain: r.domain.clone(),
+                process_id: r.process_id,
+                thread_id: r.thread_id,
+                instances: r.instances,
+                samples_ns,
+                gpu_samples_ns,
+            };
+            (r, s)
+        })
+        .unzip()
+}
+
+/// Kernel totals per process and device, processes in order.
+fn processes(mut by_process: Vec<(ProcessDevice, usize, i64, i64)>) -> Vec<ProcessKernels> {
+    let mut processes: Vec<ProcessKernels> = Vec::new();
+    by_process.sort_by_key(|p| p.0);
+    for ((pid, device), kernel_count, gpu_time_ns, comm_gpu_time_ns) in by_process {
+        let d = DeviceKernels { device, kernel_count, gpu_time_ns, comm_gpu_time_ns };
+        match processes.last_mut().filter(|p| p.process_id == pid) {
+            Some(p) => p.devices.push(d),
+            None => processes.push(ProcessKernels { process_id: pid, devices: vec![d], rank: None }),
+        }
+    }
+    processes
+}
+
+/// Each region's names, outermost first: its parent's and its own.
+fn region_names(regions: &[Acc], names: &Names) -> Vec<Vec<String>> {
+    let mut out: Vec<Vec<String>> = Vec::with_capacity(regions.len());
+    // A parent is created before its children: its names are ready.
+    for a in regions {
+        let mut path = a.parent.map_or_else(Vec::new, |p| out[p as usize].clone());
+        path.push(names.get(a.name).to_string());
+        out.push(path);
+    }
+    out
+}
+
+/// Walk the sorted (key, value) pairs key by key; `count(key)` says how many
+/// each key has. Calls `each(key, median, bounded samples)` per key present.
+fn each_sorted(
+    runs: Runs,
+    count: impl Fn(u32) -> usize,
+    mut each: impl FnMut(u32, i64, Vec<i64>),
+) -> Result<(), Error> {
+    let mut sorted = runs.sorted()?;
+    let mut next = sorted.pop()?;
+    while let Some((key, _)) = next {
+        let n = count(key);
+        let (lower, upper) = ((n - 1) / 2, n / 2);
+        let mut ranks = runs::bounded_ranks(n, crate::timings::MAX_SAMPLES).peekable();
+        let (mut median, mut samples, mut rank) = (0i128, Vec::new(), 0usize);
+        while let Some((_, v)) = next.filter(|(k, _)| *k == key) {
+            if rank == lower {
+                median += i128::from(v);
+            }
+            if rank == upper {
+                median += i128::from(v);
+            }
+            while ranks.peek() == Some(&rank) {
+                samples.push(v);
+                ranks.next();
+            }
+            rank += 1;
+            next = sorted.pop()?;
+        }
+        each(key, (median / 2) as i64, samples);
+    }
+    Ok(())
+}
+
+/// Kernels by name with their (calls, total, min, max) ns → rows sorted by
+/// total time (longest first, then by name), with mean and share of all kernels'
+/// time; the first `n` (all when 0). Shared by the SQLite and the CSV readers.
+pub(crate) fn top_kernel_rows(
+    by_name: impl Iterator<Item = (String, (usize, i64, i64, i64))>,
+    n: usize,
+) -> Vec<TopKernel> {
+    let by_name: Vec<_> = by_name.collect();
+    let all: i64 = by_name.iter().map(|(_, v)| v.1).sum();
+    let mut rows: Vec<TopKernel> = by_name
+        .into_iter()
+        .map(|(name, (calls, total, min, max))| TopKernel {
+            name,
+            short_name: None,
+            calls,
+            total_ns: total,
+            mean_ns: if calls > 0 { total as f64 / calls as f64 } else { 0.0 },
+            min_ns: min,
+            max_ns: max,
+            share_pct: if all > 0 { total as f64 * 100.0 / all as f64 } else { 0.0 },
+        })
+        .collect();
+    rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then_with(|| a.name.cmp(&b.name)));
+    if n > 0 {
+        rows.truncate(n);
+    }
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::nsys::batched;
+
+    /// Streams fed from vectors, as the readers would send them.
+    fn stream<T: Send>(rows: Vec<T>) -> Stream<T> {
+        let (mut out, stream) = batched::channel();
+        for row in rows {
+            out.push(row);
+        }
+        out.flush();
+        stream
+    }
+
+    /// A CUDA graph launched inside `decode::step` runs three kernels under one
+    /// launch call: all three belong to `step` and `decode`, counted as graph
+    /// time; a graph launched outside every range is unattributed graph time.
+    #[test]
+    fn graph_kernels_belong_to_the_range_around_the_graph_launch() {
+        let mut names = Names::default();
+        let (decode, step, g1, g2, k) =
+            (names.intern("decode"), names.intern("step"), names.intern("g1"), names.intern("g2"), names.intern("k"));
+        let tid = (7 << 24) | 7;
+        let range =
+            |start, end, name| NvtxRange { start, end, name, domain: 0, style: Style::PushPop, global_tid: tid };
+        let launched =
+            |launch, start, name, graph| Launched { global_tid: tid, launch, start, end: start + 10, name, graph };
+        let launches = vec![
+            launched(20, 100, g1, true),
+            launched(20, 110, g2, true),
+            launched(20, 120, g2, true),
+            launched(60, 130, k, false),
+            launched(300, 310, g1, true),
+        ];
+        let mut totals = KernelTotals::new(&names);
+        for l in &launches {
+            let k = Kernel {
+                start: l.start,
+                end: l.end,
+                name: l.name,
+                short_id: None,
+                graph: l.graph,
+                pid: 7,
+                device: Some(0),
+            };
+            totals.add(k, &HashMap::default());
+        }
+        let mut sweep = Sweep::default();
+        assert!(sweep.run(stream(vec![range(0, 100, decode), range(10, 50, step)]), stream(launches)).unwrap());
+        let out = sweep.finish(names, None, totals, 0).unwrap();
+        let region = |path: &str| out.regions.regions.iter().find(|r| r.path == path).unwrap().clone();
+        let (d, s) = (region("decode"), region("decode::step"));
+        assert_eq!((s.kernel_count, s.gpu_time_ns, s.graph_kernel_count, s.graph_gpu_time_ns), (3, 30, 3, 30));
+        assert_eq!((d.kernel_count, d.gpu_time_ns, d.graph_kernel_count, d.graph_gpu_time_ns), (4, 40, 3, 30));
+        let row = |name: &str, calls, gpu_time_ns| RegionKernel { name: name.into(), calls, gpu_time_ns };
+        assert_eq!(s.kernels, [row("g2", 2, 20), row("g1", 1, 10)]);
+        assert_eq!(d.kernels, [row("g2", 2, 20), row("g1", 1, 10), row("k", 1, 10)]);
+        let u = &out.regions.unattributed;
+        assert_eq!((u.kernel_count, u.gpu_time_ns, u.graph_kernel_count, u.graph_gpu_time_ns), (1, 10, 1, 10));
+        assert_eq!(u.kernels, [row("g1", 1, 10)]);
+    }
+
+    #[test]
+    fn top_kernel_rows_have_means_and_shares() {
+        let rows = top_kernel_rows(
+            [("k".to_string(), (4, 1000, 100, 400)), ("j".into(), (1, 1000, 1000, 1000))].into_iter(),
+            0,
+        );
+        let k: Vec<_> = rows.iter().map(|r| (r.name.as_str(), r.mean_ns, r.share_pct)).collect();
+        // Ties by name.
+        assert_eq!(k, [("j", 1000.0, 50.0), ("k", 250.0, 50.0)]);
+        assert_eq!(
+            top_kernel_rows(rows.iter().map(|r| (r.name.clone(), (r.calls, r.total_ns, r.min_ns, r.max_ns))), 1).len(),
+            1
+        );
+    }
+}

@@ -1,0 +1,14 @@
+//! parse::nsys: an Nsight Systems SQLite export, read the way the ncu readers
+//! are: readers feed sinks, and name nothing that consumes them.
+//! - [`sqlite`]: the database: its tables, strings, ranges, kernels, launch calls;
+//! - [`launch_join`]: kernels joined to their launch calls in one streaming pass;
+//! - [`sqlite_rows`]: a bare SQLite statement for the hot loops of those readers;
+//! - [`batched`]: rows handed from a reader thread to their consumer in batches;
+//! - [`ingest`]: the pass itself: two reader threads, each on its own connection,
+//!   a [`ingest::Timeline`] fed ranges and launches in time order, a
+//!   [`ingest::KernelSink`] fed every kernel, and the read order's retry.
+pub mod batched;
+pub mod ingest;
+pub mod launch_join;
+pub mod sqlite;
+pub mod sqlite_rows;
