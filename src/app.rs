@@ -142,11 +142,7 @@ fn profile(config_dir: Option<std::path::PathBuf>, args: ProfileArgs, argv: Vec<
         false => None,
     };
     use crate::plan::launcher::LauncherKind;
-    let kind = args.launcher.map(|l| match l {
-        crate::cli::LauncherArg::Torchrun => LauncherKind::Torchrun,
-        crate::cli::LauncherArg::Mpirun => LauncherKind::Mpirun,
-        crate::cli::LauncherArg::Srun => LauncherKind::Srun,
-    });
+    let kind = args.launcher;
     let srun = kind == Some(LauncherKind::Srun);
     if args.run_id.is_some() && !args.rank_from_env && !srun {
         return Err(Error::usage("--run-id names the job of --rank-from-env or --launcher srun")

@@ -113,14 +113,6 @@ its processes, devices, kernels and GPU time; per region its time on every rank,
 the straggler; the ranks that are missing or ran unprofiled, and why. Reads only those small
 files, never the captures.";
 
-/// `--launcher`: the launchers llmperf knows how to start.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LauncherArg {
-    Torchrun,
-    Mpirun,
-    Srun,
-}
-
 #[derive(Debug, Args)]
 pub struct LaunchRankArgs {
     /// Write DIR/<pid>.json with this process's rank (from the launcher's environment).
@@ -278,7 +270,7 @@ pub struct ProfileArgs {
     /// launcher's environment; srun outside, each rank profiling itself
     /// (--rank-from-env) and the job merged after (`llmperf merge`).
     #[arg(long, value_enum, value_name = "LAUNCHER", conflicts_with = "rank_from_env", requires = "nproc")]
-    pub launcher: Option<LauncherArg>,
+    pub launcher: Option<crate::config::schema::LauncherKind>,
     /// Number of ranks for --launcher (torchrun --nproc-per-node, mpirun -np, srun -n).
     #[arg(short = 'n', long, visible_alias = "np", value_name = "N", requires = "launcher")]
     pub nproc: Option<u32>,

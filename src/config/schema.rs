@@ -606,6 +606,25 @@ fn null_as_empty<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Erro
     d.deserialize_any(OneOrMany)
 }
 
+/// `--launcher`: the launchers llmperf knows how to start (plan::launcher
+/// says how); the CLI's value enum, as `ReplayMode` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LauncherKind {
+    Torchrun,
+    Mpirun,
+    Srun,
+}
+
+impl LauncherKind {
+    pub fn program(self) -> &'static str {
+        match self {
+            LauncherKind::Torchrun => "torchrun",
+            LauncherKind::Mpirun => "mpirun",
+            LauncherKind::Srun => "srun",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,22 +13,7 @@
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LauncherKind {
-    Torchrun,
-    Mpirun,
-    Srun,
-}
-
-impl LauncherKind {
-    pub fn program(self) -> &'static str {
-        match self {
-            LauncherKind::Torchrun => "torchrun",
-            LauncherKind::Mpirun => "mpirun",
-            LauncherKind::Srun => "srun",
-        }
-    }
-}
+pub use crate::config::schema::LauncherKind;
 
 /// A launcher and how it is started.
 #[derive(Debug, Clone)]
