@@ -26,13 +26,13 @@ pub struct Cli {
     pub quiet: bool,
     /// A configuration tree layered over the built-in conf/ (same layout).
     #[arg(long, global = true, value_name = "DIR")]
-    pub config_dir: Option<PathBuf>,
+    pub(crate) config_dir: Option<PathBuf>,
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run a command under nsys (and ncu) and write a run directory.
     #[command(after_help = PROFILE_EXAMPLES)]
     Profile(ProfileArgs),
@@ -114,24 +114,24 @@ the straggler; the ranks that are missing or ran unprofiled, and why. Reads only
 files, never the captures.";
 
 #[derive(Debug, Args)]
-pub struct LaunchRankArgs {
+pub(crate) struct LaunchRankArgs {
     /// Write DIR/<pid>.json with this process's rank (from the launcher's environment).
     #[arg(long, value_name = "DIR")]
-    pub record: Option<PathBuf>,
+    pub(crate) record: Option<PathBuf>,
     /// The ranks that run ARGV whole; the others run ARGV without its first --wrapper-len words.
     #[arg(long, value_delimiter = ',', value_name = "RANKS")]
-    pub wrap_ranks: Vec<u32>,
+    pub(crate) wrap_ranks: Vec<u32>,
     #[arg(long, default_value_t = 0, value_name = "N")]
-    pub wrapper_len: usize,
+    pub(crate) wrapper_len: usize,
     #[arg(last = true, required = true, value_name = "ARGV")]
-    pub argv: Vec<OsString>,
+    pub(crate) argv: Vec<OsString>,
 }
 
 #[derive(Debug, Args)]
-pub struct MergeArgs {
+pub(crate) struct MergeArgs {
     /// Job directories (each holding ranks/<rank>/); the reports go into the first.
     #[arg(required = true, value_name = "JOB_DIR")]
-    pub job_dirs: Vec<PathBuf>,
+    pub(crate) job_dirs: Vec<PathBuf>,
 }
 
 const DIFF_EXAMPLES: &str = "\
@@ -153,143 +153,143 @@ when that is set. Exit 0 pass (inconclusive passes unless --strict), 8 a regress
 region, 7 nothing profiled in RUN; specs/exit-codes.md.";
 
 #[derive(Debug, Args)]
-pub struct DiffArgs {
+pub(crate) struct DiffArgs {
     /// The earlier run (a run directory).
-    pub a: PathBuf,
+    pub(crate) a: PathBuf,
     /// The later run.
-    pub b: PathBuf,
+    pub(crate) b: PathBuf,
     /// Kernel rows: each run's first N kernels by GPU time (0: all that nsys/samples.json holds).
     #[arg(long, default_value_t = 10, value_name = "N")]
-    pub top: usize,
+    pub(crate) top: usize,
     /// A row changes only past this many percent ...
     #[arg(long, value_name = "PCT")]
-    pub relative_pct: Option<f64>,
+    pub(crate) relative_pct: Option<f64>,
     /// ... and past this many milliseconds.
     #[arg(long, value_name = "MS")]
-    pub absolute_ms: Option<f64>,
+    pub(crate) absolute_ms: Option<f64>,
     /// Fewer samples than this in either run: inconclusive.
     #[arg(long, value_name = "N")]
-    pub min_samples: Option<usize>,
+    pub(crate) min_samples: Option<usize>,
     /// A known change of machine or clock: rows that moved with the whole run are inconclusive.
     #[arg(long)]
-    pub discount_shift: bool,
+    pub(crate) discount_shift: bool,
 }
 
 #[derive(Debug, Args)]
-pub struct CheckArgs {
+pub(crate) struct CheckArgs {
     /// The run to judge (a run directory).
-    pub run: PathBuf,
+    pub(crate) run: PathBuf,
     /// The run it is compared with.
     #[arg(long, value_name = "DIR")]
-    pub baseline: PathBuf,
+    pub(crate) baseline: PathBuf,
     /// Thresholds per region and kernel (YAML; docs/ci.md). Default: 10% and 0.01 ms, 10 samples.
     #[arg(long, value_name = "FILE")]
-    pub budgets: Option<PathBuf>,
+    pub(crate) budgets: Option<PathBuf>,
     /// Also write the verdicts as JUnit XML to FILE.
     #[arg(long, value_name = "FILE")]
-    pub junit: Option<PathBuf>,
+    pub(crate) junit: Option<PathBuf>,
     /// Fail on inconclusive rows too.
     #[arg(long)]
-    pub strict: bool,
+    pub(crate) strict: bool,
     /// A known change of machine or clock: rows that moved with the whole run
     /// are inconclusive, and the shift itself does not fail.
     #[arg(long)]
-    pub discount_shift: bool,
+    pub(crate) discount_shift: bool,
     /// The first run of a new pipeline: a baseline that does not exist yet,
     /// or holds nothing to compare, passes (with a note).
     #[arg(long)]
-    pub allow_empty_baseline: bool,
+    pub(crate) allow_empty_baseline: bool,
 }
 
 #[derive(Debug, Args)]
-pub struct WorkloadArgs {
+pub(crate) struct WorkloadArgs {
     /// Device: auto, cpu, cuda, cuda:N (device).
     #[arg(long, value_name = "DEVICE")]
-    pub device: Option<String>,
+    pub(crate) device: Option<String>,
     /// Built-in model: conf/model/<NAME>/ (model=NAME).
     #[arg(long, value_name = "NAME")]
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// Emit no NVTX ranges (to measure their overhead).
     #[arg(long)]
-    pub no_nvtx: bool,
+    pub(crate) no_nvtx: bool,
     /// Where run directories are created (runner.artifacts.root).
     #[arg(short = 'o', long = "output-root", value_name = "DIR")]
-    pub output_root: Option<PathBuf>,
+    pub(crate) output_root: Option<PathBuf>,
     /// Write into this existing run directory (used by `profile`).
     #[arg(long, hide = true, value_name = "DIR")]
-    pub run_dir: Option<PathBuf>,
+    pub(crate) run_dir: Option<PathBuf>,
     /// Write timings to this path inside the run directory (used by `profile`).
     #[arg(long, hide = true, value_name = "REL")]
-    pub timings_file: Option<String>,
+    pub(crate) timings_file: Option<String>,
     /// Use this resolved configuration file as is (used by `profile`).
     #[arg(long, hide = true, value_name = "FILE", conflicts_with = "overrides")]
-    pub resolved_config: Option<PathBuf>,
+    pub(crate) resolved_config: Option<PathBuf>,
     /// Configuration overrides.
     #[arg(value_name = "OVERRIDES")]
-    pub overrides: Vec<OsString>,
+    pub(crate) overrides: Vec<OsString>,
 }
 
 #[derive(Debug, Args)]
-pub struct ProfileArgs {
+pub(crate) struct ProfileArgs {
     /// Enable Nsight Compute with this replay mode (pipeline.ncu.ncu_cli.replay_mode).
     #[arg(long, value_enum, value_name = "MODE")]
-    pub replay_mode: Option<crate::config::schema::ReplayMode>,
+    pub(crate) replay_mode: Option<crate::config::schema::ReplayMode>,
     /// Device for built-in workloads: auto, cpu, cuda, cuda:N (device).
     #[arg(long, value_name = "DEVICE")]
-    pub device: Option<String>,
+    pub(crate) device: Option<String>,
     /// Built-in model: conf/model/<NAME>/ (model=NAME).
     #[arg(long, value_name = "NAME")]
-    pub model: Option<String>,
+    pub(crate) model: Option<String>,
     /// NVTX region for ncu to include, repeatable (pipeline.ncu.ncu_cli.nvtx.include).
     #[arg(long = "nvtx-include", value_name = "REGION")]
-    pub nvtx_include: Vec<String>,
+    pub(crate) nvtx_include: Vec<String>,
     /// Exit 7 when a configured NVTX region matched nothing or ncu profiled
     /// nothing (pipeline.ncu.fail_on_empty=true); for CI. Default: a warning.
     #[arg(long)]
-    pub fail_on_empty: bool,
+    pub(crate) fail_on_empty: bool,
     /// Skip Nsight Systems (pipeline.nsys.enable=false).
     #[arg(long)]
-    pub no_nsys: bool,
+    pub(crate) no_nsys: bool,
     /// Skip Nsight Compute (pipeline.ncu.enable=false).
     #[arg(long, conflicts_with = "replay_mode")]
-    pub no_ncu: bool,
+    pub(crate) no_ncu: bool,
     /// Where run directories are created (runner.artifacts.root).
     #[arg(short = 'o', long = "output-root", value_name = "DIR")]
-    pub output_root: Option<PathBuf>,
+    pub(crate) output_root: Option<PathBuf>,
     /// One rank of a job under a launcher (srun, mpirun, torchrun): the rank
     /// from RANK, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID, the run
     /// directory ROOT/<job>/ranks/<rank>/ (job: --run-id, SLURM_JOB_ID,
     /// TORCHELASTIC_RUN_ID or PMIX_NAMESPACE). `llmperf merge ROOT/<job>` after.
     #[arg(long)]
-    pub rank_from_env: bool,
+    pub(crate) rank_from_env: bool,
     /// The job's name for --rank-from-env (the same for every rank).
     #[arg(long, value_name = "NAME")]
-    pub run_id: Option<String>,
+    pub(crate) run_id: Option<String>,
     /// Start the job's ranks with this launcher: torchrun or mpirun inside
     /// nsys (and ncu) on this node, each process given its rank from the
     /// launcher's environment; srun outside, each rank profiling itself
     /// (--rank-from-env) and the job merged after (`llmperf merge`).
     #[arg(long, value_enum, value_name = "LAUNCHER", conflicts_with = "rank_from_env", requires = "nproc")]
-    pub launcher: Option<crate::config::schema::LauncherKind>,
+    pub(crate) launcher: Option<crate::config::schema::LauncherKind>,
     /// Number of ranks for --launcher (torchrun --nproc-per-node, mpirun -np, srun -n).
     #[arg(short = 'n', long, visible_alias = "np", value_name = "N", requires = "launcher")]
-    pub nproc: Option<u32>,
+    pub(crate) nproc: Option<u32>,
     /// An option for the launcher itself, repeatable (--launcher-arg=--oversubscribe).
     #[arg(long = "launcher-arg", value_name = "ARG", allow_hyphen_values = true, requires = "launcher")]
-    pub launcher_args: Vec<String>,
+    pub(crate) launcher_args: Vec<String>,
     /// Configuration overrides.
     #[arg(value_name = "OVERRIDES")]
-    pub overrides: Vec<OsString>,
+    pub(crate) overrides: Vec<OsString>,
     /// Emit no NVTX ranges from the built-in workload.
     #[arg(long)]
-    pub no_nvtx: bool,
+    pub(crate) no_nvtx: bool,
     /// The command to profile, after `--` (default: the built-in workload).
     #[arg(last = true, value_name = "CMD")]
-    pub command: Vec<OsString>,
+    pub(crate) command: Vec<OsString>,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum ImportCommand {
+pub(crate) enum ImportCommand {
     /// An Nsight Systems report (.nsys-rep, .qdrep), its SQLite export, or an `nsys stats` kernel summary CSV.
     #[command(
         after_help = "Examples:\n  llmperf import nsys report1.nsys-rep -o runs/imported\n  llmperf import nsys report1.sqlite\n  llmperf import nsys summary_cuda_gpu_kern_sum.csv   # kernels only, no regions\n  llmperf import nsys report.0.nsys-rep report.1.nsys-rep -o runs/job   # one capture per rank, one job\n\nWrites nsys/regions.json (NVTX region tree with kernel attribution), nsys/top_kernels.json,\nthe SQLite export and nsys stats CSVs into DIR/nsys/; prints DIR. Into an existing run\ndirectory, adds to it. Several files are the ranks of one job (each file's rank: the last\nnumber in its name, as `nsys -o report.%q{RANK}` writes it): each goes to DIR/ranks/<rank>/,\nthen DIR/ranks.json and ranks.md as `llmperf merge` writes them."
@@ -303,39 +303,39 @@ pub enum ImportCommand {
 }
 
 #[derive(Debug, Args)]
-pub struct ImportNcuArgs {
+pub(crate) struct ImportNcuArgs {
     /// The reports to read (one or more; each is one pass), then configuration
     /// overrides (KEY=VALUE, e.g. runner.run.top_n_kernels=50).
     #[arg(value_name = "FILE|OVERRIDE", required = true)]
-    pub inputs: Vec<OsString>,
+    pub(crate) inputs: Vec<OsString>,
     /// Output directory (default: a new run directory under runner.artifacts.root).
     #[arg(short = 'o', long = "output", value_name = "DIR")]
-    pub output: Option<PathBuf>,
+    pub(crate) output: Option<PathBuf>,
     /// The report is from range replay of this region (repeat for each): its
     /// results are ranges, not kernels.
     #[arg(long = "range", value_name = "REGION")]
-    pub ranges: Vec<String>,
+    pub(crate) ranges: Vec<String>,
 }
 
 #[derive(Debug, Args)]
-pub struct RunDirArgs {
+pub(crate) struct RunDirArgs {
     /// A run directory.
-    pub run_dir: PathBuf,
+    pub(crate) run_dir: PathBuf,
 }
 
 #[derive(Debug, Args)]
-pub struct ImportArgs {
+pub(crate) struct ImportArgs {
     /// The reports to read (.nsys-rep, .qdrep, .sqlite, or a kernel summary
     /// .csv; several: one per rank), then configuration overrides (KEY=VALUE).
     #[arg(value_name = "FILE|OVERRIDE", required = true)]
-    pub inputs: Vec<OsString>,
+    pub(crate) inputs: Vec<OsString>,
     /// Output directory (default: a new run directory under runner.artifacts.root).
     #[arg(short = 'o', long = "output", value_name = "DIR")]
-    pub output: Option<PathBuf>,
+    pub(crate) output: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum ConfigCommand {
+pub(crate) enum ConfigCommand {
     /// Print the resolved configuration as YAML.
     #[command(
         after_help = "Examples:\n  llmperf config show\n  llmperf config show --origin pipeline.ncu.ncu_cli.replay_mode=range\n  llmperf --config-dir ./myconf config show profiling/ncu@pipeline.ncu=ncu.mygpu"
@@ -344,22 +344,22 @@ pub enum ConfigCommand {
 }
 
 #[derive(Debug, Args)]
-pub struct ShowArgs {
+pub(crate) struct ShowArgs {
     /// Print every key with the layer it came from instead.
     #[arg(long)]
-    pub origin: bool,
+    pub(crate) origin: bool,
     /// Configuration overrides.
     #[arg(value_name = "OVERRIDES")]
-    pub overrides: Vec<OsString>,
+    pub(crate) overrides: Vec<OsString>,
 }
 
 #[derive(Debug, Args)]
-pub struct DoctorArgs {
+pub(crate) struct DoctorArgs {
     /// Fail (exit 4) unless nsys, ncu, a GPU, its counters and CUDA in
     /// libtorch all work: for CI jobs on GPU runners.
     #[arg(long)]
-    pub require_gpu: bool,
+    pub(crate) require_gpu: bool,
     /// Configuration overrides (e.g. pipeline.nsys.executable=/opt/nsys/bin/nsys).
     #[arg(value_name = "OVERRIDES")]
-    pub overrides: Vec<OsString>,
+    pub(crate) overrides: Vec<OsString>,
 }

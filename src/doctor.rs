@@ -9,25 +9,25 @@ use crate::provenance::host::{self, CounterAccess};
 use crate::provenance::libtorch;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Level {
+pub(crate) enum Level {
     Ok,
     Warn,
     Fail,
 }
 
 #[derive(Debug, Clone)]
-pub struct Check {
-    pub name: &'static str,
-    pub level: Level,
-    pub detail: String,
-    pub hint: Option<String>,
+pub(crate) struct Check {
+    pub(crate) name: &'static str,
+    pub(crate) level: Level,
+    pub(crate) detail: String,
+    pub(crate) hint: Option<String>,
 }
 
 fn check(name: &'static str, level: Level, detail: impl Into<String>, hint: Option<String>) -> Check {
     Check { name, level, detail: detail.into(), hint }
 }
 
-pub fn run(cfg: &Config) -> Vec<Check> {
+pub(crate) fn run(cfg: &Config) -> Vec<Check> {
     let mut checks = Vec::new();
     let nsys = Tool::probe(Kind::Nsys, &cfg.pipeline.nsys.executable);
     checks.push(tool_check("nsys", &nsys, cfg.pipeline.nsys.enable));
@@ -160,22 +160,22 @@ fn libtorch_checks() -> Vec<Check> {
 }
 
 /// What a GPU runner needs working (`llmperf doctor --require-gpu`).
-pub const GPU_RUNNER_CHECKS: [&str; 5] = ["nsys", "ncu", "GPU", "GPU counter permission", "CUDA in libtorch"];
+pub(crate) const GPU_RUNNER_CHECKS: [&str; 5] = ["nsys", "ncu", "GPU", "GPU counter permission", "CUDA in libtorch"];
 
 /// `--require-gpu`: a WARN of [`GPU_RUNNER_CHECKS`] fails, so a CI job on a
 /// GPU runner stops before it profiles a CPU by mistake.
-pub fn require_gpu(checks: &mut [Check]) {
+pub(crate) fn require_gpu(checks: &mut [Check]) {
     for c in checks.iter_mut().filter(|c| GPU_RUNNER_CHECKS.contains(&c.name) && c.level == Level::Warn) {
         c.level = Level::Fail;
     }
 }
 
 /// The default profile can run when nothing FAILed.
-pub fn ready(checks: &[Check]) -> bool {
+pub(crate) fn ready(checks: &[Check]) -> bool {
     checks.iter().all(|c| c.level != Level::Fail)
 }
 
-pub fn render(checks: &[Check]) -> String {
+pub(crate) fn render(checks: &[Check]) -> String {
     let width = checks.iter().map(|c| c.name.len()).max().unwrap_or(0);
     let mut out = String::new();
     for c in checks {

@@ -69,7 +69,7 @@ impl Error {
 
     /// The same error, naming `to` where it named `from`: a file read from the
     /// run directory's copy is reported as the file the user passed.
-    pub fn naming(mut self, from: &std::path::Path, to: &std::path::Path) -> Self {
+    pub(crate) fn naming(mut self, from: &std::path::Path, to: &std::path::Path) -> Self {
         let (from, to) = (from.display().to_string(), to.display().to_string());
         if let Some(rest) = self.message.strip_prefix(&from) {
             self.message = printable(&format!("{to}{rest}"));

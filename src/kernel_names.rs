@@ -34,7 +34,7 @@ fn spelling_parts() -> &'static Regex {
 /// The spelling both tools agree on: namespace qualifiers, the casts on
 /// template literals and lambdas' brackets dropped, runs of spaces made one.
 /// A member after a template (`enable_if<…>::type`) is kept: both tools print it.
-pub fn key(name: &str) -> String {
+pub(crate) fn key(name: &str) -> String {
     // nsys's `at::native::<unnamed>::k` is ncu's `unnamed>::k`: the `<` went
     // with the qualifiers. Inside a template ncu's `<unnamed>::` keeps the
     // template's `<` (`Copy<unnamed>::T`, nsys `Copy<at::native::<unnamed>::T`).
@@ -50,7 +50,7 @@ pub fn key(name: &str) -> String {
 /// matches `name` as nsys spells it and as ncu does: every namespace
 /// qualifier and every cast optional, the rest literal. For ncu's
 /// `--kernel-name regex:` with `--kernel-name-base demangled`.
-pub fn spelling_regex(name: &str, escape: impl Fn(&str) -> String) -> String {
+pub(crate) fn spelling_regex(name: &str, escape: impl Fn(&str) -> String) -> String {
     let mut out = String::with_capacity(name.len() * 2);
     let mut at = 0;
     for c in spelling_parts().captures_iter(name) {
@@ -71,7 +71,7 @@ pub fn spelling_regex(name: &str, escape: impl Fn(&str) -> String) -> String {
 
 /// A communication kernel: NCCL's (`ncclDevKernel_…`, `ncclKernel_…`), by
 /// either tool's spelling.
-pub fn is_comm(kernel: &str) -> bool {
+pub(crate) fn is_comm(kernel: &str) -> bool {
     let base = kernel.strip_prefix("void ").unwrap_or(kernel);
     base.starts_with("nccl")
 }
@@ -79,7 +79,7 @@ pub fn is_comm(kernel: &str) -> bool {
 /// How an ncu kernel name found its nsys name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum Matched {
+pub(crate) enum Matched {
     /// Spelled the same.
     Exact,
     /// The same [`key`], and no other nsys name has it.
@@ -92,13 +92,13 @@ pub enum Matched {
 
 /// The nsys names, looked up by name and by [`key`]; each name's key is
 /// computed once (a regular expression over names of hundreds of characters).
-pub struct Index<'a> {
+pub(crate) struct Index<'a> {
     keys: std::collections::HashMap<&'a str, String>,
     by_key: std::collections::HashMap<String, Vec<&'a str>>,
 }
 
 impl<'a> Index<'a> {
-    pub fn new(names: impl IntoIterator<Item = &'a str>) -> Index<'a> {
+    pub(crate) fn new(names: impl IntoIterator<Item = &'a str>) -> Index<'a> {
         let keys: std::collections::HashMap<&str, String> = names.into_iter().map(|n| (n, key(n))).collect();
         let mut by_key: std::collections::HashMap<String, Vec<&str>> = Default::default();
         for (n, k) in &keys {
@@ -111,7 +111,7 @@ impl<'a> Index<'a> {
     }
 
     /// The nsys name of `other` (an ncu spelling), and how it was found.
-    pub fn find(&self, other: &str) -> (Option<&'a str>, Matched) {
+    pub(crate) fn find(&self, other: &str) -> (Option<&'a str>, Matched) {
         if let Some((n, _)) = self.keys.get_key_value(other) {
             return (Some(n), Matched::Exact);
         }
@@ -125,7 +125,7 @@ impl<'a> Index<'a> {
     /// [`Self::find`] among some of the indexed names (a region's), for
     /// `other` whose key is `other_key`: the same name, else the one of them
     /// with that key.
-    pub fn find_among<'b>(
+    pub(crate) fn find_among<'b>(
         &self,
         among: impl IntoIterator<Item = &'b str>,
         other: &str,
@@ -239,7 +239,7 @@ mod tests {
 /// differs from each other row of the group: `elementwise_kernel ‹2…MulFunctor›`
 /// beside `elementwise_kernel ‹4…gpu_kernel_impl›`. Rows still alike get `#N`.
 /// `rows`: (shown name, full name); the result is in the same order.
-pub fn distinct_labels(rows: &[(&str, &str)]) -> Vec<String> {
+pub(crate) fn distinct_labels(rows: &[(&str, &str)]) -> Vec<String> {
     const MAX_TOKENS: usize = 3;
     const MAX_TOKEN_CHARS: usize = 24;
     let tokens: Vec<Vec<String>> =

@@ -40,12 +40,12 @@
 pub mod aggregate;
 pub mod app;
 pub mod cli;
-pub mod compare;
+pub(crate) mod compare;
 pub mod config;
 pub(crate) mod doctor;
 pub mod error;
 pub mod flops;
-pub mod kernel_names;
+pub(crate) mod kernel_names;
 pub(crate) mod manifest;
 pub mod markdown;
 pub mod parse;

@@ -32,11 +32,11 @@ fn mark_current_interrupted() {
     std::mem::forget(current);
 }
 
-pub const SCHEMA: &str = "llmperf.manifest/v1";
+pub(crate) const SCHEMA: &str = "llmperf.manifest/v1";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum Status {
+pub(crate) enum Status {
     Pending,
     Running,
     Ok,
@@ -61,7 +61,7 @@ impl std::fmt::Display for Status {
 
 impl Status {
     /// A stage's (or run's) status from the error that ended it, if any.
-    pub fn of(failure: Option<&Error>) -> Status {
+    pub(crate) fn of(failure: Option<&Error>) -> Status {
         match failure {
             None => Status::Ok,
             Some(e) if e.kind == crate::error::ErrorKind::Interrupted => Status::Interrupted,
@@ -71,19 +71,19 @@ impl Status {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Diagnosis {
-    pub code: String,
-    pub message: String,
-    pub hint: String,
+pub(crate) struct Diagnosis {
+    pub(crate) code: String,
+    pub(crate) message: String,
+    pub(crate) hint: String,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct ExitInfo {
-    pub code: Option<i32>,
-    pub signal: Option<i32>,
-    pub timed_out: bool,
-    pub interrupted: bool,
-    pub elapsed_s: f64,
+pub(crate) struct ExitInfo {
+    pub(crate) code: Option<i32>,
+    pub(crate) signal: Option<i32>,
+    pub(crate) timed_out: bool,
+    pub(crate) interrupted: bool,
+    pub(crate) elapsed_s: f64,
 }
 
 impl From<&Finished> for ExitInfo {
@@ -100,43 +100,43 @@ impl From<&Finished> for ExitInfo {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Stage {
-    pub name: String,
-    pub status: Status,
+pub(crate) struct Stage {
+    pub(crate) name: String,
+    pub(crate) status: Status,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub hint: Option<String>,
-    pub argv: Vec<String>,
-    pub started_at: Option<String>,
-    pub ended_at: Option<String>,
-    pub exit: Option<ExitInfo>,
+    pub(crate) hint: Option<String>,
+    pub(crate) argv: Vec<String>,
+    pub(crate) started_at: Option<String>,
+    pub(crate) ended_at: Option<String>,
+    pub(crate) exit: Option<ExitInfo>,
     /// Paths relative to the run directory.
-    pub artifacts: Vec<String>,
-    pub diagnoses: Vec<Diagnosis>,
+    pub(crate) artifacts: Vec<String>,
+    pub(crate) diagnoses: Vec<Diagnosis>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Manifest {
-    pub schema: String,
-    pub run_id: String,
-    pub status: Status,
-    pub started_at: String,
-    pub ended_at: Option<String>,
-    pub llmperf_version: String,
+pub(crate) struct Manifest {
+    pub(crate) schema: String,
+    pub(crate) run_id: String,
+    pub(crate) status: Status,
+    pub(crate) started_at: String,
+    pub(crate) ended_at: Option<String>,
+    pub(crate) llmperf_version: String,
     /// llmperf's own command line.
-    pub argv: Vec<String>,
-    pub stages: Vec<Stage>,
+    pub(crate) argv: Vec<String>,
+    pub(crate) stages: Vec<Stage>,
 }
 
 /// The manifest of a live run: every change is written through.
-pub struct ManifestWriter<'a> {
+pub(crate) struct ManifestWriter<'a> {
     run: &'a RunDir,
-    pub manifest: Manifest,
+    pub(crate) manifest: Manifest,
 }
 
 impl<'a> ManifestWriter<'a> {
-    pub fn start(run: &'a RunDir, argv: Vec<String>) -> Result<Self, Error> {
+    pub(crate) fn start(run: &'a RunDir, argv: Vec<String>) -> Result<Self, Error> {
         let manifest = Manifest {
             schema: SCHEMA.into(),
             run_id: run.run_id().into(),
@@ -156,7 +156,7 @@ impl<'a> ManifestWriter<'a> {
     /// An import into a run directory that already has a manifest adds to it:
     /// its stages stay, the command is recorded as an `import` stage, and the
     /// old `reports` stage goes (the reports are written again). Otherwise [`start`](Self::start).
-    pub fn extend(run: &'a RunDir, argv: Vec<String>) -> Result<Self, Error> {
+    pub(crate) fn extend(run: &'a RunDir, argv: Vec<String>) -> Result<Self, Error> {
         let Some(mut manifest) = run.read_json::<Manifest>(MANIFEST_JSON) else {
             return Self::start(run, argv);
         };
@@ -172,13 +172,13 @@ impl<'a> ManifestWriter<'a> {
 
     /// Written under the lock a forced stop holds, so that the stop's
     /// `interrupted` is the last word.
-    pub fn save(&self) -> Result<(), Error> {
+    pub(crate) fn save(&self) -> Result<(), Error> {
         let _guard = CURRENT.lock();
         self.run.write_json(MANIFEST_JSON, &self.manifest).map(|_| ())
     }
 
     /// Add a stage in `running` state and return its index.
-    pub fn begin(&mut self, name: &str, argv: Vec<String>) -> Result<usize, Error> {
+    pub(crate) fn begin(&mut self, name: &str, argv: Vec<String>) -> Result<usize, Error> {
         self.manifest.stages.push(Stage {
             name: name.into(),
             status: Status::Running,
@@ -196,7 +196,7 @@ impl<'a> ManifestWriter<'a> {
     }
 
     /// Record a stage that did not run, with why and how to make it run.
-    pub fn skip(&mut self, name: &str, reason: &str, hint: &str) -> Result<(), Error> {
+    pub(crate) fn skip(&mut self, name: &str, reason: &str, hint: &str) -> Result<(), Error> {
         let i = self.begin(name, Vec::new())?;
         self.finish(i, Status::Skipped, |s| {
             s.started_at = None;
@@ -205,7 +205,7 @@ impl<'a> ManifestWriter<'a> {
         })
     }
 
-    pub fn finish(&mut self, i: usize, status: Status, edit: impl FnOnce(&mut Stage)) -> Result<(), Error> {
+    pub(crate) fn finish(&mut self, i: usize, status: Status, edit: impl FnOnce(&mut Stage)) -> Result<(), Error> {
         let stage = &mut self.manifest.stages[i];
         stage.status = status;
         stage.ended_at = Some(utc_now());
@@ -214,14 +214,14 @@ impl<'a> ManifestWriter<'a> {
     }
 
     /// Add a diagnosis to the last stage of this name (the replay ladder's reason for a step).
-    pub fn diagnose(&mut self, stage: &str, diagnosis: Diagnosis) -> Result<(), Error> {
+    pub(crate) fn diagnose(&mut self, stage: &str, diagnosis: Diagnosis) -> Result<(), Error> {
         if let Some(s) = self.manifest.stages.iter_mut().rev().find(|s| s.name == stage) {
             s.diagnoses.push(diagnosis);
         }
         self.save()
     }
 
-    pub fn close(&mut self, status: Status) -> Result<(), Error> {
+    pub(crate) fn close(&mut self, status: Status) -> Result<(), Error> {
         self.manifest.status = status;
         self.manifest.ended_at = Some(utc_now());
         self.save()?;

@@ -21,7 +21,7 @@ pub fn code(name: &str) -> String {
 /// start), and the characters that would open a code span, end a table
 /// cell or a link's text (and the backslash itself) escaped with a backslash. Emphasis is
 /// left alone: it changes how a name looks, not what the page holds.
-pub fn text(s: &str) -> String {
+pub(crate) fn text(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -40,7 +40,7 @@ pub fn text(s: &str) -> String {
 }
 
 /// Control characters (C0, DEL, C1; newline and tab included) as `\u{..}`.
-pub fn visible(s: &str) -> String {
+pub(crate) fn visible(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         if c.is_control() {

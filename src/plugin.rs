@@ -65,19 +65,19 @@ pub struct Runtime {
 }
 
 /// A loaded plugin. Never unloaded: libtorch does not survive dlclose.
-pub struct Plugin {
-    pub path: PathBuf,
+pub(crate) struct Plugin {
+    pub(crate) path: PathBuf,
     call: CallFn,
 }
 
 /// Load the plugin once per process; later calls get the same result.
-pub fn load() -> Result<&'static Plugin, Error> {
+pub(crate) fn load() -> Result<&'static Plugin, Error> {
     static PLUGIN: OnceLock<Result<Plugin, Error>> = OnceLock::new();
     PLUGIN.get_or_init(|| locate().and_then(|p| open(&p))).as_ref().map_err(Clone::clone)
 }
 
 /// Run the built-in workload in the plugin.
-pub fn run_workload(cfg: &Config, nvtx: bool) -> Result<Timings, Error> {
+pub(crate) fn run_workload(cfg: &Config, nvtx: bool) -> Result<Timings, Error> {
     let log = std::env::var("LLMPERF_LOG")
         .unwrap_or_else(|_| format!("llmperf_torch={}", tracing::level_filters::LevelFilter::current()));
     match load()?.call(&Request::Workload { config: Box::new(cfg.clone()), nvtx, log })? {
@@ -87,7 +87,7 @@ pub fn run_workload(cfg: &Config, nvtx: bool) -> Result<Timings, Error> {
 }
 
 /// libtorch's directory and CUDA view, from the plugin.
-pub fn runtime() -> Result<(&'static Plugin, Runtime), Error> {
+pub(crate) fn runtime() -> Result<(&'static Plugin, Runtime), Error> {
     let plugin = load()?;
     match plugin.call(&Request::Info)? {
         Reply::Info(rt) => Ok((plugin, rt)),

@@ -39,7 +39,7 @@ fn kill_children() {
 
 /// Where a child's output goes.
 #[derive(Debug, Clone)]
-pub enum Sink {
+pub(crate) enum Sink {
     Inherit,
     Null,
     /// Write to this file (created or truncated).
@@ -49,34 +49,34 @@ pub enum Sink {
 }
 
 #[derive(Debug, Clone)]
-pub struct Spawn {
-    pub argv: Vec<OsString>,
-    pub env: Vec<(String, String)>,
-    pub stdout: Sink,
-    pub stderr: Sink,
-    pub timeout: Option<Duration>,
+pub(crate) struct Spawn {
+    pub(crate) argv: Vec<OsString>,
+    pub(crate) env: Vec<(String, String)>,
+    pub(crate) stdout: Sink,
+    pub(crate) stderr: Sink,
+    pub(crate) timeout: Option<Duration>,
     /// Processes that belong to the child but are not its descendants (the
     /// nsys agent is reparented to init): found from the child's pid, killed with it.
-    pub companions: Companions,
+    pub(crate) companions: Companions,
     /// Kill the child if it is still running this long after all of its
     /// descendants have exited (see [`Spawn::linger_limit`]).
-    pub linger: Option<Duration>,
+    pub(crate) linger: Option<Duration>,
     /// On a signal or the timeout, stop the application first and give the
     /// profiler time to write its capture (see [`Spawn::stop_gracefully`]).
-    pub stop: Option<Stop>,
+    pub(crate) stop: Option<Stop>,
 }
 
 /// How a profiler is stopped so that it keeps its capture.
 #[derive(Debug, Clone, Copy)]
-pub struct Stop {
+pub(crate) struct Stop {
     /// How long the profiler gets, from the stop, to write its capture and exit.
-    pub grace: Duration,
+    pub(crate) grace: Duration,
     /// The application's own processes under the profiler (not the profiler's helpers).
-    pub application: fn(i32) -> Vec<i32>,
+    pub(crate) application: fn(i32) -> Vec<i32>,
 }
 
 impl Spawn {
-    pub fn new<I, S>(argv: I) -> Self
+    pub(crate) fn new<I, S>(argv: I) -> Self
     where
         I: IntoIterator<Item = S>,
         S: Into<OsString>,
@@ -100,7 +100,7 @@ impl Spawn {
     /// (SIGINT to nsys 2022.4 itself was ignored in 4 of 16 tries here; the
     /// application's end made it write its report in 16 of 16:
     /// bench/nsys_stop_probe.sh, docs/internals.md.)
-    pub fn stop_gracefully(mut self, grace: Duration, application: fn(i32) -> Vec<i32>) -> Self {
+    pub(crate) fn stop_gracefully(mut self, grace: Duration, application: fn(i32) -> Vec<i32>) -> Self {
         self.stop = Some(Stop { grace, application });
         self
     }
@@ -109,51 +109,51 @@ impl Spawn {
     /// once every descendant has exited; it then only converts its capture.
     /// Allow it `limit` for that, independently of the overall timeout (nsys
     /// 2022.4 sometimes hangs there forever).
-    pub fn linger_limit(mut self, limit: Duration) -> Self {
+    pub(crate) fn linger_limit(mut self, limit: Duration) -> Self {
         self.linger = Some(limit);
         self
     }
 
-    pub fn companions(mut self, find: fn(i32) -> Vec<i32>) -> Self {
+    pub(crate) fn companions(mut self, find: fn(i32) -> Vec<i32>) -> Self {
         self.companions = Some(find);
         self
     }
 
-    pub fn env(mut self, key: &str, value: &str) -> Self {
+    pub(crate) fn env(mut self, key: &str, value: &str) -> Self {
         self.env.push((key.into(), value.into()));
         self
     }
 
-    pub fn stdout(mut self, sink: Sink) -> Self {
+    pub(crate) fn stdout(mut self, sink: Sink) -> Self {
         self.stdout = sink;
         self
     }
 
-    pub fn stderr(mut self, sink: Sink) -> Self {
+    pub(crate) fn stderr(mut self, sink: Sink) -> Self {
         self.stderr = sink;
         self
     }
 
-    pub fn timeout(mut self, timeout: Option<Duration>) -> Self {
+    pub(crate) fn timeout(mut self, timeout: Option<Duration>) -> Self {
         self.timeout = timeout;
         self
     }
 
     /// The command line, quoted so it can be pasted into a shell.
-    pub fn display(&self) -> String {
+    pub(crate) fn display(&self) -> String {
         let env = self.env.iter().map(|(k, v)| format!("{k}={}", shell_quote(v)));
         let argv = self.argv.iter().map(|a| shell_quote(&a.to_string_lossy()));
         env.chain(argv).collect::<Vec<_>>().join(" ")
     }
 
-    pub fn argv_strings(&self) -> Vec<String> {
+    pub(crate) fn argv_strings(&self) -> Vec<String> {
         self.argv.iter().map(|a| a.to_string_lossy().into_owned()).collect()
     }
 }
 
 /// How a child ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
+pub(crate) enum Exit {
     Code(i32),
     Signal(i32),
     TimedOut,
@@ -163,20 +163,20 @@ pub enum Exit {
 }
 
 #[derive(Debug)]
-pub struct Finished {
-    pub exit: Exit,
-    pub elapsed: Duration,
-    pub stdout: Vec<u8>,
-    pub stderr: Vec<u8>,
+pub(crate) struct Finished {
+    pub(crate) exit: Exit,
+    pub(crate) elapsed: Duration,
+    pub(crate) stdout: Vec<u8>,
+    pub(crate) stderr: Vec<u8>,
 }
 
 impl Finished {
-    pub fn success(&self) -> bool {
+    pub(crate) fn success(&self) -> bool {
         self.exit == Exit::Code(0)
     }
 
     /// "exit code 3", "killed by signal 9 (SIGKILL)", ...
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self.exit {
             Exit::Code(c) => format!("exit code {c}"),
             Exit::Signal(s) => format!("killed by signal {s} ({})", signals::name(s)),
@@ -190,7 +190,7 @@ impl Finished {
 }
 
 /// Run a child to completion (or timeout / interrupt).
-pub fn run(spec: &Spawn) -> Result<Finished, Error> {
+pub(crate) fn run(spec: &Spawn) -> Result<Finished, Error> {
     let (program, args) =
         spec.argv.split_first().ok_or_else(|| Error::new(ErrorKind::Internal, "empty command line"))?;
     tracing::debug!("running: {}", spec.display());
@@ -257,7 +257,7 @@ fn read_capture(file: Option<&mut File>) -> Vec<u8> {
 
 /// Where `program` would be run from, as execvp looks: the path itself when it
 /// holds a `/`, else the first executable of that name on PATH.
-pub fn find_executable(program: impl AsRef<std::ffi::OsStr>) -> Option<PathBuf> {
+pub(crate) fn find_executable(program: impl AsRef<std::ffi::OsStr>) -> Option<PathBuf> {
     let program = program.as_ref();
     let runnable = |p: &std::path::Path| {
         use std::os::unix::fs::PermissionsExt;
@@ -345,7 +345,7 @@ impl ExitWatch {
 
 /// How long an application gets to end after SIGINT before it gets SIGTERM
 /// (an application may ignore SIGINT: a background job of a shell does).
-pub const APP_GRACE: Duration = Duration::from_secs(5);
+pub(crate) const APP_GRACE: Duration = Duration::from_secs(5);
 
 /// Stop the application under a profiler, then wait up to `stop.grace` for
 /// the profiler to write its capture and exit (a signal arriving meanwhile
@@ -388,7 +388,7 @@ fn stop_application(child: &mut Child, stop: &Stop) {
 
 /// Processes whose parent's name (`/proc/PID/comm`) is `parent`, under `root`:
 /// what a profiler's launcher process started.
-pub fn started_by_launcher(root: i32, parent: &str) -> Vec<i32> {
+pub(crate) fn started_by_launcher(root: i32, parent: &str) -> Vec<i32> {
     descendants(root)
         .into_iter()
         .filter(|p| parent_of(*p).and_then(comm).is_some_and(|c| c.starts_with(parent)))
@@ -556,7 +556,7 @@ fn descendants(root: i32) -> Vec<i32> {
 }
 
 /// Pids whose command line (arguments joined by spaces) satisfies `pred`.
-pub fn find_processes(pred: impl Fn(&str) -> bool) -> Vec<i32> {
+pub(crate) fn find_processes(pred: impl Fn(&str) -> bool) -> Vec<i32> {
     std::fs::read_dir("/proc")
         .into_iter()
         .flatten()
@@ -578,7 +578,7 @@ fn parent_of(pid: i32) -> Option<i32> {
 }
 
 /// POSIX shell quoting: bare when safe, single quotes otherwise.
-pub fn shell_quote(arg: &str) -> String {
+pub(crate) fn shell_quote(arg: &str) -> String {
     let safe = !arg.is_empty() && arg.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,@%+".contains(c));
     if safe {
         arg.to_string()

@@ -9,7 +9,7 @@ pub(crate) const SEP: &str = "::";
 
 /// The separator reports show instead when a name holds `::` itself
 /// (PyTorch's `aten::to › aten::_to_copy`); selectors accept it too.
-pub const PLAIN_SEP: &str = " › ";
+pub(crate) const PLAIN_SEP: &str = " › ";
 
 /// NVTX domain of the LLM workload's ranges (ncu writes `LLM@prefill/`, nsys `prefill@LLM`).
 pub const LLM_DOMAIN: &str = "LLM";
@@ -49,7 +49,7 @@ pub fn block(index: usize) -> String {
 /// `strip_attributes` returns the operator (`aten::mul`) and the attributes
 /// when every part after the first `, ` is `KEY = VALUE` with KEY in `keys`
 /// (values may hold `, ` inside brackets); any other name is None, kept as is.
-pub fn strip_attributes<'a>(name: &'a str, keys: &[String]) -> Option<(&'a str, Vec<(&'a str, &'a str)>)> {
+pub(crate) fn strip_attributes<'a>(name: &'a str, keys: &[String]) -> Option<(&'a str, Vec<(&'a str, &'a str)>)> {
     let (head, mut rest) = name.split_once(", ")?;
     let mut attrs = Vec::new();
     loop {
@@ -99,14 +99,14 @@ pub enum Attribution {
 /// The one parser of that spelling, for the ncu expression compiler, the
 /// pass planner, the preflight and the region attribution.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Selector<'a> {
+pub(crate) struct Selector<'a> {
     /// Empty for the default domain.
-    pub domain: &'a str,
-    pub names: Vec<&'a str>,
+    pub(crate) domain: &'a str,
+    pub(crate) names: Vec<&'a str>,
 }
 
 impl<'a> Selector<'a> {
-    pub fn parse(text: &'a str) -> Selector<'a> {
+    pub(crate) fn parse(text: &'a str) -> Selector<'a> {
         let (domain, path) = match text.split_once('@') {
             Some((d, p)) if !d.is_empty() && !p.is_empty() => (d, p),
             _ => ("", text),
@@ -115,7 +115,7 @@ impl<'a> Selector<'a> {
     }
 
     /// A region's `::` path in a domain, or its ` › ` path (see [`display`]).
-    pub fn of(path: &'a str, domain: &'a str) -> Selector<'a> {
+    pub(crate) fn of(path: &'a str, domain: &'a str) -> Selector<'a> {
         let sep = if path.contains(PLAIN_SEP) { PLAIN_SEP } else { SEP };
         Selector { domain, names: path.split(sep).collect() }
     }
@@ -123,7 +123,7 @@ impl<'a> Selector<'a> {
     /// Whether the region of these nested names in `domain` is this one, name
     /// by name: exact where a name holds `::` itself. A `::` selector
     /// names such a region by its `::` spelling as a whole.
-    pub fn names_path(&self, names: &[String], domain: &str) -> bool {
+    pub(crate) fn names_path(&self, names: &[String], domain: &str) -> bool {
         if self.domain != domain {
             return false;
         }
@@ -133,12 +133,12 @@ impl<'a> Selector<'a> {
     }
 
     /// The innermost name.
-    pub fn leaf(&self) -> &'a str {
+    pub(crate) fn leaf(&self) -> &'a str {
         self.names.last().copied().unwrap_or_default()
     }
 
     /// Whether the region at `path` in `domain` is this one, name by name.
-    pub fn names_region(&self, path: &str, domain: &str) -> bool {
+    pub(crate) fn names_region(&self, path: &str, domain: &str) -> bool {
         let got: Vec<&str> = path.split(SEP).collect();
         self.domain == domain
             && got.len() == self.names.len()
@@ -147,7 +147,7 @@ impl<'a> Selector<'a> {
 }
 
 /// A region written as a selector: `A::A1`, or `LLM@decode_all` in a domain.
-pub fn selector(path: &str, domain: &str) -> String {
+pub(crate) fn selector(path: &str, domain: &str) -> String {
     if domain.is_empty() {
         path.to_string()
     } else {
@@ -158,7 +158,7 @@ pub fn selector(path: &str, domain: &str) -> String {
 /// Nested names as reports show them: `A::A1`, unless a name holds `::`
 /// itself; then every name apart, ` › ` between (`aten::to › aten::_to_copy`),
 /// a spelling that selectors accept as well.
-pub fn display<S: AsRef<str>>(names: &[S]) -> String {
+pub(crate) fn display<S: AsRef<str>>(names: &[S]) -> String {
     if names.iter().any(|n| n.as_ref().contains(SEP)) {
         names.iter().map(AsRef::as_ref).collect::<Vec<_>>().join(PLAIN_SEP)
     } else {
@@ -173,7 +173,7 @@ pub fn join<S: AsRef<str>>(names: impl IntoIterator<Item = S>) -> String {
 
 /// `*` (any run of characters) and `?` (one character) as users write region
 /// globs (`decode*`); any other character stands for itself.
-pub fn glob_match(pattern: &str, name: &str) -> bool {
+pub(crate) fn glob_match(pattern: &str, name: &str) -> bool {
     let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
     let (mut pi, mut ni, mut star, mut mark) = (0, 0, None, 0);
     while ni < n.len() {

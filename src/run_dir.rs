@@ -132,7 +132,7 @@ pub(crate) enum Page {
 }
 
 impl Page {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Page::Raw => "raw",
             Page::Details => "details",
@@ -213,7 +213,7 @@ pub(crate) const BASELINE_TIMINGS_JSON: &str = "workload/timings.baseline.json";
 pub(crate) const LOCK_FILE: &str = ".llmperf-lock";
 
 /// The lock of [`RunDir::lock`]; released when dropped (or when the process ends).
-pub struct Lock {
+pub(crate) struct Lock {
     _file: std::fs::File,
 }
 
@@ -227,7 +227,7 @@ impl RunDir {
     /// Create a new, uniquely named run directory under `root`.
     /// Two runs started in the same second get different random suffixes;
     /// `create_dir` fails on a clash and another suffix is drawn.
-    pub fn create(root: &Path) -> Result<Self, Error> {
+    pub(crate) fn create(root: &Path) -> Result<Self, Error> {
         // `-o` of profile and workload is the folder runs are created in;
         // `-o` of import is the run directory itself. A run directory given
         // here is that mix-up: a run inside a run would be found by no one.
@@ -307,7 +307,7 @@ impl RunDir {
     /// Hold the run directory against other llmperf processes (an advisory
     /// `flock` on `.llmperf-lock`) until the guard drops: two imports into one
     /// directory take turns, so neither loses the other's manifest stages.
-    pub fn lock(&self) -> Result<Lock, Error> {
+    pub(crate) fn lock(&self) -> Result<Lock, Error> {
         use std::os::fd::AsRawFd;
         let path = self.join(LOCK_FILE);
         let file = std::fs::OpenOptions::new()
@@ -338,7 +338,7 @@ impl RunDir {
         Ok(RunDir { path: path.to_path_buf(), run_id })
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
@@ -346,7 +346,7 @@ impl RunDir {
         &self.run_id
     }
 
-    pub fn join(&self, rel: &str) -> PathBuf {
+    pub(crate) fn join(&self, rel: &str) -> PathBuf {
         self.path.join(rel)
     }
 
@@ -363,7 +363,7 @@ impl RunDir {
         Ok(dir)
     }
 
-    pub fn write(&self, rel: &str, bytes: &[u8]) -> Result<PathBuf, Error> {
+    pub(crate) fn write(&self, rel: &str, bytes: &[u8]) -> Result<PathBuf, Error> {
         let path = self.join(rel);
         write_atomic(&path, bytes)?;
         Ok(path)
@@ -459,7 +459,7 @@ fn sanitize_one(name: &str) -> String {
 }
 
 /// `p` made absolute (for paths handed to child processes), or `p` as is.
-pub fn absolute(p: &Path) -> PathBuf {
+pub(crate) fn absolute(p: &Path) -> PathBuf {
     std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
 }
 

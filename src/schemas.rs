@@ -10,7 +10,7 @@ use crate::run_dir;
 /// A kind of JSON artifact: where it lives in a run directory (`*` = one
 /// path segment), its published schema file, and the schema itself.
 pub struct Artifact {
-    pub pattern: &'static str,
+    pub(crate) pattern: &'static str,
     pub spec: &'static str,
     pub schema: fn() -> Value,
 }
@@ -139,15 +139,15 @@ fn matches(pattern: &str, rel: &str) -> bool {
 
 /// One JSON file's verdict.
 #[derive(Debug)]
-pub struct Check {
-    pub path: String,
+pub(crate) struct Check {
+    pub(crate) path: String,
     /// None: no schema is known for this file (not an error).
-    pub spec: Option<&'static str>,
-    pub errors: Vec<String>,
+    pub(crate) spec: Option<&'static str>,
+    pub(crate) errors: Vec<String>,
 }
 
 /// Check every `.json` under `dir` against its schema.
-pub fn validate(dir: &Path) -> Result<Vec<Check>, Error> {
+pub(crate) fn validate(dir: &Path) -> Result<Vec<Check>, Error> {
     let run = crate::run_dir::RunDir::open(dir)?;
     Ok(run.files().into_iter().filter(|f| f.ends_with(".json")).map(|rel| check(dir, rel)).collect())
 }
@@ -203,7 +203,7 @@ pub(crate) fn render(checks: &[Check]) -> (String, bool) {
 }
 
 /// The error `llmperf validate` exits with when a file fails.
-pub fn failed(checks: &[Check]) -> Error {
+pub(crate) fn failed(checks: &[Check]) -> Error {
     let bad: Vec<&str> = checks.iter().filter(|c| !c.errors.is_empty()).map(|c| c.path.as_str()).collect();
     Error::new(ErrorKind::Unparseable, format!("{} file(s) do not match their schema: {}", bad.len(), bad.join(", ")))
         .with_hint("the schemas are in specs/; a file written by an older llmperf can be rebuilt from the raw outputs")

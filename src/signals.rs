@@ -27,10 +27,10 @@ static FORCE_AT: AtomicUsize = AtomicUsize::new(2);
 /// children it started, manifest.rs marks the run `interrupted`.
 static ON_FORCED_STOP: Mutex<Vec<fn()>> = Mutex::new(Vec::new());
 
-pub const HANDLED: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+pub(crate) const HANDLED: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Policy {
+pub(crate) enum Policy {
     /// The first signal asks for a stop; the second forces it.
     Graceful,
     /// The first signal forces the stop.
@@ -38,7 +38,7 @@ pub enum Policy {
 }
 
 /// Count INT, TERM, HUP and QUIT from now on (once per process).
-pub fn install(policy: Policy) {
+pub(crate) fn install(policy: Policy) {
     static ONCE: std::sync::Once = std::sync::Once::new();
     FORCE_AT.store(if policy == Policy::Immediate { 1 } else { 2 }, Ordering::SeqCst);
     ONCE.call_once(|| {
@@ -61,24 +61,24 @@ pub fn install(policy: Policy) {
 }
 
 /// A signal arrived that nobody has answered yet.
-pub fn pending() -> bool {
+pub(crate) fn pending() -> bool {
     RECEIVED.load(Ordering::SeqCst) > ANSWERED.load(Ordering::SeqCst)
 }
 
 /// How many signals arrived so far (answered or not).
-pub fn received() -> usize {
+pub(crate) fn received() -> usize {
     RECEIVED.load(Ordering::SeqCst)
 }
 
 /// The run goes on after a stop (to analyse what the stopped profiler wrote):
 /// the signals so far are answered, the next one is pending again.
-pub fn answer() {
+pub(crate) fn answer() {
     ANSWERED.store(RECEIVED.load(Ordering::SeqCst), Ordering::SeqCst);
 }
 
 /// `Err(Interrupted)` when a signal is pending: the checkpoint of work that
 /// runs no child (ingestion, reports).
-pub fn check() -> Result<(), Error> {
+pub(crate) fn check() -> Result<(), Error> {
     if pending() {
         return Err(interrupted());
     }
@@ -86,7 +86,7 @@ pub fn check() -> Result<(), Error> {
 }
 
 /// The error of a stopped run, naming the signal.
-pub fn interrupted() -> Error {
+pub(crate) fn interrupted() -> Error {
     let sig = LAST.load(Ordering::SeqCst);
     let which = if sig == 0 { "a signal" } else { name(sig) };
     Error::new(ErrorKind::Interrupted, format!("interrupted by {which}"))
@@ -103,7 +103,7 @@ pub(crate) fn on_forced_stop(hook: fn()) {
 }
 
 /// "SIGINT", "SIGTERM", ... for messages.
-pub fn name(sig: i32) -> &'static str {
+pub(crate) fn name(sig: i32) -> &'static str {
     match sig {
         libc::SIGHUP => "SIGHUP",
         libc::SIGINT => "SIGINT",

@@ -5,14 +5,14 @@ use serde::{Deserialize, Serialize};
 /// Durations of repeated calls, in milliseconds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Stats {
-    pub count: usize,
+    pub(crate) count: usize,
     pub total_ms: f64,
-    pub mean_ms: f64,
+    pub(crate) mean_ms: f64,
     pub median_ms: f64,
     /// Nearest-rank 90th percentile: the ceil(0.9·n)-th smallest sample.
-    pub p90_ms: f64,
-    pub min_ms: f64,
-    pub max_ms: f64,
+    pub(crate) p90_ms: f64,
+    pub(crate) min_ms: f64,
+    pub(crate) max_ms: f64,
 }
 
 impl Stats {
@@ -57,7 +57,7 @@ pub fn bounded<T: Copy + PartialOrd>(samples: &[T], max: usize) -> Vec<T> {
 
 /// The spread of per-repeat medians: (max − min) / median, in percent; None
 /// for fewer than two, or a median of zero.
-pub fn spread_pct(medians: &[f64]) -> Option<f64> {
+pub(crate) fn spread_pct(medians: &[f64]) -> Option<f64> {
     if medians.len() < 2 {
         return None;
     }

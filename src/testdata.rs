@@ -28,7 +28,7 @@ pub fn corpus_file(test: &str, rel: &str) -> Option<PathBuf> {
 
 /// [`corpus_file`] for a unit test, recorded under the name the test harness
 /// gives its thread (`aggregate::ncu::tests::...`), else `test`.
-pub(crate) fn corpus(test: &str, rel: &str) -> Option<PathBuf> {
+pub fn corpus(test: &str, rel: &str) -> Option<PathBuf> {
     let name = std::thread::current().name().filter(|n| *n != "main").map_or(test.to_string(), String::from);
     corpus_file(&format!("llmperf::{name}"), rel)
 }

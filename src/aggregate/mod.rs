@@ -6,10 +6,10 @@
 //! - [`select`]: which kernels a report keeps.
 pub mod ncu;
 pub mod nsys;
-pub mod ranks;
+pub(crate) mod ranks;
 pub mod roofline;
-pub mod runs;
-pub mod select;
+pub(crate) mod runs;
+pub(crate) mod select;
 
 /// For `skip_serializing_if`: a count or a time of 0 is left out of a report.
 pub(crate) fn is_zero<T: Default + PartialEq>(n: &T) -> bool {

@@ -23,7 +23,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::roofline::RooflineAcc;
-pub use super::select::Selection;
+pub(crate) use super::select::Selection;
 use crate::parse::ncu::{Launch, LaunchSink, LaunchView, MetricRef, NvtxFrame};
 use crate::profile::ncu::section_display_name;
 use crate::regions::{self, Attribution};
@@ -42,38 +42,38 @@ pub(crate) const RANGE_RESULT: &str = "range";
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RegionReportFile {
-    pub schema: String,
-    pub generated_at: String,
+    pub(crate) schema: String,
+    pub(crate) generated_at: String,
     /// sha256 (first 16 hex digits) of the resolved configuration that produced the run.
-    pub config_fingerprint: String,
-    pub source: Source,
+    pub(crate) config_fingerprint: String,
+    pub(crate) source: Source,
     /// Why the report holds no regions, when it holds none.
-    pub note: Option<String>,
+    pub(crate) note: Option<String>,
     /// Sections and metrics the report was asked for (empty = everything present).
-    pub sections: Vec<String>,
-    pub metrics: Vec<String>,
-    pub scopes: Vec<ScopeReport>,
+    pub(crate) sections: Vec<String>,
+    pub(crate) metrics: Vec<String>,
+    pub(crate) scopes: Vec<ScopeReport>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Source {
     /// The CSV files read, relative to the run directory when inside it.
-    pub files: Vec<String>,
+    pub(crate) files: Vec<String>,
     /// `details` or `raw`.
-    pub layout: String,
+    pub(crate) layout: String,
     /// `nvtx_stack` (kernel replay), `range` (range replay) or `none` (no NVTX data).
-    pub attribution: Attribution,
+    pub(crate) attribution: Attribution,
     /// Results read (kernel launches, or ranges in range replay).
-    pub results: u64,
+    pub(crate) results: u64,
     /// Range results that the kernel selection (`report.kernels`) did not
     /// apply to: it selects kernels, and a range is not one.
     #[serde(default, skip_serializing_if = "super::is_zero")]
-    pub ranges_not_selected: u64,
+    pub(crate) ranges_not_selected: u64,
     /// The `Profiler Command Line` of each pass's `--page session` export
     /// (newer ncu): the replay mode and filters, proven from the report itself.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub profiler_command_lines: Vec<String>,
+    pub(crate) profiler_command_lines: Vec<String>,
 }
 
 /// One scope: `aggregate`, `process:<pid>`, `rank:<r>` (a launcher's rank,
@@ -81,100 +81,100 @@ pub(crate) struct Source {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScopeReport {
-    pub scope: String,
-    pub generated_at: String,
-    pub config_fingerprint: String,
-    pub regions: Vec<RegionEntry>,
+    pub(crate) scope: String,
+    pub(crate) generated_at: String,
+    pub(crate) config_fingerprint: String,
+    pub(crate) regions: Vec<RegionEntry>,
     /// Over the top-level regions (which include `(unattributed)`); in range
     /// replay, over the outermost regions that hold results of their own.
-    pub totals: Totals,
+    pub(crate) totals: Totals,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RegionEntry {
+pub(crate) struct RegionEntry {
     /// The full nested name (`A::A1`), verbatim: the spelling selectors use.
-    pub name: String,
+    pub(crate) name: String,
     /// The nested names, outermost first: unambiguous where a name holds `::`
     /// itself (PyTorch's `aten::to`).
     #[serde(default)]
-    pub path_names: Vec<String>,
+    pub(crate) path_names: Vec<String>,
     /// The bucket of results outside every NVTX range, named `(unattributed)`
     /// (an application range of that name is a region like any other).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub unattributed: bool,
-    pub parent: Option<String>,
-    pub depth: usize,
+    pub(crate) unattributed: bool,
+    pub(crate) parent: Option<String>,
+    pub(crate) depth: usize,
     /// NVTX domain; empty for the default domain.
-    pub domain: String,
+    pub(crate) domain: String,
     /// Set when every result of the region came from one device / process.
-    pub device: Option<String>,
-    pub process_id: Option<String>,
+    pub(crate) device: Option<String>,
+    pub(crate) process_id: Option<String>,
     /// Directory under `ncu/regions/` with region.json and sections.txt.
-    pub dir: String,
-    pub inclusive: Totals,
+    pub(crate) dir: String,
+    pub(crate) inclusive: Totals,
     /// Why the region has no result of its own, where it has none: in range
     /// replay, the parent of a measured range (each range is measured on its
     /// own, nothing is summed up the tree). Its totals are then zero and mean
     /// "not measured", never "no GPU time".
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub no_result: Option<String>,
+    pub(crate) no_result: Option<String>,
     /// Inclusive sums over the results with FLOP and DRAM counters, counted as
     /// roofline.json counts them; what HFU and MBU per region are made of.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub counters: Option<Counters>,
+    pub(crate) counters: Option<Counters>,
     /// Results whose innermost region is this one; absent in range replay.
-    pub exclusive: Option<Totals>,
+    pub(crate) exclusive: Option<Totals>,
     /// Inclusive roll-up of the configured sections' metrics, by section then name.
-    pub metrics: Vec<MetricValue>,
+    pub(crate) metrics: Vec<MetricValue>,
     /// Configured sections that have data in this region.
-    pub sections: Vec<String>,
+    pub(crate) sections: Vec<String>,
     /// Inclusive, by total time, longest first.
-    pub kernels: Vec<KernelRecord>,
-    pub selection: SelectionRecord,
+    pub(crate) kernels: Vec<KernelRecord>,
+    pub(crate) selection: SelectionRecord,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct Totals {
-    pub calls: u64,
+pub(crate) struct Totals {
+    pub(crate) calls: u64,
     /// GPU time of the results that report one (`gpu__time_duration.sum` / Duration).
-    pub gpu_time_ms: f64,
+    pub(crate) gpu_time_ms: f64,
     /// Results without a duration metric: counted in calls, not in time.
-    pub untimed_calls: u64,
+    pub(crate) untimed_calls: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct Counters {
+pub(crate) struct Counters {
     /// Results that had the counters.
-    pub launches: u64,
+    pub(crate) launches: u64,
     /// Their GPU time under ncu (replayed, clocks as ncu set them).
-    pub gpu_time_ms: f64,
+    pub(crate) gpu_time_ms: f64,
     /// Hardware FLOPs (tensor-pipe and FMA/ADD/MUL counts, else the SOL rates × time).
-    pub flops: f64,
+    pub(crate) flops: f64,
     /// DRAM bytes read and written.
-    pub dram_bytes: f64,
+    pub(crate) dram_bytes: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct KernelRecord {
-    pub kernel_name: String,
-    pub device: String,
+pub(crate) struct KernelRecord {
+    pub(crate) kernel_name: String,
+    pub(crate) device: String,
     /// GPU time of the launches that report one.
-    pub total_ms: f64,
-    pub calls: u64,
+    pub(crate) total_ms: f64,
+    pub(crate) calls: u64,
     /// Launches without a duration metric (`n/a`, empty): in `calls`, not in
     /// `total_ms`; when every launch is untimed, the time is unknown, not 0.
     #[serde(default, skip_serializing_if = "super::is_zero")]
-    pub untimed_calls: u64,
+    pub(crate) untimed_calls: u64,
     /// Over the timed launches (0 when there are none).
-    pub mean_ms: f64,
+    pub(crate) mean_ms: f64,
 }
 
 /// The mean of `timed` launches' `ns`, in ms; 0 when none was timed.
-pub fn mean_ms(ns: f64, timed: u64) -> f64 {
+pub(crate) fn mean_ms(ns: f64, timed: u64) -> f64 {
     if timed == 0 {
         0.0
     } else {
@@ -184,16 +184,16 @@ pub fn mean_ms(ns: f64, timed: u64) -> f64 {
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct SelectionRecord {
-    pub include_patterns: Vec<String>,
-    pub exclude_patterns: Vec<String>,
-    pub kernels_selected: u64,
-    pub kernels_excluded: u64,
+pub(crate) struct SelectionRecord {
+    pub(crate) include_patterns: Vec<String>,
+    pub(crate) exclude_patterns: Vec<String>,
+    pub(crate) kernels_selected: u64,
+    pub(crate) kernels_excluded: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum Rollup {
+pub(crate) enum Rollup {
     Sum,
     /// Weighted by each result's GPU time (1 when it has none).
     WeightedMean,
@@ -205,18 +205,18 @@ pub enum Rollup {
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct MetricValue {
-    pub section: String,
-    pub name: String,
+pub(crate) struct MetricValue {
+    pub(crate) section: String,
+    pub(crate) name: String,
     /// The base unit of `value`: ns, byte, byte/second, hz, %, or the unit as printed.
-    pub unit: String,
-    pub rollup: Rollup,
+    pub(crate) unit: String,
+    pub(crate) rollup: Rollup,
     /// null when every result said n/a (never 0), or for text.
-    pub value: Option<f64>,
-    pub text: Option<String>,
+    pub(crate) value: Option<f64>,
+    pub(crate) text: Option<String>,
     /// Results with a value / with n/a.
-    pub samples: u64,
-    pub not_available: u64,
+    pub(crate) samples: u64,
+    pub(crate) not_available: u64,
 }
 
 /// What to keep, and how to report it.
@@ -467,7 +467,7 @@ impl Builder {
     }
 
     /// How the results so far found their regions, taken together.
-    pub fn attribution(&self) -> Attribution {
+    pub(crate) fn attribution(&self) -> Attribution {
         self.seen
     }
 
@@ -586,7 +586,7 @@ impl Builder {
     }
 
     /// Range results the kernel selection was not applied to.
-    pub fn ranges_not_selected(&self) -> u64 {
+    pub(crate) fn ranges_not_selected(&self) -> u64 {
         self.ranges_not_selected
     }
 
@@ -800,8 +800,8 @@ fn wants(opts: &Options, sections: Option<&BTreeSet<String>>, m: &MetricRef) -> 
 /// Generation stamp shared by every scope.
 #[derive(Debug, Clone, Default)]
 pub struct Stamp {
-    pub generated_at: String,
-    pub config_fingerprint: String,
+    pub(crate) generated_at: String,
+    pub(crate) config_fingerprint: String,
 }
 
 fn totals_of(a: &Acc) -> Totals {

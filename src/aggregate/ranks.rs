@@ -14,13 +14,13 @@ use serde::{Deserialize, Serialize};
 use super::nsys::{Region, RegionsReport};
 use crate::kernel_names::is_comm;
 
-pub const SCHEMA: &str = "llmperf.ranks/v1";
+pub(crate) const SCHEMA: &str = "llmperf.ranks/v1";
 
 /// `ranks.json`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RanksReport {
-    pub schema: String,
+pub(crate) struct RanksReport {
+    pub(crate) schema: String,
     /// How each process got its rank: `cuda_device` (the device its kernels
     /// ran on, ranks numbered by device), `process` (no kernels: ranks
     /// numbered by process id), `environment (RANK)` (one capture of
@@ -28,77 +28,77 @@ pub struct RanksReport {
     /// variable its launcher set, recorded before it became the application)
     /// or `run_directory` (`ranks/<rank>/`, written by each rank from its
     /// RANK, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID).
-    pub rank_source: String,
-    pub ranks: Vec<RankEntry>,
+    pub(crate) rank_source: String,
+    pub(crate) ranks: Vec<RankEntry>,
     /// Ranks expected but without data (failed, killed, or no capture).
-    pub missing: Vec<MissingRank>,
+    pub(crate) missing: Vec<MissingRank>,
     /// Ranks that ran the application without nsys (`pipeline.nsys.ranks`),
     /// with how their run ended.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub not_profiled: Vec<MissingRank>,
-    pub regions: Vec<RankedRegion>,
+    pub(crate) not_profiled: Vec<MissingRank>,
+    pub(crate) regions: Vec<RankedRegion>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RankEntry {
-    pub rank: u32,
-    pub host: Option<String>,
-    pub process_ids: Vec<i64>,
-    pub devices: Vec<i64>,
-    pub kernels: usize,
-    pub gpu_time_ns: i64,
+pub(crate) struct RankEntry {
+    pub(crate) rank: u32,
+    pub(crate) host: Option<String>,
+    pub(crate) process_ids: Vec<i64>,
+    pub(crate) devices: Vec<i64>,
+    pub(crate) kernels: usize,
+    pub(crate) gpu_time_ns: i64,
     /// Of `gpu_time_ns`: communication kernels (names starting `nccl`).
-    pub comm_gpu_time_ns: i64,
+    pub(crate) comm_gpu_time_ns: i64,
     /// Time inside the rank's outermost NVTX ranges (its depth-0 push/pop regions).
-    pub wall_ns: i64,
+    pub(crate) wall_ns: i64,
     /// With one run directory per rank: its run's status (`ok`, `failed`,
     /// `interrupted`), and what failed, with its exit status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<String>,
+    pub(crate) status: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failure: Option<String>,
+    pub(crate) failure: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct MissingRank {
-    pub rank: u32,
+pub(crate) struct MissingRank {
+    pub(crate) rank: u32,
     /// Why: its exit status, or that it wrote no capture.
-    pub reason: String,
+    pub(crate) reason: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RankedRegion {
+pub(crate) struct RankedRegion {
     /// `A::A1`, as selectors spell it.
-    pub path: String,
-    pub path_names: Vec<String>,
-    pub domain: String,
+    pub(crate) path: String,
+    pub(crate) path_names: Vec<String>,
+    pub(crate) domain: String,
     /// Inclusive wall time per rank (every thread of the rank's processes).
-    pub per_rank: BTreeMap<u32, i64>,
+    pub(crate) per_rank: BTreeMap<u32, i64>,
     /// Communication and compute kernel GPU time per rank.
-    pub comm_ns: BTreeMap<u32, i64>,
-    pub compute_ns: BTreeMap<u32, i64>,
-    pub min_ns: i64,
-    pub median_ns: i64,
-    pub max_ns: i64,
+    pub(crate) comm_ns: BTreeMap<u32, i64>,
+    pub(crate) compute_ns: BTreeMap<u32, i64>,
+    pub(crate) min_ns: i64,
+    pub(crate) median_ns: i64,
+    pub(crate) max_ns: i64,
     /// (max − min) / median, in percent: how far the slowest rank trails.
-    pub skew_pct: Option<f64>,
+    pub(crate) skew_pct: Option<f64>,
     /// The rank with the most time here, when ranks differ.
-    pub straggler_rank: Option<u32>,
+    pub(crate) straggler_rank: Option<u32>,
 }
 
 /// One rank's data.
-pub struct RankInput<'a> {
-    pub rank: u32,
-    pub host: Option<String>,
-    pub regions: &'a RegionsReport,
+pub(crate) struct RankInput<'a> {
+    pub(crate) rank: u32,
+    pub(crate) host: Option<String>,
+    pub(crate) regions: &'a RegionsReport,
     /// Only these processes of `regions` (None: all).
-    pub processes: Option<Vec<i64>>,
+    pub(crate) processes: Option<Vec<i64>>,
     /// The run's status and failure, with one run directory per rank.
-    pub status: Option<String>,
-    pub failure: Option<String>,
+    pub(crate) status: Option<String>,
+    pub(crate) failure: Option<String>,
 }
 
 fn mine(input: &RankInput, pid: i64) -> bool {
@@ -106,7 +106,7 @@ fn mine(input: &RankInput, pid: i64) -> bool {
 }
 
 /// The cross-rank report of `inputs` (one per rank).
-pub fn build(inputs: &[RankInput], rank_source: &str, missing: Vec<MissingRank>) -> RanksReport {
+pub(crate) fn build(inputs: &[RankInput], rank_source: &str, missing: Vec<MissingRank>) -> RanksReport {
     let mut b = Builder::default();
     for input in inputs {
         b.add(input);
@@ -117,13 +117,13 @@ pub fn build(inputs: &[RankInput], rank_source: &str, missing: Vec<MissingRank>)
 /// The report built one rank at a time: a rank's regions can be dropped
 /// once added, so merging many ranks holds only the report itself.
 #[derive(Default)]
-pub struct Builder {
+pub(crate) struct Builder {
     ranks: Vec<RankEntry>,
     regions: BTreeMap<(Vec<String>, String), RankedRegion>,
 }
 
 impl Builder {
-    pub fn add(&mut self, input: &RankInput) {
+    pub(crate) fn add(&mut self, input: &RankInput) {
         let r = input.regions;
         let procs: Vec<_> = r.processes.iter().filter(|p| mine(input, p.process_id)).collect();
         let mut devices: Vec<i64> = procs.iter().flat_map(|p| p.devices.iter().filter_map(|d| d.device)).collect();
@@ -176,7 +176,7 @@ impl Builder {
         }
     }
 
-    pub fn finish(mut self, rank_source: &str, missing: Vec<MissingRank>) -> RanksReport {
+    pub(crate) fn finish(mut self, rank_source: &str, missing: Vec<MissingRank>) -> RanksReport {
         self.ranks.sort_by_key(|r| r.rank);
         let regions = self.regions.into_values().map(spread).collect();
         RanksReport {
@@ -210,7 +210,7 @@ fn spread(mut r: RankedRegion) -> RankedRegion {
 /// Ranks of one capture's processes, by the CUDA device their kernels ran on
 /// (the device with most of their GPU time), numbered in device order; with
 /// no kernels, by process id. None when it holds one process or none.
-pub fn ranks_of_processes(r: &RegionsReport) -> Option<(Vec<(u32, i64)>, &'static str)> {
+pub(crate) fn ranks_of_processes(r: &RegionsReport) -> Option<(Vec<(u32, i64)>, &'static str)> {
     let mut pids: Vec<i64> = r.processes.iter().map(|p| p.process_id).collect();
     pids.extend(r.regions.iter().map(|x| x.process_id));
     pids.sort_unstable();

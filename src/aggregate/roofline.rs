@@ -25,14 +25,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::parse::ncu::{LaunchView, MetricRef};
 
-pub const SCHEMA: &str = "llmperf.roofline/v1";
+pub(crate) const SCHEMA: &str = "llmperf.roofline/v1";
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Roofline {
-    pub schema: String,
+    pub(crate) schema: String,
     /// `ncu` when the points come from ncu counters, `none` otherwise.
-    pub source: String,
+    pub(crate) source: String,
     /// Launches read, and how many of them had FLOP and DRAM counters.
     pub launches: usize,
     pub launches_with_counters: usize,
@@ -45,7 +45,7 @@ pub struct Roofline {
 #[serde(deny_unknown_fields)]
 pub struct Point {
     pub kernel_name: String,
-    pub device: String,
+    pub(crate) device: String,
     pub calls: usize,
     pub gpu_time_ns: f64,
     pub flops: f64,

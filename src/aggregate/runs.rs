@@ -19,7 +19,7 @@ use std::iter::Peekable;
 use crate::error::{Error, ErrorKind};
 
 /// Pairs held in memory before a run is written: 8 MiB of packed pairs.
-pub const DEFAULT_CAP: usize = 1 << 20;
+pub(crate) const DEFAULT_CAP: usize = 1 << 20;
 
 const PAIR: usize = 12;
 const VALUE_BITS: u32 = 40;
@@ -34,7 +34,7 @@ fn unpack(p: u64) -> (u32, i64) {
     ((p >> VALUE_BITS) as u32, (p & (VALUE_LIMIT as u64 - 1)) as i64)
 }
 
-pub struct Runs {
+pub(crate) struct Runs {
     /// Pairs that pack into a u64.
     packed: Vec<u64>,
     /// The others.
@@ -50,11 +50,11 @@ fn io_error(e: std::io::Error) -> Error {
 }
 
 impl Runs {
-    pub fn new(cap: usize) -> Runs {
+    pub(crate) fn new(cap: usize) -> Runs {
         Runs { packed: Vec::new(), wide: Vec::new(), cap: cap.max(2), files: Vec::new() }
     }
 
-    pub fn push(&mut self, key: u32, value: i64) -> Result<(), Error> {
+    pub(crate) fn push(&mut self, key: u32, value: i64) -> Result<(), Error> {
         match pack(key, value) {
             Some(p) => {
                 if self.packed.len() == self.packed.capacity() && self.packed.len() < self.cap {
@@ -92,12 +92,13 @@ impl Runs {
     }
 
     /// Runs written to disk so far.
-    pub fn spilled(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn spilled(&self) -> usize {
         self.files.len()
     }
 
     /// Every pair, by key then value.
-    pub fn sorted(mut self) -> Result<Sorted, Error> {
+    pub(crate) fn sorted(mut self) -> Result<Sorted, Error> {
         self.packed.sort_unstable();
         self.wide.sort_unstable();
         let memory =
@@ -164,13 +165,13 @@ impl Source {
 }
 
 /// The merge of the runs: pairs in (key, value) order.
-pub struct Sorted {
+pub(crate) struct Sorted {
     sources: Vec<Source>,
     heap: BinaryHeap<Reverse<((u32, i64), usize)>>,
 }
 
 impl Sorted {
-    pub fn pop(&mut self) -> Result<Option<(u32, i64)>, Error> {
+    pub(crate) fn pop(&mut self) -> Result<Option<(u32, i64)>, Error> {
         // The smallest is replaced by its source's next in place: one sift
         // down, where a pop and a push would take two.
         let Some(mut top) = self.heap.peek_mut() else { return Ok(None) };
@@ -186,7 +187,7 @@ impl Sorted {
 /// Of `n` sorted values, the ranks [`crate::stats::bounded`] keeps at most
 /// `max` of (every rank when `n <= max`), ascending: so a stream of sorted
 /// values can be bounded without holding it.
-pub fn bounded_ranks(n: usize, max: usize) -> impl Iterator<Item = usize> {
+pub(crate) fn bounded_ranks(n: usize, max: usize) -> impl Iterator<Item = usize> {
     let (count, last) = if n <= max { (n, 0) } else { (max, n - 1) };
     (0..count).map(move |i| match () {
         _ if n <= max => i,

@@ -9,8 +9,8 @@ use crate::error::Error;
 pub struct Selection {
     include: Vec<Pattern>,
     exclude: Vec<Pattern>,
-    pub include_patterns: Vec<String>,
-    pub exclude_patterns: Vec<String>,
+    pub(crate) include_patterns: Vec<String>,
+    pub(crate) exclude_patterns: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -39,7 +39,7 @@ impl Pattern {
 }
 
 impl Selection {
-    pub fn new(include: &[String], exclude: &[String]) -> Result<Selection, Error> {
+    pub(crate) fn new(include: &[String], exclude: &[String]) -> Result<Selection, Error> {
         let parse = |v: &[String]| v.iter().map(|p| Pattern::parse(p)).collect::<Result<Vec<_>, _>>();
         Ok(Selection {
             include: parse(include)?,
@@ -50,11 +50,11 @@ impl Selection {
     }
 
     /// Whether any pattern was given.
-    pub fn is_set(&self) -> bool {
+    pub(crate) fn is_set(&self) -> bool {
         !self.include.is_empty() || !self.exclude.is_empty()
     }
 
-    pub fn keeps(&self, kernel: &str) -> bool {
+    pub(crate) fn keeps(&self, kernel: &str) -> bool {
         let included = self.include.is_empty() || self.include.iter().any(|p| p.matches(kernel));
         included && !self.exclude.iter().any(|p| p.matches(kernel))
     }

@@ -17,29 +17,29 @@ pub(crate) const CHECK_SCHEMA: &str = "llmperf.check/v1";
 /// the first matching rule winning.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Budgets {
+pub(crate) struct Budgets {
     #[serde(default)]
-    pub defaults: Rule,
+    pub(crate) defaults: Rule,
     /// Region rules: `match` is a region selector (`A::A1`, `LLM@decode_*`), for
     /// the workload's and nsys's rows alike.
     #[serde(default)]
-    pub regions: Vec<Rule>,
+    pub(crate) regions: Vec<Rule>,
     /// Kernel rules: `match` is a glob over the kernel name.
     #[serde(default)]
-    pub kernels: Vec<Rule>,
+    pub(crate) kernels: Vec<Rule>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Rule {
+pub(crate) struct Rule {
     #[serde(default, rename = "match")]
-    pub pattern: Option<String>,
-    pub relative_pct: Option<f64>,
-    pub absolute_ms: Option<f64>,
-    pub min_samples: Option<usize>,
+    pub(crate) pattern: Option<String>,
+    pub(crate) relative_pct: Option<f64>,
+    pub(crate) absolute_ms: Option<f64>,
+    pub(crate) min_samples: Option<usize>,
     /// Leave matching rows out of the check.
     #[serde(default)]
-    pub ignore: bool,
+    pub(crate) ignore: bool,
 }
 
 impl Rule {
@@ -65,7 +65,7 @@ impl Rule {
 
 impl Budgets {
     /// Read a budgets file; a mistake names the file and line.
-    pub fn load(path: &Path) -> Result<Budgets, Error> {
+    pub(crate) fn load(path: &Path) -> Result<Budgets, Error> {
         // A FIFO without a writer would block the read for ever; a directory or device is no file.
         if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
             return Err(Error::usage(format!("budgets file {} is not a regular file", path.display()))
@@ -98,7 +98,7 @@ impl Budgets {
     }
 
     /// The thresholds of a row, or None when a rule ignores it.
-    pub fn judge(&self, source: Source, name: &str) -> Option<Thresholds> {
+    pub(crate) fn judge(&self, source: Source, name: &str) -> Option<Thresholds> {
         let base = self.defaults.over(Thresholds::default());
         let rules = if source == Source::Kernel { &self.kernels } else { &self.regions };
         match rules.iter().find(|r| r.matches(source, name)) {
@@ -117,7 +117,7 @@ impl Budgets {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Pass,
     Regression,
     Inconclusive,
@@ -125,7 +125,7 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Outcome::Pass => "pass",
             Outcome::Regression => "regression",
@@ -137,63 +137,63 @@ impl Outcome {
 
 /// `check/check.json` (specs/check.schema.json).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct CheckReport {
-    pub schema: String,
-    pub run: super::RunRef,
-    pub baseline: super::RunRef,
-    pub budgets: Option<String>,
-    pub strict: bool,
-    pub method: String,
-    pub checks: Vec<Checked>,
+pub(crate) struct CheckReport {
+    pub(crate) schema: String,
+    pub(crate) run: super::RunRef,
+    pub(crate) baseline: super::RunRef,
+    pub(crate) budgets: Option<String>,
+    pub(crate) strict: bool,
+    pub(crate) method: String,
+    pub(crate) checks: Vec<Checked>,
     /// Rows in the run only (new regions or kernels): listed, never failing.
-    pub new: Vec<String>,
+    pub(crate) new: Vec<String>,
     /// Per source, how much the whole run moved (the median change of its
     /// rows), and whether that fails the check.
     #[serde(default)]
-    pub shifts: Vec<CheckedShift>,
-    pub notes: Vec<String>,
+    pub(crate) shifts: Vec<CheckedShift>,
+    pub(crate) notes: Vec<String>,
     /// pass, or fail.
-    pub status: String,
-    pub exit_code: i32,
+    pub(crate) status: String,
+    pub(crate) exit_code: i32,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct Checked {
-    pub outcome: Outcome,
+pub(crate) struct Checked {
+    pub(crate) outcome: Outcome,
     /// Whether this row fails the check.
-    pub fails: bool,
-    pub thresholds: Thresholds,
-    pub row: Row,
+    pub(crate) fails: bool,
+    pub(crate) thresholds: Thresholds,
+    pub(crate) row: Row,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct CheckedShift {
-    pub source: Source,
-    pub rows: usize,
-    pub median_change_pct: f64,
+pub(crate) struct CheckedShift {
+    pub(crate) source: Source,
+    pub(crate) rows: usize,
+    pub(crate) median_change_pct: f64,
     /// The run's time over the baseline's, as the shift says: 2.0 is twice as slow.
-    pub factor: f64,
+    pub(crate) factor: f64,
     /// Past the default relative budget, slower, and not discounted.
-    pub fails: bool,
+    pub(crate) fails: bool,
 }
 
-pub struct CheckArgs<'a> {
-    pub run: &'a Path,
-    pub baseline: &'a Path,
-    pub budgets: Option<PathBuf>,
-    pub strict: bool,
+pub(crate) struct CheckArgs<'a> {
+    pub(crate) run: &'a Path,
+    pub(crate) baseline: &'a Path,
+    pub(crate) budgets: Option<PathBuf>,
+    pub(crate) strict: bool,
     /// A whole-run shift is the machine's (a known clock or driver change):
     /// rows that moved with it are inconclusive, and the shift does not fail.
-    pub discount_shift: bool,
+    pub(crate) discount_shift: bool,
     /// The first run of a new pipeline: a baseline that is absent or holds
     /// nothing to compare passes, with a note. Never the default.
-    pub allow_empty_baseline: bool,
+    pub(crate) allow_empty_baseline: bool,
 }
 
 /// Judge RUN against BASE. The report says pass or fail; an error is for a
 /// run or baseline that cannot be read, or is no measurement (its own status
 /// not ok): a gate fails closed.
-pub fn check(args: &CheckArgs) -> Result<CheckReport, Error> {
+pub(crate) fn check(args: &CheckArgs) -> Result<CheckReport, Error> {
     let budgets = match &args.budgets {
         Some(p) => Budgets::load(p)?,
         None => Budgets::default(),
@@ -330,7 +330,7 @@ fn first_run(args: &CheckArgs, budgets: &Budgets) -> Result<CheckReport, Error> 
 
 /// JUnit XML: one test suite, one test case per checked row; a regression or
 /// a missing row is a failure, an inconclusive one skipped (a failure with --strict).
-pub fn junit(report: &CheckReport) -> Result<String, Error> {
+pub(crate) fn junit(report: &CheckReport) -> Result<String, Error> {
     use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
     let mut suite = TestSuite::new("llmperf check");
     for c in &report.checks {
@@ -352,7 +352,7 @@ pub fn junit(report: &CheckReport) -> Result<String, Error> {
 }
 
 /// The error a failed check exits with (stderr's `error:` and `hint:`), or None when it passed.
-pub fn failure(report: &CheckReport) -> Option<Error> {
+pub(crate) fn failure(report: &CheckReport) -> Option<Error> {
     if report.exit_code == ErrorKind::Empty.exit_code() {
         let empty = report.checks.iter().all(|c| c.row.b.is_none()) && report.new.is_empty();
         return Some(if empty {

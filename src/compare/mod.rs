@@ -4,9 +4,9 @@
 //! those verdicts into pass/fail with budgets ([`check`]). Both read only
 //! what runs write: `workload/timings.json` (`samples_ms`),
 //! `nsys/samples.json` and `ncu/regions/report.json`.
-pub mod check;
-pub mod render;
-pub mod verdict;
+pub(crate) mod check;
+pub(crate) mod render;
+pub(crate) mod verdict;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -26,7 +26,7 @@ pub(crate) const DIFF_SCHEMA: &str = "llmperf.diff/v1";
 /// Where a row's samples come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum Source {
+pub(crate) enum Source {
     /// The built-in workload's own wall time per region call (workload/timings.json).
     Workload,
     /// NVTX range instances in the nsys capture (nsys/samples.json).
@@ -39,7 +39,7 @@ pub enum Source {
 }
 
 impl Source {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Source::Workload => "workload",
             Source::Nsys => "nsys",
@@ -51,64 +51,64 @@ impl Source {
 
 /// `diff.json` (specs/diff.schema.json).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct Diff {
-    pub schema: String,
-    pub a: RunRef,
-    pub b: RunRef,
+pub(crate) struct Diff {
+    pub(crate) schema: String,
+    pub(crate) a: RunRef,
+    pub(crate) b: RunRef,
     /// The statistics, in words (docs/ci.md says the same at length).
-    pub method: String,
-    pub thresholds: Thresholds,
-    pub rows: Vec<Row>,
+    pub(crate) method: String,
+    pub(crate) thresholds: Thresholds,
+    pub(crate) rows: Vec<Row>,
     /// Per source, the median change of its rows, when at least
     /// [`SHIFT_MIN_ROWS`] rows were compared: a whole run that moved alike.
-    pub shifts: Vec<Shift>,
+    pub(crate) shifts: Vec<Shift>,
     /// ncu metrics of the regions both runs profiled (one value per run: no verdict).
-    pub ncu: Vec<MetricRow>,
-    pub notes: Vec<String>,
+    pub(crate) ncu: Vec<MetricRow>,
+    pub(crate) notes: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct RunRef {
-    pub path: String,
-    pub run_id: String,
+pub(crate) struct RunRef {
+    pub(crate) path: String,
+    pub(crate) run_id: String,
     /// The run's own status, from its manifest.json.
-    pub status: crate::manifest::Status,
+    pub(crate) status: crate::manifest::Status,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct Row {
-    pub source: Source,
+pub(crate) struct Row {
+    pub(crate) source: Source,
     /// A region as users write it (`A::A1`, `LLM@decode_all`), or a kernel name.
-    pub name: String,
-    pub a: Option<Side>,
-    pub b: Option<Side>,
+    pub(crate) name: String,
+    pub(crate) a: Option<Side>,
+    pub(crate) b: Option<Side>,
     /// Both sides present: the comparison.
-    pub change: Option<Change>,
-    pub verdict: Verdict,
-    pub reason: String,
+    pub(crate) change: Option<Change>,
+    pub(crate) verdict: Verdict,
+    pub(crate) reason: String,
 }
 
 /// A machine-wide shift: every row of a source moved about alike (a busier
 /// or slower machine, another clock), measured as the median of their changes.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct Shift {
-    pub source: Source,
-    pub rows: usize,
-    pub median_change_pct: f64,
+pub(crate) struct Shift {
+    pub(crate) source: Source,
+    pub(crate) rows: usize,
+    pub(crate) median_change_pct: f64,
 }
 
 /// Rows a source needs before its median change says anything about the whole run.
-pub const SHIFT_MIN_ROWS: usize = 3;
+pub(crate) const SHIFT_MIN_ROWS: usize = 3;
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct MetricRow {
-    pub region: String,
-    pub section: String,
-    pub metric: String,
-    pub unit: String,
-    pub a: f64,
-    pub b: f64,
-    pub change_pct: Option<f64>,
+pub(crate) struct MetricRow {
+    pub(crate) region: String,
+    pub(crate) section: String,
+    pub(crate) metric: String,
+    pub(crate) unit: String,
+    pub(crate) a: f64,
+    pub(crate) b: f64,
+    pub(crate) change_pct: Option<f64>,
 }
 
 /// The samples of one row in one run.
@@ -271,20 +271,20 @@ impl Loaded {
 }
 
 /// How each row is judged: its thresholds, or None to leave it out.
-pub type Judge<'a> = dyn Fn(Source, &str) -> Option<Thresholds> + 'a;
+pub(crate) type Judge<'a> = dyn Fn(Source, &str) -> Option<Thresholds> + 'a;
 
 /// How `diff` and `check` compare two runs.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Options {
+pub(crate) struct Options {
     /// Kernel rows: each run's first `top` kernels by GPU time (0: all in top_kernels.json).
-    pub top: usize,
+    pub(crate) top: usize,
     /// Treat a whole-run shift as the machine's, not the code's: rows that
     /// moved with it become inconclusive (`--discount-shift`; never the default).
-    pub discount_shift: bool,
+    pub(crate) discount_shift: bool,
 }
 
 /// Compare run B with run A.
-pub fn diff(a: &Path, b: &Path, options: Options, judge: &Judge) -> Result<Diff, Error> {
+pub(crate) fn diff(a: &Path, b: &Path, options: Options, judge: &Judge) -> Result<Diff, Error> {
     let (a, b) = (Loaded::open(a)?, Loaded::open(b)?);
     Ok(build(&a, &b, options, judge))
 }
@@ -445,7 +445,7 @@ fn run_ref(l: &Loaded) -> RunRef {
     RunRef { path: l.dir.path().display().to_string(), run_id: l.id().to_string(), status: l.status }
 }
 
-pub fn method(discount_shift: bool) -> String {
+pub(crate) fn method(discount_shift: bool) -> String {
     format!(
         "per row, the Hodges-Lehmann estimate of the ratio of B's instances to A's (the median ratio over every pair of an A and a B instance) with its {:.0}% distribution-free (Moses) interval, at most {} samples per side; slower/faster when the interval excludes 0 and the change is past the relative threshold (widened to the larger between-repeat spread) and, over the run's instances, past the absolute one; unchanged when both ends of the interval stay within the budget; inconclusive otherwise or with too few samples. {}",
         verdict::CONFIDENCE * 100.0,
@@ -474,7 +474,7 @@ fn row(key: &(Source, String), a: Option<&Series>, b: Option<&Series>, t: &Thres
 }
 
 /// Counts of verdicts, for the summary line.
-pub fn tally(rows: &[Row]) -> BTreeMap<&'static str, usize> {
+pub(crate) fn tally(rows: &[Row]) -> BTreeMap<&'static str, usize> {
     let mut t = BTreeMap::new();
     for r in rows {
         *t.entry(r.verdict.as_str()).or_insert(0) += 1;
@@ -483,7 +483,7 @@ pub fn tally(rows: &[Row]) -> BTreeMap<&'static str, usize> {
 }
 
 /// `diff/diff.json`, `diff.md`, `diff.html` in run B.
-pub fn write_diff(b: &Path, d: &Diff, markdown: &str) -> Result<(), Error> {
+pub(crate) fn write_diff(b: &Path, d: &Diff, markdown: &str) -> Result<(), Error> {
     let run = RunDir::open(b)?;
     let _lock = run.lock()?;
     run.subdir(run_dir::DIFF_DIR)?;
@@ -495,7 +495,7 @@ pub fn write_diff(b: &Path, d: &Diff, markdown: &str) -> Result<(), Error> {
 
 /// `check/check.json` and `check.md` in the run, the JUnit file when asked
 /// for, and the Markdown appended to `$GITHUB_STEP_SUMMARY` when it is set.
-pub fn write_check(
+pub(crate) fn write_check(
     path: &Path,
     report: &check::CheckReport,
     markdown: &str,

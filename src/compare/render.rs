@@ -44,7 +44,7 @@ fn summary_line(rows: &[Row]) -> String {
     format!("{} rows: {}", rows.len(), if parts.is_empty() { "none".into() } else { parts.join(", ") })
 }
 
-pub fn diff_markdown(d: &Diff) -> String {
+pub(crate) fn diff_markdown(d: &Diff) -> String {
     let mut m = String::new();
     let _ = writeln!(m, "# llmperf diff\n");
     let _ = writeln!(
@@ -148,7 +148,7 @@ fn verdict_color(v: Verdict) -> &'static str {
 
 /// One page in the style of report.html: the same tables, each change drawn
 /// as a bar with its interval (no script, no network).
-pub fn diff_html(d: &Diff) -> String {
+pub(crate) fn diff_html(d: &Diff) -> String {
     let mut h = String::new();
     let title = format!("llmperf diff {} → {}", d.a.run_id, d.b.run_id);
     let _ = write!(
@@ -258,7 +258,7 @@ mod tests {
     }
 }
 
-pub fn check_markdown(c: &CheckReport) -> String {
+pub(crate) fn check_markdown(c: &CheckReport) -> String {
     let mut m = String::new();
     let failing = c.checks.iter().filter(|x| x.fails).count();
     let _ = writeln!(

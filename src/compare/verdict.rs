@@ -19,9 +19,9 @@ use serde::{Deserialize, Serialize};
 /// Each side enters the estimate with at most this many samples (evenly
 /// spaced ranks of its sorted samples): the interval is then that of the
 /// smaller sample, wider, never narrower than the full one's.
-pub const SAMPLE_CAP: usize = 1000;
+pub(crate) const SAMPLE_CAP: usize = 1000;
 /// The interval's coverage.
-pub const CONFIDENCE: f64 = 0.95;
+pub(crate) const CONFIDENCE: f64 = 0.95;
 /// The normal quantile of [`CONFIDENCE`] (two-sided).
 const Z: f64 = 1.959_963_984_540_054;
 /// Samples are floored here before their logarithm: an instance without GPU
@@ -31,13 +31,13 @@ const FLOOR_MS: f64 = 1e-6;
 /// When a difference counts: both thresholds exceeded, with enough samples.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct Thresholds {
+pub(crate) struct Thresholds {
     /// A row changes only when its median moved by more than this many percent ...
-    pub relative_pct: f64,
+    pub(crate) relative_pct: f64,
     /// ... and by more than this many milliseconds.
-    pub absolute_ms: f64,
+    pub(crate) absolute_ms: f64,
     /// Fewer samples than this in either run: inconclusive.
-    pub min_samples: usize,
+    pub(crate) min_samples: usize,
 }
 
 impl Default for Thresholds {
@@ -48,7 +48,7 @@ impl Default for Thresholds {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum Verdict {
+pub(crate) enum Verdict {
     Faster,
     Slower,
     Unchanged,
@@ -62,7 +62,7 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Verdict::Faster => "faster",
             Verdict::Slower => "slower",
@@ -76,28 +76,28 @@ impl Verdict {
 
 /// One side of a row: what its samples say.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct Side {
-    pub samples: usize,
+pub(crate) struct Side {
+    pub(crate) samples: usize,
     /// The instances the samples stand for: as many, or more where the run
     /// kept a bounded subset of them.
     #[serde(default)]
-    pub instances: usize,
-    pub median_ms: f64,
-    pub min_ms: f64,
-    pub max_ms: f64,
+    pub(crate) instances: usize,
+    pub(crate) median_ms: f64,
+    pub(crate) min_ms: f64,
+    pub(crate) max_ms: f64,
     /// The row's time in the whole run: every instance, where the samples are
     /// a bounded subset of them (the samples' mean times the instances).
     #[serde(default)]
-    pub total_ms: f64,
+    pub(crate) total_ms: f64,
     /// The spread of the per-repeat medians, (max − min) / median, in percent
     /// (`runner.run.repeat` > 1); the run's own noise between repeats.
-    pub repeat_spread_pct: Option<f64>,
+    pub(crate) repeat_spread_pct: Option<f64>,
 }
 
 impl Side {
     /// None for no samples. `instances`: how many the samples stand for (at
     /// least as many as there are samples).
-    pub fn of(samples_ms: &[f64], repeat_medians_ms: &[f64], instances: usize) -> Option<Side> {
+    pub(crate) fn of(samples_ms: &[f64], repeat_medians_ms: &[f64], instances: usize) -> Option<Side> {
         let s = crate::stats::Stats::of(samples_ms)?;
         Some(Side {
             samples: s.count,
@@ -113,27 +113,27 @@ impl Side {
 
 /// The comparison of one row's two sides.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct Change {
+pub(crate) struct Change {
     /// How much longer B's instances are than A's, in percent: the
     /// Hodges–Lehmann estimate, the median of the ratios of every pair of an
     /// instance of A and one of B.
-    pub change_pct: f64,
+    pub(crate) change_pct: f64,
     /// What that change comes to over the run: `change_pct` of A's total time.
-    pub delta_ms: f64,
+    pub(crate) delta_ms: f64,
     /// The 95% distribution-free interval of `change_pct` (None with fewer
     /// than 2 samples on a side).
-    pub ci_low_pct: Option<f64>,
-    pub ci_high_pct: Option<f64>,
+    pub(crate) ci_low_pct: Option<f64>,
+    pub(crate) ci_high_pct: Option<f64>,
     /// The relative threshold a slowdown must pass: the configured one, or
     /// the larger between-repeat spread of the two runs when that is larger.
-    pub threshold_pct: f64,
-    pub verdict: Verdict,
+    pub(crate) threshold_pct: f64,
+    pub(crate) verdict: Verdict,
     /// Why, in words.
-    pub reason: String,
+    pub(crate) reason: String,
 }
 
 /// Compare A's samples with B's.
-pub fn compare(a: &[f64], b: &[f64], a_side: &Side, b_side: &Side, t: &Thresholds) -> Change {
+pub(crate) fn compare(a: &[f64], b: &[f64], a_side: &Side, b_side: &Side, t: &Thresholds) -> Change {
     let noise = a_side.repeat_spread_pct.into_iter().chain(b_side.repeat_spread_pct).fold(0.0, f64::max);
     let threshold_pct = t.relative_pct.max(noise);
     let shift = (a.len() >= 2 && b.len() >= 2).then(|| log_shift(a, b));
@@ -203,7 +203,7 @@ pub fn compare(a: &[f64], b: &[f64], a_side: &Side, b_side: &Side, t: &Threshold
 }
 
 /// How many quantiles [`quantiles_alike`] compares at most.
-pub const QUANTILES: usize = 19;
+pub(crate) const QUANTILES: usize = 19;
 
 /// Whether the two distributions agree within the budget (the configured
 /// one, not widened) at each of [`QUANTILES`] evenly spaced quantiles, or at
@@ -249,10 +249,10 @@ fn ratio_of_medians(a: &Side, b: &Side) -> f64 {
 
 /// A shift of log(B) against log(A), with its interval.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Shift {
-    pub estimate: f64,
-    pub low: f64,
-    pub high: f64,
+pub(crate) struct Shift {
+    pub(crate) estimate: f64,
+    pub(crate) low: f64,
+    pub(crate) high: f64,
 }
 
 /// The Hodges–Lehmann shift of log(B) against log(A) (the median of
@@ -261,7 +261,7 @@ pub struct Shift {
 /// bounds at [`CONFIDENCE`] (normal approximation). Exact order statistics of
 /// the pairs, found by bisection over their value with a linear count per step,
 /// so [`SAMPLE_CAP`]² pairs are never held. Needs two samples on each side.
-pub fn log_shift(a: &[f64], b: &[f64]) -> Shift {
+pub(crate) fn log_shift(a: &[f64], b: &[f64]) -> Shift {
     let logs = |x: &[f64]| {
         let mut v: Vec<f64> = x.iter().map(|v| v.max(FLOOR_MS).ln()).collect();
         v.sort_by(f64::total_cmp);

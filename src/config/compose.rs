@@ -11,32 +11,35 @@ const SELF: &str = "_self_";
 
 /// One entry of the defaults list: `group@package: option`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Choice {
-    pub group: String,
-    pub package: String,
-    pub option: String,
+pub(crate) struct Choice {
+    pub(crate) group: String,
+    pub(crate) package: String,
+    pub(crate) option: String,
 }
 
 /// A group choice from the command line (`group[@package]=option`).
 #[derive(Debug, Clone)]
 pub(crate) struct GroupOverride {
-    pub group: String,
-    pub package: Option<String>,
-    pub option: String,
-    pub raw: String,
+    pub(crate) group: String,
+    pub(crate) package: Option<String>,
+    pub(crate) option: String,
+    pub(crate) raw: String,
 }
 
 /// A YAML document placed at the root of the config, with where it came from.
 #[derive(Debug, Clone)]
-pub struct Layer {
-    pub label: String,
-    pub value: Value,
+pub(crate) struct Layer {
+    pub(crate) label: String,
+    pub(crate) value: Value,
 }
 
 #[derive(Debug, Clone)]
 pub(crate) struct Composition {
-    pub choices: Vec<Choice>,
-    pub layers: Vec<Layer>,
+    /// What the defaults list chose, group by group: read by the tests; a
+    /// run uses the layers.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) choices: Vec<Choice>,
+    pub(crate) layers: Vec<Layer>,
 }
 
 pub(crate) fn compose(tree: &ConfTree, groups: &[GroupOverride]) -> Result<Composition, Error> {

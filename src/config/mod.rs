@@ -8,13 +8,12 @@
 mod compose;
 mod overrides;
 pub mod schema;
-pub mod tree;
+pub(crate) mod tree;
 
 use figment::value::{Dict, Map, Value};
 use figment::{Figment, Metadata, Profile, Provider};
 use std::path::PathBuf;
 
-pub(crate) use compose::Choice;
 use compose::{GroupOverride, Layer};
 pub(crate) use overrides::Override;
 pub use schema::Config;
@@ -44,7 +43,6 @@ impl LoadOptions {
 #[derive(Debug)]
 pub struct Resolved {
     pub config: Config,
-    pub choices: Vec<Choice>,
     figment: Figment,
 }
 
@@ -116,7 +114,7 @@ pub fn load(opts: &LoadOptions) -> Result<Resolved, Error> {
         light.overrides.insert(0, format!("{NCU_GROUP}@pipeline.ncu={LIGHT_NCU_PRESET}"));
         return load(&light);
     }
-    Ok(Resolved { config, choices: composition.choices, figment })
+    Ok(Resolved { config, figment })
 }
 
 /// A configuration already resolved and written by llmperf (a run's

@@ -19,7 +19,7 @@ pub(crate) enum Override {
 }
 
 impl Override {
-    pub fn raw(&self) -> &str {
+    pub(crate) fn raw(&self) -> &str {
         match self {
             Override::Set { raw, .. } | Override::Delete { raw, .. } | Override::Group { raw, .. } => raw,
         }
@@ -28,7 +28,7 @@ impl Override {
 
 /// Parse one override. `is_group` tells whether a name is a config group
 /// directory: `runner=light` picks an option, `device=cpu` sets a value.
-pub fn parse(raw: &str, is_group: impl Fn(&str) -> bool) -> Result<Override, Error> {
+pub(crate) fn parse(raw: &str, is_group: impl Fn(&str) -> bool) -> Result<Override, Error> {
     let bad = |why: &str| {
         Error::usage(format!("bad override `{raw}`: {why}")).with_hint(
             "write key.path=value, +key.path=value, ~key.path or group@package=option (docs/configuration.md)",

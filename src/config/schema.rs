@@ -13,24 +13,24 @@ pub struct Config {
     pub infer: InferConfig,
     pub pipeline: Pipeline,
     pub runner: Runner,
-    pub hardware: Hardware,
-    pub report: ReportConfig,
+    pub(crate) hardware: Hardware,
+    pub(crate) report: ReportConfig,
     /// What llmperf cannot know of a user's command: its work per region.
     #[serde(default)]
-    pub workload: UserWorkload,
+    pub(crate) workload: UserWorkload,
 }
 
 /// `workload.*`: analytic work of a user's command (`-- CMD`), per NVTX region.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct UserWorkload {
+pub(crate) struct UserWorkload {
     /// FLOPs of one instance of a region, by region selector
     /// (`prefill`, `LLM@decode_all::decode_step`): MFU per region.
     #[serde(default)]
-    pub flops: std::collections::BTreeMap<String, f64>,
+    pub(crate) flops: std::collections::BTreeMap<String, f64>,
     /// The dtype of that math: picks the peak column (f32, or f16/bf16 tensor).
     #[serde(default = "bf16")]
-    pub dtype: Dtype,
+    pub(crate) dtype: Dtype,
 }
 
 fn bf16() -> Dtype {
@@ -95,7 +95,8 @@ pub enum ModelConfig {
 }
 
 impl ModelConfig {
-    pub fn name(&self) -> &'static str {
+    #[cfg(test)]
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             ModelConfig::DummyShallowResnet(_) => "dummy_shallow_resnet",
             ModelConfig::DecoderLlm(_) => "decoder_llm",
@@ -183,42 +184,42 @@ pub struct InferConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Pipeline {
-    pub nsys: NsysConfig,
+    pub(crate) nsys: NsysConfig,
     pub ncu: NcuConfig,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct NsysConfig {
-    pub enable: bool,
-    pub executable: String,
-    pub timeout_s: u64,
+pub(crate) struct NsysConfig {
+    pub(crate) enable: bool,
+    pub(crate) executable: String,
+    pub(crate) timeout_s: u64,
     /// A stopped nsys (signal, timeout) gets this long to write its capture.
     /// Defaulted for the config.yaml of runs recorded before the key existed.
     #[serde(default = "stop_timeout_nsys")]
-    pub stop_timeout_s: u64,
+    pub(crate) stop_timeout_s: u64,
     /// Once the application has exited, nsys must finish converting its capture within this.
-    pub postprocess_timeout_s: u64,
+    pub(crate) postprocess_timeout_s: u64,
     /// Captures to try again when nsys hangs in that conversion.
-    pub hang_retries: u32,
-    pub trace: String,
-    pub sample: NsysSample,
-    pub capture_range: CaptureRange,
-    pub capture_range_end: Option<String>,
-    pub nvtx_capture: Option<String>,
-    pub cuda_graph_trace: Option<CudaGraphTrace>,
-    pub force_overwrite: bool,
+    pub(crate) hang_retries: u32,
+    pub(crate) trace: String,
+    pub(crate) sample: NsysSample,
+    pub(crate) capture_range: CaptureRange,
+    pub(crate) capture_range_end: Option<String>,
+    pub(crate) nvtx_capture: Option<String>,
+    pub(crate) cuda_graph_trace: Option<CudaGraphTrace>,
+    pub(crate) force_overwrite: bool,
     #[serde(deserialize_with = "null_as_empty")]
-    pub extra_args: Vec<String>,
+    pub(crate) extra_args: Vec<String>,
     /// `nsys stats` reports saved as CSV beside llmperf's own reports (a
     /// cross-check; empty: `nsys stats` is not run). Defaulted for the
     /// config.yaml of runs recorded before the key existed.
     #[serde(default = "stats_nsys", deserialize_with = "null_as_empty")]
-    pub stats: Vec<String>,
+    pub(crate) stats: Vec<String>,
     /// The ranks of a job that run under nsys (`all`, or a list); the others
     /// run the application plainly, in step. Defaulted for older config.yaml.
     #[serde(default)]
-    pub ranks: RankSet,
+    pub(crate) ranks: RankSet,
 }
 
 fn stats_nsys() -> Vec<String> {
@@ -227,7 +228,7 @@ fn stats_nsys() -> Vec<String> {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum NsysSample {
+pub(crate) enum NsysSample {
     None,
     ProcessTree,
     SystemWide,
@@ -235,7 +236,7 @@ pub enum NsysSample {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum CaptureRange {
+pub(crate) enum CaptureRange {
     #[serde(rename = "none")]
     None,
     #[serde(rename = "nvtx")]
@@ -246,7 +247,7 @@ pub enum CaptureRange {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum CudaGraphTrace {
+pub(crate) enum CudaGraphTrace {
     /// `node` where the installed nsys has `--cuda-graph-trace`, else not passed.
     Auto,
     Graph,
@@ -257,25 +258,25 @@ pub enum CudaGraphTrace {
 #[serde(deny_unknown_fields)]
 pub struct NcuConfig {
     #[serde(default)]
-    pub description: Option<String>,
-    pub enable: bool,
-    pub executable: String,
-    pub timeout_s: u64,
+    pub(crate) description: Option<String>,
+    pub(crate) enable: bool,
+    pub(crate) executable: String,
+    pub(crate) timeout_s: u64,
     /// A stopped ncu (signal, timeout) gets this long to write its report.
     #[serde(default = "stop_timeout_ncu")]
-    pub stop_timeout_s: u64,
+    pub(crate) stop_timeout_s: u64,
     /// A configured region that matched nothing, or nothing profiled at all,
     /// fails the run (exit 7) instead of a warning.
     #[serde(default)]
-    pub fail_on_empty: bool,
+    pub(crate) fail_on_empty: bool,
     /// The ranks of a job that run under ncu (default rank 0: ncu serializes
     /// kernel launches across processes, and NCCL collectives then deadlock).
     #[serde(default = "rank_zero")]
-    pub ranks: RankSet,
+    pub(crate) ranks: RankSet,
     /// In a job, NCCL's kernels are profiled too in kernel and application
     /// replay (default: excluded from the kernel filter).
     #[serde(default)]
-    pub comm_kernels: bool,
+    pub(crate) comm_kernels: bool,
     pub ncu_cli: NcuCli,
 }
 
@@ -285,14 +286,14 @@ fn rank_zero() -> RankSet {
 
 /// Which ranks of a job a profiler runs on: `all`, or a list (`[0]`, `[0, 8]`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum RankSet {
+pub(crate) enum RankSet {
     #[default]
     All,
     Only(Vec<u32>),
 }
 
 impl RankSet {
-    pub fn contains(&self, rank: u32) -> bool {
+    pub(crate) fn contains(&self, rank: u32) -> bool {
         match self {
             RankSet::All => true,
             RankSet::Only(v) => v.contains(&rank),
@@ -300,7 +301,7 @@ impl RankSet {
     }
 
     /// Every rank of a job of `world` ranks (unknown world: only `all`).
-    pub fn covers(&self, world: Option<u32>) -> bool {
+    pub(crate) fn covers(&self, world: Option<u32>) -> bool {
         match (self, world) {
             (RankSet::All, _) => true,
             (RankSet::Only(v), Some(n)) => (0..n).all(|r| v.contains(&r)),
@@ -379,40 +380,40 @@ fn stop_timeout_ncu() -> u64 {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NcuCli {
-    pub target_processes: TargetProcesses,
-    pub replay_mode: ReplayMode,
-    pub app_replay_match: Option<AppReplayMatch>,
-    pub nvtx: NvtxFilter,
-    pub set: Option<String>,
+    pub(crate) target_processes: TargetProcesses,
+    pub(crate) replay_mode: ReplayMode,
+    pub(crate) app_replay_match: Option<AppReplayMatch>,
+    pub(crate) nvtx: NvtxFilter,
+    pub(crate) set: Option<String>,
     #[serde(deserialize_with = "null_as_empty")]
-    pub sections: Vec<String>,
+    pub(crate) sections: Vec<String>,
     #[serde(deserialize_with = "null_as_empty")]
-    pub metrics: Vec<String>,
-    pub kernel_name: Option<String>,
-    pub kernel_name_base: KernelNameBase,
-    pub kernel_id: Option<String>,
-    pub launch_skip: Option<u64>,
-    pub launch_count: Option<u64>,
-    pub clock_control: Option<ClockControl>,
-    pub cache_control: Option<CacheControl>,
-    pub graph_profiling: Option<GraphProfiling>,
-    pub force_overwrite: bool,
+    pub(crate) metrics: Vec<String>,
+    pub(crate) kernel_name: Option<String>,
+    pub(crate) kernel_name_base: KernelNameBase,
+    pub(crate) kernel_id: Option<String>,
+    pub(crate) launch_skip: Option<u64>,
+    pub(crate) launch_count: Option<u64>,
+    pub(crate) clock_control: Option<ClockControl>,
+    pub(crate) cache_control: Option<CacheControl>,
+    pub(crate) graph_profiling: Option<GraphProfiling>,
+    pub(crate) force_overwrite: bool,
     #[serde(deserialize_with = "null_as_empty")]
-    pub extra_args: Vec<String>,
+    pub(crate) extra_args: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct NvtxFilter {
+pub(crate) struct NvtxFilter {
     #[serde(default, deserialize_with = "null_as_empty")]
-    pub include: Vec<String>,
+    pub(crate) include: Vec<String>,
     #[serde(default, deserialize_with = "null_as_empty")]
-    pub exclude: Vec<String>,
+    pub(crate) exclude: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum TargetProcesses {
+pub(crate) enum TargetProcesses {
     All,
     ApplicationOnly,
 }
@@ -420,7 +421,7 @@ pub enum TargetProcesses {
 /// Also `--replay-mode` on the command line, and `replay_mode` in ncu/plan.json.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
-pub enum ReplayMode {
+pub(crate) enum ReplayMode {
     Kernel,
     Application,
     Range,
@@ -435,11 +436,11 @@ impl ReplayMode {
     /// Whether ncu replays NVTX ranges (range, app-range, and `auto`, which
     /// starts as range replay): NVTX expressions then name ranges, not
     /// filter kernels.
-    pub fn is_range(self) -> bool {
+    pub(crate) fn is_range(self) -> bool {
         matches!(self, ReplayMode::Range | ReplayMode::AppRange | ReplayMode::Auto)
     }
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ReplayMode::Kernel => "kernel",
             ReplayMode::Application => "application",
@@ -452,7 +453,7 @@ impl ReplayMode {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum AppReplayMatch {
+pub(crate) enum AppReplayMatch {
     Name,
     Grid,
     All,
@@ -460,7 +461,7 @@ pub enum AppReplayMatch {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum KernelNameBase {
+pub(crate) enum KernelNameBase {
     Function,
     Demangled,
     Mangled,
@@ -468,21 +469,21 @@ pub enum KernelNameBase {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum ClockControl {
+pub(crate) enum ClockControl {
     Base,
     None,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum CacheControl {
+pub(crate) enum CacheControl {
     All,
     None,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum GraphProfiling {
+pub(crate) enum GraphProfiling {
     Node,
     Graph,
 }
@@ -491,15 +492,15 @@ pub enum GraphProfiling {
 #[serde(deny_unknown_fields)]
 pub struct Runner {
     pub run: RunSettings,
-    pub artifacts: Artifacts,
+    pub(crate) artifacts: Artifacts,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunSettings {
     pub mode: RunMode,
-    pub top_n_kernels: u32,
-    pub baseline: bool,
+    pub(crate) top_n_kernels: u32,
+    pub(crate) baseline: bool,
     /// Run a built-in workload's measured loop this many times in one
     /// capture (at least 1), so one run carries enough samples to compare.
     #[serde(default = "one")]
@@ -519,40 +520,40 @@ pub enum RunMode {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Artifacts {
-    pub root: PathBuf,
+pub(crate) struct Artifacts {
+    pub(crate) root: PathBuf,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Hardware {
-    pub peak_tflops: Option<f64>,
-    pub peak_gbps: Option<f64>,
+pub(crate) struct Hardware {
+    pub(crate) peak_tflops: Option<f64>,
+    pub(crate) peak_gbps: Option<f64>,
     /// The GPU to look up in the peak table (`H100-SXM`), over the names the
     /// run found (env.json, the capture): for exports that name none.
     #[serde(default)]
-    pub gpu: Option<String>,
+    pub(crate) gpu: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ReportConfig {
-    pub aggregate: bool,
-    pub kernels: KernelSelection,
+pub(crate) struct ReportConfig {
+    pub(crate) aggregate: bool,
+    pub(crate) kernels: KernelSelection,
     /// Per-call attributes PyTorch appends to NVTX names (`aten::mul, op_id = 317177`),
     /// stripped so that one operator is one region; empty keeps names whole.
     #[serde(default = "pytorch_nvtx_attributes", deserialize_with = "null_as_empty")]
-    pub nvtx_attributes: Vec<String>,
+    pub(crate) nvtx_attributes: Vec<String>,
     /// Which kernel name the tables and charts show (kernels.json keeps both).
     #[serde(default)]
-    pub kernel_names: KernelNames,
+    pub(crate) kernel_names: KernelNames,
 }
 
 /// `report.kernel_names`: the export's short name (`shortName`, where it has
 /// one) or the full demangled name.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum KernelNames {
+pub(crate) enum KernelNames {
     #[default]
     Short,
     Full,
@@ -566,11 +567,11 @@ fn pytorch_nvtx_attributes() -> Vec<String> {
 /// Kernel names (exact, or `regex:<pattern>`) kept in the region reports.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct KernelSelection {
+pub(crate) struct KernelSelection {
     #[serde(deserialize_with = "null_as_empty")]
-    pub include: Vec<String>,
+    pub(crate) include: Vec<String>,
     #[serde(deserialize_with = "null_as_empty")]
-    pub exclude: Vec<String>,
+    pub(crate) exclude: Vec<String>,
 }
 
 /// YAML `key: null` (or `key:`) for a list means the empty list.
@@ -609,14 +610,14 @@ fn null_as_empty<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Erro
 /// `--launcher`: the launchers llmperf knows how to start (plan::launcher
 /// says how); the CLI's value enum, as `ReplayMode` is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LauncherKind {
+pub(crate) enum LauncherKind {
     Torchrun,
     Mpirun,
     Srun,
 }
 
 impl LauncherKind {
-    pub fn program(self) -> &'static str {
+    pub(crate) fn program(self) -> &'static str {
         match self {
             LauncherKind::Torchrun => "torchrun",
             LauncherKind::Mpirun => "mpirun",

@@ -15,8 +15,8 @@ static EMBEDDED: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/conf");
 #[derive(Debug, Clone)]
 pub(crate) struct ConfFile {
     /// Shown in `config show --origin` and error messages.
-    pub label: String,
-    pub text: String,
+    pub(crate) label: String,
+    pub(crate) text: String,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -25,7 +25,7 @@ pub(crate) struct ConfTree {
 }
 
 impl ConfTree {
-    pub fn new(user_dir: Option<PathBuf>) -> Result<Self, Error> {
+    pub(crate) fn new(user_dir: Option<PathBuf>) -> Result<Self, Error> {
         if let Some(dir) = &user_dir {
             if !dir.is_dir() {
                 return Err(Error::config(format!("--config-dir {}: not a directory", dir.display()))
@@ -36,7 +36,7 @@ impl ConfTree {
     }
 
     /// Every layer of `rel` (e.g. `profiling/ncu/ncu.high.yaml`): embedded first, then the user's.
-    pub fn read(&self, rel: &str) -> Result<Vec<ConfFile>, Error> {
+    pub(crate) fn read(&self, rel: &str) -> Result<Vec<ConfFile>, Error> {
         let mut files = Vec::new();
         if let Some(file) = EMBEDDED.get_file(rel) {
             let text = file.contents_utf8().unwrap_or_default().to_string();
@@ -61,7 +61,7 @@ impl ConfTree {
     }
 
     /// The options of a group: the stems of its `*.yaml` files, sorted.
-    pub fn options(&self, group: &str) -> Vec<String> {
+    pub(crate) fn options(&self, group: &str) -> Vec<String> {
         let mut names: Vec<String> = EMBEDDED
             .get_dir(group)
             .map(|d| d.files().map(|f| f.path().to_path_buf()).collect::<Vec<PathBuf>>())

@@ -15,12 +15,12 @@ const BOM: &[u8] = b"\xEF\xBB\xBF";
 const SNIFF: u64 = 64 << 10;
 
 /// `path` is a regular file this process can open for reading.
-pub fn check(path: &Path) -> Result<(), Error> {
+pub(crate) fn check(path: &Path) -> Result<(), Error> {
     open(path).map(|_| ())
 }
 
 /// Open a file the user passed, refusing what is not a readable regular file.
-pub fn open(path: &Path) -> Result<File, Error> {
+pub(crate) fn open(path: &Path) -> Result<File, Error> {
     let meta = std::fs::metadata(path).map_err(|e| unreadable(path, &e))?;
     let kind = meta.file_type();
     let what = if kind.is_dir() {

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Once;
 
 /// A whole file, mapped read-only.
-pub struct Mapped {
+pub(crate) struct Mapped {
     ptr: *mut libc::c_void,
     len: usize,
 }
@@ -32,7 +32,7 @@ unsafe impl Sync for Mapped {}
 impl Mapped {
     /// Map `file` (named `path` in the SIGBUS message). None when it cannot be
     /// mapped (an empty file, a pipe): the caller reads it another way.
-    pub fn open(file: &File, path: &Path) -> Option<Mapped> {
+    pub(crate) fn open(file: &File, path: &Path) -> Option<Mapped> {
         let meta = file.metadata().ok()?;
         let len = usize::try_from(meta.len()).ok()?;
         if len == 0 || !meta.is_file() {
@@ -51,14 +51,14 @@ impl Mapped {
         Some(Mapped { ptr, len })
     }
 
-    pub fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         // SAFETY: `len` bytes from `ptr` are mapped readable until Drop.
         unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
     }
 
     /// The whole pages inside `range` are no longer needed: they leave this
     /// process's resident set (they stay in the page cache).
-    pub fn release(&self, range: std::ops::Range<usize>) {
+    pub(crate) fn release(&self, range: std::ops::Range<usize>) {
         // SAFETY: sysconf only reads a system constant.
         let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096).max(1);
         let (start, end) = (range.start.div_ceil(page) * page, (range.end.min(self.len) / page) * page);

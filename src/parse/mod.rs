@@ -6,8 +6,8 @@
 //!   streaming pass into a [`nsys::ingest::Timeline`] and a [`nsys::ingest::KernelSink`];
 //! - [`mapped`]: a file mapped read-only for the readers that scan big inputs on every core;
 //! - [`nsys_csv`]: an `nsys stats` kernel summary CSV.
-pub mod input;
-pub mod mapped;
+pub(crate) mod input;
+pub(crate) mod mapped;
 pub mod ncu;
 pub mod nsys;
-pub mod nsys_csv;
+pub(crate) mod nsys_csv;

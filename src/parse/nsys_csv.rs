@@ -12,9 +12,9 @@ use crate::error::{Error, ErrorKind};
 /// One kernel name's rows of the summary, added up.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct KernelSum {
-    pub name: String,
+    pub(crate) name: String,
     /// (calls, total ns, min ns, max ns).
-    pub sums: (usize, i64, i64, i64),
+    pub(crate) sums: (usize, i64, i64, i64),
 }
 
 const HINT: &str =

@@ -16,13 +16,13 @@ use crate::run_dir::{self, RunDir};
 
 /// The variable the shim sets for the application: its rank (the built-in
 /// workload names its timings file by it).
-pub const RANK_ENV: &str = "LLMPERF_RANK";
+pub(crate) const RANK_ENV: &str = "LLMPERF_RANK";
 
 /// `llmperf launch-rank`: record this process's rank (`record/<pid>.json`),
 /// then exec ARGV (without its first `wrapper_len` words unless this rank is
 /// one of `wrap_ranks`). The process id stays the application's, so the
 /// capture's process is the rank recorded. Returns only when it cannot exec.
-pub fn launch_rank(record: Option<&Path>, wrap_ranks: &[u32], wrapper_len: usize, argv: &[OsString]) -> Error {
+pub(crate) fn launch_rank(record: Option<&Path>, wrap_ranks: &[u32], wrapper_len: usize, argv: &[OsString]) -> Error {
     let get = |k: &str| std::env::var(k).ok();
     let (rank, var, world_size) = match rank::rank_of(&get, "launch-rank") {
         Ok(r) => r,
@@ -59,7 +59,12 @@ pub fn launch_rank(record: Option<&Path>, wrap_ranks: &[u32], wrapper_len: usize
 /// running `llmperf profile --rank-from-env --run-id JOB …` on every rank,
 /// then `llmperf merge` of the job. A failed srun fails the run after the
 /// merge of what the ranks wrote.
-pub fn srun(launcher: &Launcher, raw_argv: &[OsString], root: &Path, run_id: Option<&str>) -> Result<Outcome, Error> {
+pub(crate) fn srun(
+    launcher: &Launcher,
+    raw_argv: &[OsString],
+    root: &Path,
+    run_id: Option<&str>,
+) -> Result<Outcome, Error> {
     let (job_dir, job) = match run_id {
         Some(id) => {
             // Before srun starts any rank: `--run-id ..` would write beside the root.
@@ -98,7 +103,7 @@ pub fn srun(launcher: &Launcher, raw_argv: &[OsString], root: &Path, run_id: Opt
 }
 
 /// The launcher of `--launcher KIND -n N`, checked before anything runs.
-pub fn launcher_of(
+pub(crate) fn launcher_of(
     kind: crate::plan::launcher::LauncherKind,
     nproc: u32,
     extra: Vec<String>,

@@ -22,7 +22,7 @@ struct Found {
 }
 
 /// Writes `ranks.json` and `ranks.md` into the first job directory; returns it.
-pub fn merge(job_dirs: &[PathBuf]) -> Result<PathBuf, Error> {
+pub(crate) fn merge(job_dirs: &[PathBuf]) -> Result<PathBuf, Error> {
     let mut found: BTreeMap<u32, Found> = BTreeMap::new();
     for job in job_dirs {
         let ranks_dir = job.join(run_dir::RANKS_DIR);

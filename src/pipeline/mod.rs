@@ -14,7 +14,7 @@ mod workload;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-pub use workload::workload;
+pub(crate) use workload::workload;
 
 use crate::config::Resolved;
 use crate::error::{Error, ErrorKind};
@@ -28,47 +28,47 @@ use crate::signals;
 use stage::{Done, RunStatus};
 
 /// What to profile and how llmperf itself was invoked.
-pub struct Request {
-    pub resolved: Resolved,
+pub(crate) struct Request {
+    pub(crate) resolved: Resolved,
     /// The application's argv (after `--`); empty for the built-in workload.
-    pub command: Vec<OsString>,
+    pub(crate) command: Vec<OsString>,
     /// Built-in workload without NVTX ranges.
-    pub no_nvtx: bool,
+    pub(crate) no_nvtx: bool,
     /// llmperf's own argv, for the manifest.
-    pub llmperf_argv: Vec<String>,
+    pub(crate) llmperf_argv: Vec<String>,
     /// One rank of a job (`--rank-from-env`): its run directory is
     /// `<root>/<job>/ranks/<rank>/`, with `rank.json`.
-    pub rank: Option<crate::plan::rank::RankId>,
+    pub(crate) rank: Option<crate::plan::rank::RankId>,
     /// The profiler outside a launcher (`--launcher torchrun|mpirun`): the
     /// ranks are processes of this run.
-    pub launcher: Option<crate::plan::launcher::Launcher>,
+    pub(crate) launcher: Option<crate::plan::launcher::Launcher>,
 }
 
 /// A run that is (part of) a job of several ranks: which profilers run on
 /// this rank, and whether the ranks must run the application in step.
 #[derive(Debug, Clone)]
-pub struct Job {
-    pub rank: Option<u32>,
+pub(crate) struct Job {
+    pub(crate) rank: Option<u32>,
     /// nsys, ncu run on this rank (enabled, and this rank in their `ranks`).
-    pub nsys: bool,
-    pub ncu: bool,
+    pub(crate) nsys: bool,
+    pub(crate) ncu: bool,
     /// ncu runs on some ranks only: the others run the application once per
     /// ncu pass, plainly, so every pass is one run of the application whose
     /// count is known before it starts.
-    pub ncu_in_step: bool,
+    pub(crate) ncu_in_step: bool,
     /// Leave NCCL's kernels out of kernel and application replay.
-    pub exclude_comm: bool,
+    pub(crate) exclude_comm: bool,
     /// `--launcher torchrun|mpirun`: the launcher the profilers wrap, and the
     /// one rank ncu runs on inside it (None: ncu wraps the launcher, all ranks).
-    pub launch: Option<crate::plan::launcher::Launcher>,
-    pub ncu_rank: Option<u32>,
+    pub(crate) launch: Option<crate::plan::launcher::Launcher>,
+    pub(crate) ncu_rank: Option<u32>,
 }
 
 impl Job {
     /// One rank of a job (`--rank-from-env`): its profilers from
     /// `pipeline.{nsys,ncu}.ranks`. Refused before anything runs when the
     /// ranks could not stay in step.
-    pub fn of_rank(cfg: &crate::config::Config, r: &crate::plan::rank::RankId) -> Result<Job, Error> {
+    pub(crate) fn of_rank(cfg: &crate::config::Config, r: &crate::plan::rank::RankId) -> Result<Job, Error> {
         let ncu = &cfg.pipeline.ncu;
         let ncu_in_step = ncu.enable && !ncu.ranks.covers(r.world_size);
         if ncu_in_step {
@@ -88,7 +88,7 @@ impl Job {
     /// The profiler outside the launcher (`--launcher torchrun|mpirun`): nsys
     /// wraps it and sees every rank; ncu wraps it (`pipeline.ncu.ranks=all`)
     /// or runs inside it on one rank while the others run plainly.
-    pub fn of_launch(cfg: &crate::config::Config, l: &crate::plan::launcher::Launcher) -> Result<Job, Error> {
+    pub(crate) fn of_launch(cfg: &crate::config::Config, l: &crate::plan::launcher::Launcher) -> Result<Job, Error> {
         use crate::config::schema::RankSet;
         let (nsys, ncu) = (&cfg.pipeline.nsys, &cfg.pipeline.ncu);
         let program = l.kind.program();
@@ -152,18 +152,18 @@ pub(crate) fn check_in_step(cfg: &crate::config::Config) -> Result<(), Error> {
 }
 
 /// A finished (or failed, or interrupted) run: the directory always exists.
-pub struct Outcome {
-    pub run_dir: PathBuf,
+pub(crate) struct Outcome {
+    pub(crate) run_dir: PathBuf,
     /// Why the run did not succeed, for the exit code and message.
-    pub error: Option<Error>,
+    pub(crate) error: Option<Error>,
 }
 
-pub use launcher::{launch_rank, launcher_of, srun, RANK_ENV};
-pub use merge::merge;
+pub(crate) use launcher::{launch_rank, launcher_of, srun, RANK_ENV};
+pub(crate) use merge::merge;
 
 /// `llmperf profile`: plan → run directory → provenance → the baseline, nsys
 /// and ncu stages → reports.
-pub fn profile(req: Request) -> Result<Outcome, Error> {
+pub(crate) fn profile(req: Request) -> Result<Outcome, Error> {
     let cfg = &req.resolved.config;
     let command = match &req.launcher {
         Some(l) => l.command(req.command.clone()),
@@ -263,7 +263,12 @@ fn check_cuda_device(n: u32) -> Result<(), Error> {
 }
 
 /// `llmperf import nsys FILE`: the nsys analysis of an existing report.
-pub fn import_nsys(resolved: &Resolved, file: &Path, out: Option<&Path>, argv: Vec<String>) -> Result<Outcome, Error> {
+pub(crate) fn import_nsys(
+    resolved: &Resolved,
+    file: &Path,
+    out: Option<&Path>,
+    argv: Vec<String>,
+) -> Result<Outcome, Error> {
     let cfg = &resolved.config;
     crate::parse::input::check(file)?;
     let run = output_dir(out, cfg)?;
@@ -282,7 +287,7 @@ pub fn import_nsys(resolved: &Resolved, file: &Path, out: Option<&Path>, argv: V
 /// the last number in its file name) with a `rank.json`, then merged as
 /// `llmperf merge` does. A file that fails is reported by the merge; the
 /// others are kept.
-pub fn import_nsys_ranks(
+pub(crate) fn import_nsys_ranks(
     resolved: &Resolved,
     files: &[PathBuf],
     out: Option<&Path>,
@@ -327,7 +332,7 @@ pub fn import_nsys_ranks(
 /// CSVs. The inputs are copied into the run directory (a CSV while it is read,
 /// a report before ncu renders the copy), so the run can be rebuilt from it
 /// alone; into a run directory, they add to its passes.
-pub fn import_ncu(
+pub(crate) fn import_ncu(
     resolved: &Resolved,
     files: &[PathBuf],
     out: Option<&Path>,
@@ -350,7 +355,7 @@ pub fn import_ncu(
 /// `llmperf report RUN_DIR`: every report rebuilt from the run's raw artifacts
 /// (nsys/report.sqlite, the ncu CSVs, timings, env) and its config.yaml, so
 /// that a newer llmperf, or another machine, can render an old run again.
-pub fn report(dir: &Path) -> Result<PathBuf, Error> {
+pub(crate) fn report(dir: &Path) -> Result<PathBuf, Error> {
     let run = RunDir::open(dir)?;
     let _lock = run.lock()?;
     let cfg = crate::config::load_resolved(&run.join(run_dir::CONFIG_YAML))?;

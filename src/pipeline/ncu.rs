@@ -578,13 +578,13 @@ fn render_import(
 #[derive(Debug, Clone)]
 pub(crate) struct Input {
     /// The CSV in the run directory: what the report names.
-    pub csv: PathBuf,
+    pub(crate) csv: PathBuf,
     /// Where its bytes are read: `csv` itself, or, during `import ncu`, the
     /// user's file while it is being copied to `csv` on another thread.
-    pub read: PathBuf,
-    pub attribution: Attribution,
+    pub(crate) read: PathBuf,
+    pub(crate) attribution: Attribution,
     /// The pass's regions (range attribution).
-    pub regions: Vec<String>,
+    pub(crate) regions: Vec<String>,
 }
 
 /// The CSVs that a run's ncu passes or `import ncu` left (per ncu/plan.json),

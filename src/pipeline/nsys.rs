@@ -311,10 +311,10 @@ fn last_line(log: &str) -> Option<&str> {
 /// How native ingestion reads a capture: the top N kernels kept, and the
 /// PyTorch attributes stripped from NVTX names (`report.nvtx_attributes`).
 pub(crate) struct Ingest {
-    pub top_n: usize,
-    pub strip: Vec<String>,
+    pub(crate) top_n: usize,
+    pub(crate) strip: Vec<String>,
     /// The `nsys stats` reports to save (`pipeline.nsys.stats`; none: not run).
-    pub stats: Vec<String>,
+    pub(crate) stats: Vec<String>,
 }
 
 impl Ingest {

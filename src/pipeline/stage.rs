@@ -56,12 +56,12 @@ impl StageOutcome {
 /// What a stage did: its outcome and what the manifest keeps of it.
 #[derive(Debug)]
 pub(crate) struct Done {
-    pub outcome: StageOutcome,
-    pub exit: Option<ExitInfo>,
-    pub artifacts: Vec<String>,
-    pub diagnoses: Vec<Diagnosis>,
+    pub(crate) outcome: StageOutcome,
+    pub(crate) exit: Option<ExitInfo>,
+    pub(crate) artifacts: Vec<String>,
+    pub(crate) diagnoses: Vec<Diagnosis>,
     /// For the reader of an ok stage (the manifest's `reason`).
-    pub note: Option<String>,
+    pub(crate) note: Option<String>,
 }
 
 impl Done {

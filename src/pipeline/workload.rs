@@ -79,7 +79,7 @@ pub(crate) fn plain(
 
 /// `llmperf workload`: run the built-in workload without a profiler, into
 /// `run_dir` (under `profile`) or a new run directory, and write its timings.
-pub fn workload(
+pub(crate) fn workload(
     cfg: &Config,
     run_dir: Option<&Path>,
     nvtx: bool,

@@ -13,27 +13,27 @@
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
-pub use crate::config::schema::LauncherKind;
+pub(crate) use crate::config::schema::LauncherKind;
 
 /// A launcher and how it is started.
 #[derive(Debug, Clone)]
-pub struct Launcher {
-    pub kind: LauncherKind,
-    pub nproc: u32,
+pub(crate) struct Launcher {
+    pub(crate) kind: LauncherKind,
+    pub(crate) nproc: u32,
     /// `--launcher-arg` options, after llmperf's own.
-    pub extra: Vec<String>,
+    pub(crate) extra: Vec<String>,
     /// Open MPI refuses root without `--allow-run-as-root`.
-    pub as_root: bool,
+    pub(crate) as_root: bool,
     /// llmperf itself (the shim, or each rank's `llmperf profile`).
-    pub exe: PathBuf,
+    pub(crate) exe: PathBuf,
     /// torchrun runs a `.py` with its own Python; with `--no-python` (the
     /// shim comes first) llmperf puts that Python in front ([`Launcher::command`]).
-    pub python: Option<PathBuf>,
+    pub(crate) python: Option<PathBuf>,
 }
 
 impl Launcher {
     /// The launcher's own words: program, rank count, options.
-    pub fn head(&self) -> Vec<OsString> {
+    pub(crate) fn head(&self) -> Vec<OsString> {
         let n = self.nproc.to_string();
         let mut a: Vec<String> = vec![self.kind.program().into()];
         match self.kind {
@@ -56,7 +56,7 @@ impl Launcher {
     /// `LAUNCHER … llmperf launch-rank [--record DIR] [--wrap-ranks R
     /// --wrapper-len K] -- ARGV`: every rank runs ARGV; with `wrap`, ranks
     /// other than R run ARGV without its first K words (the profiler's).
-    pub fn around(&self, record: Option<&Path>, wrap: Option<(u32, usize)>, argv: &[OsString]) -> Vec<OsString> {
+    pub(crate) fn around(&self, record: Option<&Path>, wrap: Option<(u32, usize)>, argv: &[OsString]) -> Vec<OsString> {
         let mut a = self.head();
         a.extend([self.exe.clone().into_os_string(), "launch-rank".into()]);
         if let Some(dir) = record {
@@ -73,7 +73,7 @@ impl Launcher {
     /// The user's command as each rank runs it: under torchrun a `script.py`
     /// gets torchrun's Python in front (torchrun runs scripts with it, and
     /// the shim comes first, so llmperf passes `--no-python`).
-    pub fn command(&self, command: Vec<OsString>) -> Vec<OsString> {
+    pub(crate) fn command(&self, command: Vec<OsString>) -> Vec<OsString> {
         match (&self.python, command.first()) {
             (Some(py), Some(script))
                 if self.kind == LauncherKind::Torchrun && Path::new(script).extension() == Some(OsStr::new("py")) =>
@@ -87,7 +87,7 @@ impl Launcher {
 
 /// The Python that a torchrun script runs with: its `#!` line (a venv's
 /// torchrun names the venv's python), else `python3`.
-pub fn python_of(torchrun: Option<&Path>) -> PathBuf {
+pub(crate) fn python_of(torchrun: Option<&Path>) -> PathBuf {
     let line = torchrun.and_then(|p| std::fs::read(p).ok()).and_then(|b| {
         let first = b.split(|&c| c == b'\n').next()?.to_vec();
         String::from_utf8(first).ok()
@@ -102,7 +102,7 @@ pub fn python_of(torchrun: Option<&Path>) -> PathBuf {
 /// after the program, without the launcher options, `--rank-from-env` and
 /// the job's `--run-id` added right after `profile`. Only the words before
 /// `--` are looked at: the application's are its own.
-pub fn rank_argv(raw: &[OsString], run_id: &str) -> Vec<OsString> {
+pub(crate) fn rank_argv(raw: &[OsString], run_id: &str) -> Vec<OsString> {
     let mut out = Vec::new();
     let mut words = raw.iter().skip(1);
     let mut added = false;
@@ -140,13 +140,13 @@ pub fn rank_argv(raw: &[OsString], run_id: &str) -> Vec<OsString> {
 
 /// The first rank that failed, as its launcher reported it on stderr.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RankFailure {
-    pub launcher: &'static str,
-    pub rank: u32,
+pub(crate) struct RankFailure {
+    pub(crate) launcher: &'static str,
+    pub(crate) rank: u32,
     /// "exited with code 3", "was killed by signal 9".
-    pub how: String,
-    pub pid: Option<i64>,
-    pub host: Option<String>,
+    pub(crate) how: String,
+    pub(crate) pid: Option<i64>,
+    pub(crate) host: Option<String>,
 }
 
 /// The launcher's own report of its first failing rank: Open MPI's banner
@@ -154,7 +154,7 @@ pub struct RankFailure {
 /// P on node H exited on signal N`) or torchrun's "Root Cause (first
 /// observed failure)" block (`rank : R (local_rank: L)`, `exitcode : N (pid:
 /// P)`, a negative code being a signal). None for anything else.
-pub fn first_failed_rank(stderr: &str) -> Option<RankFailure> {
+pub(crate) fn first_failed_rank(stderr: &str) -> Option<RankFailure> {
     let lines: Vec<&str> = stderr.lines().collect();
     // torchrun (torch.distributed.elastic), the last block.
     if let Some(start) = lines.iter().rposition(|l| l.starts_with("Root Cause (first observed failure)")) {

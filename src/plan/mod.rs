@@ -2,15 +2,15 @@
 //! whole run (which stages, and the application each profiler runs: the
 //! user's command, or this binary re-executed as the built-in workload with a
 //! timings file of the stage's own); [`ncu`] plans the Nsight Compute passes.
-pub mod launcher;
+pub(crate) mod launcher;
 pub mod ncu;
-pub mod preflight;
-pub mod rank;
+pub(crate) mod preflight;
+pub(crate) mod rank;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-pub use ncu::NcuPlan;
+pub(crate) use ncu::NcuPlan;
 
 use crate::config::Config;
 use crate::error::{Error, ErrorKind};
@@ -20,9 +20,9 @@ use crate::run_dir::{self, absolute, RunDir};
 /// The run: its stages and its application.
 #[derive(Debug, Clone)]
 pub(crate) struct RunPlan {
-    pub app: App,
+    pub(crate) app: App,
     /// The built-in workload once without a profiler (`runner.run.baseline`).
-    pub baseline: bool,
+    pub(crate) baseline: bool,
 }
 
 /// What the profilers run.

@@ -23,14 +23,14 @@ pub(crate) const PLAN_SCHEMA: &str = "llmperf.ncu-plan/v1";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NcuPlan {
-    pub schema: String,
-    pub replay_mode: ReplayMode,
-    pub mode: RunMode,
+    pub(crate) schema: String,
+    pub(crate) replay_mode: ReplayMode,
+    pub(crate) mode: RunMode,
     /// Where the regions came from: `config`, `nsys` or `none`.
-    pub regions_from: String,
+    pub(crate) regions_from: String,
     pub kernel_filter: Option<KernelFilter>,
     pub passes: Vec<Pass>,
-    pub notes: Vec<String>,
+    pub(crate) notes: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -47,20 +47,20 @@ pub struct KernelFilter {
 #[serde(deny_unknown_fields)]
 pub struct Pass {
     /// `p0`, `p1`, ...: the file names under ncu/; `p0-kernel` a ladder step.
-    pub name: String,
+    pub(crate) name: String,
     /// The replay mode this pass runs (auto: range first, then the ladder).
-    pub replay_mode: ReplayMode,
+    pub(crate) replay_mode: ReplayMode,
     /// Nesting level of the pass's regions (range replay).
-    pub level: Option<usize>,
+    pub(crate) level: Option<usize>,
     /// Regions as reports name them (`A::A1`, `LLM@decode_all`).
-    pub regions: Vec<String>,
+    pub(crate) regions: Vec<String>,
     /// Region selectors for `--nvtx-include`, as configured.
-    pub nvtx_include: Vec<String>,
+    pub(crate) nvtx_include: Vec<String>,
     /// What ncu gets for each of them: `A::A1` → `A1/` in range replay.
-    pub expressions: Vec<String>,
-    pub nvtx_exclude: Vec<String>,
+    pub(crate) expressions: Vec<String>,
+    pub(crate) nvtx_exclude: Vec<String>,
     /// How the pass's results find their regions: `nvtx_stack` or `range`.
-    pub attribution: Attribution,
+    pub(crate) attribution: Attribution,
 }
 
 impl Pass {
@@ -80,7 +80,7 @@ impl Pass {
     /// The next rung of the replay ladder for a pass ncu could not replay as
     /// ranges: app-range (when this ncu has it), then kernel replay with the
     /// same regions as an NVTX filter; None after kernel replay.
-    pub fn next_rung(&self, app_range: bool) -> Option<Pass> {
+    pub(crate) fn next_rung(&self, app_range: bool) -> Option<Pass> {
         let (mode, suffix) = match self.replay_mode {
             ReplayMode::Range if app_range => (ReplayMode::AppRange, "app-range"),
             ReplayMode::Range | ReplayMode::AppRange => (ReplayMode::Kernel, "kernel"),
@@ -105,9 +105,9 @@ impl Pass {
 /// whether it is a start/end range.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct FoundRegion {
-    pub path: String,
-    pub domain: String,
-    pub start_end: bool,
+    pub(crate) path: String,
+    pub(crate) domain: String,
+    pub(crate) start_end: bool,
 }
 
 impl FoundRegion {
@@ -153,7 +153,7 @@ pub fn plan(cli: &NcuCli, mode: RunMode, top_kernels: Option<&[String]>, found: 
 /// (zero-padded so that they sort). An import into a run directory with a plan
 /// adds its passes after the earlier ones, under names not taken yet
 /// (`import02`, ... after `import`), so no earlier input is replaced.
-pub fn imported(
+pub(crate) fn imported(
     cfg: &crate::config::Config,
     ranges: Vec<String>,
     files: &[String],
@@ -366,7 +366,7 @@ fn is_raw(selector: &str) -> bool {
 /// range replay has no kernel filter): `regex:^(?!nccl)`, in front of the
 /// filter there is. A filter naming one kernel exactly is the user's choice
 /// and stays.
-pub fn leave_out_comm(plan: &mut NcuPlan) {
+pub(crate) fn leave_out_comm(plan: &mut NcuPlan) {
     if !matches!(plan.replay_mode, ReplayMode::Kernel | ReplayMode::Application) {
         return;
     }

@@ -17,51 +17,51 @@ pub(crate) const PREFLIGHT_SCHEMA: &str = "llmperf.ncu-preflight/v1";
 /// `ncu/preflight.json`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct Preflight {
-    pub schema: String,
+pub(crate) struct Preflight {
+    pub(crate) schema: String,
     /// `nsys/regions.json` when nsys ran, else null.
-    pub checked_against: Option<String>,
+    pub(crate) checked_against: Option<String>,
     /// What could not be checked, and why.
-    pub not_checked: Vec<String>,
-    pub regions: Vec<Check>,
+    pub(crate) not_checked: Vec<String>,
+    pub(crate) regions: Vec<Check>,
 }
 
 /// One configured region, as nsys saw it.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct Check {
+pub(crate) struct Check {
     /// As configured: `A::A1`, `LLM@decode_all`, `decode*`.
-    pub selector: String,
-    pub found: bool,
+    pub(crate) selector: String,
+    pub(crate) found: bool,
     /// The captured regions it names (`domain@path`), with a glob several.
-    pub matches: Vec<String>,
+    pub(crate) matches: Vec<String>,
     /// `push_pop`, `start_end`, or null when not found.
-    pub style: Option<String>,
+    pub(crate) style: Option<String>,
     /// Instances over the matched regions, processes and threads.
-    pub instances: usize,
+    pub(crate) instances: usize,
     /// CUDA kernels nsys saw launched inside (0: ncu will find nothing to profile).
-    pub kernels: usize,
-    pub gpu_time_ns: i64,
+    pub(crate) kernels: usize,
+    pub(crate) gpu_time_ns: i64,
     /// Nesting depth of the shallowest match (0 = outermost).
-    pub depth: Option<usize>,
+    pub(crate) depth: Option<usize>,
     /// Captured regions with the same last name that ncu's expression will
     /// match as well (range replay matches the last name only).
-    pub also_matched: Vec<String>,
+    pub(crate) also_matched: Vec<String>,
     /// Nearest captured names, when not found.
-    pub did_you_mean: Vec<String>,
+    pub(crate) did_you_mean: Vec<String>,
 }
 
 /// A region nsys captured, as the preflight needs it (one per process and
 /// thread that ran it, as nsys/regions.json lists them).
 #[derive(Debug, Clone)]
-pub(crate) struct Region {
+pub struct Region {
     /// `A::A1`, without the domain.
     pub path: String,
     /// The last name.
     pub name: String,
     /// Empty for the default domain.
     pub domain: String,
-    pub start_end: bool,
+    pub(crate) start_end: bool,
     pub depth: usize,
     pub instances: usize,
     pub kernel_count: usize,

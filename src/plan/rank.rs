@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::Error;
 
 /// The rank variables, in the order they are read: torchrun, Open MPI, MPICH/PMI, Slurm.
-pub const RANK_VARS: [&str; 4] = ["RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"];
+pub(crate) const RANK_VARS: [&str; 4] = ["RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"];
 /// The world size beside each.
 const SIZE_VARS: [&str; 4] = ["WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"];
 /// The job's id: Slurm, torchrun, Open MPI (PMIx).
@@ -16,37 +16,37 @@ const JOB_VARS: [&str; 3] = ["SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "PMIX_NAMESP
 /// `ranks/<rank>/rank.json`: who wrote this rank's run directory.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RankId {
-    pub rank: u32,
+pub(crate) struct RankId {
+    pub(crate) rank: u32,
     /// The variable the rank came from (`RANK`, `SLURM_PROCID`, …).
-    pub rank_from: String,
+    pub(crate) rank_from: String,
     /// The job's number of ranks, when the launcher said.
-    pub world_size: Option<u32>,
+    pub(crate) world_size: Option<u32>,
     /// The job directory's name, and where it came from (`--run-id`, `SLURM_JOB_ID`, …).
-    pub job: String,
-    pub job_from: String,
+    pub(crate) job: String,
+    pub(crate) job_from: String,
     /// This host's name.
-    pub host: String,
+    pub(crate) host: String,
     /// The profilers that ran on this rank (`pipeline.{nsys,ncu}.ranks`); the
     /// others' stages ran the application plainly. Absent in older files.
     #[serde(default)]
-    pub profiled: Vec<String>,
+    pub(crate) profiled: Vec<String>,
 }
 
 /// `launcher/ranks/<pid>.json`: one process of a job started by `profile
 /// --launcher torchrun|mpirun`, and the rank its launcher gave it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct LaunchedRank {
-    pub rank: u32,
-    pub rank_from: String,
-    pub world_size: Option<u32>,
-    pub process_id: i64,
-    pub host: String,
+pub(crate) struct LaunchedRank {
+    pub(crate) rank: u32,
+    pub(crate) rank_from: String,
+    pub(crate) world_size: Option<u32>,
+    pub(crate) process_id: i64,
+    pub(crate) host: String,
 }
 
 /// The ranks `llmperf launch-rank` recorded in `dir` (`<pid>.json` each), by rank.
-pub fn read_launched(dir: &std::path::Path) -> Vec<LaunchedRank> {
+pub(crate) fn read_launched(dir: &std::path::Path) -> Vec<LaunchedRank> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
     let mut v: Vec<LaunchedRank> =
         entries.flatten().filter_map(|e| crate::run_dir::read_json_file(&e.path())).collect();
@@ -56,7 +56,10 @@ pub fn read_launched(dir: &std::path::Path) -> Vec<LaunchedRank> {
 
 /// The rank the launcher gave this process: the first of [`RANK_VARS`] set,
 /// the variable, and the world size beside it. `who` names the asker in errors.
-pub fn rank_of(get: &impl Fn(&str) -> Option<String>, who: &str) -> Result<(u32, &'static str, Option<u32>), Error> {
+pub(crate) fn rank_of(
+    get: &impl Fn(&str) -> Option<String>,
+    who: &str,
+) -> Result<(u32, &'static str, Option<u32>), Error> {
     let hint_rank = "run llmperf under torchrun, mpirun or srun (they set RANK, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID), or drop --rank-from-env";
     let (i, var, value) =
         RANK_VARS.iter().enumerate().find_map(|(i, v)| get(v).map(|value| (i, *v, value))).ok_or_else(|| {
@@ -75,7 +78,11 @@ pub fn rank_of(get: &impl Fn(&str) -> Option<String>, who: &str) -> Result<(u32,
 
 /// The rank of this process: the first of [`RANK_VARS`] set, its world size,
 /// and the job (`run_id`, else the first of the job variables set).
-pub fn from_env(get: impl Fn(&str) -> Option<String>, run_id: Option<&str>, host: &str) -> Result<RankId, Error> {
+pub(crate) fn from_env(
+    get: impl Fn(&str) -> Option<String>,
+    run_id: Option<&str>,
+    host: &str,
+) -> Result<RankId, Error> {
     let (rank, var, world_size) = rank_of(&get, "--rank-from-env")?;
     let (job, job_from) = match run_id {
         Some(id) => (id.to_string(), "--run-id".to_string()),
@@ -101,7 +108,7 @@ pub fn from_env(get: impl Fn(&str) -> Option<String>, run_id: Option<&str>, host
 
 /// Each file's rank: the last number in its name (`report.3.nsys-rep`,
 /// `rep_rank12.sqlite`), as `nsys -o report.%q{RANK}` names them.
-pub fn ranks_of_files(files: &[std::path::PathBuf]) -> Result<Vec<(u32, std::path::PathBuf)>, Error> {
+pub(crate) fn ranks_of_files(files: &[std::path::PathBuf]) -> Result<Vec<(u32, std::path::PathBuf)>, Error> {
     let mut out: Vec<(u32, std::path::PathBuf)> = Vec::new();
     for f in files {
         let name = f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();

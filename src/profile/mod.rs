@@ -4,5 +4,5 @@
 //! say. Nothing here spawns a process except the version probe (tools.rs);
 //! the stages that run them are in `pipeline/`.
 pub mod ncu;
-pub mod nsys;
-pub mod tools;
+pub(crate) mod nsys;
+pub(crate) mod tools;

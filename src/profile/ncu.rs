@@ -312,19 +312,19 @@ pub(crate) fn profiler_command_line(session_csv: &str) -> Option<String> {
 /// `diagnoses[].code`), for the stages that act on them.
 pub(crate) mod code {
     /// Ranges matched but held no CUDA work.
-    pub const EMPTY_RANGES: &str = "empty_ranges";
+    pub(crate) const EMPTY_RANGES: &str = "empty_ranges";
     /// Range replay met a CUDA call it cannot capture.
-    pub const UNSUPPORTED_API: &str = "unsupported_api";
+    pub(crate) const UNSUPPORTED_API: &str = "unsupported_api";
     /// No range matched the expressions: the selector is the cause.
-    pub const NO_RANGE_MATCHED: &str = "no_range_matched";
+    pub(crate) const NO_RANGE_MATCHED: &str = "no_range_matched";
     /// No range matched, and nsys saw the regions launch no kernel: no CUDA
     /// work for ncu to define a range by (set by the ncu stage, not the log).
-    pub const NO_CUDA_IN_RANGES: &str = "no_cuda_in_ranges";
-    pub const NO_RANGES_PROFILED: &str = "no_ranges_profiled";
-    pub const NO_KERNELS_PROFILED: &str = "no_kernels_profiled";
+    pub(crate) const NO_CUDA_IN_RANGES: &str = "no_cuda_in_ranges";
+    pub(crate) const NO_RANGES_PROFILED: &str = "no_ranges_profiled";
+    pub(crate) const NO_KERNELS_PROFILED: &str = "no_kernels_profiled";
     /// `ERR_NVGPUCTRPERM`.
-    pub const COUNTER_PERMISSION: &str = "counter_permission";
-    pub const UNKNOWN_SECTION: &str = "unknown_section";
+    pub(crate) const COUNTER_PERMISSION: &str = "counter_permission";
+    pub(crate) const UNKNOWN_SECTION: &str = "unknown_section";
 }
 
 /// Known outcomes in an ncu log, each with what to do about it.

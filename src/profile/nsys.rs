@@ -26,7 +26,7 @@ pub(crate) fn hang_diagnosis(attempt: u32, grace_s: u64) -> crate::manifest::Dia
 pub(crate) const REGISTER_ONLY_ENV: &str = "--env-var=NSYS_NVTX_PROFILER_REGISTER_ONLY=0";
 
 /// Reject combinations nsys would refuse (or silently ignore).
-pub fn validate(cfg: &NsysConfig) -> Result<(), Error> {
+pub(crate) fn validate(cfg: &NsysConfig) -> Result<(), Error> {
     let key = |k: &str| format!("pipeline.nsys.{k}");
     if cfg.nvtx_capture.is_some() && cfg.capture_range != CaptureRange::Nvtx {
         return Err(Error::config(format!("{} is set but {} is not nvtx", key("nvtx_capture"), key("capture_range")))
@@ -50,7 +50,7 @@ pub fn validate(cfg: &NsysConfig) -> Result<(), Error> {
 /// `auto` made concrete for this nsys: `node` (each graph node's kernel
 /// traced, so that it can be attributed to the range around the graph's
 /// launch) where the installed nsys has `--cuda-graph-trace`, else nothing.
-pub fn resolve_graph_trace(cfg: &NsysConfig, has_option: impl FnOnce() -> bool) -> Option<CudaGraphTrace> {
+pub(crate) fn resolve_graph_trace(cfg: &NsysConfig, has_option: impl FnOnce() -> bool) -> Option<CudaGraphTrace> {
     match cfg.cuda_graph_trace {
         Some(CudaGraphTrace::Auto) => has_option().then_some(CudaGraphTrace::Node),
         other => other,
@@ -58,7 +58,7 @@ pub fn resolve_graph_trace(cfg: &NsysConfig, has_option: impl FnOnce() -> bool) 
 }
 
 /// `nsys profile ... <app...>`, writing `<output_base>.nsys-rep`.
-pub fn profile_argv(nsys: &Path, cfg: &NsysConfig, output_base: &Path, app: &[OsString]) -> Vec<OsString> {
+pub(crate) fn profile_argv(nsys: &Path, cfg: &NsysConfig, output_base: &Path, app: &[OsString]) -> Vec<OsString> {
     let mut argv: Vec<OsString> = vec![nsys.into(), "profile".into()];
     let mut opt = |s: String| argv.push(s.into());
     opt(format!("--trace={}", cfg.trace));

@@ -17,13 +17,13 @@ pub(crate) const COUNTER_PERMISSION_HINT: &str = "run llmperf as root, or allow 
 /// A `YEAR.MINOR.PATCH` Nsight version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 pub(crate) struct Version {
-    pub year: u32,
-    pub minor: u32,
-    pub patch: u32,
+    pub(crate) year: u32,
+    pub(crate) minor: u32,
+    pub(crate) patch: u32,
 }
 
 impl Version {
-    pub const fn new(year: u32, minor: u32, patch: u32) -> Self {
+    pub(crate) const fn new(year: u32, minor: u32, patch: u32) -> Self {
         Version { year, minor, patch }
     }
 
@@ -111,13 +111,13 @@ pub(crate) fn too_new(path: &std::path::Path, kind: Kind, tool: &Tool) -> Option
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Nsys,
     Ncu,
 }
 
 impl Kind {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Kind::Nsys => "nsys",
             Kind::Ncu => "ncu",
@@ -135,12 +135,12 @@ impl Kind {
 /// A located, version-probed profiler.
 #[derive(Debug, Clone)]
 pub(crate) struct Tool {
-    pub path: PathBuf,
-    pub version: Version,
+    pub(crate) path: PathBuf,
+    pub(crate) version: Version,
     /// The `--version` output, trimmed, for provenance.
-    pub version_text: String,
+    pub(crate) version_text: String,
     /// `--help`, asked once (flag checks, then each pass's pages).
-    pub help: std::sync::OnceLock<Option<String>>,
+    pub(crate) help: std::sync::OnceLock<Option<String>>,
 }
 
 impl Tool {

@@ -9,13 +9,13 @@ const SMI_TIMEOUT: Duration = Duration::from_secs(20);
 const NVIDIA_PARAMS: &str = "/proc/driver/nvidia/params";
 
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Cpu {
-    pub model: String,
-    pub logical_cores: usize,
-    pub memory_gib: f64,
+pub(crate) struct Cpu {
+    pub(crate) model: String,
+    pub(crate) logical_cores: usize,
+    pub(crate) memory_gib: f64,
 }
 
-pub fn cpu() -> Cpu {
+pub(crate) fn cpu() -> Cpu {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let model = cpuinfo
         .lines()
@@ -32,10 +32,10 @@ pub fn cpu() -> Cpu {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Os {
-    pub hostname: String,
-    pub name: String,
-    pub kernel: String,
+pub(crate) struct Os {
+    pub(crate) hostname: String,
+    pub(crate) name: String,
+    pub(crate) kernel: String,
 }
 
 fn read(path: &str) -> String {
@@ -43,11 +43,11 @@ fn read(path: &str) -> String {
 }
 
 /// This host's name, as the kernel has it (empty when unreadable).
-pub fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     read("/proc/sys/kernel/hostname")
 }
 
-pub fn os() -> Os {
+pub(crate) fn os() -> Os {
     let name = read("/etc/os-release")
         .lines()
         .find_map(|l| l.strip_prefix("PRETTY_NAME="))
@@ -57,25 +57,25 @@ pub fn os() -> Os {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Gpu {
-    pub index: u32,
-    pub name: String,
-    pub driver_version: String,
-    pub memory_mib: Option<u64>,
+pub(crate) struct Gpu {
+    pub(crate) index: u32,
+    pub(crate) name: String,
+    pub(crate) driver_version: String,
+    pub(crate) memory_mib: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Gpus {
-    pub devices: Vec<Gpu>,
+pub(crate) struct Gpus {
+    pub(crate) devices: Vec<Gpu>,
     /// The CUDA version the driver supports (nvidia-smi's banner).
-    pub driver_cuda_version: Option<String>,
+    pub(crate) driver_cuda_version: Option<String>,
     /// Why there are no devices, when there are none.
-    pub note: Option<String>,
+    pub(crate) note: Option<String>,
 }
 
 /// GPUs from nvidia-smi. Being on PATH proves nothing (Debian's Nsight packages
 /// bring nvidia-smi to machines without a GPU): its exit status decides.
-pub fn gpus() -> Gpus {
+pub(crate) fn gpus() -> Gpus {
     let none = |note: String| Gpus { devices: Vec::new(), driver_cuda_version: None, note: Some(note) };
     let Some(smi) = crate::process::find_executable("nvidia-smi") else {
         return none("nvidia-smi not found".into());
@@ -121,13 +121,13 @@ fn parse_gpu_line(line: &str) -> Option<Gpu> {
 /// Who may read GPU performance counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum CounterAccess {
+pub(crate) enum CounterAccess {
     NoDriver,
     Everyone,
     AdminOnly { is_root: bool },
 }
 
-pub fn counter_access() -> CounterAccess {
+pub(crate) fn counter_access() -> CounterAccess {
     match std::fs::read_to_string(NVIDIA_PARAMS) {
         Err(_) => CounterAccess::NoDriver,
         Ok(text) => parse_counter_access(&text, unsafe { libc::geteuid() } == 0),

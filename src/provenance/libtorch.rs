@@ -5,24 +5,24 @@ use std::path::Path;
 use crate::plugin;
 
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Libtorch {
+pub(crate) struct Libtorch {
     /// The workload plugin loaded (so the built-in workloads can run).
-    pub linked: bool,
+    pub(crate) linked: bool,
     /// Where the plugin (libllmperf_torch.so) was loaded from.
-    pub plugin: Option<String>,
+    pub(crate) plugin: Option<String>,
     /// Why the plugin did not load.
-    pub error: Option<String>,
-    pub lib_dir: Option<String>,
-    pub version: Option<String>,
+    pub(crate) error: Option<String>,
+    pub(crate) lib_dir: Option<String>,
+    pub(crate) version: Option<String>,
     /// The CUDA version libtorch was built with (None for CPU-only builds).
-    pub cuda_build: Option<String>,
-    pub cuda_available: Option<bool>,
-    pub cuda_device_count: Option<i64>,
+    pub(crate) cuda_build: Option<String>,
+    pub(crate) cuda_available: Option<bool>,
+    pub(crate) cuda_device_count: Option<i64>,
 }
 
 impl Libtorch {
     /// Not described, with the reason in `error`.
-    pub fn not_loaded(why: &str) -> Self {
+    pub(crate) fn not_loaded(why: &str) -> Self {
         Libtorch {
             linked: false,
             plugin: None,
@@ -36,13 +36,13 @@ impl Libtorch {
     }
 
     /// The load failure's hint, when the plugin did not load.
-    pub fn hint() -> Option<String> {
+    pub(crate) fn hint() -> Option<String> {
         plugin::load().err().and_then(|e| e.hint)
     }
 }
 
 /// Loads the plugin (and so libtorch) if this process has not yet.
-pub fn info() -> Libtorch {
+pub(crate) fn info() -> Libtorch {
     match plugin::runtime() {
         Ok((p, rt)) => {
             let (version, cuda_build) = rt.lib_dir.as_deref().map(|d| read_version(Path::new(d))).unwrap_or_default();

@@ -7,42 +7,42 @@ use std::ffi::OsString;
 
 use crate::config::Config;
 use crate::error::Error;
-pub mod capture;
-pub mod host;
-pub mod libtorch;
+pub(crate) mod capture;
+pub(crate) mod host;
+pub(crate) mod libtorch;
 
 use crate::profile::tools::{Kind, Tool};
 use crate::run_dir::utc_now;
 use host::{CounterAccess, Cpu, Gpus, Os};
 use libtorch::Libtorch;
 
-pub const ENV_SCHEMA: &str = "llmperf.env/v1";
+pub(crate) const ENV_SCHEMA: &str = "llmperf.env/v1";
 
 #[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Env {
-    pub schema: String,
-    pub collected_at: String,
-    pub os: Os,
-    pub cpu: Cpu,
-    pub gpus: Gpus,
-    pub gpu_counter_access: CounterAccess,
-    pub tools: Tools,
-    pub libtorch: Libtorch,
-    pub llmperf: Llmperf,
+pub(crate) struct Env {
+    pub(crate) schema: String,
+    pub(crate) collected_at: String,
+    pub(crate) os: Os,
+    pub(crate) cpu: Cpu,
+    pub(crate) gpus: Gpus,
+    pub(crate) gpu_counter_access: CounterAccess,
+    pub(crate) tools: Tools,
+    pub(crate) libtorch: Libtorch,
+    pub(crate) llmperf: Llmperf,
 }
 
 #[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Tools {
-    pub nsys: ToolFact,
-    pub ncu: ToolFact,
+pub(crate) struct Tools {
+    pub(crate) nsys: ToolFact,
+    pub(crate) ncu: ToolFact,
 }
 
 #[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct ToolFact {
-    pub path: Option<String>,
-    pub version: Option<String>,
-    pub version_text: Option<String>,
-    pub error: Option<String>,
+pub(crate) struct ToolFact {
+    pub(crate) path: Option<String>,
+    pub(crate) version: Option<String>,
+    pub(crate) version_text: Option<String>,
+    pub(crate) error: Option<String>,
 }
 
 impl ToolFact {
@@ -60,15 +60,15 @@ impl ToolFact {
 }
 
 /// The profilers of a run, probed once and shared by the stages and env.json.
-pub struct Probed {
-    pub nsys: Result<Tool, Error>,
-    pub ncu: Result<Tool, Error>,
+pub(crate) struct Probed {
+    pub(crate) nsys: Result<Tool, Error>,
+    pub(crate) ncu: Result<Tool, Error>,
 }
 
 impl Probed {
     /// Both at once: each `--version` takes ~20 ms, which a profile run pays
     /// before its workload starts (bench/profile_overhead.sh).
-    pub fn probe(cfg: &Config) -> Self {
+    pub(crate) fn probe(cfg: &Config) -> Self {
         std::thread::scope(|s| {
             let ncu = s.spawn(|| Tool::probe(Kind::Ncu, &cfg.pipeline.ncu.executable));
             let nsys = Tool::probe(Kind::Nsys, &cfg.pipeline.nsys.executable);
@@ -81,12 +81,12 @@ impl Probed {
 }
 
 #[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Llmperf {
-    pub version: String,
-    pub git_revision: String,
+pub(crate) struct Llmperf {
+    pub(crate) version: String,
+    pub(crate) git_revision: String,
 }
 
-pub fn llmperf() -> Llmperf {
+pub(crate) fn llmperf() -> Llmperf {
     Llmperf { version: env!("CARGO_PKG_VERSION").into(), git_revision: env!("LLMPERF_GIT_REV").into() }
 }
 
@@ -94,7 +94,7 @@ pub fn llmperf() -> Llmperf {
 /// describes libtorch ([`add_libtorch`]); this process never loads it: that
 /// costs ~0.5 s at start and exit, and a user's command does not use
 /// llmperf's libtorch at all.
-pub fn collect_env(tools: &Probed, builtin: bool) -> Env {
+pub(crate) fn collect_env(tools: &Probed, builtin: bool) -> Env {
     Env {
         schema: ENV_SCHEMA.into(),
         collected_at: utc_now(),
@@ -114,7 +114,7 @@ pub fn collect_env(tools: &Probed, builtin: bool) -> Env {
 
 /// A run's provenance, before any stage runs: `config.yaml` (the resolved
 /// configuration), `inputs.yaml` (what is profiled) and `env.json`.
-pub fn write(
+pub(crate) fn write(
     run: &crate::run_dir::RunDir,
     resolved: &crate::config::Resolved,
     app: &[OsString],
@@ -130,26 +130,26 @@ pub fn write(
 
 /// `inputs.yaml`: the profiled command and, for built-in workloads, the model.
 #[derive(Debug, Serialize)]
-pub struct Inputs {
-    pub schema: &'static str,
-    pub workload: Workload,
-    pub device: String,
+pub(crate) struct Inputs {
+    pub(crate) schema: &'static str,
+    pub(crate) workload: Workload,
+    pub(crate) device: String,
     /// What the built-in workload reported about its model (parameter count,
     /// layers, hidden size, heads, vocab, dtype, input shapes), once it has run.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub model_metadata: Option<crate::timings::ModelMeta>,
+    pub(crate) model_metadata: Option<crate::timings::ModelMeta>,
 }
 
 #[derive(Debug, Serialize)]
-pub struct Workload {
+pub(crate) struct Workload {
     /// `command` (a user's command after `--`) or `builtin`.
-    pub kind: &'static str,
-    pub argv: Vec<String>,
+    pub(crate) kind: &'static str,
+    pub(crate) argv: Vec<String>,
     /// The model configuration, for built-in workloads.
-    pub model: Option<serde_yaml::Value>,
+    pub(crate) model: Option<serde_yaml::Value>,
 }
 
-pub fn inputs(cfg: &Config, argv: &[OsString], builtin: bool) -> Inputs {
+pub(crate) fn inputs(cfg: &Config, argv: &[OsString], builtin: bool) -> Inputs {
     let model = builtin.then(|| serde_yaml::to_value(&cfg.model).unwrap_or(serde_yaml::Value::Null));
     Inputs {
         schema: "llmperf.inputs/v1",
@@ -167,7 +167,7 @@ const NOT_DESCRIBED: &str = "not described: the built-in workload did not start 
 
 /// Complete `env.json` with libtorch as the built-in workload's process saw it
 /// (`workload/libtorch.json`), once a workload process has run.
-pub fn add_libtorch(run: &crate::run_dir::RunDir) -> Result<(), crate::error::Error> {
+pub(crate) fn add_libtorch(run: &crate::run_dir::RunDir) -> Result<(), crate::error::Error> {
     use crate::run_dir::{ENV_JSON, LIBTORCH_JSON};
     let (Some(lt), Some(mut env)) = (run.read_json::<Libtorch>(LIBTORCH_JSON), run.read_json::<Env>(ENV_JSON)) else {
         return Ok(());
@@ -178,7 +178,7 @@ pub fn add_libtorch(run: &crate::run_dir::RunDir) -> Result<(), crate::error::Er
 }
 
 /// Complete `inputs.yaml` with the model metadata from `workload/timings.json`, if the workload wrote it.
-pub fn add_model_metadata(run: &crate::run_dir::RunDir, mut inputs: Inputs) -> Result<(), crate::error::Error> {
+pub(crate) fn add_model_metadata(run: &crate::run_dir::RunDir, mut inputs: Inputs) -> Result<(), crate::error::Error> {
     if let Some(t) = run.read_json::<crate::timings::Timings>(crate::run_dir::TIMINGS_JSON) {
         inputs.model_metadata = Some(t.model);
         run.write_yaml(crate::run_dir::INPUTS_YAML, &inputs)?;

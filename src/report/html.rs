@@ -11,7 +11,7 @@ use crate::parse::nsys::sqlite::Style;
 
 const WIDTH: f64 = 900.0;
 
-pub fn render(inputs: &Inputs, d: &Derived) -> String {
+pub(crate) fn render(inputs: &Inputs, d: &Derived) -> String {
     let id = inputs.manifest.as_ref().map_or("", |m| m.run_id.as_str());
     let mut h = page_head(&format!("llmperf run {id}"));
     regions_chart(&mut h, inputs);
@@ -149,7 +149,7 @@ fn page_head(title: &str) -> String {
 
 /// `ranks.html` of a merged job: the ranks × regions heat map alone, the
 /// same cells report.html shows for a one-capture job.
-pub fn ranks_page(job: &str, r: &crate::aggregate::ranks::RanksReport) -> String {
+pub(crate) fn ranks_page(job: &str, r: &crate::aggregate::ranks::RanksReport) -> String {
     let mut h = page_head(&format!("llmperf job {job}"));
     ranks_heatmap(&mut h, r);
     h.push_str("</body></html>\n");

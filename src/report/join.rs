@@ -19,81 +19,81 @@ use crate::aggregate::nsys::{Region, RegionsReport};
 use crate::kernel_names::{self, Matched};
 use crate::regions;
 
-pub const SCHEMA: &str = "llmperf.region-join/v1";
+pub(crate) const SCHEMA: &str = "llmperf.region-join/v1";
 
 /// `region_join.json`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RegionJoin {
-    pub schema: String,
+pub(crate) struct RegionJoin {
+    pub(crate) schema: String,
     /// `kernel` (ncu profiled kernels one by one: coverage by kernel) or
     /// `range` (ncu measured each range as one result).
-    pub ncu_results: String,
+    pub(crate) ncu_results: String,
     /// The peak HFU and MBU are over, with its source; null when unknown.
-    pub peak: Option<String>,
+    pub(crate) peak: Option<String>,
     /// Why HFU and MBU are absent, with a hint, when the peak is unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub peak_missing: Option<String>,
+    pub(crate) peak_missing: Option<String>,
     /// The clocks of ncu's replays, which HFU and MBU are measured under.
-    pub clocks: String,
-    pub regions: Vec<JoinedRegion>,
+    pub(crate) clocks: String,
+    pub(crate) regions: Vec<JoinedRegion>,
     /// Every kernel name ncu reported, and the nsys name it joined.
-    pub kernels: Vec<KernelJoin>,
+    pub(crate) kernels: Vec<KernelJoin>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct JoinedRegion {
+pub(crate) struct JoinedRegion {
     /// `A::A1`, as selectors spell it; `(unattributed)` for kernels outside every range.
-    pub path: String,
+    pub(crate) path: String,
     /// The nested names, outermost first.
-    pub path_names: Vec<String>,
-    pub domain: String,
-    pub nsys: Option<NsysSide>,
-    pub ncu: Option<NcuSide>,
+    pub(crate) path_names: Vec<String>,
+    pub(crate) domain: String,
+    pub(crate) nsys: Option<NsysSide>,
+    pub(crate) ncu: Option<NcuSide>,
     /// `covered_gpu_time_ns` / nsys `gpu_time_ns`, in percent; null in range
     /// replay (the range is one result) or without nsys GPU time there.
-    pub coverage_pct: Option<f64>,
+    pub(crate) coverage_pct: Option<f64>,
     /// The nsys GPU time of the region's kernels that ncu profiled in it.
-    pub covered_gpu_time_ns: i64,
+    pub(crate) covered_gpu_time_ns: i64,
     /// Hardware FLOP/s and DRAM bytes/s of the results with counters, and
     /// their share of the peak.
-    pub achieved_tflops: Option<f64>,
-    pub achieved_gbps: Option<f64>,
-    pub hfu_pct: Option<f64>,
-    pub mbu_pct: Option<f64>,
+    pub(crate) achieved_tflops: Option<f64>,
+    pub(crate) achieved_gbps: Option<f64>,
+    pub(crate) hfu_pct: Option<f64>,
+    pub(crate) mbu_pct: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct NsysSide {
-    pub instances: usize,
-    pub wall_ns: i64,
-    pub gpu_time_ns: i64,
-    pub kernel_count: usize,
+pub(crate) struct NsysSide {
+    pub(crate) instances: usize,
+    pub(crate) wall_ns: i64,
+    pub(crate) gpu_time_ns: i64,
+    pub(crate) kernel_count: usize,
     /// Of `gpu_time_ns`: run by CUDA graphs.
-    pub graph_gpu_time_ns: i64,
+    pub(crate) graph_gpu_time_ns: i64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct NcuSide {
-    pub calls: u64,
+pub(crate) struct NcuSide {
+    pub(crate) calls: u64,
     /// Replayed: slower than the nsys time.
-    pub gpu_time_ms: f64,
+    pub(crate) gpu_time_ms: f64,
     /// Distinct kernel names ncu profiled here, and how many joined an nsys kernel of the region.
-    pub kernels: usize,
-    pub kernels_joined: usize,
+    pub(crate) kernels: usize,
+    pub(crate) kernels_joined: usize,
     /// Results with FLOP and DRAM counters.
-    pub launches_with_counters: u64,
+    pub(crate) launches_with_counters: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct KernelJoin {
-    pub ncu_name: String,
-    pub nsys_name: Option<String>,
-    pub matched: Matched,
+pub(crate) struct KernelJoin {
+    pub(crate) ncu_name: String,
+    pub(crate) nsys_name: Option<String>,
+    pub(crate) matched: Matched,
 }
 
 /// The nsys regions of one key, pooled over processes and threads.
@@ -121,7 +121,7 @@ type Key = (Vec<String>, String);
 
 /// The join of nsys's regions and ncu's; `configured`: the run's
 /// `pipeline.ncu.ncu_cli.clock_control`, for the clocks' note.
-pub fn join(
+pub(crate) fn join(
     nsys: &RegionsReport,
     ncu: &RegionReportFile,
     configured: Option<crate::config::schema::ClockControl>,

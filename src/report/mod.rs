@@ -3,13 +3,13 @@
 //! typed model and what is derived from it (model.rs), pure renderers
 //! (summary.rs, html.rs, ncu_regions.rs, peaks for MFU), and this module, the
 //! one writer of report files.
-pub mod html;
-pub mod join;
-pub mod model;
-pub mod ncu_regions;
-pub mod peaks;
-pub mod regions_md;
-pub mod summary;
+pub(crate) mod html;
+pub(crate) mod join;
+pub(crate) mod model;
+pub(crate) mod ncu_regions;
+pub(crate) mod peaks;
+pub(crate) mod regions_md;
+pub(crate) mod summary;
 
 use std::fmt::Write;
 
@@ -21,7 +21,11 @@ use model::{Derived, Inputs};
 
 /// `ncu/regions/`: report.json, report.md, one directory per region
 /// (region.json, sections.txt); and roofline.json when ncu gave counters.
-pub fn write_ncu_regions(run: &RunDir, report: &RegionReportFile, roofline: &Roofline) -> Result<Vec<String>, Error> {
+pub(crate) fn write_ncu_regions(
+    run: &RunDir,
+    report: &RegionReportFile,
+    roofline: &Roofline,
+) -> Result<Vec<String>, Error> {
     let mut written = vec![
         run.relative(&run.write_json(run_dir::NCU_REGIONS_JSON, report)?),
         run.relative(&run.write(run_dir::NCU_REGIONS_MD, ncu_regions::markdown(report).as_bytes())?),
@@ -38,7 +42,7 @@ pub fn write_ncu_regions(run: &RunDir, report: &RegionReportFile, roofline: &Roo
 }
 
 /// kernels.json/md, operators.json/md, stakeholder_summary.md and report.html.
-pub fn write_summaries(run: &RunDir) -> Result<Vec<String>, Error> {
+pub(crate) fn write_summaries(run: &RunDir) -> Result<Vec<String>, Error> {
     let inputs = Inputs::read(run);
     let d = Derived::of(&inputs);
     run.write_json(run_dir::KERNELS_JSON, &d.kernels)?;
@@ -109,7 +113,7 @@ fn preflight_section(md: &mut String, p: &crate::plan::preflight::Preflight) {
 }
 
 /// `report.md`: the stages and their diagnoses, then every file of the run.
-pub fn write_index(run: &RunDir) -> Result<(), Error> {
+pub(crate) fn write_index(run: &RunDir) -> Result<(), Error> {
     let manifest = run.read_json::<crate::manifest::Manifest>(run_dir::MANIFEST_JSON);
     // The manifest's run id, not the directory's name: a copied run renders the same.
     let id = manifest.as_ref().map_or("", |m| m.run_id.as_str());

@@ -19,27 +19,27 @@ use crate::run_dir::{self, RunDir};
 use crate::timings::Timings;
 
 /// Everything the reports read; each part may be missing.
-pub struct Inputs {
-    pub config: Option<Config>,
-    pub env: Option<Env>,
-    pub manifest: Option<Manifest>,
-    pub timings: Option<Timings>,
+pub(crate) struct Inputs {
+    pub(crate) config: Option<Config>,
+    pub(crate) env: Option<Env>,
+    pub(crate) manifest: Option<Manifest>,
+    pub(crate) timings: Option<Timings>,
     /// The same workload without a profiler (`runner.run.baseline`).
-    pub baseline: Option<Timings>,
-    pub nsys_regions: Option<RegionsReport>,
-    pub nsys_top: Option<Vec<TopKernel>>,
+    pub(crate) baseline: Option<Timings>,
+    pub(crate) nsys_regions: Option<RegionsReport>,
+    pub(crate) nsys_top: Option<Vec<TopKernel>>,
     /// The capture's machine (nsys/capture.json), for runs without env.json (imports).
-    pub capture: Option<CaptureHost>,
-    pub ncu: Option<RegionReportFile>,
+    pub(crate) capture: Option<CaptureHost>,
+    pub(crate) ncu: Option<RegionReportFile>,
     /// Per-kernel points from the ncu counters (roofline.json).
-    pub roofline: Option<Roofline>,
+    pub(crate) roofline: Option<Roofline>,
     /// `profile --launcher torchrun|mpirun`: each process's rank, from its launcher.
-    pub launched: Vec<crate::plan::rank::LaunchedRank>,
+    pub(crate) launched: Vec<crate::plan::rank::LaunchedRank>,
 }
 
 impl Inputs {
     /// What the reports read, each part if present and readable.
-    pub fn read(run: &RunDir) -> Inputs {
+    pub(crate) fn read(run: &RunDir) -> Inputs {
         Inputs {
             config: crate::config::load_resolved(&run.join(run_dir::CONFIG_YAML)).ok(),
             env: run.read_json(run_dir::ENV_JSON),
@@ -59,41 +59,41 @@ impl Inputs {
 /// `kernels.json`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct KernelsReport {
+pub(crate) struct KernelsReport {
     /// `nsys` (GPU time from the timeline), `ncu` (replayed, slower than production) or `none`.
-    pub source: String,
+    pub(crate) source: String,
     /// The tables show full names (`report.kernel_names=full`), not short ones.
     #[serde(default)]
-    pub full_names: bool,
-    pub note: Option<String>,
-    pub kernels: Vec<KernelRow>,
+    pub(crate) full_names: bool,
+    pub(crate) note: Option<String>,
+    pub(crate) kernels: Vec<KernelRow>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct KernelRow {
+pub(crate) struct KernelRow {
     /// The full (demangled) name: the key that joins nsys, ncu and roofline.json.
-    pub kernel_name: String,
+    pub(crate) kernel_name: String,
     /// The export's short name, where it has one apart from the full name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub short_name: Option<String>,
+    pub(crate) short_name: Option<String>,
     /// The name every table shows: the short one (or the full one with
     /// `report.kernel_names=full`) cut to 60 characters, made unique among the
     /// rows (`elementwise_kernel ‹2…MulFunctor›`; `kernel_names::distinct_labels`).
     #[serde(default)]
-    pub label: String,
-    pub device: String,
+    pub(crate) label: String,
+    pub(crate) device: String,
     /// GPU time of the launches that report one.
-    pub total_ms: f64,
-    pub calls: u64,
+    pub(crate) total_ms: f64,
+    pub(crate) calls: u64,
     /// ncu launches without a duration (`n/a`): in `calls`, not in `total_ms`;
     /// when every launch is untimed the kernel's time is unknown, not 0.
     #[serde(default, skip_serializing_if = "crate::aggregate::is_zero")]
-    pub untimed_calls: u64,
+    pub(crate) untimed_calls: u64,
     /// Over the timed launches.
-    pub mean_ms: f64,
+    pub(crate) mean_ms: f64,
     /// Share of all kernels' GPU time in the source.
-    pub share_pct: f64,
+    pub(crate) share_pct: f64,
 }
 
 /// `operators.json`: the NVTX ranges that are not the built-in workload's
@@ -101,42 +101,42 @@ pub struct KernelRow {
 /// ones included: a PyTorch `emit_nvtx` capture's `aten::mul`).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct OperatorsReport {
+pub(crate) struct OperatorsReport {
     /// `nsys` (timeline, with GPU time) or `timings` (the workload's own clock).
-    pub source: String,
+    pub(crate) source: String,
     /// `gpu_time` (the GPU time of the kernels launched inside, where the
     /// capture has any; wall time breaks ties) or `wall_time`.
     #[serde(default)]
-    pub ranked_by: String,
+    pub(crate) ranked_by: String,
     /// By call path (the nested names).
-    pub operators: Vec<OperatorRow>,
+    pub(crate) operators: Vec<OperatorRow>,
     /// By the innermost name over every call path (`aten::copy_` under
     /// `aten::to` and under `aten::contiguous` together); an instance nested
     /// in one of its own name is counted once, in the outer one.
     #[serde(default)]
-    pub by_leaf: Vec<OperatorRow>,
+    pub(crate) by_leaf: Vec<OperatorRow>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct OperatorRow {
+pub(crate) struct OperatorRow {
     /// The rank (`rank 1`), or the process (`pid 4242`) where no rank is
     /// known, of a capture with several processes: their figures are never
     /// added together. Absent with one process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rank: Option<String>,
+    pub(crate) rank: Option<String>,
     /// The nested names as reports show them (`regions::display`): `A::A1`,
     /// or `aten::to › aten::_to_copy` when a name holds `::`.
-    pub name: String,
-    pub total_ms: f64,
-    pub calls: u64,
-    pub mean_ms: f64,
+    pub(crate) name: String,
+    pub(crate) total_ms: f64,
+    pub(crate) calls: u64,
+    pub(crate) mean_ms: f64,
     /// GPU time of the kernels launched inside (nsys, kernels attributed).
-    pub gpu_ms: Option<f64>,
+    pub(crate) gpu_ms: Option<f64>,
     /// Of `gpu_ms`: the kernels launched while this range was the innermost
     /// open one (its own, not the ranges it calls').
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gpu_self_ms: Option<f64>,
+    pub(crate) gpu_self_ms: Option<f64>,
 }
 
 impl KernelRow {
@@ -150,7 +150,7 @@ impl KernelRow {
 
     /// Total, mean and share as tables show them: `–` where no launch was
     /// timed, and the untimed launches named beside a partial total.
-    pub fn time_cells(&self) -> (String, String, String) {
+    pub(crate) fn time_cells(&self) -> (String, String, String) {
         let share = format!("{:.1}%", self.share_pct);
         match self.untimed_calls {
             0 => (format!("{:.3}", self.total_ms), format!("{:.4}", self.mean_ms), share),
@@ -160,7 +160,7 @@ impl KernelRow {
     }
 }
 
-pub fn kernels(inputs: &Inputs) -> KernelsReport {
+pub(crate) fn kernels(inputs: &Inputs) -> KernelsReport {
     let full_names =
         inputs.config.as_ref().is_some_and(|c| c.report.kernel_names == crate::config::schema::KernelNames::Full);
     let mut report = KernelsReport { full_names, ..kernel_rows(inputs) };
@@ -235,7 +235,7 @@ fn kernel_rows(inputs: &Inputs) -> KernelsReport {
     }
 }
 
-pub fn operators(inputs: &Inputs, ranks: Option<&crate::aggregate::ranks::RanksReport>) -> OperatorsReport {
+pub(crate) fn operators(inputs: &Inputs, ranks: Option<&crate::aggregate::ranks::RanksReport>) -> OperatorsReport {
     // The built-in workload's stages (`prefill`, `decode_all`) are the per-stage table's.
     let stages: std::collections::BTreeSet<&str> = inputs
         .timings
@@ -356,19 +356,19 @@ fn sorted(mut rows: Vec<OperatorRow>) -> Vec<OperatorRow> {
 
 /// One stage's utilization.
 #[derive(Debug, Clone, PartialEq)]
-pub struct StageUse {
-    pub stage: String,
-    pub flops_per_call: f64,
-    pub mean_ms: f64,
-    pub achieved_flops: f64,
-    pub mfu_pct: Option<f64>,
+pub(crate) struct StageUse {
+    pub(crate) stage: String,
+    pub(crate) flops_per_call: f64,
+    pub(crate) mean_ms: f64,
+    pub(crate) achieved_flops: f64,
+    pub(crate) mfu_pct: Option<f64>,
     /// Decode only: bytes per step and MBU.
-    pub bytes_per_call: Option<f64>,
-    pub mbu_pct: Option<f64>,
+    pub(crate) bytes_per_call: Option<f64>,
+    pub(crate) mbu_pct: Option<f64>,
 }
 
 /// MFU per stage with an analytic FLOP count, and MBU for the decode step.
-pub fn utilization(t: &Timings, peak: &Peak) -> Vec<StageUse> {
+pub(crate) fn utilization(t: &Timings, peak: &Peak) -> Vec<StageUse> {
     t.flops
         .per_call
         .iter()
@@ -393,7 +393,7 @@ pub fn utilization(t: &Timings, peak: &Peak) -> Vec<StageUse> {
 /// instance, by region selector) over nsys's mean wall time per instance of
 /// the regions it names (instances of every process and thread pooled).
 /// Selectors that name no region of the capture are returned apart.
-pub fn region_utilization(
+pub(crate) fn region_utilization(
     flops: &std::collections::BTreeMap<String, f64>,
     regions: &RegionsReport,
     peak: &Peak,
@@ -441,7 +441,7 @@ fn user_gpu(inputs: &Inputs) -> Option<(String, &'static str)> {
 }
 
 /// The peak for this run: override, GPU table, or the CPU calibration.
-pub fn peak_of(inputs: &Inputs) -> Option<Peak> {
+pub(crate) fn peak_of(inputs: &Inputs) -> Option<Peak> {
     let cfg = inputs.config.as_ref()?;
     let hw = cfg.hardware.clone();
     let Some(t) = inputs.timings.as_ref() else {
@@ -579,7 +579,7 @@ fn gpu_name(inputs: &Inputs, device: &str) -> Option<String> {
 
 /// With `runner.run.repeat` > 1, per stage: the median of each repeat and
 /// their spread, as text for the summary and the page.
-pub fn repeat_rows(t: &Timings) -> Vec<(String, String, String)> {
+pub(crate) fn repeat_rows(t: &Timings) -> Vec<(String, String, String)> {
     if t.repeat < 2 {
         return Vec::new();
     }
@@ -595,21 +595,21 @@ pub fn repeat_rows(t: &Timings) -> Vec<(String, String, String)> {
 }
 
 /// What the reports derive from their inputs, computed once for every renderer.
-pub struct Derived {
-    pub kernels: KernelsReport,
-    pub operators: OperatorsReport,
-    pub peak: Option<Peak>,
-    pub uses: Vec<StageUse>,
+pub(crate) struct Derived {
+    pub(crate) kernels: KernelsReport,
+    pub(crate) operators: OperatorsReport,
+    pub(crate) peak: Option<Peak>,
+    pub(crate) uses: Vec<StageUse>,
     /// `workload.flops` selectors that name no region of the capture.
-    pub unmatched_flops: Vec<String>,
+    pub(crate) unmatched_flops: Vec<String>,
     /// nsys and ncu per region (region_join.json), when both have results.
-    pub join: Option<super::join::RegionJoin>,
+    pub(crate) join: Option<super::join::RegionJoin>,
     /// The ranks of a capture of several processes (ranks.json).
-    pub ranks: Option<crate::aggregate::ranks::RanksReport>,
+    pub(crate) ranks: Option<crate::aggregate::ranks::RanksReport>,
 }
 
 impl Derived {
-    pub fn of(inputs: &Inputs) -> Derived {
+    pub(crate) fn of(inputs: &Inputs) -> Derived {
         let peak = peak_of(inputs);
         let (uses, unmatched_flops) = match (&inputs.timings, &peak, &inputs.nsys_regions, &inputs.config) {
             (Some(t), Some(p), _, _) => (utilization(t, p), Vec::new()),

@@ -14,18 +14,18 @@ use crate::regions::Attribution;
 /// `ncu/regions/<dir>/region.json`: one region's entry in every scope it appears in.
 #[derive(Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RegionFile<'a> {
-    pub name: &'a str,
-    pub domain: &'a str,
-    pub dir: &'a str,
-    pub scopes: Vec<ScopedEntry<'a>>,
+pub(crate) struct RegionFile<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) domain: &'a str,
+    pub(crate) dir: &'a str,
+    pub(crate) scopes: Vec<ScopedEntry<'a>>,
 }
 
 #[derive(Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ScopedEntry<'a> {
-    pub scope: &'a str,
-    pub region: &'a RegionEntry,
+pub(crate) struct ScopedEntry<'a> {
+    pub(crate) scope: &'a str,
+    pub(crate) region: &'a RegionEntry,
 }
 
 /// Each region's directory with its `region.json` model and `sections.txt` text.
@@ -52,7 +52,7 @@ pub(crate) fn per_region(report: &RegionReportFile) -> Vec<(&str, RegionFile<'_>
         .collect()
 }
 
-pub fn markdown(report: &RegionReportFile) -> String {
+pub(crate) fn markdown(report: &RegionReportFile) -> String {
     let mut md = String::from("# Nsight Compute: per-region report\n\n");
     let src = &report.source;
     let _ = writeln!(md, "- source: {} ({} layout, {} results)", src.files.join(", "), src.layout, src.results);
@@ -169,7 +169,7 @@ fn scope_table(md: &mut String, scope: &ScopeReport) {
 }
 
 /// The configured sections of one region in one scope, as text.
-pub fn sections_text(region: &RegionEntry, scope: &str) -> String {
+pub(crate) fn sections_text(region: &RegionEntry, scope: &str) -> String {
     let mut t = String::new();
     let _ = writeln!(t, "Region: {}", visible(&region.name));
     let _ = writeln!(t, "Scope: {}", visible(scope));

@@ -9,7 +9,7 @@ use crate::config::schema::Hardware;
 use crate::error::Error;
 use crate::timings::Calibration;
 
-pub const TABLE: &str = "conf/hardware/gpu_peaks.yaml";
+pub(crate) const TABLE: &str = "conf/hardware/gpu_peaks.yaml";
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -20,20 +20,20 @@ struct Table {
 /// One row of the table, TFLOPS and GB/s, dense.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct GpuPeak {
-    pub name: String,
+pub(crate) struct GpuPeak {
+    pub(crate) name: String,
     #[serde(rename = "match")]
-    pub tokens: Vec<String>,
+    pub(crate) tokens: Vec<String>,
     #[serde(default)]
-    pub unless: Vec<String>,
-    pub fp16_bf16: f64,
-    pub tf32: f64,
-    pub fp32: f64,
-    pub memory_gbps: f64,
+    pub(crate) unless: Vec<String>,
+    pub(crate) fp16_bf16: f64,
+    pub(crate) tf32: f64,
+    pub(crate) fp32: f64,
+    pub(crate) memory_gbps: f64,
 }
 
 /// The embedded table.
-pub fn table() -> Result<Vec<GpuPeak>, Error> {
+pub(crate) fn table() -> Result<Vec<GpuPeak>, Error> {
     let text = crate::config::tree::ConfTree::embedded_data("hardware/gpu_peaks.yaml").unwrap_or_default();
     serde_yaml::from_str::<Table>(text)
         .map(|t| t.gpus)
@@ -49,7 +49,7 @@ fn tokens(name: &str) -> Vec<String> {
 }
 
 /// The most specific row whose tokens all appear in `gpu_name` (and none of its `unless`).
-pub fn lookup<'t>(table: &'t [GpuPeak], gpu_name: &str) -> Option<&'t GpuPeak> {
+pub(crate) fn lookup<'t>(table: &'t [GpuPeak], gpu_name: &str) -> Option<&'t GpuPeak> {
     let have = tokens(gpu_name);
     let has = |t: &String| have.iter().any(|h| h == &t.to_lowercase());
     table.iter().filter(|g| g.tokens.iter().all(has) && !g.unless.iter().any(has)).max_by_key(|g| g.tokens.len())
@@ -57,20 +57,20 @@ pub fn lookup<'t>(table: &'t [GpuPeak], gpu_name: &str) -> Option<&'t GpuPeak> {
 
 /// The peaks an MFU/MBU computation used, and where they came from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Peak {
+pub(crate) struct Peak {
     /// FLOP/s for the workload's dtype.
-    pub flops: Option<f64>,
+    pub(crate) flops: Option<f64>,
     /// Bytes/s.
-    pub bytes_per_s: Option<f64>,
+    pub(crate) bytes_per_s: Option<f64>,
     /// "H100 SXM5, FP16/BF16 tensor (conf/hardware/gpu_peaks.yaml)", "hardware.peak_tflops", ...
-    pub source: String,
+    pub(crate) source: String,
     /// Why a peak is missing (then MFU/MBU are not computed), with a hint.
-    pub missing: Option<String>,
+    pub(crate) missing: Option<String>,
 }
 
 /// Pick the peak: the user's override first, then the GPU table (by the
 /// device's name), then on CPU the calibration measured by the workload.
-pub fn choose(
+pub(crate) fn choose(
     hw: &Hardware,
     device: &str,
     gpu_name: Option<&str>,

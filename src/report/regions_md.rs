@@ -12,7 +12,7 @@ use crate::aggregate::nsys::{Region, RegionsReport};
 use crate::markdown::code;
 
 /// Nesting levels shown: the top-level regions and the ones directly inside.
-pub const LEVELS: usize = 2;
+pub(crate) const LEVELS: usize = 2;
 /// Top-level regions per process, and children per region, at most.
 const TOP_ROWS: usize = 30;
 const CHILD_ROWS: usize = 8;
@@ -31,7 +31,11 @@ struct Row {
 
 /// regions.md of a capture with NVTX regions; None without any. `labels`:
 /// each process's rank as the other reports name it (`model::process_labels`).
-pub fn regions_md(regions: &RegionsReport, kernels: &KernelsReport, labels: &BTreeMap<i64, String>) -> Option<String> {
+pub(crate) fn regions_md(
+    regions: &RegionsReport,
+    kernels: &KernelsReport,
+    labels: &BTreeMap<i64, String>,
+) -> Option<String> {
     let shown: Vec<&Region> = regions.regions.iter().filter(|r| r.depth < LEVELS).collect();
     if shown.is_empty() {
         return None;

@@ -10,7 +10,7 @@ use crate::parse::nsys::sqlite::Style;
 use crate::provenance::capture::CaptureHost;
 use crate::provenance::Env;
 
-pub fn kernels_md(k: &KernelsReport) -> String {
+pub(crate) fn kernels_md(k: &KernelsReport) -> String {
     let mut md = format!("# Top kernels\n\nSource: {}.\n", k.source);
     if let Some(n) = &k.note {
         let _ = writeln!(md, "\n> {n}");
@@ -35,7 +35,7 @@ pub fn kernels_md(k: &KernelsReport) -> String {
     md
 }
 
-pub fn operators_md(o: &OperatorsReport) -> String {
+pub(crate) fn operators_md(o: &OperatorsReport) -> String {
     let mut md = format!(
         "# Operators (NVTX ranges other than the workload's stages)\n\nSource: {}; {}.\n\n## By call path\n\n",
         o.source,
@@ -74,7 +74,7 @@ fn operator_table(md: &mut String, rows: &[crate::report::model::OperatorRow], n
 }
 
 /// `stakeholder_summary.md`.
-pub fn stakeholder_summary(inputs: &Inputs, d: &Derived) -> String {
+pub(crate) fn stakeholder_summary(inputs: &Inputs, d: &Derived) -> String {
     let mut md = String::from("# Stakeholder summary\n\n");
     environment(&mut md, inputs);
     aggregates(&mut md, inputs);
@@ -401,7 +401,7 @@ fn aggregates(md: &mut String, inputs: &Inputs) {
 
 /// Overhead of profiling: the measured loop under nsys against the same loop
 /// without a profiler. Past 25% the summary warns.
-pub const OVERHEAD_LIMIT_PCT: f64 = 25.0;
+pub(crate) const OVERHEAD_LIMIT_PCT: f64 = 25.0;
 
 fn overhead(md: &mut String, inputs: &Inputs) -> Option<String> {
     let (Some(t), Some(b)) = (&inputs.timings, &inputs.baseline) else {

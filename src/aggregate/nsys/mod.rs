@@ -33,7 +33,7 @@ use crate::regions;
 pub struct Ingested {
     pub regions: RegionsReport,
     pub top: Vec<TopKernel>,
-    pub samples: Samples,
+    pub(crate) samples: Samples,
     pub kernels: usize,
 }
 

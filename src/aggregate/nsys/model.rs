@@ -15,49 +15,49 @@ const SAMPLES_SCHEMA: &str = "llmperf.nsys-samples/v1";
 /// more than [`crate::timings::MAX_SAMPLES`] keeps that many, evenly spaced
 /// by rank (minimum and maximum included).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct Samples {
-    pub schema: String,
-    pub max_per_series: usize,
+pub(crate) struct Samples {
+    pub(crate) schema: String,
+    pub(crate) max_per_series: usize,
     /// One per region of regions.json, in the same order.
-    pub regions: Vec<RegionSamples>,
+    pub(crate) regions: Vec<RegionSamples>,
     /// One per kernel of top_kernels.json, in the same order: each launch's GPU time.
-    pub kernels: Vec<KernelSamples>,
+    pub(crate) kernels: Vec<KernelSamples>,
 }
 
 impl Samples {
-    pub fn new(regions: Vec<RegionSamples>, kernels: Vec<KernelSamples>) -> Samples {
+    pub(crate) fn new(regions: Vec<RegionSamples>, kernels: Vec<KernelSamples>) -> Samples {
         Samples { schema: SAMPLES_SCHEMA.into(), max_per_series: crate::timings::MAX_SAMPLES, regions, kernels }
     }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct RegionSamples {
-    pub path: String,
-    pub domain: String,
-    pub process_id: i64,
-    pub thread_id: i64,
-    pub instances: usize,
+pub(crate) struct RegionSamples {
+    pub(crate) path: String,
+    pub(crate) domain: String,
+    pub(crate) process_id: i64,
+    pub(crate) thread_id: i64,
+    pub(crate) instances: usize,
     /// Sorted durations of the instances (ns).
-    pub samples_ns: Vec<i64>,
+    pub(crate) samples_ns: Vec<i64>,
     /// Sorted GPU times of the instances (ns): per instance, the kernels
     /// launched while it was open, nested ranges' included (as `gpu_time_ns`
     /// of regions.json, one instance at a time). Push/pop regions that ran
     /// kernels only; empty otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub gpu_samples_ns: Vec<i64>,
+    pub(crate) gpu_samples_ns: Vec<i64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct KernelSamples {
-    pub name: String,
-    pub calls: usize,
+pub(crate) struct KernelSamples {
+    pub(crate) name: String,
+    pub(crate) calls: usize,
     /// Sorted GPU times of the launches (ns).
-    pub samples_ns: Vec<i64>,
+    pub(crate) samples_ns: Vec<i64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct RegionsReport {
-    pub schema: String,
+    pub(crate) schema: String,
     pub regions: Vec<Region>,
     pub unattributed: Unattributed,
     /// Why something is empty (no NVTX, no CUDA kernels), for the reader.
@@ -65,47 +65,47 @@ pub struct RegionsReport {
     /// PyTorch's per-call attributes stripped from NVTX names
     /// (`report.nvtx_attributes`), when any name had them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub normalized: Option<Normalized>,
+    pub(crate) normalized: Option<Normalized>,
     /// Every kernel (attributed or not) per process and device: what the
     /// ranks of a multi-process capture are told apart by (ranks.json).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub processes: Vec<ProcessKernels>,
+    pub(crate) processes: Vec<ProcessKernels>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ProcessKernels {
+pub(crate) struct ProcessKernels {
     /// 0 when the export does not record processes.
-    pub process_id: i64,
-    pub devices: Vec<DeviceKernels>,
+    pub(crate) process_id: i64,
+    pub(crate) devices: Vec<DeviceKernels>,
     /// The process's rank, where its launcher said (as `Region::rank`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rank: Option<u32>,
+    pub(crate) rank: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct DeviceKernels {
+pub(crate) struct DeviceKernels {
     /// The CUDA device id; null when not read (a capture of one process:
     /// reading it costs 6% of an ingestion) or not recorded.
-    pub device: Option<i64>,
-    pub kernel_count: usize,
-    pub gpu_time_ns: i64,
+    pub(crate) device: Option<i64>,
+    pub(crate) kernel_count: usize,
+    pub(crate) gpu_time_ns: i64,
     /// Of `gpu_time_ns`: communication kernels (NCCL's, `nccl…`).
-    pub comm_gpu_time_ns: i64,
+    pub(crate) comm_gpu_time_ns: i64,
 }
 
 /// What the name normalizer did (see `Normalizer`).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
-pub struct Normalized {
+pub(crate) struct Normalized {
     /// The attribute keys stripped (`op_id`, `seq`, ...).
-    pub keys: Vec<String>,
+    pub(crate) keys: Vec<String>,
     /// Distinct raw names that had them ...
-    pub raw_names: usize,
+    pub(crate) raw_names: usize,
     /// ... and the distinct operators they became.
-    pub operators: usize,
+    pub(crate) operators: usize,
     /// Range instances renamed.
-    pub instances: usize,
+    pub(crate) instances: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -115,22 +115,22 @@ pub struct Region {
     /// The nested names, outermost first: unambiguous where a name holds `::`
     /// itself (PyTorch's `aten::to` inside `aten::_to_copy` is two names).
     #[serde(default)]
-    pub path_names: Vec<String>,
+    pub(crate) path_names: Vec<String>,
     pub name: String,
     pub parent: Option<String>,
     pub depth: usize,
     /// NVTX domain; empty for the default domain.
     pub domain: String,
-    pub style: Style,
+    pub(crate) style: Style,
     pub process_id: i64,
-    pub thread_id: i64,
+    pub(crate) thread_id: i64,
     pub instances: usize,
     pub inclusive_ns: i64,
     /// Inclusive time minus the time of direct child ranges.
     pub exclusive_ns: i64,
-    pub min_ns: i64,
-    pub median_ns: i64,
-    pub max_ns: i64,
+    pub(crate) min_ns: i64,
+    pub(crate) median_ns: i64,
+    pub(crate) max_ns: i64,
     /// Kernels launched inside the region or any region nested in it.
     pub kernel_count: usize,
     pub gpu_time_ns: i64,
@@ -151,7 +151,7 @@ pub struct Region {
     /// The rank of the region's process, where its launcher said
     /// (`profile --launcher`: `launcher/ranks/`); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rank: Option<u32>,
+    pub(crate) rank: Option<u32>,
 }
 
 /// One kernel's launches inside a region (inclusive), or outside every region.
@@ -174,7 +174,7 @@ pub(super) fn kernel_rows(by_name: impl IntoIterator<Item = (String, (usize, i64
 
 impl RegionsReport {
     /// Each region and process tagged with its rank, from `process id → rank`.
-    pub fn tag_ranks(&mut self, rank_of: &std::collections::BTreeMap<i64, u32>) {
+    pub(crate) fn tag_ranks(&mut self, rank_of: &std::collections::BTreeMap<i64, u32>) {
         for r in &mut self.regions {
             r.rank = rank_of.get(&r.process_id).copied();
         }
@@ -187,7 +187,7 @@ impl RegionsReport {
 impl Region {
     /// The nested names: `path_names`, else (a regions.json written before it
     /// existed) the path split at `::`.
-    pub fn names(&self) -> Vec<String> {
+    pub(crate) fn names(&self) -> Vec<String> {
         if self.path_names.is_empty() {
             self.path.split(regions::SEP).map(String::from).collect()
         } else {
@@ -244,9 +244,9 @@ pub struct TopKernel {
     pub short_name: Option<String>,
     pub calls: usize,
     pub total_ns: i64,
-    pub mean_ns: f64,
-    pub min_ns: i64,
-    pub max_ns: i64,
+    pub(crate) mean_ns: f64,
+    pub(crate) min_ns: i64,
+    pub(crate) max_ns: i64,
     /// Share of all kernels' GPU time.
     pub share_pct: f64,
 }

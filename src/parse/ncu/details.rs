@@ -87,7 +87,7 @@ pub fn open(path: &Path) -> Result<DetailsReader<std::fs::File>, Error> {
 }
 
 impl<R: Read> DetailsReader<R> {
-    pub fn new(input: R, path: &Path) -> Result<Self, Error> {
+    pub(crate) fn new(input: R, path: &Path) -> Result<Self, Error> {
         let mut rdr = skip_to_header(input, path)?;
         let head = rdr.headers().map_err(|e| csv_error(path, &e))?.clone();
         let cols = Columns::from_header(&head, path)?;

@@ -13,7 +13,7 @@ use crate::units::{self, Base, Value};
 #[derive(Debug, Clone, PartialEq)]
 pub struct Metric {
     pub section: String,
-    pub name: String,
+    pub(crate) name: String,
     /// The unit as printed.
     pub unit: String,
     pub value: Value,
@@ -38,9 +38,9 @@ pub struct NvtxFrame {
 /// One profiled kernel launch (or range, in range replay) with its metrics.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Launch {
-    pub id: String,
-    pub process_id: String,
-    pub process_name: String,
+    pub(crate) id: String,
+    pub(crate) process_id: String,
+    pub(crate) process_name: String,
     pub kernel_name: String,
     pub device: Option<String>,
     pub block_size: Option<String>,
@@ -48,12 +48,12 @@ pub struct Launch {
     /// Push/pop ranges open on the launching thread, outermost first (with `--nvtx`).
     pub nvtx: Vec<NvtxFrame>,
     /// Start/end ranges open at the launch (or the range result's own range).
-    pub start_end: Vec<NvtxFrame>,
+    pub(crate) start_end: Vec<NvtxFrame>,
     pub metrics: Vec<Metric>,
     /// Rule rows (empty Metric Name): (rule name, section).
     pub rules: Vec<(String, String)>,
     /// 1-based line of the launch's first row, for messages.
-    pub line: u64,
+    pub(crate) line: u64,
 }
 
 impl Launch {
@@ -251,14 +251,14 @@ pub(crate) fn io_error(path: &Path, e: &std::io::Error) -> Error {
 /// One metric row, borrowed from wherever it was read.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MetricRef<'a> {
-    pub section: Cow<'a, str>,
-    pub name: Cow<'a, str>,
-    pub unit: Cow<'a, str>,
-    pub value: Value,
+    pub(crate) section: Cow<'a, str>,
+    pub(crate) name: Cow<'a, str>,
+    pub(crate) unit: Cow<'a, str>,
+    pub(crate) value: Value,
 }
 
 impl<'a> MetricRef<'a> {
-    pub fn of(m: &'a Metric) -> MetricRef<'a> {
+    pub(crate) fn of(m: &'a Metric) -> MetricRef<'a> {
         MetricRef {
             section: Cow::Borrowed(&m.section),
             name: Cow::Borrowed(&m.name),
@@ -268,7 +268,7 @@ impl<'a> MetricRef<'a> {
     }
 
     /// The value in its base unit, if numeric (an empty unit as [`Metric::base`]).
-    pub fn base(&self) -> Option<(f64, Base)> {
+    pub(crate) fn base(&self) -> Option<(f64, Base)> {
         units::in_base_named(&self.name, &self.value, &self.unit)
     }
 }
@@ -288,25 +288,25 @@ pub fn with_view<R>(launch: &Launch, f: impl FnOnce(&LaunchView) -> R) -> R {
 
 /// One launch (or range result), borrowed.
 pub struct LaunchView<'a> {
-    pub process_id: &'a str,
-    pub kernel_name: &'a str,
+    pub(crate) process_id: &'a str,
+    pub(crate) kernel_name: &'a str,
     /// The Device column (2024.1+), if the file has one.
-    pub device: Option<&'a str>,
-    pub nvtx: &'a [NvtxFrame],
-    pub start_end: &'a [NvtxFrame],
-    pub metrics: &'a [MetricRef<'a>],
+    pub(crate) device: Option<&'a str>,
+    pub(crate) nvtx: &'a [NvtxFrame],
+    pub(crate) start_end: &'a [NvtxFrame],
+    pub(crate) metrics: &'a [MetricRef<'a>],
 }
 
 impl LaunchView<'_> {
     /// `gpu__time_duration.sum`, else the `Duration` of a `GPU Speed Of Light`
     /// section (labels instead of metric names before 2022.4), in ns.
-    pub fn duration_ns(&self) -> Option<f64> {
+    pub(crate) fn duration_ns(&self) -> Option<f64> {
         let i = duration_row(self.metrics.iter().map(|m| (&*m.section, &*m.name)))?;
         self.metrics[i].base().filter(|(_, b)| *b == Base::Nanoseconds).map(|(v, _)| v)
     }
 
     /// The Device column, else the raw page's device index, else "unknown".
-    pub fn device(&self) -> String {
+    pub(crate) fn device(&self) -> String {
         if let Some(d) = self.device.filter(|d| !d.is_empty()) {
             return d.to_string();
         }

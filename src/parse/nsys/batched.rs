@@ -3,14 +3,14 @@
 //! once per row, and a reader runs at most [`IN_FLIGHT`] batches ahead.
 
 /// Rows per batch,
-pub const BATCH: usize = 4096;
+pub(crate) const BATCH: usize = 4096;
 /// and batches in flight per channel: room for a reader to run ahead while
 /// its consumer waits on another.
-pub const IN_FLIGHT: usize = 16;
+pub(crate) const IN_FLIGHT: usize = 16;
 
 /// A channel's two ends: rows go into the [`Batcher`] on the reader's thread
 /// and come out of the [`Stream`] in the same order.
-pub fn channel<T>() -> (Batcher<T>, Stream<T>) {
+pub(crate) fn channel<T>() -> (Batcher<T>, Stream<T>) {
     let (tx, rx) = std::sync::mpsc::sync_channel(IN_FLIGHT);
     (Batcher { tx, buf: Vec::with_capacity(BATCH) }, Stream { rx, batch: Vec::new().into_iter() })
 }
@@ -18,20 +18,20 @@ pub fn channel<T>() -> (Batcher<T>, Stream<T>) {
 /// Sends rows in batches; false once the stream is gone (its consumer stopped).
 /// Dropping it ends the stream after the batches sent: [`Batcher::flush`] the
 /// last one first.
-pub struct Batcher<T> {
+pub(crate) struct Batcher<T> {
     tx: std::sync::mpsc::SyncSender<Vec<T>>,
     buf: Vec<T>,
 }
 
 impl<T> Batcher<T> {
     #[inline] // per row, in the reader's loop
-    pub fn push(&mut self, row: T) -> bool {
+    pub(crate) fn push(&mut self, row: T) -> bool {
         self.buf.push(row);
         self.buf.len() < BATCH || self.flush()
     }
 
     /// Sends the rows not sent yet.
-    pub fn flush(&mut self) -> bool {
+    pub(crate) fn flush(&mut self) -> bool {
         let full = std::mem::replace(&mut self.buf, Vec::with_capacity(BATCH));
         full.is_empty() || self.tx.send(full).is_ok()
     }

@@ -39,11 +39,11 @@ pub trait KernelSink: Send {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Renamed {
     /// Distinct raw names renamed.
-    pub raw_names: usize,
+    pub(crate) raw_names: usize,
     /// Distinct operators they became.
-    pub operators: usize,
+    pub(crate) operators: usize,
     /// Range instances renamed.
-    pub instances: usize,
+    pub(crate) instances: usize,
 }
 
 /// A finished pass: the sinks, the names interned by the range reader, and

@@ -47,14 +47,14 @@ const HOLD: usize = if cfg!(test) { 8 } else { 1 << 14 };
 /// Per process: how many rows, the largest id, and the disorder of the ids
 /// in the order they were read.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Disorder {
-    pub rows: u64,
-    pub max_id: i64,
-    pub disorder: i64,
+pub(crate) struct Disorder {
+    pub(crate) rows: u64,
+    pub(crate) max_id: i64,
+    pub(crate) disorder: i64,
 }
 
 /// The disorder per process of (process, correlation id) rows in read order.
-pub fn disorder<E>(rows: impl Iterator<Item = Result<(i64, i64), E>>) -> Result<FxHashMap<i64, Disorder>, E> {
+pub(crate) fn disorder<E>(rows: impl Iterator<Item = Result<(i64, i64), E>>) -> Result<FxHashMap<i64, Disorder>, E> {
     let mut by_pid: FxHashMap<i64, Disorder> = FxHashMap::default();
     for row in rows {
         let (pid, id) = row?;
@@ -64,7 +64,7 @@ pub fn disorder<E>(rows: impl Iterator<Item = Result<(i64, i64), E>>) -> Result<
 }
 
 /// Counts the next row of [`disorder`].
-pub fn note(by_pid: &mut FxHashMap<i64, Disorder>, pid: i64, id: i64) {
+pub(crate) fn note(by_pid: &mut FxHashMap<i64, Disorder>, pid: i64, id: i64) {
     let d = by_pid.entry(pid).or_insert(Disorder { rows: 0, max_id: i64::MIN, disorder: 0 });
     if d.rows > 0 && id < d.max_id {
         d.disorder = d.disorder.max(d.max_id - id);
@@ -74,28 +74,28 @@ pub fn note(by_pid: &mut FxHashMap<i64, Disorder>, pid: i64, id: i64) {
 }
 
 /// The largest disorder of any process.
-pub fn worst(by_pid: &FxHashMap<i64, Disorder>) -> i64 {
+pub(crate) fn worst(by_pid: &FxHashMap<i64, Disorder>) -> i64 {
     by_pid.values().map(|d| d.disorder).max().unwrap_or(0)
 }
 
 /// A launch call: process, correlation id, and what the caller carries along.
-pub struct Call<T> {
-    pub pid: i64,
-    pub id: i64,
-    pub row: T,
+pub(crate) struct Call<T> {
+    pub(crate) pid: i64,
+    pub(crate) id: i64,
+    pub(crate) row: T,
 }
 
 /// A kernel: process, correlation id, and what the join hands on for it
 /// (its (start, end), or more).
-pub struct Executed<S> {
-    pub pid: i64,
-    pub id: i64,
-    pub span: S,
+pub(crate) struct Executed<S> {
+    pub(crate) pid: i64,
+    pub(crate) id: i64,
+    pub(crate) span: S,
 }
 
 /// What the join knows of the kernels' order before it starts.
 #[derive(Debug, Clone, Copy)]
-pub enum Bound<'a> {
+pub(crate) enum Bound<'a> {
     /// [`disorder`] of the kernels, from a pass over them.
     Measured(&'a FxHashMap<i64, Disorder>),
     /// Assumed without a pass: the kernels (those with an id) are of one
@@ -123,7 +123,7 @@ pub const ASSUMED_DISORDER: i64 = 4096;
 // A function of its own: once inlined into its caller, its own hot calls
 // (the held kernels' map) were not (callgrind, docs/internals.md).
 #[inline(never)]
-pub fn join<T, S: Copy, E>(
+pub(crate) fn join<T, S: Copy, E>(
     calls: impl Iterator<Item = Result<Call<T>, E>>,
     kernels: impl Iterator<Item = Result<Executed<S>, E>>,
     bound: Bound<'_>,

@@ -7,8 +7,8 @@
 //! - [`ingest`]: the pass itself: two reader threads, each on its own connection,
 //!   a [`ingest::Timeline`] fed ranges and launches in time order, a
 //!   [`ingest::KernelSink`] fed every kernel, and the read order's retry.
-pub mod batched;
+pub(crate) mod batched;
 pub mod ingest;
 pub mod launch_join;
 pub mod sqlite;
-pub mod sqlite_rows;
+pub(crate) mod sqlite_rows;

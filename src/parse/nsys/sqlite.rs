@@ -35,7 +35,7 @@ pub struct NsysDb {
 /// Which NVTX API made a range: push/pop (nested on a thread) or start/end.
 /// Written in regions.json as `PushPop` / `StartEnd`, the export's own words.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
-pub enum Style {
+pub(crate) enum Style {
     PushPop,
     StartEnd,
 }
@@ -67,12 +67,12 @@ impl Names {
         id
     }
 
-    pub fn get(&self, id: u32) -> &str {
+    pub(crate) fn get(&self, id: u32) -> &str {
         &self.names[id as usize]
     }
 
     /// Every name, by id.
-    pub fn all(&self) -> &[String] {
+    pub(crate) fn all(&self) -> &[String] {
         &self.names
     }
 }
@@ -80,65 +80,65 @@ impl Names {
 /// One NVTX range instance.
 #[derive(Debug, Clone, Copy)]
 pub struct NvtxRange {
-    pub start: i64,
-    pub end: i64,
-    pub name: u32,
+    pub(crate) start: i64,
+    pub(crate) end: i64,
+    pub(crate) name: u32,
     /// 0 (empty) for the default domain.
-    pub domain: u32,
-    pub style: Style,
-    pub global_tid: i64,
+    pub(crate) domain: u32,
+    pub(crate) style: Style,
+    pub(crate) global_tid: i64,
 }
 
 /// One kernel execution joined to the runtime call that launched it.
 #[derive(Debug, Clone, Copy)]
 pub struct Launched {
     /// The launching thread, and when the launch call began.
-    pub global_tid: i64,
-    pub launch: i64,
+    pub(crate) global_tid: i64,
+    pub(crate) launch: i64,
     /// The kernel on the GPU.
-    pub start: i64,
-    pub end: i64,
+    pub(crate) start: i64,
+    pub(crate) end: i64,
     /// Its name (the kernel table's, interned) and whether a CUDA graph ran it.
-    pub name: u32,
-    pub graph: bool,
+    pub(crate) name: u32,
+    pub(crate) graph: bool,
 }
 
 /// One kernel execution, as the kernel table has it.
 #[derive(Debug, Clone, Copy)]
 pub struct Kernel {
-    pub start: i64,
-    pub end: i64,
+    pub(crate) start: i64,
+    pub(crate) end: i64,
     /// The demangled name (else the short one).
-    pub name: u32,
+    pub(crate) name: u32,
     /// The export's short name (`shortName`, the function without its
     /// namespace, template arguments and parameters) as its `StringIds` id,
     /// None when it has none: most rows repeat a name whose short name is
     /// known, so it is looked up (`strings`) only where needed.
-    pub short_id: Option<i64>,
+    pub(crate) short_id: Option<i64>,
     /// A node of a CUDA graph (`graphNodeId` set: nsys traced the graph's
     /// nodes, `--cuda-graph-trace=node`); its launch call is the graph's.
-    pub graph: bool,
+    pub(crate) graph: bool,
     /// Its process (0 when the export does not say) and CUDA device (None
     /// when not read: one process, or the export does not say).
-    pub pid: i64,
-    pub device: Option<i64>,
+    pub(crate) pid: i64,
+    pub(crate) device: Option<i64>,
 }
 
 /// Whether `start..end` is a possible time span: an end before the start, or
 /// a duration past i64, is not (a corrupt or hand-edited export can hold either).
-pub fn plausible(start: i64, end: i64) -> bool {
+pub(crate) fn plausible(start: i64, end: i64) -> bool {
     end.checked_sub(start).is_some_and(|d| d >= 0)
 }
 
 /// The note for rows left out because their times are impossible.
-pub fn odd_note(count: usize, what: &str) -> String {
+pub(crate) fn odd_note(count: usize, what: &str) -> String {
     format!("{count} {what} end before they start (or last longer than i64 nanoseconds): left out")
 }
 
 /// Row order of the streams: as stored (fast; the caller checks that it is
 /// time order) or sorted by SQLite (`ORDER BY`, in bounded memory).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Order {
+pub(crate) enum Order {
     Stored,
     Sorted,
 }
@@ -147,7 +147,7 @@ pub enum Order {
 /// correlation-id order ([`super::launch_join`]): assumed and checked on the
 /// way (no pass of its own), or measured by a pass over the ids first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KernelOrder {
+pub(crate) enum KernelOrder {
     Assumed,
     Measured,
 }
@@ -268,7 +268,7 @@ impl NsysDb {
         Ok(NsysDb { conn, path: path.to_path_buf(), tables, stored_scans: false })
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
@@ -279,7 +279,7 @@ impl NsysDb {
     /// for an ingestion at 1M, in the same time (`farm-bench`, paired).
     /// SQLite's sorter sizes its runs by this cache, so sorted reads keep
     /// the default.
-    pub fn for_stored_scans(mut self) -> Result<NsysDb, Error> {
+    pub(crate) fn for_stored_scans(mut self) -> Result<NsysDb, Error> {
         self.conn.pragma_update(None, "cache_size", -256).map_err(|e| self.sql_error("PRAGMA cache_size", e))?;
         self.stored_scans = true;
         Ok(self)
@@ -396,7 +396,7 @@ impl NsysDb {
     }
 
     /// StringIds id → interned name id.
-    pub fn string_ids(&self, names: &mut Names) -> Result<FxHashMap<i64, u32>, Error> {
+    pub(crate) fn string_ids(&self, names: &mut Names) -> Result<FxHashMap<i64, u32>, Error> {
         let mut stmt =
             self.conn.prepare("SELECT id, value FROM StringIds").map_err(|e| self.sql_error("StringIds", e))?;
         let mut rows = stmt.query([]).map_err(|e| self.sql_error("StringIds", e))?;
@@ -420,7 +420,7 @@ impl NsysDb {
     /// A range whose domain was not created before it has all the domains
     /// read by a query of their own (once): a scan of the table, saved
     /// where the order holds.
-    pub fn each_range(
+    pub(crate) fn each_range(
         &self,
         names: &mut Names,
         strings: &FxHashMap<i64, u32>,
@@ -564,7 +564,7 @@ impl NsysDb {
     /// id order. An export that strays further than
     /// [`launch_join::MAX_DISORDER`] is joined by SQLite (slower: it indexes
     /// the kernels for every query).
-    pub fn each_launched(
+    pub(crate) fn each_launched(
         &self,
         order: Order,
         kernel_order: KernelOrder,

@@ -17,7 +17,7 @@ use std::cell::RefCell;
 use std::ffi::{c_int, CString};
 
 /// One prepared statement, stepped row by row; finalized when dropped.
-pub struct Rows<'c> {
+pub(crate) struct Rows<'c> {
     stmt: *mut ffi::sqlite3_stmt,
     conn: &'c Connection,
     /// Stepped past the last row: SQLite would start the query again.
@@ -32,7 +32,7 @@ pub struct Rows<'c> {
 
 impl<'c> Rows<'c> {
     /// Prepares `sql` (no parameters) on `conn`.
-    pub fn query(conn: &'c Connection, sql: &str) -> Result<Self, rusqlite::Error> {
+    pub(crate) fn query(conn: &'c Connection, sql: &str) -> Result<Self, rusqlite::Error> {
         let c_sql = CString::new(sql).map_err(|_| rusqlite::Error::InvalidQuery)?;
         let mut stmt = std::ptr::null_mut();
         // SAFETY: a live connection handle, a NUL-terminated query, and out-pointers
@@ -48,7 +48,7 @@ impl<'c> Rows<'c> {
     /// Moves to the next row: false at the end, and on every call after it
     /// (a statement stepped past its end would run again from the first row).
     #[inline]
-    pub fn step(&mut self) -> Result<bool, rusqlite::Error> {
+    pub(crate) fn step(&mut self) -> Result<bool, rusqlite::Error> {
         if let Some(e) = self.wrong_type.take() {
             return Err(e);
         }
@@ -70,7 +70,7 @@ impl<'c> Rows<'c> {
     /// An integer column of the current row (NULL reads as 0; a value of
     /// another type fails the next `step`).
     #[inline] // per column of every row: keep it in the readers' loops wherever they land
-    pub fn int(&self, col: c_int) -> i64 {
+    pub(crate) fn int(&self, col: c_int) -> i64 {
         // SAFETY: called only after `step` returned a row; an out-of-range column reads 0.
         let v = unsafe { ffi::sqlite3_column_int64(self.stmt, col) };
         if v == 0 {
@@ -113,7 +113,7 @@ impl<'c> Rows<'c> {
     /// An integer column of the current row, None when NULL (another type
     /// fails the next `step`, as for `int`).
     #[inline]
-    pub fn opt_int(&self, col: c_int) -> Option<i64> {
+    pub(crate) fn opt_int(&self, col: c_int) -> Option<i64> {
         // SAFETY: as for `int`.
         let null = unsafe { ffi::sqlite3_column_type(self.stmt, col) } == ffi::SQLITE_NULL;
         (!null).then(|| self.int(col))
@@ -121,7 +121,7 @@ impl<'c> Rows<'c> {
 
     /// A text column of the current row, None when NULL; invalid UTF-8 is
     /// replaced. Valid until the next `step`.
-    pub fn text(&self, col: c_int) -> Option<std::borrow::Cow<'_, str>> {
+    pub(crate) fn text(&self, col: c_int) -> Option<std::borrow::Cow<'_, str>> {
         // SAFETY: as for `int`; the pointer and length SQLite returns describe the
         // value's bytes until the statement steps again, which needs `&mut self`.
         unsafe {
