@@ -213,6 +213,19 @@ fn the_h200_demo_capture_names_every_region_it_could_not_measure() {
                 }
                 assert_eq!((region("Demo", "D"), region("", "A::A1")), (None, None));
                 assert_eq!(manifest["status"], "interrupted");
+                // The first A held one-time costs: 84,012,960 ns in ncu's raw page
+                // against 3,152,992 and 3,473,952 ns after it. The report says so.
+                let copy = scratch.path().join("first-use");
+                copy_dir(&run, &copy);
+                llmperf().arg("report").arg(&copy).assert().success();
+                let regions = ncu_scope_regions(&copy);
+                let first = |name: &str| regions.iter().find(|r| r["name"] == name).unwrap()["first_use"].clone();
+                assert_eq!(first("A")["first_ms"], 84.01296);
+                assert_eq!(first("A")["others"], 2);
+                assert_eq!(first("A")["others_median_ms"], 3.313472);
+                assert!(first("B").is_null() && first("copy:h2d").is_null());
+                let md = std::fs::read_to_string(copy.join("ncu/regions/report.md")).unwrap();
+                assert!(md.contains("- A: its first result took 84.013 ms, 25× the median of the 2 after it"), "{md}");
             }
             "kernel" => {
                 // 3 iterations: A holds 3 kernels of its own and A1's 2, B 2, D 3.

@@ -119,6 +119,11 @@ pub(crate) struct RegionEntry {
     /// "not measured", never "no GPU time".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) no_result: Option<String>,
+    /// Range results of one process and device whose first took many times
+    /// the others: one-time costs (context, module loading, autotuning) in
+    /// the first instance, inside the totals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) first_use: Option<FirstUse>,
     /// Inclusive sums over the results with FLOP and DRAM counters, counted as
     /// roofline.json counts them; what HFU and MBU per region are made of.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -132,6 +137,39 @@ pub(crate) struct RegionEntry {
     /// Inclusive, by total time, longest first.
     pub(crate) kernels: Vec<KernelRecord>,
     pub(crate) selection: SelectionRecord,
+}
+
+/// A region's first range result against the others (`RegionEntry::first_use`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FirstUse {
+    pub(crate) first_ms: f64,
+    /// The results after the first, and their median.
+    pub(crate) others: u64,
+    pub(crate) others_median_ms: f64,
+}
+
+/// How many times the others' median a first range result must take to be
+/// called a first-use cost: the demo's first `A` under app-range replay on
+/// an H200 took 25 times the next two (tests/fixtures/gpu/h200-ncu2025.3.1/).
+pub(crate) const FIRST_USE_RATIO: f64 = 5.0;
+
+/// The first-use check of one region's range results, in order: at least two
+/// others, and the first at least [`FIRST_USE_RATIO`] times their median.
+fn first_use(range_ns: &[f64]) -> Option<FirstUse> {
+    let (&first, rest) = range_ns.split_first()?;
+    if rest.len() < 2 {
+        return None;
+    }
+    let mut sorted = rest.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    let median = if n % 2 == 1 { sorted[n / 2] } else { (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0 };
+    (median > 0.0 && first >= FIRST_USE_RATIO * median).then(|| FirstUse {
+        first_ms: first / 1e6,
+        others: n as u64,
+        others_median_ms: median / 1e6,
+    })
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -247,6 +285,9 @@ struct Acc {
     counted: (u64, f64, f64, f64),
     /// section → metric name → accumulator (looked up by &str: no allocation per row).
     metrics: HashMap<String, HashMap<String, MetricAcc>>,
+    /// Range results only: each result's duration, in the order read (the
+    /// ranges' order), for the first-use check. A few per region instance.
+    range_ns: Vec<f64>,
 }
 
 #[derive(Debug, Clone)]
@@ -329,6 +370,7 @@ impl MetricAcc {
 
 impl Acc {
     fn merge(&mut self, o: &Acc) {
+        self.range_ns.extend_from_slice(&o.range_ns);
         self.calls += o.calls;
         self.untimed += o.untimed;
         self.time_ns += o.time_ns;
@@ -515,6 +557,9 @@ impl LaunchSink for Builder {
         match duration {
             Some(d) => acc.time_ns += d,
             None => acc.untimed += 1,
+        }
+        if let (true, Some(d)) = (range, duration) {
+            acc.range_ns.push(d);
         }
         // Kernel names run to thousands of characters: copied once per region, not per launch.
         if !acc.kernels.contains_key(launch.kernel_name) {
@@ -765,6 +810,9 @@ impl Builder {
             dir,
             inclusive: totals_of(incl),
             no_result: (incl.calls + incl.untimed == 0).then(|| self.no_result_reason()),
+            // Only where one process on one device ran the region: the first
+            // of results pooled from several is no one's first.
+            first_use: (pids.len() == 1 && devs.len() == 1).then(|| first_use(&incl.range_ns)).flatten(),
             counters: (incl.counted.0 > 0).then(|| Counters {
                 launches: incl.counted.0,
                 gpu_time_ms: incl.counted.1 / 1e6,

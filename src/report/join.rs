@@ -345,6 +345,7 @@ mod tests {
             process_id: None,
             dir: "r".into(),
             no_result: None,
+            first_use: None,
             inclusive: Totals { calls: kernels.len() as u64, gpu_time_ms: 2.0, untimed_calls: 0 },
             counters,
             exclusive: None,

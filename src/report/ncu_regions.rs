@@ -166,6 +166,28 @@ fn scope_table(md: &mut String, scope: &ScopeReport) {
         );
     }
     md.push('\n');
+    first_use_notes(md, scope);
+}
+
+/// Regions whose first range result carried one-time costs: their totals
+/// hold them, and a user comparing runs should know.
+fn first_use_notes(md: &mut String, scope: &ScopeReport) {
+    let flagged: Vec<_> = scope.regions.iter().filter_map(|r| Some((r, r.first_use.as_ref()?))).collect();
+    if flagged.is_empty() {
+        return;
+    }
+    for (r, f) in flagged {
+        let _ = writeln!(
+            md,
+            "- {}: its first result took {:.3} ms, {:.0}× the median of the {} after it ({:.3} ms): one-time costs of the first instance (context, module loading, autotuning) are in its totals; warm up before the profiled ranges to leave them out.",
+            text(&r.name),
+            f.first_ms,
+            f.first_ms / f.others_median_ms,
+            f.others,
+            f.others_median_ms
+        );
+    }
+    md.push('\n');
 }
 
 /// The configured sections of one region in one scope, as text.

@@ -281,3 +281,16 @@ fn range_names_with_double_colons_keep_their_nesting() {
     );
     assert_eq!(scope.totals.calls, 1);
 }
+
+/// The first-use check: the first range result against the median of the
+/// others (odd and even counts), at FIRST_USE_RATIO and not below it.
+#[test]
+fn a_first_range_result_far_above_the_others_is_a_first_use() {
+    let f = first_use(&[84.0e6, 3.1e6, 3.5e6]).unwrap();
+    assert_eq!((f.first_ms, f.others, f.others_median_ms), (84.0, 2, 3.3));
+    let f = first_use(&[50.0, 10.0, 1.0, 9.0]).unwrap();
+    assert_eq!((f.others, f.others_median_ms), (3, 9.0e-6));
+    assert!(first_use(&[44.0, 10.0, 9.0]).is_none(), "below 5x the median");
+    assert!(first_use(&[84.0, 3.0]).is_none(), "one other is not enough");
+    assert!(first_use(&[]).is_none());
+}
