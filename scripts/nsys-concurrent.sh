@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Two `nsys profile` sessions at once on this host: do they hang, and do named
-# sessions (--session-new) or a private TMPDIR per session avoid it?
-# (docs/ranks.md, "Two nsys sessions at once"). Each round starts from a clean
-# state: no nsys running, nsys's shared-memory session registry removed.
+# sessions (--session-new) or a private TMPDIR per session avoid it? On
+# 2026-11-24 (nsys 2022.4.2, 3 rounds each) neither did: plain and named
+# sessions finished 3 of 6, a private TMPDIR 1 of 6. Each round starts from a
+# clean state: no nsys running, nsys's shared-memory session registry removed.
 #
 #   scripts/nsys-concurrent.sh [ROUNDS] [TIMEOUT_S]    (default 3 rounds, 45 s)
 #
