@@ -154,14 +154,17 @@ pub(crate) struct FirstUse {
 /// an H200 took 25 times the next two (tests/fixtures/gpu/h200-ncu2025.3.1/).
 pub(crate) const FIRST_USE_RATIO: f64 = 5.0;
 
-/// The first-use check of one region's range results, in order: at least two
-/// others, and the first at least [`FIRST_USE_RATIO`] times their median.
-fn first_use(range_ns: &[f64]) -> Option<FirstUse> {
+/// The first-use check of one region's range results, in order: the first
+/// timed, at least two others timed, and the first at least
+/// [`FIRST_USE_RATIO`] times their median. A first result without a duration
+/// says nothing either way.
+fn first_use(range_ns: &[Option<f64>]) -> Option<FirstUse> {
     let (&first, rest) = range_ns.split_first()?;
-    if rest.len() < 2 {
+    let first = first?;
+    let mut sorted: Vec<f64> = rest.iter().flatten().copied().collect();
+    if sorted.len() < 2 {
         return None;
     }
-    let mut sorted = rest.to_vec();
     sorted.sort_by(f64::total_cmp);
     let n = sorted.len();
     let median = if n % 2 == 1 { sorted[n / 2] } else { (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0 };
@@ -285,9 +288,9 @@ struct Acc {
     counted: (u64, f64, f64, f64),
     /// section → metric name → accumulator (looked up by &str: no allocation per row).
     metrics: HashMap<String, HashMap<String, MetricAcc>>,
-    /// Range results only: each result's duration, in the order read (the
-    /// ranges' order), for the first-use check. A few per region instance.
-    range_ns: Vec<f64>,
+    /// Range results only: each result's duration (None without one), in
+    /// the order read (the ranges' order), for the first-use check.
+    range_ns: Vec<Option<f64>>,
 }
 
 #[derive(Debug, Clone)]
@@ -558,8 +561,8 @@ impl LaunchSink for Builder {
             Some(d) => acc.time_ns += d,
             None => acc.untimed += 1,
         }
-        if let (true, Some(d)) = (range, duration) {
-            acc.range_ns.push(d);
+        if range {
+            acc.range_ns.push(duration);
         }
         // Kernel names run to thousands of characters: copied once per region, not per launch.
         if !acc.kernels.contains_key(launch.kernel_name) {
@@ -752,11 +755,13 @@ impl Builder {
         tree
     }
 
-    /// The `no_result` of a region in the tree without a result of its own.
-    fn no_result_reason(&self) -> String {
-        match self.in_range_mode() {
-            true => "no range result: range replay measures each range on its own, and ncu recorded none for this one (only a range nested in it); its pass may have failed (see the ncu stages in manifest.json)".into(),
-            false => "no result: ncu recorded no kernel in this region".into(),
+    /// The `no_result` of a region in the tree without a result of its own;
+    /// `excluded`: its results the kernel selection left out.
+    fn no_result_reason(&self, excluded: u64) -> String {
+        match (self.in_range_mode(), excluded) {
+            (true, _) => "no range result: range replay measures each range on its own, and ncu recorded none for this one (only a range nested in it); its pass may have failed (see the ncu stages in manifest.json)".into(),
+            (false, 0) => "no result: ncu recorded no kernel in this region".into(),
+            (false, n) => format!("no result: the kernel selection left out all {n} of its kernels"),
         }
     }
 
@@ -809,7 +814,7 @@ impl Builder {
             process_id: single(pids),
             dir,
             inclusive: totals_of(incl),
-            no_result: (incl.calls + incl.untimed == 0).then(|| self.no_result_reason()),
+            no_result: (incl.calls + incl.untimed == 0).then(|| self.no_result_reason(incl.excluded)),
             // Only where one process on one device ran the region: the first
             // of results pooled from several is no one's first.
             first_use: (pids.len() == 1 && devs.len() == 1).then(|| first_use(&incl.range_ns)).flatten(),

@@ -173,10 +173,7 @@ fn scope_table(md: &mut String, scope: &ScopeReport) {
 /// hold them, and a user comparing runs should know.
 fn first_use_notes(md: &mut String, scope: &ScopeReport) {
     let flagged: Vec<_> = scope.regions.iter().filter_map(|r| Some((r, r.first_use.as_ref()?))).collect();
-    if flagged.is_empty() {
-        return;
-    }
-    for (r, f) in flagged {
+    for &(r, f) in &flagged {
         let _ = writeln!(
             md,
             "- {}: its first result took {:.3} ms, {:.0}× the median of the {} after it ({:.3} ms): one-time costs of the first instance (context, module loading, autotuning) are in its totals; warm up before the profiled ranges to leave them out.",
@@ -187,7 +184,9 @@ fn first_use_notes(md: &mut String, scope: &ScopeReport) {
             f.others_median_ms
         );
     }
-    md.push('\n');
+    if !flagged.is_empty() {
+        md.push('\n');
+    }
 }
 
 /// The configured sections of one region in one scope, as text.

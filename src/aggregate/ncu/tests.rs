@@ -137,6 +137,11 @@ fn kernel_selection_include_exclude() {
     assert_eq!(top.selection.exclude_patterns, ["regex:^daxpy"]);
     let (names, _) = select(&[], &["check_results_kernel(int, double, double *)"]);
     assert_eq!(names, ["daxpy_kernel", "init_data_kernel"]);
+    // Every kernel left out: not measured, and the reason is the selection, not ncu.
+    let (names, top) = select(&["regex:^no_such_kernel$"], &[]);
+    assert!(names.is_empty());
+    assert_eq!(top.inclusive.calls, 0);
+    assert_eq!(top.no_result.as_deref(), Some("no result: the kernel selection left out all 3 of its kernels"));
     assert!(Selection::new(&["regex:(".into()], &[]).unwrap_err().hint.is_some());
 }
 
@@ -286,11 +291,15 @@ fn range_names_with_double_colons_keep_their_nesting() {
 /// others (odd and even counts), at FIRST_USE_RATIO and not below it.
 #[test]
 fn a_first_range_result_far_above_the_others_is_a_first_use() {
-    let f = first_use(&[84.0e6, 3.1e6, 3.5e6]).unwrap();
+    let timed = |v: &[f64]| v.iter().map(|&x| Some(x)).collect::<Vec<_>>();
+    let f = first_use(&timed(&[84.0e6, 3.1e6, 3.5e6])).unwrap();
     assert_eq!((f.first_ms, f.others, f.others_median_ms), (84.0, 2, 3.3));
-    let f = first_use(&[50.0, 10.0, 1.0, 9.0]).unwrap();
+    let f = first_use(&timed(&[50.0, 10.0, 1.0, 9.0])).unwrap();
     assert_eq!((f.others, f.others_median_ms), (3, 9.0e-6));
-    assert!(first_use(&[44.0, 10.0, 9.0]).is_none(), "below 5x the median");
-    assert!(first_use(&[84.0, 3.0]).is_none(), "one other is not enough");
+    assert!(first_use(&timed(&[44.0, 10.0, 9.0])).is_none(), "below 5x the median");
+    assert!(first_use(&timed(&[84.0, 3.0])).is_none(), "one other is not enough");
     assert!(first_use(&[]).is_none());
+    // Untimed results: a first without a duration is no verdict; others without one do not count.
+    assert!(first_use(&[None, Some(84.0), Some(3.0), Some(3.0)]).is_none());
+    assert!(first_use(&[Some(84.0), None, Some(3.0)]).is_none(), "one timed other is not enough");
 }
