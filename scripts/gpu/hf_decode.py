@@ -42,7 +42,7 @@ def phase_hooks(model, counts):
         ids = kwargs.get("input_ids", args[0] if args else None)
         name = "prefill" if ids is not None and ids.shape[-1] > 1 else "decode"
         counts[name] = counts.get(name, 0) + 1
-        nvtx.range_push(name)  # returns a depth: not returned, or it would replace the input
+        nvtx.range_push(name)
 
     def post(_module, _args, _kwargs, _out):
         nvtx.range_pop()
@@ -52,15 +52,24 @@ def phase_hooks(model, counts):
 
 
 def module_hooks(model):
-    """A range per decoder layer's attention and MLP, named by module path."""
+    """A range per decoder layer's attention and MLP, named by module path.
+    A hook that returns a value replaces the module's input or output, and
+    range_push/range_pop return the nesting depth: the hooks return None."""
+
+    def push(name):
+        def hook(_module, _args):
+            nvtx.range_push(name)
+
+        return hook
+
+    def pop(_module, _args, _output):
+        nvtx.range_pop()
+
     for path, module in model.named_modules():
         parts = path.split(".")
         if len(parts) >= 2 and parts[-1] in ("self_attn", "mlp", "attn") and parts[-3:-2] in (["layers"], ["h"]):
-            short = ".".join(parts[-3:])
-            # A hook that returns a value replaces the module's input or output:
-            # range_push/range_pop return the nesting depth, so return None.
-            module.register_forward_pre_hook(lambda _m, _a, s=short: None if nvtx.range_push(s) is None else None)
-            module.register_forward_hook(lambda _m, _a, _o: None if nvtx.range_pop() is None else None)
+            module.register_forward_pre_hook(push(".".join(parts[-3:])))
+            module.register_forward_hook(pop)
 
 
 def main(arch: str = "llama", prompt: int = 64, new: int = 8) -> None:
