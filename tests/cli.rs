@@ -257,6 +257,43 @@ fn nsys_hang_after_the_application_is_retried_and_recorded() {
     assert!(run_dir(&out).join("nsys/stdout.attempt1.log").is_file());
 }
 
+/// nsys 2022.4 here sometimes deadlocks the application in the NVTX call of
+/// its capture range, before it prints "Capture range started" (gdb: the
+/// application in nsys's injection, the agent idle). A fake nsys that prints
+/// nothing and never ends stands in for it.
+#[test]
+fn a_capture_range_that_never_started_is_named_at_the_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let nsys = dir.path().join("nsys");
+    write_executable(
+        &nsys,
+        "#!/bin/sh\nif [ \"$1\" = \"--version\" ]; then echo \"NVIDIA Nsight Systems version 2022.4.2.1-df9881f\"; exit 0; fi\nexec sleep 60\n",
+    );
+    let stderr = llmperf()
+        .args(["profile", "pipeline.nsys.timeout_s=1", "pipeline.nsys.stop_timeout_s=1"])
+        .args(["pipeline.nsys.capture_range=nvtx", "pipeline.nsys.nvtx_capture=B", "-o"])
+        .arg(dir.path().join("runs"))
+        .arg(format!("pipeline.nsys.executable={}", nsys.display()))
+        .args(["--", "true"])
+        .timeout(std::time::Duration::from_secs(40))
+        .assert()
+        .code(5)
+        .get_output()
+        .stderr
+        .clone();
+    let stderr = String::from_utf8_lossy(&stderr);
+    assert!(
+        stderr.contains("error: nsys reached pipeline.nsys.timeout_s (1 s) and was stopped (no capture was written); its capture range never started"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "hint: either the application never entered the range (pipeline.nsys.nvtx_capture=B, in nsys's RANGE@DOMAIN order), or nsys 2022.4 hung in it"
+        ),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn nsys_hang_without_retries_fails_with_a_hint() {
     let dir = tempfile::tempdir().unwrap();

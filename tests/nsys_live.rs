@@ -658,21 +658,32 @@ fn a_full_tmpdir_is_named_and_nsys_leaves_nothing_behind() {
 /// the first instance of the range, then stops the application with SIGINT
 /// (its default `--capture-range-end stop-shutdown`). The capture is what was
 /// asked for: the run is ok with a note, not "killed by signal 2" (exit 5).
+///
+/// nsys 2022.4 here hangs in about 1 run in 12, the application blocked
+/// inside nsys in B's NVTX call (docs/internals.md). That failure, named as
+/// such by llmperf at a 60 s timeout, is captured again, up to 3 times; any
+/// other failure fails the test.
 #[test]
 fn an_nvtx_capture_range_that_stops_the_application_is_a_complete_capture() {
+    const HUNG: &str = "and was stopped (no capture was written); its capture range ";
     let _nsys = nsys_lock();
     let root = tempfile::tempdir().unwrap();
-    let out = profile_live(
-        root.path(),
-        &[
-            "--model",
-            "nvtx_regions",
-            "infer.iters=3",
-            "pipeline.nsys.capture_range=nvtx",
-            "pipeline.nsys.nvtx_capture=B",
-            "--no-ncu",
-        ],
-    );
+    let args = [
+        "--model",
+        "nvtx_regions",
+        "infer.iters=3",
+        "pipeline.nsys.capture_range=nvtx",
+        "pipeline.nsys.nvtx_capture=B",
+        "--no-ncu",
+        "pipeline.nsys.timeout_s=60",
+    ];
+    let mut out = profile_live(root.path(), &args);
+    for _ in 0..3 {
+        if !String::from_utf8_lossy(&out.stderr).contains(HUNG) {
+            break;
+        }
+        out = profile_live(root.path(), &args);
+    }
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let dir = run_dir(&out.stdout);

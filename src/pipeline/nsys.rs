@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::stage::{self, Done, RunStatus, StageOutcome};
 use crate::aggregate;
-use crate::config::schema::NsysConfig;
+use crate::config::schema::{CaptureRange, NsysConfig};
 use crate::config::Config;
 use crate::error::{Error, ErrorKind};
 use crate::manifest::{Diagnosis, ExitInfo, ManifestWriter};
@@ -68,11 +68,16 @@ pub(crate) fn capture(
         let own_failure = nsys_exception(&String::from_utf8_lossy(&stderr_tail));
         let rank_failed = crate::plan::launcher::first_failed_rank(&String::from_utf8_lossy(&stderr_tail));
         let stdout_tail = String::from_utf8_lossy(&tail_of(&run.join(run_dir::NSYS_STDOUT), 4096)).into_owned();
-        let agent_failed =
-            String::from_utf8_lossy(&stderr_tail).contains(AGENT_FAILED) || stdout_tail.contains(AGENT_FAILED);
+        let said_by_nsys = Said {
+            last_words: &said,
+            agent_failed: String::from_utf8_lossy(&stderr_tail).contains(AGENT_FAILED)
+                || stdout_tail.contains(AGENT_FAILED),
+            range_started: stdout_tail.contains(RANGE_STARTED),
+            range_ended: stdout_tail.contains(RANGE_ENDED),
+        };
         // With a capture range, nsys's default end (`stop-shutdown`) stops the application
         // with SIGINT when the range ends: the capture is whole, the signal is nsys's.
-        let range_end = nsys_cfg.capture_range != crate::config::schema::CaptureRange::None
+        let range_end = nsys_cfg.capture_range != CaptureRange::None
             && stdout_tail.contains(RANGE_ENDED)
             && report.is_some()
             && matches!(done.exit, Exit::Code(130 | 143));
@@ -81,12 +86,10 @@ pub(crate) fn capture(
         });
         let failure = match range_end {
             true => None,
-            false => {
-                judge(&done, report.is_some(), &said, agent_failed, nsys_cfg).map(|e| match (done.exit, rank_failed) {
-                    (Exit::Code(_), Some(f)) => name_rank(run, e, &done, f),
-                    _ => blame_nsys(e, &done, &said, own_failure, report.is_some()),
-                })
-            }
+            false => judge(&done, report.is_some(), &said_by_nsys, nsys_cfg).map(|e| match (done.exit, rank_failed) {
+                (Exit::Code(_), Some(f)) => name_rank(run, e, &done, f),
+                _ => blame_nsys(e, &done, &said, own_failure, report.is_some()),
+            }),
         };
         if let Some(n) = &note {
             tracing::info!("{n}");
@@ -154,7 +157,20 @@ const AGENT_FAILED: &str = "Agent launcher failed";
 /// What nsys prints when a capture range ends and it stops the application.
 const RANGE_ENDED: &str = "Capture range ended in the application.";
 
-fn judge(done: &Finished, have_report: bool, said: &str, agent_failed: bool, cfg: &NsysConfig) -> Option<Error> {
+/// What nsys prints when its capture range starts.
+const RANGE_STARTED: &str = "Capture range started in the application.";
+
+/// What nsys's logs said about an attempt.
+struct Said<'a> {
+    /// The last line of its stderr, as " (…)" or empty.
+    last_words: &'a str,
+    agent_failed: bool,
+    /// nsys's capture range started, ended (its stdout, flushed when it exits).
+    range_started: bool,
+    range_ended: bool,
+}
+
+fn judge(done: &Finished, have_report: bool, said: &Said, cfg: &NsysConfig) -> Option<Error> {
     let failed = |msg: String, hint: &str| Some(Error::new(ErrorKind::StageFailed, msg).with_hint(hint));
     let see_log = format!("see {} and {} in the run directory", run_dir::NSYS_STDERR, run_dir::NSYS_STDOUT);
     let lost = format!(
@@ -169,6 +185,37 @@ fn judge(done: &Finished, have_report: bool, said: &str, agent_failed: bool, cfg
                 false => ("nsys wrote no capture", lost),
             };
             Some(Error::new(e.kind, format!("{}; {kept}", e.message)).with_hint(hint))
+        }
+        Exit::TimedOut if cfg.capture_range != CaptureRange::None && !have_report => {
+            let (what, cause) = match (said.range_started, said.range_ended) {
+                (false, _) => (
+                    "its capture range never started",
+                    format!(
+                        "either the application never entered the range ({}), or nsys 2022.4 hung in it",
+                        match &cfg.nvtx_capture {
+                            Some(range) => format!("pipeline.nsys.nvtx_capture={range}, in nsys's RANGE@DOMAIN order"),
+                            None => "a cudaProfilerStart() call".into(),
+                        }
+                    ),
+                ),
+                (true, true) => (
+                    "its capture range started and ended, and nsys neither stopped the application nor wrote its capture",
+                    "nsys 2022.4 hung at the range's end".to_string(),
+                ),
+                (true, false) => (
+                    "its capture range started and never ended",
+                    "either the application never left the range, or nsys 2022.4 hung in it".to_string(),
+                ),
+            };
+            failed(
+                format!(
+                    "nsys reached pipeline.nsys.timeout_s ({} s) and was stopped (no capture was written); {what}",
+                    cfg.timeout_s
+                ),
+                &format!(
+                    "{cause}, as it did here in 6 of 75 capture-range runs, the application blocked inside nsys in the range's NVTX call (docs/internals.md, \"The nsys capture-range hang\"): run again, or capture without a range and read the region from the report"
+                ),
+            )
         }
         Exit::TimedOut => failed(
             format!(
@@ -187,7 +234,7 @@ fn judge(done: &Finished, have_report: bool, said: &str, agent_failed: bool, cfg
             "nsys exited 0 but wrote no report".into(),
             &format!("nsys needs its importer (scripts/setup.sh links it; docs/internals.md); {see_log}"),
         ),
-        Exit::Code(_) if agent_failed && !have_report => failed(
+        Exit::Code(_) if said.agent_failed && !have_report => failed(
             format!("nsys could not start its agent (\"{AGENT_FAILED}\")"),
             "an nsys killed while it hung can leave its session registry behind: with no nsys running (`pgrep -a nsys`), remove /dev/shm/NSys-* and /dev/shm/quadd-agent-instance-*, then run again",
         ),
@@ -195,7 +242,7 @@ fn judge(done: &Finished, have_report: bool, said: &str, agent_failed: bool, cfg
             format!("the profiled command was killed by signal {} ({}) under nsys", c - 128, signals::name(c - 128)),
             &see_log,
         ),
-        Exit::Code(c) => failed(format!("the profiled command exited with code {c} under nsys{said}"), &see_log),
+        Exit::Code(c) => failed(format!("the profiled command exited with code {c} under nsys{}", said.last_words), &see_log),
         Exit::Signal(s) => failed(format!("nsys was killed by signal {s} ({})", signals::name(s)), &see_log),
     }
 }
@@ -567,6 +614,10 @@ fn ingest(
 mod tests {
     use super::*;
 
+    fn said() -> Said<'static> {
+        Said { last_words: "", agent_failed: false, range_started: false, range_ended: false }
+    }
+
     fn cfg() -> NsysConfig {
         crate::config::load(&crate::config::LoadOptions::default()).unwrap().config.pipeline.nsys
     }
@@ -574,10 +625,12 @@ mod tests {
     #[test]
     fn an_agent_that_cannot_start_is_named_with_the_stale_registry_hint() {
         let done = Finished { exit: Exit::Code(1), elapsed: Duration::ZERO, stdout: Vec::new(), stderr: Vec::new() };
-        let e = judge(&done, false, ": Agent launcher failed.", true, &cfg()).unwrap();
+        let e =
+            judge(&done, false, &Said { last_words: ": Agent launcher failed.", agent_failed: true, ..said() }, &cfg())
+                .unwrap();
         assert_eq!(e.message, "nsys could not start its agent (\"Agent launcher failed\")");
         assert!(e.hint.unwrap().contains("remove /dev/shm/NSys-*"));
-        let e = judge(&done, false, ": boom", false, &cfg()).unwrap();
+        let e = judge(&done, false, &Said { last_words: ": boom", ..said() }, &cfg()).unwrap();
         assert_eq!(e.message, "the profiled command exited with code 1 under nsys: boom");
     }
 }

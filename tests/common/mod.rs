@@ -16,12 +16,18 @@ pub use testdata::{corpus_dir, corpus_file, own, skipped};
 pub static NSYS: Mutex<()> = Mutex::new(());
 
 /// nsys 2022.4 here sometimes hangs converting its capture (REFERENCE §1):
-/// tests that capture bound the wait and capture again, twice at most.
-pub const NSYS_HANG: [&str; 2] = ["pipeline.nsys.postprocess_timeout_s=60", "pipeline.nsys.hang_retries=2"];
+/// tests that capture bound the wait and capture again, twice at most. Any
+/// other hang ends at llmperf's own nsys timeout, well before the tests'
+/// (900 s), so that llmperf, not a SIGKILL, stops nsys and its agent.
+pub const NSYS_HANG: [&str; 3] =
+    ["pipeline.nsys.postprocess_timeout_s=60", "pipeline.nsys.hang_retries=2", "pipeline.nsys.timeout_s=300"];
 
-/// The nsys lock, held by a test while it runs nsys. When the test ends
-/// (without a panic of its own), no nsys agent (`nsys --start-agent`) may be
-/// left running: llmperf stops every one it started before it exits.
+/// The nsys lock, held by a test while it runs nsys. When the test ends, no
+/// nsys process (`nsys profile`, its launcher, its agent `nsys --start-agent`)
+/// may be left running: llmperf stops every one it started before it exits.
+/// Whatever is left is killed either way, so that one failed test (say, a
+/// llmperf killed by the test's own timeout) does not hang every later nsys
+/// test behind a stray session (REFERENCE §1).
 pub fn nsys_lock() -> NsysGuard {
     NsysGuard(NSYS.lock().unwrap_or_else(|e| e.into_inner()))
 }
@@ -30,23 +36,39 @@ pub struct NsysGuard(#[allow(dead_code)] std::sync::MutexGuard<'static, ()>);
 
 impl Drop for NsysGuard {
     fn drop(&mut self) {
-        if std::thread::panicking() {
-            return;
+        let left = nsys_processes();
+        for (pid, _) in &left {
+            // SAFETY: kill(2) has no memory-safety preconditions.
+            unsafe { libc::kill(*pid, libc::SIGKILL) };
         }
-        let left = nsys_agents();
-        assert!(left.is_empty(), "nsys agents left running after the test: {left:?}");
+        if !std::thread::panicking() {
+            let left: Vec<&String> = left.iter().map(|(_, c)| c).collect();
+            assert!(left.is_empty(), "nsys processes left running after the test (now killed): {left:?}");
+        }
     }
 }
 
 /// Command lines of the `nsys --start-agent` processes on this machine.
 pub fn nsys_agents() -> Vec<String> {
+    nsys_processes().into_iter().map(|(_, c)| c).filter(|c| c.contains("--start-agent")).collect()
+}
+
+/// Pids and command lines of nsys's own processes on this machine: `nsys
+/// profile`, `nsys-launcher`, `nsys-tee` and agents.
+fn nsys_processes() -> Vec<(i32, String)> {
     let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
     entries
         .flatten()
-        .filter(|e| e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()))
-        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
-        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
-        .filter(|c| c.contains("--start-agent"))
+        .filter_map(|e| Some((e.file_name().to_str()?.parse::<i32>().ok()?, e.path())))
+        .filter_map(|(pid, path)| Some((pid, std::fs::read(path.join("cmdline")).ok()?)))
+        .map(|(pid, c)| (pid, String::from_utf8_lossy(&c).replace('\0', " ")))
+        .filter(|(_, c)| {
+            let program = c.split(' ').next().unwrap_or_default();
+            let name = program.rsplit('/').next().unwrap_or_default();
+            (name == "nsys" && (c.contains(" profile ") || c.contains("--start-agent")))
+                || name.starts_with("nsys-launcher")
+                || name == "nsys-tee"
+        })
         .collect()
 }
 
