@@ -5,9 +5,9 @@
 //! profiles itself (`--rank-from-env`), then the job is merged.
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use super::Outcome;
+use super::stage::Outcome;
 use crate::error::{Error, ErrorKind};
 use crate::plan::launcher::{rank_argv, Launcher};
 use crate::plan::rank::{self, LaunchedRank};
@@ -85,7 +85,7 @@ pub(crate) fn srun(
     run_dir::write_atomic(&job_dir.join("srun.cmd.txt"), format!("{}\n", spec.display()).as_bytes())?;
     tracing::info!("srun: {}", spec.display());
     let done = process::run(&spec)?;
-    let merged = super::merge(std::slice::from_ref(&job_dir));
+    let merged = super::merge::merge(std::slice::from_ref(&job_dir));
     // JOB/ranks.md is the merge's output: where no rank wrote its directory there is none to point at.
     let hint = match job_dir.join(run_dir::RANKS_MD).is_file() {
         true => format!("see ranks.md in {} for each rank's status", job_dir.display()),
@@ -129,9 +129,4 @@ pub(crate) fn launcher_of(
     let as_root = unsafe { libc::geteuid() } == 0;
     let python = (kind == LauncherKind::Torchrun).then(|| python_of(Some(&found)));
     Ok(Launcher { kind, nproc, extra, as_root, exe, python })
-}
-
-/// Where the shim records the ranks of a launch: `launcher/ranks/`.
-pub(crate) fn record_dir(run: &RunDir) -> PathBuf {
-    run.join(run_dir::LAUNCHED_RANKS_DIR)
 }

@@ -11,195 +11,42 @@ mod nsys;
 mod stage;
 mod workload;
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+pub(crate) use crate::plan::Request;
 pub(crate) use workload::workload;
 
 use crate::config::Resolved;
 use crate::error::{Error, ErrorKind};
 use crate::manifest::ManifestWriter;
-use crate::plan::rank::RankId;
-use crate::plan::RunPlan;
+use crate::plan::{Profiler, RunPlan, Use};
 use crate::profile::tools::{Kind, Tool};
 use crate::provenance::{self, Probed};
 use crate::run_dir::{self, absolute, RunDir};
 use crate::signals;
+pub(crate) use stage::Outcome;
 use stage::{Done, RunStatus};
 
-/// What to profile and how llmperf itself was invoked.
-pub(crate) struct Request {
-    pub(crate) resolved: Resolved,
-    /// The application's argv (after `--`); empty for the built-in workload.
-    pub(crate) command: Vec<OsString>,
-    /// Built-in workload without NVTX ranges.
-    pub(crate) no_nvtx: bool,
-    /// llmperf's own argv, for the manifest.
-    pub(crate) llmperf_argv: Vec<String>,
-    /// One rank of a job (`--rank-from-env`): its run directory is
-    /// `<root>/<job>/ranks/<rank>/`, with `rank.json`.
-    pub(crate) rank: Option<crate::plan::rank::RankId>,
-    /// The profiler outside a launcher (`--launcher torchrun|mpirun`): the
-    /// ranks are processes of this run.
-    pub(crate) launcher: Option<crate::plan::launcher::Launcher>,
-}
-
-/// A run that is (part of) a job of several ranks: which profilers run on
-/// this rank, and whether the ranks must run the application in step.
-#[derive(Debug, Clone)]
-pub(crate) struct Job {
-    pub(crate) rank: Option<u32>,
-    /// nsys, ncu run on this rank (enabled, and this rank in their `ranks`).
-    pub(crate) nsys: bool,
-    pub(crate) ncu: bool,
-    /// ncu runs on some ranks only: the others run the application once per
-    /// ncu pass, plainly, so every pass is one run of the application whose
-    /// count is known before it starts.
-    pub(crate) ncu_in_step: bool,
-    /// Leave NCCL's kernels out of kernel and application replay.
-    pub(crate) exclude_comm: bool,
-    /// `--launcher torchrun|mpirun`: the launcher the profilers wrap, and the
-    /// one rank ncu runs on inside it (None: ncu wraps the launcher, all ranks).
-    pub(crate) launch: Option<crate::plan::launcher::Launcher>,
-    pub(crate) ncu_rank: Option<u32>,
-}
-
-impl Job {
-    /// One rank of a job (`--rank-from-env`): its profilers from
-    /// `pipeline.{nsys,ncu}.ranks`. Refused before anything runs when the
-    /// ranks could not stay in step.
-    pub(crate) fn of_rank(cfg: &crate::config::Config, r: &crate::plan::rank::RankId) -> Result<Job, Error> {
-        let ncu = &cfg.pipeline.ncu;
-        let ncu_in_step = ncu.enable && !ncu.ranks.covers(r.world_size);
-        if ncu_in_step {
-            check_in_step(cfg)?;
-        }
-        Ok(Job {
-            rank: Some(r.rank),
-            nsys: cfg.pipeline.nsys.enable && cfg.pipeline.nsys.ranks.contains(r.rank),
-            ncu: ncu.enable && ncu.ranks.contains(r.rank),
-            ncu_in_step,
-            exclude_comm: !ncu.comm_kernels,
-            launch: None,
-            ncu_rank: None,
-        })
-    }
-
-    /// The profiler outside the launcher (`--launcher torchrun|mpirun`): nsys
-    /// wraps it and sees every rank; ncu wraps it (`pipeline.ncu.ranks=all`)
-    /// or runs inside it on one rank while the others run plainly.
-    pub(crate) fn of_launch(cfg: &crate::config::Config, l: &crate::plan::launcher::Launcher) -> Result<Job, Error> {
-        use crate::config::schema::RankSet;
-        let (nsys, ncu) = (&cfg.pipeline.nsys, &cfg.pipeline.ncu);
-        let program = l.kind.program();
-        if nsys.enable && nsys.ranks != RankSet::All {
-            return Err(Error::usage(format!(
-                "pipeline.nsys.ranks={}: with --launcher {program} one nsys wraps the launcher and sees every rank",
-                nsys.ranks
-            ))
-            .with_hint("drop pipeline.nsys.ranks, or run each rank under its own nsys: --launcher srun, or --rank-from-env under the launcher"));
-        }
-        let ncu_rank = match &ncu.ranks {
-            _ if !ncu.enable => None,
-            RankSet::All => None,
-            RankSet::Only(v) if v.len() == 1 && v[0] < l.nproc => {
-                check_in_step(cfg)?;
-                Some(v[0])
-            }
-            RankSet::Only(_) => {
-                return Err(Error::usage(format!(
-                "pipeline.ncu.ranks={}: with --launcher {program}, ncu runs on one rank (below --nproc {}) or on all",
-                ncu.ranks, l.nproc
-            ))
-                .with_hint("set pipeline.ncu.ranks=[0] (or another single rank), or pipeline.ncu.ranks=all"))
-            }
-        };
-        Ok(Job {
-            rank: None,
-            nsys: nsys.enable,
-            ncu: ncu.enable,
-            ncu_in_step: false,
-            exclude_comm: !ncu.comm_kernels,
-            launch: Some(l.clone()),
-            ncu_rank,
-        })
-    }
-
-    fn why_plain(&self, profiler: &str) -> String {
-        let rank = self.rank.map(|r| format!("rank {r}")).unwrap_or_else(|| "this rank".into());
-        format!(
-            "{rank} is not in pipeline.{profiler}.ranks: it ran the application without {profiler}, in step with the ranks that did"
-        )
-    }
-}
-
-/// With ncu on some ranks only, every rank must run the application the same
-/// number of times: replay modes that run it again and again (application,
-/// app-range) or climb a ladder (auto) cannot be matched by the other ranks.
-pub(crate) fn check_in_step(cfg: &crate::config::Config) -> Result<(), Error> {
-    use crate::config::schema::ReplayMode;
-    let ncu = &cfg.pipeline.ncu;
-    let mode = ncu.ncu_cli.replay_mode;
-    if matches!(mode, ReplayMode::Kernel | ReplayMode::Range) {
-        return Ok(());
-    }
-    Err(Error::usage(format!(
-        "pipeline.ncu.ranks={} profiles some ranks of the job with ncu, and replay mode {} runs the application a number of times only ncu knows, so the other ranks cannot run in step with it",
-        ncu.ranks,
-        mode.as_str()
-    ))
-    .with_hint("use --replay-mode kernel or --replay-mode range (one run per pass), or pipeline.ncu.ranks=all"))
-}
-
-/// A finished (or failed, or interrupted) run: the directory always exists.
-pub(crate) struct Outcome {
-    pub(crate) run_dir: PathBuf,
-    /// Why the run did not succeed, for the exit code and message.
-    pub(crate) error: Option<Error>,
-}
-
-pub(crate) use launcher::{launch_rank, launcher_of, srun, RANK_ENV};
+pub(crate) use launcher::{launch_rank, launcher_of, srun};
 pub(crate) use merge::merge;
 
-/// `llmperf profile`: plan → run directory → provenance → the baseline, nsys
-/// and ncu stages → reports.
+/// `llmperf profile`: the plan, the run directory, provenance, then the
+/// baseline, nsys and ncu stages as the plan has them, then the reports.
 pub(crate) fn profile(req: Request) -> Result<Outcome, Error> {
+    let plan = RunPlan::new(&req)?;
     let cfg = &req.resolved.config;
-    let command = match &req.launcher {
-        Some(l) => l.command(req.command.clone()),
-        None => req.command.clone(),
-    };
-    let plan = RunPlan::new(cfg, &command, req.no_nvtx)?;
     if let (true, crate::config::schema::Device::Cuda(n)) = (plan.builtin(), cfg.device) {
         check_cuda_device(n)?;
     }
-    if !cfg.pipeline.nsys.enable && !cfg.pipeline.ncu.enable && !plan.baseline {
+    if plan.idle() {
         tracing::warn!(
             "nsys and ncu are both disabled: the command does not run and nothing is profiled (hint: drop --no-nsys, or pass --replay-mode MODE for ncu)"
         );
     }
-    let job = match (&req.rank, &req.launcher) {
-        (Some(r), _) => Some(Job::of_rank(cfg, r)?),
-        (None, Some(l)) => Some(Job::of_launch(cfg, l)?),
-        (None, None) => None,
-    };
-    let run = match (&req.rank, &job) {
-        (Some(r), Some(j)) => {
-            let run = RunDir::create_rank(&cfg.runner.artifacts.root, &r.job, r.rank)?;
-            let profiled = [("nsys", j.nsys), ("ncu", j.ncu)].into_iter().filter(|p| p.1).map(|p| p.0.to_string());
-            run.write_json(run_dir::RANK_JSON, &RankId { profiled: profiled.collect(), ..r.clone() })?;
-            run
-        }
-        _ => RunDir::create(&cfg.runner.artifacts.root)?,
-    };
+    let run = plan.create_run_dir()?;
     tracing::info!("run directory: {}", run.path().display());
     let tools = Probed::probe(cfg);
-    let inner = plan.app_argv(&run, run_dir::TIMINGS_JSON);
-    let launch = job.as_ref().and_then(|j| j.launch.as_ref());
-    let app = match launch {
-        Some(l) => l.around(Some(&launcher::record_dir(&run)), None, &inner),
-        None => inner,
-    };
+    let app = plan.argv(Profiler::Nsys, &run);
     provenance::write(&run, &req.resolved, &app, plan.builtin(), &tools)?;
     let mut manifest = ManifestWriter::start(&run, req.llmperf_argv.clone())?;
     let mut verdict = RunStatus::default();
@@ -207,24 +54,21 @@ pub(crate) fn profile(req: Request) -> Result<Outcome, Error> {
         if plan.baseline {
             verdict.add(workload::baseline(&run, &mut manifest, &plan)?);
         }
-        let job = job.as_ref();
         if !verdict.stopped() {
-            match job.filter(|j| !j.nsys && cfg.pipeline.nsys.enable) {
-                Some(j) => verdict.add(workload::plain(&run, &mut manifest, "nsys", &app, 1, &j.why_plain("nsys"))?),
-                None => nsys::capture(&run, &mut manifest, &mut verdict, cfg, &tools.nsys, &app)?,
+            match &plan.nsys {
+                Use::Plain { times, why } => {
+                    verdict.add(workload::plain(&run, &mut manifest, "nsys", &app, *times, why)?)
+                }
+                uses => nsys::capture(&run, &mut manifest, &mut verdict, cfg, &tools.nsys, (uses, &app))?,
             }
         }
         if !verdict.stopped() {
-            let mut ncu_app = plan.app_argv(&run, run_dir::NCU_TIMINGS_JSON);
-            if let Some(l) = launch.filter(|_| job.is_some_and(|j| j.ncu_rank.is_none())) {
-                ncu_app = l.around(Some(&run.join(run_dir::LAUNCHED_NCU_RANKS_DIR)), None, &ncu_app);
-            }
-            match job.filter(|j| !j.ncu && cfg.pipeline.ncu.enable) {
-                Some(j) => {
-                    let times = ncu::passes_in_step(cfg);
-                    verdict.add(workload::plain(&run, &mut manifest, "ncu", &ncu_app, times, &j.why_plain("ncu"))?)
+            let ncu_app = plan.argv(Profiler::Ncu, &run);
+            match &plan.ncu {
+                Use::Plain { times, why } => {
+                    verdict.add(workload::plain(&run, &mut manifest, "ncu", &ncu_app, *times, why)?)
                 }
-                None => ncu::profile(&run, &mut manifest, &mut verdict, cfg, &tools.ncu, &ncu_app, job)?,
+                _ => ncu::profile(&run, &mut manifest, &mut verdict, cfg, &tools.ncu, &plan, &ncu_app)?,
             }
         }
         if plan.builtin() {

@@ -24,6 +24,7 @@ use crate::manifest::{Diagnosis, ExitInfo, ManifestWriter};
 use crate::parse::ncu::{self as reader, Layout};
 use crate::plan::ncu::{self as ncu_plan, FoundRegion, NcuPlan, Pass};
 use crate::plan::preflight::{self, Preflight};
+use crate::plan::{NcuInputs, RunPlan};
 use crate::process::{self, Exit, Sink, Spawn};
 use crate::profile::ncu;
 use crate::profile::tools::{Kind, Tool};
@@ -41,17 +42,18 @@ pub(crate) fn profile(
     verdict: &mut RunStatus,
     cfg: &Config,
     probe: &Result<Tool, Error>,
+    plan: &RunPlan,
     app: &[OsString],
-    job: Option<&super::Job>,
 ) -> Result<(), Error> {
-    let Some(tool) = stage::gate(manifest, verdict, "ncu", cfg.pipeline.ncu.enable, probe)? else { return Ok(()) };
+    let Some(tool) = stage::gate(manifest, verdict, "ncu", &plan.ncu, probe)? else { return Ok(()) };
     let cli = &cfg.pipeline.ncu.ncu_cli;
     if let Err(e) = ncu::check_version(cli, tool).and_then(|_| ncu::check_flags(cli, tool)) {
         verdict.add(stage::unavailable(manifest, "ncu", e)?);
         return Ok(());
     }
     run.subdir(run_dir::NCU_DIR)?;
-    let mut plan = plan_from_run(run, cfg, job);
+    let inside = plan.ncu_inside();
+    let mut plan = plan_from_run(run, cfg, &plan.ncu_inputs);
     run.write_json(run_dir::NCU_PLAN, &plan)?;
     for note in &plan.notes {
         tracing::info!("ncu plan: {note}");
@@ -70,7 +72,6 @@ pub(crate) fn profile(
         }
         checked = report;
     }
-    let inside = job.and_then(|j| Some((j.launch.as_ref()?, j.ncu_rank?)));
     let preflight = checked.as_ref();
     run_passes(run, manifest, verdict, &PassRun { cfg, tool, cli, app, inside, preflight }, &mut plan)?;
     if let Err(e) = signals::check() {
@@ -297,30 +298,9 @@ fn empty_cause(codes: &[String], preflight: Option<&Preflight>) -> String {
     }
 }
 
-/// How many times a rank without ncu runs the application while ncu profiles
-/// others (kernel or range replay, `check_in_step`): once per pass of the plan
-/// made from the configuration alone, as the profiled rank makes it.
-pub(crate) fn passes_in_step(cfg: &Config) -> usize {
-    ncu_plan::plan(&cfg.pipeline.ncu.ncu_cli, cfg.runner.run.mode, None, None).passes.len()
-}
-
 /// The plan, with what nsys found in this run (top kernels, regions) if it
-/// ran. In a job: with ncu on some ranks only, the passes come from the
-/// configuration alone (the unprofiled ranks count them the same way), and
-/// NCCL's kernels are left out of kernel replay unless asked for.
-fn plan_from_run(run: &RunDir, cfg: &Config, job: Option<&super::Job>) -> NcuPlan {
-    if let Some(job) = job {
-        let mode = cfg.runner.run.mode;
-        let mut plan = match job.ncu_in_step {
-            true => ncu_plan::plan(&cfg.pipeline.ncu.ncu_cli, mode, top_kernels(run).as_deref(), None),
-            false => plan_from_run(run, cfg, None),
-        };
-        if job.exclude_comm {
-            ncu_plan::leave_out_comm(&mut plan);
-        }
-        return plan;
-    }
-    let top = top_kernels(run);
+/// ran, and what the run plan says of ncu in a job ([`NcuInputs`]).
+fn plan_from_run(run: &RunDir, cfg: &Config, inputs: &NcuInputs) -> NcuPlan {
     let found: Option<Vec<FoundRegion>> = run.read_json::<RegionsReport>(run_dir::NSYS_REGIONS).map(|r| {
         let mut v: Vec<FoundRegion> = r
             .regions
@@ -331,7 +311,9 @@ fn plan_from_run(run: &RunDir, cfg: &Config, job: Option<&super::Job>) -> NcuPla
         v.dedup();
         v
     });
-    ncu_plan::plan(&cfg.pipeline.ncu.ncu_cli, cfg.runner.run.mode, top.as_deref(), found.as_deref())
+    let top = top_kernels(run);
+    let found = ncu_plan::Found { top_kernels: top.as_deref(), regions: found.as_deref() };
+    ncu_plan::plan_for_run(&cfg.pipeline.ncu.ncu_cli, cfg.runner.run.mode, found, inputs)
 }
 
 fn top_kernels(run: &RunDir) -> Option<Vec<String>> {

@@ -15,6 +15,7 @@ use crate::config::Config;
 use crate::error::{Error, ErrorKind};
 use crate::manifest::{Diagnosis, ExitInfo, ManifestWriter};
 use crate::parse::nsys::sqlite::NsysDb;
+use crate::plan::Use;
 use crate::process::{self, Exit, Finished, Sink, Spawn};
 use crate::profile::nsys;
 use crate::profile::tools::Tool;
@@ -32,10 +33,10 @@ pub(crate) fn capture(
     verdict: &mut RunStatus,
     cfg: &Config,
     probe: &Result<Tool, Error>,
-    app: &[OsString],
+    (uses, app): (&Use, &[OsString]),
 ) -> Result<(), Error> {
     let nsys_cfg = &cfg.pipeline.nsys;
-    let Some(tool) = stage::gate(manifest, verdict, "nsys", nsys_cfg.enable, probe)? else { return Ok(()) };
+    let Some(tool) = stage::gate(manifest, verdict, "nsys", uses, probe)? else { return Ok(()) };
     run.subdir(run_dir::NSYS_DIR)?;
     let base = absolute(&run.join(run_dir::NSYS_REPORT_BASE));
     let mut resolved = nsys_cfg.clone();

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::error::{Error, ErrorKind};
 use crate::manifest::{Diagnosis, ExitInfo, ManifestWriter, Status};
+use crate::plan::Use;
 use crate::process::{self, Exit, Finished, Spawn};
 use crate::profile::tools::Tool;
 
@@ -159,23 +160,19 @@ impl RunStatus {
     }
 }
 
-/// The tool of a profiler stage that runs: enabled and found. Otherwise the
-/// stage is recorded as skipped, with the reason and a hint, and the run's
-/// verdict gets an error when the profiler was wanted but is missing.
+/// The tool of a profiler stage that runs: on in the plan and found.
+/// Otherwise the stage is recorded as skipped, with the plan's reason and
+/// hint, and the run's verdict gets an error when the profiler was wanted but
+/// is missing.
 pub(crate) fn gate<'t>(
     manifest: &mut ManifestWriter,
     verdict: &mut RunStatus,
     stage: &str,
-    enabled: bool,
+    uses: &Use,
     probe: &'t Result<Tool, Error>,
 ) -> Result<Option<&'t Tool>, Error> {
-    if !enabled {
-        let reason = format!("disabled (pipeline.{stage}.enable=false)");
-        let hint = match stage {
-            "ncu" => "enable with --replay-mode MODE or pipeline.ncu.enable=true".to_string(),
-            _ => format!("enable with pipeline.{stage}.enable=true"),
-        };
-        verdict.add(skip(manifest, stage, &reason, &hint)?);
+    if let Use::Off { reason, hint } = uses {
+        verdict.add(skip(manifest, stage, reason, hint)?);
         return Ok(None);
     }
     match probe {
@@ -210,4 +207,11 @@ pub(crate) fn run_with_progress(stage: &str, spec: &Spawn) -> Result<Finished, E
         }
     }
     out
+}
+
+/// A finished (or failed, or interrupted) run: the directory always exists.
+pub(crate) struct Outcome {
+    pub(crate) run_dir: std::path::PathBuf,
+    /// Why the run did not succeed, for the exit code and message.
+    pub(crate) error: Option<Error>,
 }

@@ -113,7 +113,7 @@ fn run_workload(cfg: &Config, run: &RunDir, nvtx: bool, file: &str) -> Result<()
         run.write_json(run_dir::LIBTORCH_JSON, &provenance::libtorch::info())?;
     }
     let timings = crate::plugin::run_workload(cfg, nvtx)?;
-    run.write_json(&rank_file(file, std::env::var(super::RANK_ENV).ok().as_deref()), &timings)?;
+    run.write_json(&rank_file(file, std::env::var(super::launcher::RANK_ENV).ok().as_deref()), &timings)?;
     print_timings(&timings);
     Ok(())
 }

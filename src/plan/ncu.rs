@@ -14,6 +14,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::config::schema::{NcuCli, ReplayMode, RunMode};
+use crate::config::Config;
 use crate::profile::ncu::{compile_selector, escape_regex, Matching, RangeStyle};
 use crate::regions::{self, Attribution, Selector};
 
@@ -115,6 +116,46 @@ impl FoundRegion {
     pub(crate) fn selector(&self) -> String {
         regions::selector(&self.path, &self.domain)
     }
+}
+
+/// What the ncu planner takes from the run besides the configuration.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct NcuInputs {
+    /// ncu runs on some ranks only: its passes come from the configuration
+    /// alone, so that the other ranks count them the same way.
+    pub(crate) in_step: bool,
+    /// Leave NCCL's kernels out of kernel and application replay (a rank of a job).
+    pub(crate) leave_out_comm: bool,
+    /// ncu runs inside the launcher, on this one rank.
+    pub(crate) inside_rank: Option<u32>,
+}
+
+/// What nsys saved in this run, when it ran: its top kernels and the regions it found.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Found<'a> {
+    pub(crate) top_kernels: Option<&'a [String]>,
+    pub(crate) regions: Option<&'a [FoundRegion]>,
+}
+
+/// The plan of a profile run's ncu stage: from the configuration, what nsys
+/// found, and what the run plan decided of ncu in a job. With ncu on some
+/// ranks only (`in_step`), the passes ignore the regions nsys found, as the
+/// unprofiled ranks count them ([`passes_in_step`]); a rank of a job leaves
+/// NCCL's kernels out of kernel replay unless asked for.
+pub(crate) fn plan_for_run(cli: &NcuCli, mode: RunMode, found: Found, inputs: &NcuInputs) -> NcuPlan {
+    let regions = if inputs.in_step { None } else { found.regions };
+    let mut plan = plan(cli, mode, found.top_kernels, regions);
+    if inputs.leave_out_comm {
+        leave_out_comm(&mut plan);
+    }
+    plan
+}
+
+/// How many times a rank without ncu runs the application while ncu profiles
+/// others (kernel or range replay): once per pass of the plan made from the
+/// configuration alone, as the profiled rank makes it.
+pub(crate) fn passes_in_step(cfg: &Config) -> usize {
+    plan(&cfg.pipeline.ncu.ncu_cli, cfg.runner.run.mode, None, None).passes.len()
 }
 
 pub fn plan(cli: &NcuCli, mode: RunMode, top_kernels: Option<&[String]>, found: Option<&[FoundRegion]>) -> NcuPlan {
@@ -366,7 +407,7 @@ fn is_raw(selector: &str) -> bool {
 /// range replay has no kernel filter): `regex:^(?!nccl)`, in front of the
 /// filter there is. A filter naming one kernel exactly is the user's choice
 /// and stays.
-pub(crate) fn leave_out_comm(plan: &mut NcuPlan) {
+fn leave_out_comm(plan: &mut NcuPlan) {
     if !matches!(plan.replay_mode, ReplayMode::Kernel | ReplayMode::Application) {
         return;
     }
