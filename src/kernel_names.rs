@@ -146,6 +146,81 @@ impl<'a> Index<'a> {
     }
 }
 
+/// Labels for kernels whose shown names collide: PyTorch's
+/// `elementwise_kernel` is many kernels, which nsys's short names (and a cut
+/// full name) print alike. Each colliding row gets `label ‹t1…t2›`, where the
+/// tokens are its own at the first place its name (as [`key`] spells it)
+/// differs from each other row of the group: `elementwise_kernel ‹2…MulFunctor›`
+/// beside `elementwise_kernel ‹4…gpu_kernel_impl›`. Rows still alike get `#N`.
+/// `rows`: (shown name, full name); the result is in the same order.
+pub(crate) fn distinct_labels(rows: &[(&str, &str)]) -> Vec<String> {
+    const MAX_TOKENS: usize = 3;
+    const MAX_TOKEN_CHARS: usize = 24;
+    let tokens: Vec<Vec<String>> =
+        rows.iter().map(|(_, full)| words().find_iter(&key(full)).map(|m| m.as_str().to_string()).collect()).collect();
+    let mut labels: Vec<String> = rows.iter().map(|(shown, _)| shown.to_string()).collect();
+    let mut groups: std::collections::BTreeMap<&str, Vec<usize>> = std::collections::BTreeMap::new();
+    for (i, (shown, _)) in rows.iter().enumerate() {
+        groups.entry(shown).or_default().push(i);
+    }
+    for members in groups.values().filter(|m| m.len() > 1) {
+        for &i in members {
+            // Per other row: where this row's tokens first differ from it, and this row's
+            // token there from the `_`-separated part that differs (TensorRT's names are
+            // one long identifier: `…_nhwc_tilesize128x128x32_stage4_…`).
+            let mut at: Vec<(usize, usize, String)> = members
+                .iter()
+                .filter(|&&o| o != i)
+                .filter_map(|&o| {
+                    let t = (0..tokens[i].len()).find(|&t| tokens[o].get(t) != Some(&tokens[i][t]))?;
+                    let (from, part) = differing_part(&tokens[i][t], tokens[o].get(t).map_or("", String::as_str));
+                    Some((t, from, part))
+                })
+                .collect();
+            at.sort();
+            at.dedup();
+            let mut picked: Vec<String> = Vec::new();
+            for (_, _, part) in at {
+                let part: String = part.chars().take(MAX_TOKEN_CHARS).collect();
+                if !picked.contains(&part) && picked.len() < MAX_TOKENS {
+                    picked.push(part);
+                }
+            }
+            if !picked.is_empty() {
+                labels[i] = format!("{} ‹{}›", rows[i].0, picked.join("…"));
+            }
+        }
+    }
+    // Whatever is still alike (names that differ in punctuation only, or not at all): numbered.
+    let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for l in &labels {
+        *seen.entry(l.clone()).or_default() += 1;
+    }
+    let mut nth: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for l in labels.iter_mut() {
+        if seen[l.as_str()] > 1 {
+            let n = nth.entry(l.clone()).or_default();
+            *n += 1;
+            *l = format!("{l} #{n}");
+        }
+    }
+    labels
+}
+
+/// `mine` from the start of its `_`-separated part where it first differs
+/// from `other`, and where that part begins.
+fn differing_part(mine: &str, other: &str) -> (usize, String) {
+    let same = mine.bytes().zip(other.bytes()).take_while(|(a, b)| a == b).count();
+    let from = mine[..same].rfind('_').map_or(0, |i| i + 1);
+    (from, mine[from..].to_string())
+}
+
+/// Identifiers and numbers: what a label's distinguishing tokens are made of.
+fn words() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| Regex::new(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+").expect("valid regex"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,79 +305,4 @@ mod tests {
         assert_eq!(two.find_among([NSYS, other.as_str()], NCU, &key(NCU)), None);
         assert_eq!(two.find_among([other.as_str(), NSYS], NSYS, &key(NSYS)), Some(NSYS));
     }
-}
-
-/// Labels for kernels whose shown names collide: PyTorch's
-/// `elementwise_kernel` is many kernels, which nsys's short names (and a cut
-/// full name) print alike. Each colliding row gets `label ‹t1…t2›`, where the
-/// tokens are its own at the first place its name (as [`key`] spells it)
-/// differs from each other row of the group: `elementwise_kernel ‹2…MulFunctor›`
-/// beside `elementwise_kernel ‹4…gpu_kernel_impl›`. Rows still alike get `#N`.
-/// `rows`: (shown name, full name); the result is in the same order.
-pub(crate) fn distinct_labels(rows: &[(&str, &str)]) -> Vec<String> {
-    const MAX_TOKENS: usize = 3;
-    const MAX_TOKEN_CHARS: usize = 24;
-    let tokens: Vec<Vec<String>> =
-        rows.iter().map(|(_, full)| words().find_iter(&key(full)).map(|m| m.as_str().to_string()).collect()).collect();
-    let mut labels: Vec<String> = rows.iter().map(|(shown, _)| shown.to_string()).collect();
-    let mut groups: std::collections::BTreeMap<&str, Vec<usize>> = std::collections::BTreeMap::new();
-    for (i, (shown, _)) in rows.iter().enumerate() {
-        groups.entry(shown).or_default().push(i);
-    }
-    for members in groups.values().filter(|m| m.len() > 1) {
-        for &i in members {
-            // Per other row: where this row's tokens first differ from it, and this row's
-            // token there from the `_`-separated part that differs (TensorRT's names are
-            // one long identifier: `…_nhwc_tilesize128x128x32_stage4_…`).
-            let mut at: Vec<(usize, usize, String)> = members
-                .iter()
-                .filter(|&&o| o != i)
-                .filter_map(|&o| {
-                    let t = (0..tokens[i].len()).find(|&t| tokens[o].get(t) != Some(&tokens[i][t]))?;
-                    let (from, part) = differing_part(&tokens[i][t], tokens[o].get(t).map_or("", String::as_str));
-                    Some((t, from, part))
-                })
-                .collect();
-            at.sort();
-            at.dedup();
-            let mut picked: Vec<String> = Vec::new();
-            for (_, _, part) in at {
-                let part: String = part.chars().take(MAX_TOKEN_CHARS).collect();
-                if !picked.contains(&part) && picked.len() < MAX_TOKENS {
-                    picked.push(part);
-                }
-            }
-            if !picked.is_empty() {
-                labels[i] = format!("{} ‹{}›", rows[i].0, picked.join("…"));
-            }
-        }
-    }
-    // Whatever is still alike (names that differ in punctuation only, or not at all): numbered.
-    let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    for l in &labels {
-        *seen.entry(l.clone()).or_default() += 1;
-    }
-    let mut nth: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    for l in labels.iter_mut() {
-        if seen[l.as_str()] > 1 {
-            let n = nth.entry(l.clone()).or_default();
-            *n += 1;
-            *l = format!("{l} #{n}");
-        }
-    }
-    labels
-}
-
-/// `mine` from the start of its `_`-separated part where it first differs
-/// from `other`, and where that part begins.
-fn differing_part(mine: &str, other: &str) -> (usize, String) {
-    let same = mine.bytes().zip(other.bytes()).take_while(|(a, b)| a == b).count();
-    let from = mine[..same].rfind('_').map_or(0, |i| i + 1);
-    (from, mine[from..].to_string())
-}
-
-/// Identifiers and numbers: what a label's distinguishing tokens are made of.
-fn words() -> &'static Regex {
-    static RE: OnceLock<Regex> = OnceLock::new();
-    RE.get_or_init(|| Regex::new(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+").expect("valid regex"))
 }

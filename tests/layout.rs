@@ -57,11 +57,21 @@ fn code(text: &str) -> String {
 
 /// The modules a file names, resolved to the longest known module path.
 fn imports(module: &str, text: &str, known: &BTreeSet<String>) -> BTreeSet<String> {
-    let re = regex::Regex::new(r"\b(crate|super)((?:::[a-z_][a-z0-9_]*)+)").unwrap();
+    targets(module, text, known)
+        .into_iter()
+        .filter(|t| !t.is_empty() && t != module && !module.starts_with(&format!("{t}::")))
+        .collect()
+}
+
+/// Every path a file names, resolved to the longest known module path, its
+/// own module and ancestors included (`super::X` of `a::b` for an item X of
+/// `a`'s mod.rs is `a`).
+fn targets(module: &str, text: &str, known: &BTreeSet<String>) -> Vec<String> {
+    let re = regex::Regex::new(r"\b(crate|super)((?:::[a-z_][a-z0-9_]*)*(?:::[A-Za-z_][A-Za-z0-9_]*|::\{))").unwrap();
     // `super` is the parent module, for a file (`a/b.rs`) and a folder (`a/b/mod.rs`) alike.
     let parts: Vec<&str> = module.split("::").collect();
     let parent = &parts[..parts.len() - 1];
-    let mut out = BTreeSet::new();
+    let mut out = Vec::new();
     for c in re.captures_iter(text) {
         let mut path: Vec<String> = match &c[1] {
             "crate" => Vec::new(),
@@ -71,10 +81,7 @@ fn imports(module: &str, text: &str, known: &BTreeSet<String>) -> BTreeSet<Strin
         while !path.is_empty() && !known.contains(&path.join("::")) {
             path.pop();
         }
-        let target = path.join("::");
-        if !target.is_empty() && target != module && !module.starts_with(&format!("{target}::")) {
-            out.insert(target);
-        }
+        out.push(path.join("::"));
     }
     out
 }
@@ -102,6 +109,23 @@ fn no_module_names_one_on_its_own_floor_or_above() {
         }
     }
     assert!(upward.is_empty(), "imports that run up (or across) the floors: {upward:#?}");
+}
+
+/// A file inside a folder names its siblings, never an item of the folder's
+/// own mod.rs, which sits above them (it declares, re-exports and runs them):
+/// a stage of `pipeline/` does not reach back into `pipeline/mod.rs`.
+#[test]
+fn no_file_names_its_own_folders_mod_rs() {
+    let mods = modules();
+    let known: BTreeSet<String> = mods.keys().cloned().collect();
+    let mut back = Vec::new();
+    for (module, text) in &mods {
+        let Some((parent, _)) = module.rsplit_once("::") else { continue };
+        if targets(module, &code(text), &known).iter().any(|t| t == parent) {
+            back.push(format!("{module} -> {parent} (mod.rs)"));
+        }
+    }
+    assert!(back.is_empty(), "files that name their folder's mod.rs: {back:#?}");
 }
 
 #[test]

@@ -68,7 +68,7 @@ pub(crate) struct Source {
     pub(crate) results: u64,
     /// Range results that the kernel selection (`report.kernels`) did not
     /// apply to: it selects kernels, and a range is not one.
-    #[serde(default, skip_serializing_if = "super::is_zero")]
+    #[serde(default, skip_serializing_if = "super::skip::is_zero")]
     pub(crate) ranges_not_selected: u64,
     /// The `Profiler Command Line` of each pass's `--page session` export
     /// (newer ncu): the replay mode and filters, proven from the report itself.
@@ -208,7 +208,7 @@ pub(crate) struct KernelRecord {
     pub(crate) calls: u64,
     /// Launches without a duration metric (`n/a`, empty): in `calls`, not in
     /// `total_ms`; when every launch is untimed, the time is unknown, not 0.
-    #[serde(default, skip_serializing_if = "super::is_zero")]
+    #[serde(default, skip_serializing_if = "super::skip::is_zero")]
     pub(crate) untimed_calls: u64,
     /// Over the timed launches (0 when there are none).
     pub(crate) mean_ms: f64,

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::diff::{Diff, Row, Source};
 use super::verdict::{Thresholds, Verdict};
-use super::{Diff, Row, Source};
 use crate::error::{Error, ErrorKind};
 use crate::regions::{self, glob_match, Selector};
 
@@ -139,8 +139,8 @@ impl Outcome {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub(crate) struct CheckReport {
     pub(crate) schema: String,
-    pub(crate) run: super::RunRef,
-    pub(crate) baseline: super::RunRef,
+    pub(crate) run: super::diff::RunRef,
+    pub(crate) baseline: super::diff::RunRef,
     pub(crate) budgets: Option<String>,
     pub(crate) strict: bool,
     pub(crate) method: String,
@@ -202,8 +202,8 @@ pub(crate) fn check(args: &CheckArgs) -> Result<CheckReport, Error> {
         return first_run(args, &budgets);
     }
     let judge = |s: Source, n: &str| budgets.judge(s, n);
-    let options = super::Options { top: 0, discount_shift: args.discount_shift };
-    let diff: Diff = super::diff(args.baseline, args.run, options, &judge)?;
+    let options = super::diff::Options { top: 0, discount_shift: args.discount_shift };
+    let diff: Diff = super::diff::diff(args.baseline, args.run, options, &judge)?;
     for (which, run) in [("run", &diff.b), ("baseline", &diff.a)] {
         if run.status != crate::manifest::Status::Ok {
             return Err(Error::new(
@@ -293,8 +293,8 @@ pub(crate) fn check(args: &CheckArgs) -> Result<CheckReport, Error> {
 /// must be readable, ok and hold samples), every row is new, and the check passes.
 fn first_run(args: &CheckArgs, budgets: &Budgets) -> Result<CheckReport, Error> {
     let judge = |s: Source, n: &str| budgets.judge(s, n);
-    let options = super::Options { top: 0, discount_shift: args.discount_shift };
-    let diff = super::diff(args.run, args.run, options, &judge)?;
+    let options = super::diff::Options { top: 0, discount_shift: args.discount_shift };
+    let diff = super::diff::diff(args.run, args.run, options, &judge)?;
     if diff.b.status != crate::manifest::Status::Ok {
         return Err(Error::new(
             ErrorKind::StageFailed,
@@ -310,7 +310,7 @@ fn first_run(args: &CheckArgs, budgets: &Budgets) -> Result<CheckReport, Error> 
     );
     Ok(CheckReport {
         schema: CHECK_SCHEMA.into(),
-        baseline: super::RunRef {
+        baseline: super::diff::RunRef {
             path: args.baseline.display().to_string(),
             run_id: String::new(),
             status: crate::manifest::Status::Ok,

@@ -3,8 +3,8 @@
 use std::fmt::Write;
 
 use super::check::{CheckReport, Outcome};
+use super::diff::{tally, Diff, MetricRow, Row, Source};
 use super::verdict::{Side, Verdict};
-use super::{tally, Diff, MetricRow, Row, Source};
 use crate::markdown::{code, text};
 use crate::report::html::{esc, STYLE};
 
@@ -243,21 +243,6 @@ fn bar(r: &Row) -> String {
     s
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_dot_at_either_end_of_the_axis_is_drawn_whole() {
-        for pct in [-1e9, -100.0, 0.0, 100.0, 250.0] {
-            let x = axis_x(pct);
-            assert!(x - DOT_R >= 0.0 && x + DOT_R <= BAR_PX, "{pct}: {x}");
-        }
-        assert_eq!(axis_x(0.0), BAR_PX / 2.0);
-        assert!(axis_x(50.0) > axis_x(10.0));
-    }
-}
-
 pub(crate) fn check_markdown(c: &CheckReport) -> String {
     let mut m = String::new();
     let failing = c.checks.iter().filter(|x| x.fails).count();
@@ -347,4 +332,19 @@ pub(crate) fn check_markdown(c: &CheckReport) -> String {
     }
     notes(&mut m, &c.notes);
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dot_at_either_end_of_the_axis_is_drawn_whole() {
+        for pct in [-1e9, -100.0, 0.0, 100.0, 250.0] {
+            let x = axis_x(pct);
+            assert!(x - DOT_R >= 0.0 && x + DOT_R <= BAR_PX, "{pct}: {x}");
+        }
+        assert_eq!(axis_x(0.0), BAR_PX / 2.0);
+        assert!(axis_x(50.0) > axis_x(10.0));
+    }
 }

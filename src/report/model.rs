@@ -88,7 +88,7 @@ pub(crate) struct KernelRow {
     pub(crate) calls: u64,
     /// ncu launches without a duration (`n/a`): in `calls`, not in `total_ms`;
     /// when every launch is untimed the kernel's time is unknown, not 0.
-    #[serde(default, skip_serializing_if = "crate::aggregate::is_zero")]
+    #[serde(default, skip_serializing_if = "crate::aggregate::skip::is_zero")]
     pub(crate) untimed_calls: u64,
     /// Over the timed launches.
     pub(crate) mean_ms: f64,

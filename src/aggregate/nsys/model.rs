@@ -141,9 +141,9 @@ pub struct Region {
     pub gpu_span_ns: i64,
     /// Of `kernel_count` and `gpu_time_ns`: the kernels a CUDA graph ran
     /// (graph nodes, attributed through the graph's launch call); absent when none.
-    #[serde(default, skip_serializing_if = "crate::aggregate::is_zero")]
+    #[serde(default, skip_serializing_if = "crate::aggregate::skip::is_zero")]
     pub graph_kernel_count: usize,
-    #[serde(default, skip_serializing_if = "crate::aggregate::is_zero")]
+    #[serde(default, skip_serializing_if = "crate::aggregate::skip::is_zero")]
     pub graph_gpu_time_ns: i64,
     /// The kernels behind `kernel_count` and `gpu_time_ns`, by name: longest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -225,9 +225,9 @@ pub struct Unattributed {
     pub kernel_count: usize,
     pub gpu_time_ns: i64,
     /// Of them, CUDA graph nodes whose launch no range held (or was not traced).
-    #[serde(default, skip_serializing_if = "crate::aggregate::is_zero")]
+    #[serde(default, skip_serializing_if = "crate::aggregate::skip::is_zero")]
     pub graph_kernel_count: usize,
-    #[serde(default, skip_serializing_if = "crate::aggregate::is_zero")]
+    #[serde(default, skip_serializing_if = "crate::aggregate::skip::is_zero")]
     pub graph_gpu_time_ns: i64,
     /// By name, longest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

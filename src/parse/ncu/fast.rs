@@ -20,8 +20,8 @@ use std::borrow::Cow;
 use std::io::{Read, Seek};
 use std::path::Path;
 
+use super::rows::LaunchSink;
 use super::rows::{io_error, open_file, parse_nvtx_stack, parse_start_end, LaunchView, MetricRef, NvtxFrame};
-use super::LaunchSink;
 use crate::error::{Error, ErrorKind};
 use crate::parse::mapped::Mapped;
 use crate::regions::Attribution;

@@ -11,10 +11,9 @@ use std::path::Path;
 
 pub use details::{open, DetailsReader};
 pub use fast::{ingest, ingest_blocks};
-pub use rows::{with_view, Launch, LaunchView, Metric, MetricRef, NvtxFrame};
+pub use rows::{with_view, Launch, LaunchSink, LaunchView, Metric, MetricRef, NvtxFrame};
 
 use crate::error::Error;
-use crate::regions::Attribution;
 use rows::{csv_error, open_file, skip_to_header};
 
 /// Which page of `ncu --csv` a file holds, told by its header.
@@ -44,16 +43,4 @@ pub fn read_any<R: Read + 'static>(input: R, path: &Path) -> Result<(Layout, Lau
     } else {
         Ok((Layout::Raw, Box::new(raw::RawReader::new(rows, &head, path)?)))
     }
-}
-
-/// What the readers feed: results with borrowed rows, and how they find their
-/// regions (`regions` are the pass's own, for range attribution). The parallel
-/// reader gives each worker a [`LaunchSink::split`] and folds the parts back
-/// with [`LaunchSink::absorb`] in file order.
-pub trait LaunchSink: Send + Sized {
-    fn add(&mut self, launch: &LaunchView, how: Attribution, regions: &[String]);
-    /// A new, empty sink with the same options.
-    fn split(&self) -> Self;
-    /// Fold in a sink that read a later part of the input.
-    fn absorb(&mut self, other: Self);
 }

@@ -317,6 +317,18 @@ impl LaunchView<'_> {
     }
 }
 
+/// What the readers feed: results with borrowed rows, and how they find their
+/// regions (`regions` are the pass's own, for range attribution). The parallel
+/// reader gives each worker a [`LaunchSink::split`] and folds the parts back
+/// with [`LaunchSink::absorb`] in file order.
+pub trait LaunchSink: Send + Sized {
+    fn add(&mut self, launch: &LaunchView, how: crate::regions::Attribution, regions: &[String]);
+    /// A new, empty sink with the same options.
+    fn split(&self) -> Self;
+    /// Fold in a sink that read a later part of the input.
+    fn absorb(&mut self, other: Self);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
