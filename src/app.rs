@@ -277,6 +277,10 @@ fn flag_overrides(args: &ProfileArgs) -> Vec<String> {
     if args.no_ncu {
         o.push("pipeline.ncu.enable=false".into());
     }
+    if let Some(mode) = args.annotate {
+        let mode = serde_json::to_value(mode).expect("a mode serializes");
+        o.push(format!("annotate.mode={}", mode.as_str().unwrap_or("off")));
+    }
     o
 }
 

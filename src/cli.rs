@@ -253,6 +253,11 @@ pub(crate) struct ProfileArgs {
     /// Skip Nsight Compute (pipeline.ncu.enable=false).
     #[arg(long, conflicts_with = "replay_mode")]
     pub(crate) no_ncu: bool,
+    /// NVTX ranges injected into a Python command after `--`, the program
+    /// unchanged (annotate.mode): `modules`, a range per nn.Module forward
+    /// named by its path (`blocks.0.mlp`), in the domain llmperf.modules.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub(crate) annotate: Option<crate::config::schema::AnnotateMode>,
     /// Where run directories are created (runner.artifacts.root).
     #[arg(short = 'o', long = "output-root", value_name = "DIR")]
     pub(crate) output_root: Option<PathBuf>,

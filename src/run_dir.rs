@@ -81,6 +81,9 @@ pub(crate) const RANKS_HTML: &str = "ranks.html";
 pub(crate) const RANKS_DIR: &str = "ranks";
 /// In a rank's run directory: which rank of which job wrote it.
 pub(crate) const RANK_JSON: &str = "rank.json";
+/// `--annotate`: the bootstrap every Python process of the command imports (plan/annotate.rs).
+pub(crate) const ANNOTATE_DIR: &str = "annotate";
+pub(crate) const ANNOTATE_BOOTSTRAP: &str = "annotate/sitecustomize.py";
 /// `profile --launcher torchrun|mpirun`: `<pid>.json` per rank, from its launcher's environment.
 pub(crate) const LAUNCHED_RANKS_DIR: &str = "launcher/ranks";
 pub(crate) const LAUNCHED_RANK_PATTERN: &str = "launcher/ranks/*";

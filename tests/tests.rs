@@ -4,6 +4,7 @@
 //! starts nsys. One file's tests: `cargo test --release --test tests compare::`.
 #[macro_use]
 mod common;
+mod annotate;
 mod bad_inputs;
 mod cli;
 mod compare;

@@ -18,6 +18,45 @@ pub struct Config {
     /// What llmperf cannot know of a user's command: its work per region.
     #[serde(default)]
     pub(crate) workload: UserWorkload,
+    /// NVTX ranges llmperf injects into a user's Python command.
+    #[serde(default)]
+    pub(crate) annotate: Annotate,
+}
+
+/// `annotate.*`: ranges around a user's PyTorch modules (`--annotate modules`),
+/// with the program unchanged (plan/annotate.rs).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Annotate {
+    #[serde(default)]
+    pub(crate) mode: AnnotateMode,
+    /// Module nesting levels that get a range (the outermost module is level 1).
+    #[serde(default = "four")]
+    pub(crate) depth: u32,
+    /// Only module paths this regular expression finds a match in get a range.
+    #[serde(default)]
+    pub(crate) include: Option<String>,
+}
+
+fn four() -> u32 {
+    4
+}
+
+impl Default for Annotate {
+    fn default() -> Self {
+        Annotate { mode: AnnotateMode::Off, depth: four(), include: None }
+    }
+}
+
+/// What `--annotate` injects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum AnnotateMode {
+    /// Nothing: the program's own ranges only.
+    #[default]
+    Off,
+    /// A range per `nn.Module` forward call, named by the module's path.
+    Modules,
 }
 
 /// `workload.*`: analytic work of a user's command (`-- CMD`), per NVTX region.

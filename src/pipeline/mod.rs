@@ -75,9 +75,27 @@ pub(crate) fn profile(req: Request) -> Result<Outcome, Error> {
             provenance::add_model_metadata(&run, provenance::inputs(cfg, &app, true))?;
             provenance::add_libtorch(&run)?;
         }
+        if plan.annotates() {
+            warn_without_module_ranges(&run);
+        }
         Ok(())
     })();
     finish(&run, manifest, verdict, stages)
+}
+
+/// `--annotate modules` whose capture holds no range of its domain: a
+/// command that is not Python, never imports torch, or calls no module; or an
+/// NVTX library the profiler does not see. Said loudly: the reports would
+/// otherwise look like a program without modules.
+fn warn_without_module_ranges(run: &RunDir) {
+    let Some(regions) = run.read_json::<crate::aggregate::nsys::RegionsReport>(run_dir::NSYS_REGIONS) else { return };
+    let domain = crate::plan::annotate::DOMAIN;
+    if !regions.regions.iter().any(|r| r.domain == domain) {
+        tracing::warn!(
+            "--annotate modules: the capture holds no range of the {domain} domain (hint: the command must be a Python program that imports torch and calls nn.Module forwards; see {} in the run directory and the application's stderr for the bootstrap's own message)",
+            run_dir::ANNOTATE_BOOTSTRAP
+        );
+    }
 }
 
 /// `--device cuda:N` of the built-in workload, checked before any profiler

@@ -6,6 +6,7 @@
 //! launcher; [`job`] holds the per-rank rules, [`ncu`] plans the Nsight
 //! Compute passes from the plan's [`NcuInputs`] and what nsys saved. A run
 //! enters `plan/` twice: here, and for the ncu passes after nsys.
+pub(crate) mod annotate;
 pub(crate) mod job;
 pub(crate) mod launcher;
 pub mod ncu;
@@ -54,6 +55,10 @@ pub(crate) struct RunPlan {
     pub(crate) nsys: Use,
     pub(crate) ncu: Use,
     pub(crate) ncu_inputs: NcuInputs,
+    /// `--annotate`: ranges injected into the user's command (plan/annotate.rs),
+    /// with the PYTHONPATH llmperf was started with.
+    pub(crate) annotate: crate::config::schema::Annotate,
+    pythonpath: Option<OsString>,
 }
 
 /// Where the run directory goes (its name is drawn when it is created).
@@ -105,6 +110,7 @@ impl RunPlan {
             None => req.command.clone(),
         };
         let app = App::of(cfg, &command, req.no_nvtx)?;
+        annotate::check(&cfg.annotate, matches!(app, App::Builtin { .. }))?;
         let baseline = matches!(app, App::Builtin { .. }) && cfg.runner.run.baseline;
         let job = match (&req.rank, &req.launcher) {
             (Some(r), _) => Some(Job::of_rank(cfg, r)?),
@@ -126,19 +132,40 @@ impl RunPlan {
             leave_out_comm: job.as_ref().is_some_and(|j| j.exclude_comm),
             inside_rank: job.as_ref().and_then(|j| j.ncu_rank),
         };
-        Ok(RunPlan { app, baseline, place, launch: req.launcher.clone(), nsys, ncu, ncu_inputs })
+        Ok(RunPlan {
+            app,
+            baseline,
+            place,
+            launch: req.launcher.clone(),
+            nsys,
+            ncu,
+            ncu_inputs,
+            annotate: cfg.annotate.clone(),
+            pythonpath: std::env::var_os("PYTHONPATH"),
+        })
     }
 
-    /// The run directory, created where the plan put it (a rank's with its `rank.json`).
+    /// The run directory, created where the plan put it (a rank's with its
+    /// `rank.json`; with `--annotate`, the bootstrap).
     pub(crate) fn create_run_dir(&self) -> Result<RunDir, Error> {
-        match &self.place {
-            Place::Single { root } => RunDir::create(root),
+        let run = match &self.place {
+            Place::Single { root } => RunDir::create(root)?,
             Place::Rank { root, id } => {
                 let run = RunDir::create_rank(root, &id.job, id.rank)?;
                 run.write_json(run_dir::RANK_JSON, id)?;
-                Ok(run)
+                run
             }
+        };
+        if self.annotates() {
+            run.subdir(run_dir::ANNOTATE_DIR)?;
+            run.write(run_dir::ANNOTATE_BOOTSTRAP, annotate::BOOTSTRAP.as_bytes())?;
         }
+        Ok(run)
+    }
+
+    /// Whether llmperf injects ranges into the command (`--annotate`).
+    pub(crate) fn annotates(&self) -> bool {
+        self.annotate.mode != crate::config::schema::AnnotateMode::Off
     }
 
     /// Whether no stage runs the application (nothing profiled, no baseline).
@@ -155,6 +182,8 @@ impl RunPlan {
             Profiler::Ncu => (run_dir::NCU_TIMINGS_JSON, run_dir::LAUNCHED_NCU_RANKS_DIR),
         };
         let inner = self.app_argv(run, timings);
+        let dir = absolute(&run.join(run_dir::ANNOTATE_DIR));
+        let inner = annotate::wrap(&self.annotate, &dir, self.pythonpath.as_ref(), inner);
         match &self.launch {
             Some(_) if profiler == Profiler::Ncu && self.ncu_inputs.inside_rank.is_some() => inner,
             Some(l) => l.around(Some(&run.join(record)), None, &inner),

@@ -1,0 +1,113 @@
+//! plan: `--annotate modules`, NVTX ranges around a user's PyTorch modules
+//! with the program unchanged. The run directory gets a bootstrap
+//! (`annotate/sitecustomize.py`, the Python text next to this file), and the
+//! application runs as `env PYTHONPATH=<run>/annotate:… LLMPERF_ANNOTATE=… CMD`:
+//! every Python process of the command imports it at start-up, and once the
+//! program imports torch, global forward hooks push a range per module call
+//! named by the module's path, in the NVTX domain [`DOMAIN`].
+use std::ffi::OsString;
+use std::path::Path;
+
+use crate::config::schema::{Annotate, AnnotateMode};
+use crate::error::Error;
+
+/// The NVTX domain of the injected ranges: their selectors read `llmperf.modules@PATH`.
+pub(crate) const DOMAIN: &str = "llmperf.modules";
+
+/// The bootstrap written into the run directory.
+pub(crate) const BOOTSTRAP: &str = include_str!("annotate_sitecustomize.py");
+
+/// What `annotate.*` asks, checked before a run directory exists.
+pub(crate) fn check(cfg: &Annotate, builtin: bool) -> Result<(), Error> {
+    if cfg.mode == AnnotateMode::Off {
+        return Ok(());
+    }
+    if builtin {
+        return Err(Error::usage("--annotate injects ranges into a Python command after `--`; the built-in workloads have their own")
+            .with_hint("drop --annotate (annotate.mode=off), or profile your script: llmperf profile --annotate modules -- python infer.py"));
+    }
+    if cfg.depth == 0 {
+        return Err(Error::config("annotate.depth=0 leaves every module without a range")
+            .with_hint("set annotate.depth to 1 (the outermost module) or more; the default is 4"));
+    }
+    if let Some(pattern) = &cfg.include {
+        // Python's `re` reads it; a pattern the regex crate refuses is most likely a typo there too.
+        regex::Regex::new(pattern).map_err(|e| {
+            Error::config(format!("annotate.include is not a regular expression: {e}"))
+                .with_hint("a pattern searched in each module path, e.g. annotate.include='mlp|attn'")
+        })?;
+    }
+    Ok(())
+}
+
+/// The application's argv with the bootstrap's environment in front (`env
+/// NAME=VALUE… CMD`): `dir` first on PYTHONPATH, ahead of `pythonpath` (the
+/// caller's own).
+pub(crate) fn wrap(cfg: &Annotate, dir: &Path, pythonpath: Option<&OsString>, argv: Vec<OsString>) -> Vec<OsString> {
+    if cfg.mode == AnnotateMode::Off {
+        return argv;
+    }
+    let mut path = OsString::from("PYTHONPATH=");
+    path.push(dir);
+    if let Some(rest) = pythonpath.filter(|p| !p.is_empty()) {
+        path.push(":");
+        path.push(rest);
+    }
+    let mut out: Vec<OsString> = vec!["env".into(), path];
+    out.push("LLMPERF_ANNOTATE=modules".into());
+    out.push(format!("LLMPERF_ANNOTATE_DOMAIN={DOMAIN}").into());
+    out.push(format!("LLMPERF_ANNOTATE_DEPTH={}", cfg.depth).into());
+    if let Some(pattern) = &cfg.include {
+        out.push(format!("LLMPERF_ANNOTATE_INCLUDE={pattern}").into());
+    }
+    out.extend(argv);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn modules() -> Annotate {
+        Annotate { mode: AnnotateMode::Modules, depth: 2, include: Some("mlp".into()) }
+    }
+
+    #[test]
+    fn the_command_runs_under_env_with_the_bootstrap_first_on_pythonpath() {
+        let argv = vec![OsString::from("python3"), "infer.py".into(), "--x=1".into()];
+        let old = OsString::from("/opt/lib");
+        let got = wrap(&modules(), Path::new("/r/annotate"), Some(&old), argv.clone());
+        let got: Vec<&str> = got.iter().map(|a| a.to_str().unwrap()).collect();
+        assert_eq!(
+            got,
+            [
+                "env",
+                "PYTHONPATH=/r/annotate:/opt/lib",
+                "LLMPERF_ANNOTATE=modules",
+                "LLMPERF_ANNOTATE_DOMAIN=llmperf.modules",
+                "LLMPERF_ANNOTATE_DEPTH=2",
+                "LLMPERF_ANNOTATE_INCLUDE=mlp",
+                "python3",
+                "infer.py",
+                "--x=1"
+            ]
+        );
+        let off = Annotate::default();
+        assert_eq!(wrap(&off, Path::new("/r/annotate"), None, argv.clone()), argv);
+        let plain = wrap(&Annotate { include: None, ..modules() }, Path::new("/r/a"), None, argv);
+        assert_eq!(plain[1], "PYTHONPATH=/r/a");
+        assert!(!plain.iter().any(|a| a.to_string_lossy().starts_with("LLMPERF_ANNOTATE_INCLUDE")));
+    }
+
+    #[test]
+    fn what_cannot_work_is_refused_before_the_run() {
+        assert!(check(&Annotate::default(), true).is_ok());
+        let e = check(&modules(), true).unwrap_err();
+        assert!(e.message.contains("the built-in workloads have their own"), "{}", e.message);
+        let e = check(&Annotate { depth: 0, ..modules() }, false).unwrap_err();
+        assert!(e.message.starts_with("annotate.depth=0"), "{}", e.message);
+        let e = check(&Annotate { include: Some("mlp(".into()), ..modules() }, false).unwrap_err();
+        assert!(e.message.starts_with("annotate.include is not a regular expression"), "{}", e.message);
+        assert!(check(&modules(), false).is_ok());
+    }
+}

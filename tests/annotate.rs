@@ -1,0 +1,116 @@
+//! `llmperf profile --annotate modules -- python SCRIPT` under the real nsys:
+//! module-path regions from a program that has no NVTX range of its own.
+//! The oracle is the script's structure (scripts/module_demo.py): each of its
+//! 3 forwards calls every module once.
+use crate::common::*;
+use std::path::Path;
+use std::time::Duration;
+
+fn profile(root: &Path, extra: &[&str]) -> std::process::Output {
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/module_demo.py");
+    llmperf()
+        .arg("profile")
+        .args(NSYS_HANG)
+        .args(["--no-ncu", "-o"])
+        .arg(root)
+        .args(extra)
+        .arg("--")
+        .arg(venv)
+        .arg(script)
+        .arg("3")
+        .timeout(Duration::from_secs(900))
+        .output()
+        .unwrap()
+}
+
+/// (path, instances) of the regions in the injected ranges' domain.
+fn module_regions(stdout: &[u8]) -> Vec<(String, u64)> {
+    let regions = json(&run_dir(stdout).join("nsys/regions.json"));
+    let mut got: Vec<(String, u64)> = regions["regions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["domain"] == "llmperf.modules")
+        .map(|r| (r["path"].as_str().unwrap().to_string(), r["instances"].as_u64().unwrap()))
+        .collect();
+    got.sort();
+    got
+}
+
+#[test]
+fn every_module_call_is_a_region_named_by_its_path() {
+    let _nsys = nsys_lock();
+    let root = tempfile::tempdir().unwrap();
+    let out = profile(root.path(), &["--annotate", "modules"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("no range of the llmperf.modules domain"), "{stderr}");
+    let mut want: Vec<(String, u64)> = vec![("Net".into(), 3), ("Net::head".into(), 3)];
+    for b in ["blocks.0", "blocks.1"] {
+        want.push((format!("Net::{b}"), 3));
+        want.push((format!("Net::{b}::{b}.attn"), 3));
+        want.push((format!("Net::{b}::{b}.mlp"), 3));
+        for i in 0..3 {
+            // depth 4 (the default): the mlp's Linear, ReLU, Linear are the fourth level.
+            want.push((format!("Net::{b}::{b}.mlp::{b}.mlp.{i}"), 3));
+        }
+    }
+    want.sort();
+    assert_eq!(module_regions(&out.stdout), want);
+    let dir = run_dir(&out.stdout);
+    assert!(dir.join("annotate/sitecustomize.py").is_file());
+    // SQL on nsys's own export: 14 module calls per forward, 3 forwards, all
+    // push/pop ranges (eventType 59) of the domain nsys saw created (75).
+    let db = rusqlite::Connection::open(dir.join("nsys/report.sqlite")).unwrap();
+    let pushes: i64 = db
+        .query_row(
+            "SELECT count(*) FROM NVTX_EVENTS WHERE eventType = 59 AND domainId = \
+             (SELECT domainId FROM NVTX_EVENTS WHERE eventType = 75 AND text = 'llmperf.modules')",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(pushes, 14 * 3);
+}
+
+#[test]
+fn depth_and_include_bound_the_ranges() {
+    let _nsys = nsys_lock();
+    let root = tempfile::tempdir().unwrap();
+    // Level 1 (Net) and 2 (blocks.N, head) only, and of those only paths with `head` or `mlp`.
+    let out = profile(root.path(), &["--annotate", "modules", "annotate.depth=2", "annotate.include=head|mlp"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(module_regions(&out.stdout), [("head".to_string(), 3)]);
+}
+
+#[test]
+fn a_command_that_records_no_module_range_is_said_loudly() {
+    let _nsys = nsys_lock();
+    let root = tempfile::tempdir().unwrap();
+    let out = llmperf()
+        .arg("profile")
+        .args(NSYS_HANG)
+        .args(["--no-ncu", "--annotate", "modules", "-o"])
+        .arg(root.path())
+        .args(["--", "sh", "-c", "true"])
+        .timeout(Duration::from_secs(900))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("WARN --annotate modules: the capture holds no range of the llmperf.modules domain"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn annotate_is_refused_for_the_built_in_workload() {
+    let root = tempfile::tempdir().unwrap();
+    let out = llmperf().args(["profile", "--annotate", "modules", "-o"]).arg(root.path()).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("the built-in workloads have their own"), "{stderr}");
+    assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0, "no run directory for a refused run");
+}
