@@ -80,6 +80,42 @@ pub(crate) fn strip_attributes<'a>(name: &'a str, keys: &[String]) -> Option<(&'
     }
 }
 
+/// Which NVTX API made a range: push/pop (`nvtxRangePush`, nested on a
+/// thread; `torch.cuda.nvtx.range_push`) or start/end (`nvtxRangeStart`, any
+/// thread). The one form from nsys's export (regions.json writes `PushPop` /
+/// `StartEnd`, the export's own words) through the ncu plan, which writes the
+/// two differently, to the preflight (`push_pop` / `start_end`, [`RangeStyle::snake`]).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[schemars(rename = "Style")]
+pub(crate) enum RangeStyle {
+    #[default]
+    PushPop,
+    StartEnd,
+}
+
+impl RangeStyle {
+    /// `push_pop` or `start_end`, as preflight.json writes it.
+    pub(crate) fn snake(self) -> &'static str {
+        match self {
+            RangeStyle::PushPop => "push_pop",
+            RangeStyle::StartEnd => "start_end",
+        }
+    }
+}
+
 /// How profiler results find their NVTX region: one type from the ncu plan
 /// (`ncu/plan.json`, per pass) through the readers and the aggregator to the
 /// region report (`source.attribution`), where the prose is chosen by it.

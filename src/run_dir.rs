@@ -35,6 +35,12 @@ pub(crate) fn attempt_log(log: &str, attempt: u32) -> String {
     log.replace(".log", &format!(".attempt{attempt}.log"))
 }
 
+/// `workload/plain_nsys.stdout.log` and `….stderr.log`: the application's
+/// output on a rank that ran it without that profiler (stage `plain:<profiler>`).
+pub(crate) fn plain_logs(profiler: &str) -> (String, String) {
+    (format!("workload/plain_{profiler}.stdout.log"), format!("workload/plain_{profiler}.stderr.log"))
+}
+
 pub(crate) const NSYS_REGIONS: &str = "nsys/regions.json";
 pub(crate) const NSYS_TOP_KERNELS: &str = "nsys/top_kernels.json";
 /// Per-instance durations of the regions and top kernels (for diff and check).

@@ -140,7 +140,7 @@ impl Builder {
         });
         let wall = own
             .iter()
-            .filter(|x| x.depth == 0 && x.style == crate::parse::nsys::sqlite::Style::PushPop)
+            .filter(|x| x.depth == 0 && x.style == crate::regions::RangeStyle::PushPop)
             .map(|x| x.inclusive_ns)
             .sum();
         self.ranks.push(RankEntry {

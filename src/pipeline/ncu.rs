@@ -5,7 +5,6 @@
 //! stage reads every pass's CSV into the region aggregator and writes
 //! `ncu/regions/` and `roofline.json`. Every raw file is written before
 //! anything parses it and kept on failure.
-use crate::parse::nsys::sqlite::Style;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -169,7 +168,7 @@ fn preflight(
                     .regions
                     .into_iter()
                     .map(|r| preflight::Region {
-                        start_end: r.style == Style::StartEnd,
+                        style: r.style,
                         path: r.path,
                         name: r.name,
                         domain: r.domain,
@@ -302,11 +301,8 @@ fn empty_cause(codes: &[String], preflight: Option<&Preflight>) -> String {
 /// ran, and what the run plan says of ncu in a job ([`NcuInputs`]).
 fn plan_from_run(run: &RunDir, cfg: &Config, inputs: &NcuInputs) -> NcuPlan {
     let found: Option<Vec<FoundRegion>> = run.read_json::<RegionsReport>(run_dir::NSYS_REGIONS).map(|r| {
-        let mut v: Vec<FoundRegion> = r
-            .regions
-            .into_iter()
-            .map(|r| FoundRegion { start_end: r.style == Style::StartEnd, path: r.path, domain: r.domain })
-            .collect();
+        let mut v: Vec<FoundRegion> =
+            r.regions.into_iter().map(|r| FoundRegion { style: r.style, path: r.path, domain: r.domain }).collect();
         v.sort();
         v.dedup();
         v

@@ -45,7 +45,7 @@ pub(crate) fn plain(
     why: &str,
 ) -> Result<StageOutcome, Error> {
     run.subdir(run_dir::WORKLOAD_DIR)?;
-    let (out, err) = (format!("workload/plain_{profiler}.stdout.log"), format!("workload/plain_{profiler}.stderr.log"));
+    let (out, err) = run_dir::plain_logs(profiler);
     let spec = Spawn::new(app.to_vec()).stdout(Sink::File(run.join(&out))).stderr(Sink::File(run.join(&err)));
     let name = format!("plain:{profiler}");
     tracing::info!("{why}");

@@ -15,7 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::schema::{NcuCli, ReplayMode, RunMode};
 use crate::config::Config;
-use crate::profile::ncu::{compile_selector, escape_regex, Matching, RangeStyle};
+use crate::profile::ncu::{compile_selector, escape_regex, Matching};
+use crate::regions::RangeStyle;
 use crate::regions::{self, Attribution, Selector};
 
 pub(crate) const PLAN_SCHEMA: &str = "llmperf.ncu-plan/v1";
@@ -108,7 +109,7 @@ impl Pass {
 pub struct FoundRegion {
     pub(crate) path: String,
     pub(crate) domain: String,
-    pub(crate) start_end: bool,
+    pub(crate) style: RangeStyle,
 }
 
 impl FoundRegion {
@@ -389,7 +390,7 @@ fn level_of(selector: &str) -> usize {
 /// start/end range of that name.
 fn compile(selectors: &[String], matching: Matching, found: Option<&[FoundRegion]>) -> Vec<String> {
     let style = |s: &str| {
-        let start_end = found.is_some_and(|f| f.iter().any(|r| r.start_end && r.selector() == s));
+        let start_end = found.is_some_and(|f| f.iter().any(|r| r.style == RangeStyle::StartEnd && r.selector() == s));
         if start_end {
             RangeStyle::StartEnd
         } else {
@@ -509,7 +510,7 @@ mod tests {
     /// parent); a name nsys saw nested under another goes apart from it.
     #[test]
     fn passes_follow_the_nesting_nsys_found() {
-        let found = |p: &str| FoundRegion { path: p.into(), domain: String::new(), start_end: false };
+        let found = |p: &str| FoundRegion { path: p.into(), domain: String::new(), style: RangeStyle::PushPop };
         let found = [found("A"), found("A::A1"), found("B"), found("B::A1"), found("C"), found("C::B")];
         let p = plan(&cli("range", &["A::A1", "B::A1", "C"]), RunMode::Deep, None, Some(&found));
         let passes: Vec<Vec<&str>> =
@@ -521,7 +522,7 @@ mod tests {
             p.passes.iter().map(|p| p.expressions.iter().map(String::as_str).collect()).collect();
         assert_eq!(passes, [vec!["B/"], vec!["C/"]], "C::B: a C range holds a B range");
         // nsys saw a start/end range: no trailing slash.
-        let se = [FoundRegion { path: "step:1".into(), domain: String::new(), start_end: true }];
+        let se = [FoundRegion { path: "step:1".into(), domain: String::new(), style: RangeStyle::StartEnd }];
         let p = plan(&cli("range", &["step:1"]), RunMode::Deep, None, Some(&se));
         assert_eq!(p.passes[0].expressions, ["step:1"]);
     }
@@ -547,9 +548,9 @@ mod tests {
     #[test]
     fn range_replay_takes_the_regions_nsys_found() {
         let found = [
-            FoundRegion { path: "prefill".into(), domain: "LLM".into(), start_end: false },
-            FoundRegion { path: "decode_all".into(), domain: "LLM".into(), start_end: false },
-            FoundRegion { path: "decode_all::decode_step".into(), domain: "LLM".into(), start_end: false },
+            FoundRegion { path: "prefill".into(), domain: "LLM".into(), style: RangeStyle::PushPop },
+            FoundRegion { path: "decode_all".into(), domain: "LLM".into(), style: RangeStyle::PushPop },
+            FoundRegion { path: "decode_all::decode_step".into(), domain: "LLM".into(), style: RangeStyle::PushPop },
         ];
         let p = plan(&cli("range", &[]), RunMode::Deep, None, Some(&found));
         assert_eq!(p.regions_from, "nsys");

@@ -61,7 +61,7 @@ pub struct Region {
     pub name: String,
     /// Empty for the default domain.
     pub domain: String,
-    pub(crate) start_end: bool,
+    pub(crate) style: crate::regions::RangeStyle,
     pub depth: usize,
     pub instances: usize,
     pub kernel_count: usize,
@@ -153,7 +153,7 @@ fn check_one(selector: &str, captured: &[Region]) -> Check {
         .collect();
     also.sort();
     also.dedup();
-    let style = hits.first().map(|r| if r.start_end { "start_end" } else { "push_pop" }.to_string());
+    let style = hits.first().map(|r| r.style.snake().to_string());
     let did_you_mean = if hits.is_empty() { nearest(selector, captured.iter().map(name_of)) } else { Vec::new() };
     Check {
         selector: selector.to_string(),
@@ -190,7 +190,11 @@ mod tests {
             path: path.into(),
             name: path.rsplit("::").next().unwrap().to_string(),
             domain: domain.into(),
-            start_end: style == "StartEnd",
+            style: if style == "StartEnd" {
+                crate::regions::RangeStyle::StartEnd
+            } else {
+                crate::regions::RangeStyle::PushPop
+            },
             depth: path.matches("::").count(),
             instances,
             kernel_count: kernels,

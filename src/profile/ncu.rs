@@ -11,7 +11,7 @@ use crate::config::schema::{
 };
 use crate::error::Error;
 use crate::manifest::Diagnosis;
-use crate::regions;
+use crate::regions::{self, RangeStyle};
 use crate::run_dir::Page;
 
 /// Characters with a meaning in ncu's push/pop expressions (the `--nvtx-include` grammar of the Nsight Compute CLI documentation).
@@ -33,15 +33,6 @@ impl Matching {
             false => Matching::Filter,
         }
     }
-}
-
-/// Which NVTX API made a range: push/pop (`nvtxRangePush`, `torch.cuda.nvtx.range_push`)
-/// or start/end (`nvtxRangeStart`). ncu writes the two differently.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) enum RangeStyle {
-    #[default]
-    PushPop,
-    StartEnd,
 }
 
 /// Compile a region as reports name it (`A::A1`, `LLM@decode_all`, `decode*`)

@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 use super::model::{Derived, Inputs, KernelsReport, OperatorsReport, StageUse};
 use super::peaks::Peak;
-use crate::parse::nsys::sqlite::Style;
+use crate::regions::RangeStyle;
 
 const WIDTH: f64 = 900.0;
 
@@ -52,8 +52,8 @@ fn regions_chart(h: &mut String, inputs: &Inputs) {
         Some(r) if !r.regions.is_empty() => {
             // GPU time first wherever the capture has kernels in its ranges: on an
             // asynchronous GPU run the wall time of a range is the host's, not the device's.
-            let gpu = r.regions.iter().any(|x| x.style == Style::PushPop && x.kernel_count > 0);
-            for x in r.regions.iter().filter(|x| x.style == Style::PushPop) {
+            let gpu = r.regions.iter().any(|x| x.style == RangeStyle::PushPop && x.kernel_count > 0);
+            for x in r.regions.iter().filter(|x| x.style == RangeStyle::PushPop) {
                 let names = x.names();
                 let parent = (names.len() > 1).then(|| names[..names.len() - 1].to_vec());
                 let e = boxes.entry(names).or_insert((x.depth, parent, 0.0));

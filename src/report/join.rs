@@ -309,7 +309,7 @@ mod tests {
             parent: None,
             depth: names.len() - 1,
             domain: String::new(),
-            style: crate::parse::nsys::sqlite::Style::PushPop,
+            style: crate::regions::RangeStyle::PushPop,
             process_id: pid,
             thread_id: pid,
             instances: 2,

@@ -6,9 +6,9 @@ use std::fmt::Write;
 use super::model::{Derived, Inputs, KernelsReport, OperatorsReport, StageUse};
 use super::peaks::Peak;
 use crate::markdown::code;
-use crate::parse::nsys::sqlite::Style;
 use crate::provenance::capture::CaptureHost;
 use crate::provenance::Env;
+use crate::regions::RangeStyle;
 
 pub(crate) fn kernels_md(k: &KernelsReport) -> String {
     let mut md = format!("# Top kernels\n\nSource: {}.\n", k.source);
@@ -345,7 +345,7 @@ fn opt(v: Option<i64>) -> String {
 /// GPU busy time and kernel count over the whole capture (nsys).
 fn gpu_totals(inputs: &Inputs) -> Option<(f64, usize)> {
     let r = inputs.nsys_regions.as_ref()?;
-    let top: Vec<_> = r.regions.iter().filter(|x| x.depth == 0 && x.style == Style::PushPop).collect();
+    let top: Vec<_> = r.regions.iter().filter(|x| x.depth == 0 && x.style == RangeStyle::PushPop).collect();
     let ns: i64 = top.iter().map(|x| x.gpu_time_ns).sum::<i64>() + r.unattributed.gpu_time_ns;
     let n: usize = top.iter().map(|x| x.kernel_count).sum::<usize>() + r.unattributed.kernel_count;
     Some((ns as f64 / 1e6, n))
@@ -355,7 +355,7 @@ fn gpu_totals(inputs: &Inputs) -> Option<(f64, usize)> {
 /// launches and outside every range, as text; None when there were none.
 fn graph_totals(inputs: &Inputs) -> Option<String> {
     let r = inputs.nsys_regions.as_ref()?;
-    let top = r.regions.iter().filter(|x| x.depth == 0 && x.style == Style::PushPop);
+    let top = r.regions.iter().filter(|x| x.depth == 0 && x.style == RangeStyle::PushPop);
     let (n, ns) = top.fold((0, 0), |(n, ns), x| (n + x.graph_kernel_count, ns + x.graph_gpu_time_ns));
     let (un, uns) = (r.unattributed.graph_kernel_count, r.unattributed.graph_gpu_time_ns);
     (n + un > 0).then(|| {

@@ -25,8 +25,9 @@ use super::runs::{self, Runs};
 use crate::error::Error;
 use crate::parse::nsys::batched::Stream;
 use crate::parse::nsys::ingest::{Ingest, KernelSink, Timeline};
-use crate::parse::nsys::sqlite::{odd_note, pid_of, plausible, tid_of, Kernel, Launched, Names, NvtxRange, Style};
+use crate::parse::nsys::sqlite::{odd_note, pid_of, plausible, tid_of, Kernel, Launched, Names, NvtxRange};
 use crate::regions;
+use crate::regions::RangeStyle;
 
 /// What one pass over an export gives: the three reports, and the number
 /// of kernels read.
@@ -148,7 +149,7 @@ struct Acc {
     parent: Option<u32>,
     name: u32,
     domain: u32,
-    style: Style,
+    style: RangeStyle,
     global_tid: i64,
     depth: usize,
     instances: usize,
@@ -183,7 +184,7 @@ struct Open {
 /// accumulator; the [`Timeline`] of a pass.
 pub struct Sweep {
     regions: Vec<Acc>,
-    ids: HashMap<(i64, Option<u32>, Style, u32, u32), u32>,
+    ids: HashMap<(i64, Option<u32>, RangeStyle, u32, u32), u32>,
     stacks: HashMap<i64, Vec<Open>>,
     durations: Runs,
     /// Each push/pop instance's GPU time, keyed by region.
@@ -278,7 +279,7 @@ impl Sweep {
     fn range(&mut self, r: NvtxRange) -> Result<(), Error> {
         self.ranges += 1;
         let stack = self.stacks.entry(r.global_tid).or_default();
-        let parent = if r.style == Style::PushPop {
+        let parent = if r.style == RangeStyle::PushPop {
             Self::close(stack, &mut self.regions, &mut self.gpu_durations, &mut self.failed, r.start);
             stack.last().map(|o| o.region)
         } else {
@@ -322,7 +323,7 @@ impl Sweep {
             let p = &mut self.regions[p as usize];
             p.child_ns = p.child_ns.saturating_add(ns);
         }
-        if r.style == Style::PushPop {
+        if r.style == RangeStyle::PushPop {
             stack.push(Open { end: r.end, region, first_kernel: i64::MAX, last_kernel: i64::MIN, gpu_ns: 0 });
         }
         self.durations.push(region, ns)
@@ -734,7 +735,7 @@ mod tests {
             (names.intern("decode"), names.intern("step"), names.intern("g1"), names.intern("g2"), names.intern("k"));
         let tid = (7 << 24) | 7;
         let range =
-            |start, end, name| NvtxRange { start, end, name, domain: 0, style: Style::PushPop, global_tid: tid };
+            |start, end, name| NvtxRange { start, end, name, domain: 0, style: RangeStyle::PushPop, global_tid: tid };
         let launched =
             |launch, start, name, graph| Launched { global_tid: tid, launch, start, end: start + 10, name, graph };
         let launches = vec![

@@ -4,8 +4,8 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::parse::nsys::sqlite::Style;
 use crate::regions;
+use crate::regions::RangeStyle;
 
 pub(crate) const REGIONS_SCHEMA: &str = "llmperf.nsys-regions/v1";
 const SAMPLES_SCHEMA: &str = "llmperf.nsys-samples/v1";
@@ -121,7 +121,7 @@ pub struct Region {
     pub depth: usize,
     /// NVTX domain; empty for the default domain.
     pub domain: String,
-    pub(crate) style: Style,
+    pub(crate) style: RangeStyle,
     pub process_id: i64,
     pub(crate) thread_id: i64,
     pub instances: usize,

@@ -19,6 +19,7 @@ use super::launch_join;
 use super::sqlite_rows::Rows;
 use crate::error::{Error, ErrorKind};
 use crate::provenance::capture::{CaptureGpu, CaptureHost};
+use crate::regions::RangeStyle;
 
 const PUSH_POP: i64 = 59;
 const START_END: i64 = 60;
@@ -30,14 +31,6 @@ pub struct NsysDb {
     tables: HashSet<String>,
     /// Set up for scans in stored order ([`NsysDb::for_stored_scans`]).
     stored_scans: bool,
-}
-
-/// Which NVTX API made a range: push/pop (nested on a thread) or start/end.
-/// Written in regions.json as `PushPop` / `StartEnd`, the export's own words.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
-pub(crate) enum Style {
-    PushPop,
-    StartEnd,
 }
 
 /// Range, domain and kernel names, interned: a capture repeats a few names
@@ -85,7 +78,7 @@ pub struct NvtxRange {
     pub(crate) name: u32,
     /// 0 (empty) for the default domain.
     pub(crate) domain: u32,
-    pub(crate) style: Style,
+    pub(crate) style: RangeStyle,
     pub(crate) global_tid: i64,
 }
 
@@ -473,7 +466,7 @@ impl NsysDb {
             let range = NvtxRange {
                 start: rows.int(0),
                 end: rows.int(1),
-                style: if kind == push_pop { Style::PushPop } else { Style::StartEnd },
+                style: if kind == push_pop { RangeStyle::PushPop } else { RangeStyle::StartEnd },
                 name,
                 domain,
                 global_tid: rows.int(6),
