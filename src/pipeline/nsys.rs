@@ -69,12 +69,15 @@ pub(crate) fn capture(
         let own_failure = nsys_exception(&String::from_utf8_lossy(&stderr_tail));
         let rank_failed = crate::plan::launcher::first_failed_rank(&String::from_utf8_lossy(&stderr_tail));
         let stdout_tail = String::from_utf8_lossy(&tail_of(&run.join(run_dir::NSYS_STDOUT), 4096)).into_owned();
+        // The application's own output passes through nsys's stdout: the range
+        // lines can be far from its tail, so the whole log is scanned (with a range only).
+        let capture_range = nsys_cfg.capture_range != CaptureRange::None;
         let said_by_nsys = Said {
             last_words: &said,
             agent_failed: String::from_utf8_lossy(&stderr_tail).contains(AGENT_FAILED)
                 || stdout_tail.contains(AGENT_FAILED),
-            range_started: stdout_tail.contains(RANGE_STARTED),
-            range_ended: stdout_tail.contains(RANGE_ENDED),
+            range_started: capture_range && log_has_line(&run.join(run_dir::NSYS_STDOUT), RANGE_STARTED),
+            range_ended: capture_range && log_has_line(&run.join(run_dir::NSYS_STDOUT), RANGE_ENDED),
         };
         // With a capture range, nsys's default end (`stop-shutdown`) stops the application
         // with SIGINT when the range ends: the capture is whole, the signal is nsys's.
@@ -249,6 +252,14 @@ fn judge(done: &Finished, have_report: bool, said: &Said, cfg: &NsysConfig) -> O
 }
 
 /// The last `n` bytes of a file (a log that may be long), or nothing.
+/// Whether a line of the log at `path` holds `text` (read line by line; an
+/// unreadable log holds nothing).
+fn log_has_line(path: &Path, text: &str) -> bool {
+    use std::io::BufRead;
+    let Ok(file) = std::fs::File::open(path) else { return false };
+    std::io::BufReader::new(file).split(b'\n').map_while(Result::ok).any(|l| String::from_utf8_lossy(&l).contains(text))
+}
+
 fn tail_of(path: &Path, n: u64) -> Vec<u8> {
     use std::io::{Read, Seek, SeekFrom};
     let Ok(mut f) = std::fs::File::open(path) else { return Vec::new() };
@@ -617,6 +628,20 @@ mod tests {
 
     fn said() -> Said<'static> {
         Said { last_words: "", agent_failed: false, range_started: false, range_ended: false }
+    }
+
+    #[test]
+    fn the_range_lines_are_found_however_much_the_application_printed_after_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("stdout.log");
+        let app = "a line of the application's own output\n".repeat(1000);
+        std::fs::write(&log, format!("{RANGE_STARTED}\n{app}")).unwrap();
+        assert!(
+            tail_of(&log, 4096).len() == 4096 && !String::from_utf8_lossy(&tail_of(&log, 4096)).contains(RANGE_STARTED)
+        );
+        assert!(log_has_line(&log, RANGE_STARTED));
+        assert!(!log_has_line(&log, RANGE_ENDED));
+        assert!(!log_has_line(&dir.path().join("missing.log"), RANGE_STARTED));
     }
 
     fn cfg() -> NsysConfig {
