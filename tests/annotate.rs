@@ -7,8 +7,12 @@ use std::path::Path;
 use std::time::Duration;
 
 fn profile(root: &Path, extra: &[&str]) -> std::process::Output {
+    profile_script(root, extra, "scripts/module_demo.py", &["3"])
+}
+
+fn profile_script(root: &Path, extra: &[&str], script: &str, args: &[&str]) -> std::process::Output {
     let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/module_demo.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(script);
     llmperf()
         .arg("profile")
         .args(NSYS_HANG)
@@ -18,7 +22,7 @@ fn profile(root: &Path, extra: &[&str]) -> std::process::Output {
         .arg("--")
         .arg(venv)
         .arg(script)
-        .arg("3")
+        .args(args)
         .timeout(Duration::from_secs(900))
         .output()
         .unwrap()
@@ -26,12 +30,16 @@ fn profile(root: &Path, extra: &[&str]) -> std::process::Output {
 
 /// (path, instances) of the regions in the injected ranges' domain.
 fn module_regions(stdout: &[u8]) -> Vec<(String, u64)> {
+    regions_of(stdout, "llmperf.modules")
+}
+
+fn regions_of(stdout: &[u8], domain: &str) -> Vec<(String, u64)> {
     let regions = json(&run_dir(stdout).join("nsys/regions.json"));
     let mut got: Vec<(String, u64)> = regions["regions"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|r| r["domain"] == "llmperf.modules")
+        .filter(|r| r["domain"] == domain)
         .map(|r| (r["path"].as_str().unwrap().to_string(), r["instances"].as_u64().unwrap()))
         .collect();
     got.sort();
@@ -111,6 +119,75 @@ fn annotate_is_refused_for_the_built_in_workload() {
     let out = llmperf().args(["profile", "--annotate", "modules", "-o"]).arg(root.path()).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("the built-in workloads have their own"), "{stderr}");
+    assert!(stderr.contains("the libtorch built-in workloads have their own"), "{stderr}");
     assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0, "no run directory for a refused run");
+}
+
+/// The region path of module `path` under `phase`: the phase, the outermost
+/// module by class, then every called module whose path is a prefix of it.
+fn nested(phase: &str, top: &str, path: &str, called: &serde_json::Map<String, serde_json::Value>) -> Vec<String> {
+    let mut chain = vec![phase.to_string(), top.to_string()];
+    if path == top {
+        return chain;
+    }
+    let parts: Vec<&str> = path.split('.').collect();
+    for n in 1..parts.len() {
+        let prefix = parts[..n].join(".");
+        if called.contains_key(&prefix) {
+            chain.push(prefix);
+        }
+    }
+    chain.push(path.to_string());
+    chain
+}
+
+#[test]
+fn a_hugging_face_generate_splits_into_prefill_and_decode_steps_per_module() {
+    let _nsys = nsys_lock();
+    let root = tempfile::tempdir().unwrap();
+    let counts = root.path().join("counts.json");
+    let counts_arg = counts.to_str().unwrap();
+    // 5 new tokens: one prefill forward and 4 decode forwards.
+    let out = profile_script(
+        root.path(),
+        &["--annotate", "modules"],
+        "scripts/hf_module_demo.py",
+        &["llama", "5", counts_arg],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let called = json(&counts);
+    let called = called.as_object().unwrap();
+    assert_eq!(called["LlamaForCausalLM"], 5, "the script's own count of forwards");
+    let mut want: Vec<(String, u64)> = Vec::new();
+    for (phase, share) in [("prefill", 1), ("decode_step", 4)] {
+        want.push((phase.to_string(), share));
+        for (path, calls) in called {
+            let chain = nested(phase, "LlamaForCausalLM", path, called);
+            // Depth 4 (the default): the outermost module is level 1.
+            if chain.len() - 1 <= 4 {
+                assert_eq!(calls.as_u64().unwrap(), 5, "{path}: every module runs once per forward");
+                want.push((chain.join("::"), share));
+            }
+        }
+    }
+    want.sort();
+    assert_eq!(module_regions(&out.stdout), want);
+}
+
+#[test]
+fn with_ops_the_operators_nest_under_their_modules() {
+    let _nsys = nsys_lock();
+    let root = tempfile::tempdir().unwrap();
+    let extra = ["--annotate", "ops", "annotate.depth=2"];
+    let out = profile_script(root.path(), &extra, "scripts/hf_module_demo.py", &["llama", "3"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let got = regions_of(&out.stdout, "");
+    let find = |path: &str| got.iter().find(|(p, _)| p == path).map(|(_, n)| *n);
+    // The LM head is one Linear: one aten::linear per forward, inside it.
+    assert_eq!(find("prefill::LlamaForCausalLM::lm_head"), Some(1));
+    assert_eq!(find("prefill::LlamaForCausalLM::lm_head::aten::linear"), Some(1));
+    assert_eq!(find("decode_step::LlamaForCausalLM::lm_head::aten::linear"), Some(2));
+    assert!(got.iter().all(|(p, _)| !p.contains("llmperf.modules")), "{got:?}");
 }

@@ -9,6 +9,7 @@ mod bad_inputs;
 mod cli;
 mod compare;
 mod gpu_fixtures;
+mod hf;
 mod html;
 mod launchers;
 mod layout;

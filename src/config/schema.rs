@@ -57,6 +57,10 @@ pub(crate) enum AnnotateMode {
     Off,
     /// A range per `nn.Module` forward call, named by the module's path.
     Modules,
+    /// `modules`, and a range per PyTorch operator (torch's emit_nvtx).
+    Ops,
+    /// `modules` when the command is Python (or `--model hf`), else off.
+    Auto,
 }
 
 /// `workload.*`: analytic work of a user's command (`-- CMD`), per NVTX region.
@@ -131,6 +135,7 @@ pub enum ModelConfig {
     DecoderLlm(LlmConfig),
     Torchscript(TorchscriptConfig),
     NvtxRegions(RegionsConfig),
+    Hf(HfConfig),
 }
 
 impl ModelConfig {
@@ -141,6 +146,7 @@ impl ModelConfig {
             ModelConfig::DecoderLlm(_) => "decoder_llm",
             ModelConfig::Torchscript(_) => "torchscript",
             ModelConfig::NvtxRegions(_) => "nvtx_regions",
+            ModelConfig::Hf(_) => "hf",
         }
     }
 }
@@ -158,6 +164,61 @@ pub struct LlmConfig {
     pub n_heads: i64,
     pub d_ff: i64,
     pub max_seq_len: i64,
+}
+
+/// A Hugging Face causal LM that `transformers` builds from a config (random
+/// weights) or loads from a local checkpoint, run in Python (pipeline/hf.rs).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HfConfig {
+    /// A key of `presets` (llama, qwen2, mistral, mixtral, gpt2, or one of your own).
+    pub arch: String,
+    /// Which shape of the preset: `small` (CPU, tests) or `real` (the released model's).
+    pub size: HfSize,
+    /// A local checkpoint folder (config.json + safetensors): its config and
+    /// weights replace the preset; nothing is fetched from the Hub.
+    #[serde(default)]
+    pub path: Option<PathBuf>,
+    /// The interpreter that has torch and transformers (the project's .venv under `make`).
+    pub python: String,
+    /// Shortcut for `config.num_hidden_layers`.
+    #[serde(default)]
+    pub layers: Option<i64>,
+    /// Config fields over the preset's, in transformers' names
+    /// (`model.config.num_key_value_heads=1`).
+    #[serde(default)]
+    pub config: std::collections::BTreeMap<String, serde_json::Value>,
+    pub presets: std::collections::BTreeMap<String, HfPreset>,
+}
+
+impl HfConfig {
+    /// The preset `arch` names, or a config error that lists the known ones.
+    pub fn preset(&self) -> Result<&HfPreset, crate::error::Error> {
+        self.presets.get(&self.arch).ok_or_else(|| {
+            let known: Vec<&str> = self.presets.keys().map(String::as_str).collect();
+            crate::error::Error::config(format!("model.arch={} is not a preset of the hf model", self.arch))
+                .with_hint(format!("use one of {} or add it under model.presets", known.join(", ")))
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HfSize {
+    Small,
+    Real,
+}
+
+/// One architecture: transformers' `model_type` and its config fields per size.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HfPreset {
+    pub model_type: String,
+    /// Where the real shape comes from (a model card), for reports.
+    #[serde(default)]
+    pub source: Option<String>,
+    pub small: std::collections::BTreeMap<String, serde_json::Value>,
+    pub real: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 /// A user's exported TorchScript module.

@@ -4,6 +4,7 @@
 //! saved raw outputs. Raw outputs land in the run directory before anything
 //! parses them, and the manifest is rewritten after every stage change, so a
 //! crash, a parser bug or Ctrl-C never costs the capture.
+mod hf;
 mod launcher;
 mod merge;
 mod ncu;
@@ -76,7 +77,7 @@ pub(crate) fn profile(req: Request) -> Result<Outcome, Error> {
             provenance::add_libtorch(&run)?;
         }
         if plan.annotates() {
-            warn_without_module_ranges(&run);
+            warn_without_module_ranges(&run, plan.annotate.mode);
         }
         Ok(())
     })();
@@ -87,10 +88,13 @@ pub(crate) fn profile(req: Request) -> Result<Outcome, Error> {
 /// command that is not Python, never imports torch, or calls no module; or an
 /// NVTX library the profiler does not see. Said loudly: the reports would
 /// otherwise look like a program without modules.
-fn warn_without_module_ranges(run: &RunDir) {
+fn warn_without_module_ranges(run: &RunDir, mode: crate::config::schema::AnnotateMode) {
     let Some(regions) = run.read_json::<crate::aggregate::nsys::RegionsReport>(run_dir::NSYS_REGIONS) else { return };
-    let domain = crate::plan::annotate::DOMAIN;
-    if !regions.regions.iter().any(|r| r.domain == domain) {
+    let domain = match crate::plan::annotate::domain_of(mode) {
+        "" => "default",
+        named => named,
+    };
+    if !regions.regions.iter().any(|r| r.domain == crate::plan::annotate::domain_of(mode)) {
         tracing::warn!(
             "--annotate modules: the capture holds no range of the {domain} domain (hint: the command must be a Python program that imports torch and calls nn.Module forwards; see {} in the run directory and the application's stderr for the bootstrap's own message)",
             run_dir::ANNOTATE_BOOTSTRAP

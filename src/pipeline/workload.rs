@@ -108,11 +108,17 @@ fn run_workload(cfg: &Config, run: &RunDir, nvtx: bool, file: &str) -> Result<()
     run.subdir(run_dir::WORKLOAD_DIR)?;
     // The first workload process of a run says what libtorch it loaded (the
     // load is paid here anyway), before any NVTX range and even if the
-    // workload then fails; `profile` copies it into env.json.
-    if !run.join(run_dir::LIBTORCH_JSON).exists() {
-        run.write_json(run_dir::LIBTORCH_JSON, &provenance::libtorch::info())?;
-    }
-    let timings = crate::plugin::run_workload(cfg, nvtx)?;
+    // workload then fails; `profile` copies it into env.json. The hf model
+    // runs in Python and reports its torch and transformers versions itself.
+    let timings = match &cfg.model {
+        crate::config::schema::ModelConfig::Hf(m) => super::hf::run(cfg, m, run, nvtx)?,
+        _ => {
+            if !run.join(run_dir::LIBTORCH_JSON).exists() {
+                run.write_json(run_dir::LIBTORCH_JSON, &provenance::libtorch::info())?;
+            }
+            crate::plugin::run_workload(cfg, nvtx)?
+        }
+    };
     run.write_json(&rank_file(file, std::env::var(super::launcher::RANK_ENV).ok().as_deref()), &timings)?;
     print_timings(&timings);
     Ok(())

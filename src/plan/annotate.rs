@@ -11,19 +11,57 @@ use std::path::Path;
 use crate::config::schema::{Annotate, AnnotateMode};
 use crate::error::Error;
 
-/// The NVTX domain of the injected ranges: their selectors read `llmperf.modules@PATH`.
+/// The NVTX domain of the injected module ranges: their selectors read
+/// `llmperf.modules@PATH`. With `ops` they are in the default domain instead,
+/// with PyTorch's operator ranges, so that operators nest under their modules.
 pub(crate) const DOMAIN: &str = "llmperf.modules";
+
+/// The domain of the module ranges of `mode` ("" = the default domain).
+pub(crate) fn domain_of(mode: AnnotateMode) -> &'static str {
+    if mode == AnnotateMode::Ops {
+        ""
+    } else {
+        DOMAIN
+    }
+}
 
 /// The bootstrap written into the run directory.
 pub(crate) const BOOTSTRAP: &str = include_str!("annotate_sitecustomize.py");
 
-/// What `annotate.*` asks, checked before a run directory exists.
-pub(crate) fn check(cfg: &Annotate, builtin: bool) -> Result<(), Error> {
+/// The NVTX binding the bootstrap and the `--model hf` workload import (`_llmperf_nvtx`).
+pub(crate) const NVTX: &str = include_str!("nvtx_ctypes.py");
+
+/// `annotate.mode=auto` settled: `modules` when the application is Python
+/// (`python`: a command whose program is `python…`, `torchrun` or a `.py`
+/// file, or `--model hf`), else off. Other modes stay as asked.
+pub(crate) fn resolve(cfg: &Annotate, python: bool) -> Annotate {
+    let mode = match cfg.mode {
+        AnnotateMode::Auto if python => AnnotateMode::Modules,
+        AnnotateMode::Auto => {
+            tracing::info!("--annotate auto: the command is not a Python program; no ranges are injected");
+            AnnotateMode::Off
+        }
+        other => other,
+    };
+    Annotate { mode, ..cfg.clone() }
+}
+
+/// Whether `argv` runs a Python program: by the name of its program.
+pub(crate) fn is_python(argv: &[OsString]) -> bool {
+    let Some(program) = argv.first().and_then(|p| Path::new(p).file_name()).and_then(|n| n.to_str()) else {
+        return false;
+    };
+    program.starts_with("python") || program == "torchrun" || program.ends_with(".py")
+}
+
+/// What `annotate.*` asks, checked before a run directory exists; `libtorch`:
+/// the application is a built-in workload of the libtorch plugin (not Python).
+pub(crate) fn check(cfg: &Annotate, libtorch: bool) -> Result<(), Error> {
     if cfg.mode == AnnotateMode::Off {
         return Ok(());
     }
-    if builtin {
-        return Err(Error::usage("--annotate injects ranges into a Python command after `--`; the built-in workloads have their own")
+    if libtorch {
+        return Err(Error::usage("--annotate injects ranges into a Python command after `--` (or --model hf); the libtorch built-in workloads have their own")
             .with_hint("drop --annotate (annotate.mode=off), or profile your script: llmperf profile --annotate modules -- python infer.py"));
     }
     if cfg.depth == 0 {
@@ -54,8 +92,9 @@ pub(crate) fn wrap(cfg: &Annotate, dir: &Path, pythonpath: Option<&OsString>, ar
         path.push(rest);
     }
     let mut out: Vec<OsString> = vec!["env".into(), path];
-    out.push("LLMPERF_ANNOTATE=modules".into());
-    out.push(format!("LLMPERF_ANNOTATE_DOMAIN={DOMAIN}").into());
+    let mode = if cfg.mode == AnnotateMode::Ops { "ops" } else { "modules" };
+    out.push(format!("LLMPERF_ANNOTATE={mode}").into());
+    out.push(format!("LLMPERF_ANNOTATE_DOMAIN={}", domain_of(cfg.mode)).into());
     out.push(format!("LLMPERF_ANNOTATE_DEPTH={}", cfg.depth).into());
     if let Some(pattern) = &cfg.include {
         out.push(format!("LLMPERF_ANNOTATE_INCLUDE={pattern}").into());
@@ -100,10 +139,32 @@ mod tests {
     }
 
     #[test]
+    fn auto_is_modules_for_python_and_off_for_the_rest() {
+        let auto = Annotate { mode: AnnotateMode::Auto, ..modules() };
+        for argv in
+            [&["python3", "x.py"][..], &["/usr/bin/python3.11", "-m", "m"], &["torchrun", "x.py"], &["./infer.py"]]
+        {
+            let argv: Vec<OsString> = argv.iter().map(OsString::from).collect();
+            assert!(is_python(&argv), "{argv:?}");
+            assert_eq!(resolve(&auto, is_python(&argv)).mode, AnnotateMode::Modules);
+        }
+        for argv in [&["sh", "-c", "python3 x.py"][..], &["./a.out"], &[]] {
+            let argv: Vec<OsString> = argv.iter().map(OsString::from).collect();
+            assert!(!is_python(&argv), "{argv:?}");
+            assert_eq!(resolve(&auto, false).mode, AnnotateMode::Off);
+        }
+        assert_eq!(resolve(&modules(), false), modules(), "only auto is settled");
+        let ops =
+            wrap(&Annotate { mode: AnnotateMode::Ops, ..modules() }, Path::new("/r"), None, vec!["python3".into()]);
+        assert_eq!(ops[2], "LLMPERF_ANNOTATE=ops");
+        assert_eq!(ops[3], "LLMPERF_ANNOTATE_DOMAIN=", "operators nest under modules in one domain");
+    }
+
+    #[test]
     fn what_cannot_work_is_refused_before_the_run() {
         assert!(check(&Annotate::default(), true).is_ok());
         let e = check(&modules(), true).unwrap_err();
-        assert!(e.message.contains("the built-in workloads have their own"), "{}", e.message);
+        assert!(e.message.contains("the libtorch built-in workloads have their own"), "{}", e.message);
         let e = check(&Annotate { depth: 0, ..modules() }, false).unwrap_err();
         assert!(e.message.starts_with("annotate.depth=0"), "{}", e.message);
         let e = check(&Annotate { include: Some("mlp(".into()), ..modules() }, false).unwrap_err();

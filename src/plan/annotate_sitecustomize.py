@@ -1,4 +1,4 @@
-"""llmperf --annotate modules: NVTX ranges around every nn.Module forward.
+"""llmperf --annotate modules|ops: NVTX ranges around every nn.Module forward.
 
 llmperf writes this file into the run directory (annotate/sitecustomize.py)
 and puts that folder first on PYTHONPATH, so every Python process of the
@@ -8,11 +8,20 @@ push one NVTX range per module call, named by the module's qualified path
 (`layers.3.self_attn.q_proj`; the outermost module by its class name), in the
 NVTX domain LLMPERF_ANNOTATE_DOMAIN, down to LLMPERF_ANNOTATE_DEPTH levels of
 modules, and only for paths that match LLMPERF_ANNOTATE_INCLUDE (a regular
-expression, searched) when it is set. A sitecustomize that this file shadows
-is run after it.
+expression, searched) when it is set.
+
+Phases: the outermost call of a module whose forward takes a KV cache (the
+`cache` or `past_key_values` argument of a Hugging Face causal LM) is wrapped
+in a `prefill` range when that cache is empty or absent-but-passed (None),
+and in a `decode_step` range when it holds tokens, so generate()-style loops
+split into prefill and decode steps with no help from the program.
+
+LLMPERF_ANNOTATE=ops adds operator ranges: PyTorch's own
+torch.autograd.profiler.emit_nvtx, entered once torch is imported, in the
+default domain (`aten::linear, seq = 12`; llmperf strips the attributes).
+
+A sitecustomize that this file shadows is run after it.
 """
-import ctypes
-import glob
 import importlib.util
 import os
 import re
@@ -21,56 +30,17 @@ import threading
 import weakref
 
 
-def _nvtx_library():
-    """The NVTX C API from PyTorch's wheel dependencies (libnvToolsExt or libnvtx3interop)."""
-    names = ["libnvToolsExt.so.1", "libnvtx3interop.so.1"]
-    for name in names:
-        try:
-            return ctypes.CDLL(name)
-        except OSError:
-            pass
-    roots = [os.path.join(p, "nvidia") for p in sys.path if p] + [os.path.join(p, "torch", "lib") for p in sys.path if p]
-    for root in roots:
-        for name in names:
-            for path in glob.glob(os.path.join(root, "**", name), recursive=True):
-                try:
-                    return ctypes.CDLL(path)
-                except OSError:
-                    pass
-    return None
-
-
-class _Attributes(ctypes.Structure):
-    """nvtxEventAttributes_t (NVTX v3) with an ASCII message."""
-
-    _fields_ = [
-        ("version", ctypes.c_uint16),
-        ("size", ctypes.c_uint16),
-        ("category", ctypes.c_uint32),
-        ("colorType", ctypes.c_int32),
-        ("color", ctypes.c_uint32),
-        ("payloadType", ctypes.c_int32),
-        ("reserved0", ctypes.c_int32),
-        ("payload", ctypes.c_uint64),
-        ("messageType", ctypes.c_int32),
-        ("message", ctypes.c_char_p),
-    ]
-
-
 def _say(message):
     sys.stderr.write("llmperf --annotate: " + message + "\n")
 
 
 def _install(torch):
-    lib = _nvtx_library()
-    if lib is None:
+    from _llmperf_nvtx import Domain
+
+    domain = Domain.create(os.environ.get("LLMPERF_ANNOTATE_DOMAIN", "llmperf.modules"))
+    if domain is None:
         _say("no NVTX C library (libnvToolsExt, libnvtx3interop) next to torch: no module ranges are recorded")
         return
-    lib.nvtxDomainCreateA.restype = ctypes.c_void_p
-    lib.nvtxDomainCreateA.argtypes = [ctypes.c_char_p]
-    lib.nvtxDomainRangePushEx.argtypes = [ctypes.c_void_p, ctypes.POINTER(_Attributes)]
-    lib.nvtxDomainRangePop.argtypes = [ctypes.c_void_p]
-    domain = lib.nvtxDomainCreateA(os.environ.get("LLMPERF_ANNOTATE_DOMAIN", "llmperf.modules").encode())
     depth_limit = int(os.environ.get("LLMPERF_ANNOTATE_DEPTH", "4"))
     pattern = os.environ.get("LLMPERF_ANNOTATE_INCLUDE") or None
     include = re.compile(pattern) if pattern else None
@@ -86,23 +56,55 @@ def _install(torch):
             name = names[module]
         return name
 
+    phases = {}  # module class -> whether its forward takes a KV cache, and under which name
+
+    def cache_keyword(module):
+        cls = type(module)
+        if cls not in phases:
+            try:
+                import inspect
+
+                params = inspect.signature(module.forward).parameters
+                phases[cls] = next((k for k in ("cache", "past_key_values") if k in params), None)
+            except (TypeError, ValueError):
+                phases[cls] = None
+        return phases[cls]
+
+    def phase_of(module):
+        """prefill / decode_step for the outermost call of a model with a KV cache, else None."""
+        keyword = cache_keyword(module)
+        if keyword is None:
+            return None
+        kwargs = _call_kwargs(module)
+        if kwargs is None or keyword not in kwargs:
+            return None
+        length = _cache_length(kwargs[keyword])
+        if length is None:
+            return None
+        return "prefill" if length == 0 else "decode_step"
+
     def pre(module, args):
         stack = getattr(state, "stack", None)
         if stack is None:
             stack = state.stack = []
-        pushed = False
+        pushed = 0
+        if not stack:
+            phase = phase_of(module)
+            if phase is not None:
+                domain.push(phase)
+                pushed += 1
         if len(stack) < depth_limit:
             name = name_of(module)
             if include is None or include.search(name):
-                attrs = _Attributes(3, ctypes.sizeof(_Attributes), 0, 0, 0, 0, 0, 0, 1, name.encode())
-                lib.nvtxDomainRangePushEx(domain, ctypes.byref(attrs))
-                pushed = True
+                domain.push(name)
+                pushed += 1
         stack.append(pushed)
 
     def post(module, args, output):
         stack = getattr(state, "stack", None)
-        if stack and stack.pop():
-            lib.nvtxDomainRangePop(domain)
+        if stack:
+            for _ in range(stack.pop()):
+                domain.pop()
 
     hooks = torch.nn.modules.module
     hooks.register_module_forward_pre_hook(pre)
@@ -110,6 +112,62 @@ def _install(torch):
         hooks.register_module_forward_hook(post, always_call=True)
     except TypeError:  # torch before 2.0: no always_call (a forward that raises leaves its range open)
         hooks.register_module_forward_hook(post)
+    if os.environ.get("LLMPERF_ANNOTATE") == "ops":
+        _operator_ranges(torch)
+
+
+def _operator_ranges(torch):
+    """torch.autograd.profiler.emit_nvtx for the rest of the process.
+
+    emit_nvtx first synchronizes CUDA, which raises on a host without a GPU;
+    there the same profiler state is entered without that synchronization.
+    """
+    profiler = torch.autograd.profiler
+    if torch.cuda.is_available():
+        profiler.emit_nvtx(record_shapes=False).__enter__()
+        return
+    profiler._run_on_profiler_start()
+    state = profiler.ProfilerConfig(
+        profiler.ProfilerState.NVTX, False, False, False, False, False, profiler._ExperimentalConfig()
+    )
+    profiler._enable_profiler(state, set())
+
+
+def _call_kwargs(module):
+    """The keyword arguments of the module call whose pre-hook is running.
+
+    Global forward pre-hooks get the positional arguments only; Hugging Face
+    models are called with keywords. They are read from torch's own frame
+    (Module._call_impl, whose `self` is the module): None where that frame is
+    not found, and then no phase range is pushed.
+    """
+    frame = sys._getframe(1)
+    for _ in range(8):
+        if frame is None:
+            return None
+        if frame.f_code.co_name == "_call_impl" and frame.f_locals.get("self") is module:
+            kwargs = frame.f_locals.get("kwargs")
+            return kwargs if isinstance(kwargs, dict) else None
+        frame = frame.f_back
+    return None
+
+
+def _cache_length(cache):
+    """Tokens a KV cache holds: 0 for None or an empty cache; None when it cannot be told."""
+    if cache is None:
+        return 0
+    get = getattr(cache, "get_seq_length", None)
+    if get is not None:
+        try:
+            return int(get())
+        except Exception:
+            return None
+    if isinstance(cache, (tuple, list)):  # the legacy ((k, v), ...) per layer
+        try:
+            return int(cache[0][0].shape[-2]) if len(cache) else 0
+        except Exception:
+            return None
+    return None
 
 
 class _AfterTorch:
@@ -147,7 +205,7 @@ def _run_shadowed_sitecustomize():
             return
 
 
-if os.environ.get("LLMPERF_ANNOTATE") == "modules":
+if os.environ.get("LLMPERF_ANNOTATE") in ("modules", "ops"):
     if "torch" in sys.modules:
         _install(sys.modules["torch"])
     else:

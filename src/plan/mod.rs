@@ -110,7 +110,15 @@ impl RunPlan {
             None => req.command.clone(),
         };
         let app = App::of(cfg, &command, req.no_nvtx)?;
-        annotate::check(&cfg.annotate, matches!(app, App::Builtin { .. }))?;
+        let hf = match &cfg.model {
+            crate::config::schema::ModelConfig::Hf(m) => m.preset().map(|_| true)?,
+            _ => false,
+        };
+        let annotation = match &app {
+            App::Command(_) => annotate::resolve(&cfg.annotate, annotate::is_python(&req.command)),
+            App::Builtin { .. } => annotate::resolve(&cfg.annotate, hf),
+        };
+        annotate::check(&annotation, matches!(app, App::Builtin { .. }) && !hf)?;
         let baseline = matches!(app, App::Builtin { .. }) && cfg.runner.run.baseline;
         let job = match (&req.rank, &req.launcher) {
             (Some(r), _) => Some(Job::of_rank(cfg, r)?),
@@ -140,7 +148,7 @@ impl RunPlan {
             nsys,
             ncu,
             ncu_inputs,
-            annotate: cfg.annotate.clone(),
+            annotate: annotation,
             pythonpath: std::env::var_os("PYTHONPATH"),
         })
     }
@@ -159,6 +167,7 @@ impl RunPlan {
         if self.annotates() {
             run.subdir(run_dir::ANNOTATE_DIR)?;
             run.write(run_dir::ANNOTATE_BOOTSTRAP, annotate::BOOTSTRAP.as_bytes())?;
+            run.write(run_dir::ANNOTATE_NVTX, annotate::NVTX.as_bytes())?;
         }
         Ok(run)
     }

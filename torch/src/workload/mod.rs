@@ -6,7 +6,6 @@ mod instrument;
 pub mod llm;
 pub mod resnet;
 
-use std::collections::BTreeMap;
 use std::time::Instant;
 use tch::{nn, Device, Kind, Tensor};
 
@@ -16,8 +15,7 @@ use llmperf::config::schema::{
 };
 use llmperf::config::Config;
 use llmperf::error::{Error, ErrorKind};
-use llmperf::stats::{self, Stats};
-use llmperf::timings::{self, DecodeBytes, Flops, ModelMeta, Throughput, Timings};
+use llmperf::timings::{self, ModelMeta, RunShape, Timings};
 use llmperf::{flops, regions};
 
 #[cfg(test)]
@@ -32,6 +30,9 @@ pub fn run(cfg: &Config, nvtx: bool) -> Result<Timings, Error> {
         ModelConfig::DecoderLlm(m) => run_llm(cfg, m, device, kind, nvtx),
         ModelConfig::Torchscript(m) => run_torchscript(cfg, m, device, kind, nvtx),
         ModelConfig::NvtxRegions(m) => Ok(run_regions(cfg, m, device, kind, nvtx)),
+        ModelConfig::Hf(_) => {
+            Err(Error::new(ErrorKind::Internal, "model.name=hf runs in Python, not in the libtorch plugin".to_string()))
+        }
     })?;
     if device == Device::Cpu {
         timings.calibration = Some(catch_libtorch(|| Ok(calibrate(kind)))?);
@@ -172,60 +173,28 @@ struct Setup<'a> {
     nvtx: bool,
 }
 
-struct Measured {
-    measured_ms: f64,
-    samples: BTreeMap<String, Vec<f64>>,
-    per_repeat: BTreeMap<String, Vec<Vec<f64>>>,
+/// What the instrument recorded over `measured_ms`.
+fn measured(measured_ms: f64, ins: Instrument) -> timings::Measured {
+    let (samples, per_repeat) = ins.into_samples();
+    timings::Measured { measured_ms, samples, per_repeat }
 }
 
-impl Measured {
-    fn of(measured_ms: f64, ins: Instrument) -> Measured {
-        let (samples, per_repeat) = ins.into_samples();
-        Measured { measured_ms, samples, per_repeat }
-    }
-}
-
-/// Iterations measured in all: `infer.iters` per repeat.
-fn measured_iters(cfg: &Config) -> i64 {
-    i64::from(cfg.infer.iters) * i64::from(cfg.runner.run.repeat)
-}
-
-/// Split recorded regions into stages (the listed paths) and operators (the rest).
-fn assemble(setup: Setup, meta: ModelMeta, m: Measured, stage_paths: &[String]) -> Timings {
+fn run_shape(setup: Setup) -> RunShape {
     let Setup { cfg, device, kind, nvtx } = setup;
-    let (stages, operators): (BTreeMap<_, _>, BTreeMap<_, _>) = m
-        .samples
-        .iter()
-        .filter_map(|(k, v)| Some((k.clone(), Stats::of(v)?)))
-        .partition(|(k, _)| stage_paths.contains(k));
-    let batch = i64::from(cfg.infer.batch_size);
-    let samples_per_s = (m.measured_ms > 0.0).then(|| (batch * measured_iters(cfg)) as f64 / (m.measured_ms / 1e3));
-    let repeat_medians_ms = m
-        .per_repeat
-        .iter()
-        .map(|(k, parts)| (k.clone(), parts.iter().filter_map(|p| Some(Stats::of(p)?.median_ms)).collect()))
-        .collect();
-    let samples_ms = m.samples.iter().map(|(k, v)| (k.clone(), stats::bounded(v, timings::MAX_SAMPLES))).collect();
-    Timings {
-        schema: timings::SCHEMA.into(),
-        model: meta,
+    RunShape {
         device: device_name(device),
         dtype: dtype_name(kind).into(),
         nvtx,
-        batch_size: batch,
+        batch_size: i64::from(cfg.infer.batch_size),
         warmup_iters: cfg.infer.warmup_iters,
         iters: cfg.infer.iters,
         repeat: cfg.runner.run.repeat,
-        measured_ms: m.measured_ms,
-        stages,
-        operators,
-        samples_ms,
-        repeat_medians_ms,
-        throughput: Throughput { samples_per_s, ..Default::default() },
-        flops: Flops { formula: String::new(), per_call: BTreeMap::new() },
-        decode_bytes: None,
-        calibration: None,
     }
+}
+
+/// Split recorded regions into stages (the listed paths) and operators (the rest).
+fn assemble(setup: Setup, meta: ModelMeta, m: timings::Measured, stage_paths: &[String]) -> Timings {
+    timings::assemble(&run_shape(setup), meta, m, stage_paths)
 }
 
 fn run_resnet(cfg: &Config, m: &ResnetConfig, device: Device, kind: Kind, nvtx: bool) -> Result<Timings, Error> {
@@ -251,7 +220,7 @@ fn run_resnet(cfg: &Config, m: &ResnetConfig, device: Device, kind: Kind, nvtx: 
         input_shapes: vec![shape],
     };
     let mut t =
-        assemble(Setup { cfg, device, kind, nvtx }, meta, Measured::of(measured_ms, ins), &[regions::FORWARD.into()]);
+        assemble(Setup { cfg, device, kind, nvtx }, meta, measured(measured_ms, ins), &[regions::FORWARD.into()]);
     t.flops.formula =
         "2 x multiply-adds of the convolutions and the linear head; batch norm, ReLU, pooling ignored".into();
     t.flops.per_call.insert(regions::FORWARD.into(), model.flops(batch, size));
@@ -283,35 +252,23 @@ fn run_llm(cfg: &Config, m: &LlmConfig, device: Device, kind: Kind, nvtx: bool) 
         input_shapes: vec![vec![batch, prompt_len]],
     };
     let step = regions::join([regions::DECODE_ALL, regions::DECODE_STEP]);
-    let stage_paths = [regions::PREFILL.to_string(), regions::DECODE_ALL.to_string(), step.clone()];
-    let mut t = assemble(Setup { cfg, device, kind, nvtx }, meta, Measured::of(measured_ms, ins), &stage_paths);
-    let (l, d) = (m.n_layers, m.d_model);
-    let steps = new_tokens - 1;
-    // Decode step s (0-based) attends to the prompt, the prefill's token and s earlier steps' tokens.
-    let step_flops: Vec<f64> =
-        (0..steps).map(|s| flops::llm_decode_step(params, l, d, batch, prompt_len + s + 1)).collect();
-    t.flops.formula = "FLOPs per token at context c = 2*N + 4*L*c*d (N = parameters, L = layers, d = hidden size); prefill sums over prompt positions; decode_step is the mean over the steps".into();
-    t.flops.per_call.insert(regions::PREFILL.into(), flops::llm_prefill(params, l, d, batch, prompt_len));
-    t.flops.per_call.insert(regions::DECODE_ALL.into(), step_flops.iter().sum());
-    if steps > 0 {
-        t.flops.per_call.insert(step, step_flops.iter().sum::<f64>() / steps as f64);
-        let elem = kind.elt_size_in_bytes() as i64;
-        let kv: Vec<f64> =
-            (0..steps).map(|s| flops::llm_decode_step_bytes(params, l, d, batch, prompt_len + s, elem).1).collect();
-        let weights = flops::llm_decode_step_bytes(params, l, d, batch, 0, elem).0;
-        let kv_mean = kv.iter().sum::<f64>() / steps as f64;
-        t.decode_bytes = Some(DecodeBytes {
-            formula: "per decode step: every weight once (N x element size) + K and V of all past tokens (2*L*batch*past*d x element size)".into(),
-            weight_bytes: weights,
-            kv_cache_bytes_mean: kv_mean,
-            total_bytes_mean: weights + kv_mean,
-        });
-    }
-    let secs = |k: &str| t.stages.get(k).map(|s| s.total_ms / 1e3);
-    t.throughput.prefill_tokens_per_s =
-        secs(regions::PREFILL).map(|s| (batch * prompt_len * measured_iters(cfg)) as f64 / s);
-    t.throughput.decode_tokens_per_s =
-        secs(regions::DECODE_ALL).map(|s| (batch * steps * measured_iters(cfg)) as f64 / s);
+    let stage_paths = [regions::PREFILL.to_string(), regions::DECODE_ALL.to_string(), step];
+    let setup = Setup { cfg, device, kind, nvtx };
+    let mut t = assemble(setup, meta, measured(measured_ms, ins), &stage_paths);
+    let elem = kind.elt_size_in_bytes() as i64;
+    let work = timings::LlmWork {
+        formula: "FLOPs per token at context c = 2*N + 4*L*c*d (N = parameters, L = layers, d = hidden size); prefill sums over prompt positions; decode_step is the mean over the steps".into(),
+        bytes_formula: "per decode step: every weight once (N x element size) + K and V of all past tokens (2*L*batch*past*d x element size)".into(),
+        flop_params: params,
+        weight_bytes: (params * elem) as f64,
+        layers: m.n_layers,
+        attn_dim: m.d_model,
+        kv_dim: m.d_model,
+        elem_bytes: elem,
+        prompt_len,
+        new_tokens,
+    };
+    timings::add_llm_work(&mut t, &run_shape(setup), &work);
     Ok(t)
 }
 
@@ -374,7 +331,7 @@ fn run_torchscript(
         input_shapes: m.input_shapes.clone(),
     };
     let mut t =
-        assemble(Setup { cfg, device, kind, nvtx }, meta, Measured::of(measured_ms, ins), &[regions::FORWARD.into()]);
+        assemble(Setup { cfg, device, kind, nvtx }, meta, measured(measured_ms, ins), &[regions::FORWARD.into()]);
     t.flops.formula = "no analytic model for a TorchScript module".into();
     Ok(t)
 }
@@ -409,7 +366,7 @@ fn run_regions(cfg: &Config, m: &RegionsConfig, device: Device, kind: Kind, nvtx
         dtype: dtype_name(kind).into(),
         input_shapes: vec![vec![m.size_a, m.size_a], vec![m.size_a1, m.size_a1], vec![m.size_b, m.size_b]],
     };
-    let mut t = assemble(Setup { cfg, device, kind, nvtx }, meta, Measured::of(measured_ms, ins), &stage_paths);
+    let mut t = assemble(Setup { cfg, device, kind, nvtx }, meta, measured(measured_ms, ins), &stage_paths);
     t.flops.formula = "2*n^3 per n x n matmul; A includes A1; B does 1 + model.extra_b_matmuls".into();
     let (fa, fa1, fb) =
         (flops::square_matmul(m.size_a), flops::square_matmul(m.size_a1), flops::square_matmul(m.size_b));
