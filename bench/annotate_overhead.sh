@@ -17,11 +17,12 @@ PY=${PYTHON:-.venv/bin/python}
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 cp src/plan/annotate_sitecustomize.py "$OUT/sitecustomize.py"
+cp src/plan/nvtx_ctypes.py "$OUT/_llmperf_nvtx.py"
 seconds() { sed -n 's/^module_demo: .* in \([0-9.]*\) s$/\1/p' "$1" | tail -1; }
 median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 alone() { # $1: annotate or plain
     if [ "$1" = annotate ]; then
-        env PYTHONPATH="$OUT" LLMPERF_ANNOTATE=modules LLMPERF_ANNOTATE_DEPTH=4 "$PY" scripts/module_demo.py "$STEPS" "$WIDTH" 2>/dev/null
+        env PYTHONPATH="$OUT" LLMPERF_BOOTSTRAP=modules LLMPERF_BOOTSTRAP_DEPTH=4 "$PY" scripts/module_demo.py "$STEPS" "$WIDTH" 2>/dev/null
     else
         "$PY" scripts/module_demo.py "$STEPS" "$WIDTH" 2>/dev/null
     fi | sed -n 's/^module_demo: .* in \([0-9.]*\) s$/\1/p'

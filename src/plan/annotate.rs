@@ -1,7 +1,7 @@
 //! plan: `--annotate modules`, NVTX ranges around a user's PyTorch modules
 //! with the program unchanged. The run directory gets a bootstrap
 //! (`annotate/sitecustomize.py`, the Python text next to this file), and the
-//! application runs as `env PYTHONPATH=<run>/annotate:… LLMPERF_ANNOTATE=… CMD`:
+//! application runs as `env PYTHONPATH=<run>/annotate:… LLMPERF_BOOTSTRAP=… CMD`:
 //! every Python process of the command imports it at start-up, and once the
 //! program imports torch, global forward hooks push a range per module call
 //! named by the module's path, in the NVTX domain [`DOMAIN`].
@@ -79,7 +79,9 @@ pub(crate) fn check(cfg: &Annotate, libtorch: bool) -> Result<(), Error> {
 }
 
 /// The application's argv with the bootstrap's environment in front (`env
-/// NAME=VALUE… CMD`): `dir` first on PYTHONPATH, ahead of `pythonpath` (the
+/// NAME=VALUE… CMD`; `LLMPERF_BOOTSTRAP_*`, not `LLMPERF_ANNOTATE*`, which an
+/// llmperf inside the command, `--model hf`'s `llmperf workload`, would read
+/// as the config key `annotate`): `dir` first on PYTHONPATH, ahead of `pythonpath` (the
 /// caller's own).
 pub(crate) fn wrap(cfg: &Annotate, dir: &Path, pythonpath: Option<&OsString>, argv: Vec<OsString>) -> Vec<OsString> {
     if cfg.mode == AnnotateMode::Off {
@@ -93,11 +95,11 @@ pub(crate) fn wrap(cfg: &Annotate, dir: &Path, pythonpath: Option<&OsString>, ar
     }
     let mut out: Vec<OsString> = vec!["env".into(), path];
     let mode = if cfg.mode == AnnotateMode::Ops { "ops" } else { "modules" };
-    out.push(format!("LLMPERF_ANNOTATE={mode}").into());
-    out.push(format!("LLMPERF_ANNOTATE_DOMAIN={}", domain_of(cfg.mode)).into());
-    out.push(format!("LLMPERF_ANNOTATE_DEPTH={}", cfg.depth).into());
+    out.push(format!("LLMPERF_BOOTSTRAP={mode}").into());
+    out.push(format!("LLMPERF_BOOTSTRAP_DOMAIN={}", domain_of(cfg.mode)).into());
+    out.push(format!("LLMPERF_BOOTSTRAP_DEPTH={}", cfg.depth).into());
     if let Some(pattern) = &cfg.include {
-        out.push(format!("LLMPERF_ANNOTATE_INCLUDE={pattern}").into());
+        out.push(format!("LLMPERF_BOOTSTRAP_INCLUDE={pattern}").into());
     }
     out.extend(argv);
     out
@@ -122,10 +124,10 @@ mod tests {
             [
                 "env",
                 "PYTHONPATH=/r/annotate:/opt/lib",
-                "LLMPERF_ANNOTATE=modules",
-                "LLMPERF_ANNOTATE_DOMAIN=llmperf.modules",
-                "LLMPERF_ANNOTATE_DEPTH=2",
-                "LLMPERF_ANNOTATE_INCLUDE=mlp",
+                "LLMPERF_BOOTSTRAP=modules",
+                "LLMPERF_BOOTSTRAP_DOMAIN=llmperf.modules",
+                "LLMPERF_BOOTSTRAP_DEPTH=2",
+                "LLMPERF_BOOTSTRAP_INCLUDE=mlp",
                 "python3",
                 "infer.py",
                 "--x=1"
@@ -135,7 +137,7 @@ mod tests {
         assert_eq!(wrap(&off, Path::new("/r/annotate"), None, argv.clone()), argv);
         let plain = wrap(&Annotate { include: None, ..modules() }, Path::new("/r/a"), None, argv);
         assert_eq!(plain[1], "PYTHONPATH=/r/a");
-        assert!(!plain.iter().any(|a| a.to_string_lossy().starts_with("LLMPERF_ANNOTATE_INCLUDE")));
+        assert!(!plain.iter().any(|a| a.to_string_lossy().starts_with("LLMPERF_BOOTSTRAP_INCLUDE")));
     }
 
     #[test]
@@ -156,8 +158,8 @@ mod tests {
         assert_eq!(resolve(&modules(), false), modules(), "only auto is settled");
         let ops =
             wrap(&Annotate { mode: AnnotateMode::Ops, ..modules() }, Path::new("/r"), None, vec!["python3".into()]);
-        assert_eq!(ops[2], "LLMPERF_ANNOTATE=ops");
-        assert_eq!(ops[3], "LLMPERF_ANNOTATE_DOMAIN=", "operators nest under modules in one domain");
+        assert_eq!(ops[2], "LLMPERF_BOOTSTRAP=ops");
+        assert_eq!(ops[3], "LLMPERF_BOOTSTRAP_DOMAIN=", "operators nest under modules in one domain");
     }
 
     #[test]

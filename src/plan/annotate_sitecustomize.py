@@ -3,11 +3,11 @@
 llmperf writes this file into the run directory (annotate/sitecustomize.py)
 and puts that folder first on PYTHONPATH, so every Python process of the
 profiled command imports it at start-up, with the user's program unchanged.
-Nothing happens until the program imports torch; then global forward hooks
-push one NVTX range per module call, named by the module's qualified path
+Nothing happens until the program imports torch; then nn.Module.__call__
+pushes one NVTX range per module call, named by the module's qualified path
 (`layers.3.self_attn.q_proj`; the outermost module by its class name), in the
-NVTX domain LLMPERF_ANNOTATE_DOMAIN, down to LLMPERF_ANNOTATE_DEPTH levels of
-modules, and only for paths that match LLMPERF_ANNOTATE_INCLUDE (a regular
+NVTX domain LLMPERF_BOOTSTRAP_DOMAIN, down to LLMPERF_BOOTSTRAP_DEPTH levels of
+modules, and only for paths that match LLMPERF_BOOTSTRAP_INCLUDE (a regular
 expression, searched) when it is set.
 
 Phases: the outermost call of a module whose forward takes a KV cache (the
@@ -16,7 +16,7 @@ in a `prefill` range when that cache is empty or absent-but-passed (None),
 and in a `decode_step` range when it holds tokens, so generate()-style loops
 split into prefill and decode steps with no help from the program.
 
-LLMPERF_ANNOTATE=ops adds operator ranges: PyTorch's own
+LLMPERF_BOOTSTRAP=ops adds operator ranges: PyTorch's own
 torch.autograd.profiler.emit_nvtx, entered once torch is imported, in the
 default domain (`aten::linear, seq = 12`; llmperf strips the attributes).
 
@@ -37,26 +37,32 @@ def _say(message):
 def _install(torch):
     from _llmperf_nvtx import Domain
 
-    domain = Domain.create(os.environ.get("LLMPERF_ANNOTATE_DOMAIN", "llmperf.modules"))
+    domain = Domain.create(os.environ.get("LLMPERF_BOOTSTRAP_DOMAIN", "llmperf.modules"))
     if domain is None:
         _say("no NVTX C library (libnvToolsExt, libnvtx3interop) next to torch: no module ranges are recorded")
         return
-    depth_limit = int(os.environ.get("LLMPERF_ANNOTATE_DEPTH", "4"))
-    pattern = os.environ.get("LLMPERF_ANNOTATE_INCLUDE") or None
+    depth_limit = int(os.environ.get("LLMPERF_BOOTSTRAP_DEPTH", "4"))
+    pattern = os.environ.get("LLMPERF_BOOTSTRAP_INCLUDE") or None
     include = re.compile(pattern) if pattern else None
-    names = weakref.WeakKeyDictionary()  # module -> qualified path, from the first outermost call
+    # id(module) -> its range, prepared once (False: the filter leaves it out),
+    # from the first outermost call of its tree; dropped when the module dies.
+    ranges = {}
     state = threading.local()
+    phases = {}  # module class -> the name of its forward's KV-cache argument, or None
 
-    def name_of(module):
-        name = names.get(module)
-        if name is None:
+    def range_of(module):
+        key = id(module)
+        entry = ranges.get(key)
+        if entry is None:
             root = type(module).__name__
             for path, sub in module.named_modules():
-                names.setdefault(sub, path or root)
-            name = names[module]
-        return name
-
-    phases = {}  # module class -> whether its forward takes a KV cache, and under which name
+                if id(sub) not in ranges:
+                    name = path or root
+                    keep = include is None or include.search(name)
+                    ranges[id(sub)] = domain.prepare(name) if keep else False
+                    weakref.finalize(sub, ranges.pop, id(sub), None)
+            entry = ranges[key]
+        return entry
 
     def cache_keyword(module):
         cls = type(module)
@@ -70,49 +76,50 @@ def _install(torch):
                 phases[cls] = None
         return phases[cls]
 
-    def phase_of(module):
+    def phase_of(module, kwargs):
         """prefill / decode_step for the outermost call of a model with a KV cache, else None."""
         keyword = cache_keyword(module)
-        if keyword is None:
-            return None
-        kwargs = _call_kwargs(module)
-        if kwargs is None or keyword not in kwargs:
+        if keyword is None or keyword not in kwargs:
             return None
         length = _cache_length(kwargs[keyword])
         if length is None:
             return None
         return "prefill" if length == 0 else "decode_step"
 
-    def pre(module, args):
-        stack = getattr(state, "stack", None)
-        if stack is None:
+    original = torch.nn.Module.__call__
+
+    def call(module, *args, **kwargs):
+        try:
+            stack = state.stack
+        except AttributeError:
             stack = state.stack = []
+        depth = len(stack)
+        if depth >= depth_limit:
+            # Below the depth limit: no range, and its submodules are deeper still.
+            return original(module, *args, **kwargs)
         pushed = 0
-        if not stack:
-            phase = phase_of(module)
+        if depth == 0:
+            phase = phase_of(module, kwargs)
             if phase is not None:
                 domain.push(phase)
                 pushed += 1
-        if len(stack) < depth_limit:
-            name = name_of(module)
-            if include is None or include.search(name):
-                domain.push(name)
-                pushed += 1
+        entry = range_of(module)
+        if entry:
+            domain.push_prepared(entry)
+            pushed += 1
         stack.append(pushed)
-
-    def post(module, args, output):
-        stack = getattr(state, "stack", None)
-        if stack:
-            for _ in range(stack.pop()):
+        try:
+            return original(module, *args, **kwargs)
+        finally:
+            stack.pop()
+            for _ in range(pushed):
                 domain.pop()
 
-    hooks = torch.nn.modules.module
-    hooks.register_module_forward_pre_hook(pre)
-    try:
-        hooks.register_module_forward_hook(post, always_call=True)
-    except TypeError:  # torch before 2.0: no always_call (a forward that raises leaves its range open)
-        hooks.register_module_forward_hook(post)
-    if os.environ.get("LLMPERF_ANNOTATE") == "ops":
+    # Module.__call__ rather than global forward hooks: a module below the
+    # depth limit then costs one Python call, and torch keeps its fast path
+    # (global hooks send every module call through the slow one).
+    torch.nn.Module.__call__ = call
+    if os.environ.get("LLMPERF_BOOTSTRAP") == "ops":
         _operator_ranges(torch)
 
 
@@ -131,25 +138,6 @@ def _operator_ranges(torch):
         profiler.ProfilerState.NVTX, False, False, False, False, False, profiler._ExperimentalConfig()
     )
     profiler._enable_profiler(state, set())
-
-
-def _call_kwargs(module):
-    """The keyword arguments of the module call whose pre-hook is running.
-
-    Global forward pre-hooks get the positional arguments only; Hugging Face
-    models are called with keywords. They are read from torch's own frame
-    (Module._call_impl, whose `self` is the module): None where that frame is
-    not found, and then no phase range is pushed.
-    """
-    frame = sys._getframe(1)
-    for _ in range(8):
-        if frame is None:
-            return None
-        if frame.f_code.co_name == "_call_impl" and frame.f_locals.get("self") is module:
-            kwargs = frame.f_locals.get("kwargs")
-            return kwargs if isinstance(kwargs, dict) else None
-        frame = frame.f_back
-    return None
 
 
 def _cache_length(cache):
@@ -205,7 +193,7 @@ def _run_shadowed_sitecustomize():
             return
 
 
-if os.environ.get("LLMPERF_ANNOTATE") in ("modules", "ops"):
+if os.environ.get("LLMPERF_BOOTSTRAP") in ("modules", "ops"):
     if "torch" in sys.modules:
         _install(sys.modules["torch"])
     else:

@@ -57,6 +57,7 @@ class Domain:
     def __init__(self, lib, handle):
         self._lib = lib
         self._handle = handle
+        self._push = lib.nvtxRangePushEx if handle is None else lib.nvtxDomainRangePushEx
 
     @staticmethod
     def create(name):
@@ -71,12 +72,19 @@ class Domain:
         lib.nvtxDomainRangePop.argtypes = [ctypes.c_void_p]
         return Domain(lib, lib.nvtxDomainCreateA(name.encode()) if name else None)
 
-    def push(self, name):
+    def prepare(self, name):
+        """The attributes of a range named `name`, built once for push_prepared."""
         attrs = _Attributes(3, ctypes.sizeof(_Attributes), 0, 0, 0, 0, 0, 0, 1, name.encode())
+        return (attrs, ctypes.byref(attrs))
+
+    def push_prepared(self, prepared):
         if self._handle is None:
-            self._lib.nvtxRangePushEx(ctypes.byref(attrs))
+            self._push(prepared[1])
         else:
-            self._lib.nvtxDomainRangePushEx(self._handle, ctypes.byref(attrs))
+            self._push(self._handle, prepared[1])
+
+    def push(self, name):
+        self.push_prepared(self.prepare(name))
 
     def pop(self):
         if self._handle is None:
