@@ -26,6 +26,9 @@ median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 medians() {
     "$PY" -c 'import json,sys; t=json.load(open(sys.argv[1])); s=t["stages"]; print(s["decode_all::decode_step"]["median_ms"], s["prefill"]["median_ms"])' "$1/workload/timings.json"
 }
+# One run's medians, or nothing (said on stderr) when it failed: nsys 2022.4
+# sometimes hangs after the application ends (docs/internals.md), and llmperf
+# then stops it and fails the run.
 run() { # $1: alone|under_nsys  $2: plain|annotate  $3: arch
     local args=(--model hf "model.arch=$3" "model.python=$PY" "infer.iters=$ITERS" -o "$OUT/runs")
     local dir
@@ -39,9 +42,13 @@ run() { # $1: alone|under_nsys  $2: plain|annotate  $3: arch
     else
         local flag=()
         [ "$2" = annotate ] && flag=(--annotate modules "annotate.depth=$DEPTH")
-        dir=$("$BIN" -q profile --no-ncu "${flag[@]}" "${args[@]}" | tail -1)
+        dir=$("$BIN" -q profile --no-ncu "${flag[@]}" "${args[@]}" | tail -1) || true
     fi
-    medians "$dir"
+    if [ -f "$dir/workload/timings.json" ]; then
+        medians "$dir"
+    else
+        echo "bench: a $1 $2 run of $3 failed; left out" >&2
+    fi
 }
 printf '%-8s %-10s %14s %14s %8s %14s %14s %8s\n' arch how "step plain ms" "step annot ms" ratio "prefill plain" "prefill annot" ratio
 for arch in "${ARCHS[@]}"; do

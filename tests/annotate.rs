@@ -173,6 +173,32 @@ fn a_hugging_face_generate_splits_into_prefill_and_decode_steps_per_module() {
     }
     want.sort();
     assert_eq!(module_regions(&out.stdout), want);
+
+    // The two layers' MLPs as one group per phase, `model.layers.[0-1].mlp`:
+    // its wall time is every such range's, summed by SQL on nsys's export.
+    let dir = run_dir(&out.stdout);
+    let regions = json(&dir.join("nsys/regions.json"));
+    let groups = regions["module_groups"]["groups"].as_array().unwrap();
+    let mlp = |phase: &str| {
+        let path = format!("{phase}::LlamaForCausalLM::model::model.layers.[0-1]::model.layers.[0-1].mlp");
+        groups.iter().find(|g| g["path"] == path.as_str()).unwrap_or_else(|| panic!("{path} in {groups:?}")).clone()
+    };
+    let (p, d) = (mlp("prefill"), mlp("decode_step"));
+    assert_eq!((p["members"].as_u64(), p["instances"].as_u64()), (Some(2), Some(2)));
+    assert_eq!((d["members"].as_u64(), d["instances"].as_u64()), (Some(2), Some(8)));
+    let db = rusqlite::Connection::open(dir.join("nsys/report.sqlite")).unwrap();
+    // ASCII-message ranges: the name is in `text` (no StringIds row).
+    let sql_ns: i64 = db
+        .query_row(
+            "SELECT sum(end - start) FROM NVTX_EVENTS WHERE eventType = 59 AND text GLOB 'model.layers.[0-9]*.mlp'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let ns = |g: &serde_json::Value| g["inclusive_ns"].as_i64().unwrap();
+    assert_eq!(ns(&p) + ns(&d), sql_ns);
+    // No kernel on this host: coverage is there, with nothing to cover.
+    assert_eq!(regions["module_groups"]["coverage"]["total_gpu_time_ns"], 0);
 }
 
 #[test]

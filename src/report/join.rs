@@ -391,6 +391,7 @@ mod tests {
                 notes: Vec::new(),
                 normalized: None,
                 processes: Vec::new(),
+                module_groups: None,
             },
             RegionReportFile {
                 schema: String::new(),

@@ -88,7 +88,59 @@ pub(crate) fn regions_md(
         }
         md.push('\n');
     }
+    if let Some(groups) = &regions.module_groups {
+        module_groups_md(&mut md, groups, labels);
+    }
     Some(md)
+}
+
+/// Rows of repeated modules shown, at most.
+const GROUP_ROWS: usize = 30;
+
+/// `## Repeated modules`: regions.json's module_groups, and the coverage.
+fn module_groups_md(md: &mut String, g: &crate::aggregate::nsys::ModuleGroups, labels: &BTreeMap<i64, String>) {
+    let ms = |ns: i64| format!("{:.3}", ns as f64 / 1e6);
+    md.push_str("## Repeated modules\n\n");
+    if let Some(c) = &g.coverage {
+        if c.total_gpu_time_ns > 0 {
+            let _ = writeln!(
+                md,
+                "The `--annotate` module ranges hold {} of the capture's {} GPU ms ({:.1}%).\n",
+                ms(c.module_gpu_time_ns),
+                ms(c.total_gpu_time_ns),
+                100.0 * c.module_gpu_time_ns as f64 / c.total_gpu_time_ns as f64
+            );
+        } else {
+            md.push_str("The capture has no kernel: the module ranges' share of GPU time cannot be told.\n\n");
+        }
+    }
+    if g.groups.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "Regions whose paths differ only in an index (`layers.0`, `layers.1`, …) as one row, `[0-31]` the indices seen; per member (one index tuple), its total time: GPU where the group launched kernels, else wall. Largest first, at most {GROUP_ROWS} (all in nsys/regions.json, `module_groups`).\n"
+    );
+    md.push_str("| group | process | members | calls | GPU ms | wall ms | per member min / median / max ms | largest member |\n|---|---|---:|---:|---:|---:|---|---|\n");
+    for r in g.groups.iter().take(GROUP_ROWS) {
+        let process = labels.get(&r.process_id).cloned().unwrap_or_else(|| r.process_id.to_string());
+        let gpu = if r.gpu_time_ns > 0 { ms(r.gpu_time_ns) } else { "–".into() };
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {gpu} | {} | {} / {} / {} ({}) | {} |",
+            code(&r.path),
+            crate::markdown::text(&process),
+            r.members,
+            r.instances,
+            ms(r.inclusive_ns),
+            ms(r.member_min_ns),
+            ms(r.member_median_ns),
+            ms(r.member_max_ns),
+            r.member_time,
+            code(&r.slowest)
+        );
+    }
+    md.push('\n');
 }
 
 fn line(md: &mut String, names: &[String], r: &Row, labels: &BTreeMap<&str, &str>, indent: &str) {

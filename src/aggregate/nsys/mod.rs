@@ -18,7 +18,9 @@
 //!   was not traced) are `unattributed`.
 use rustc_hash::FxHashMap as HashMap;
 
+mod groups;
 mod model;
+pub(crate) use groups::ModuleGroups;
 pub use model::*;
 
 use super::runs::{self, Runs};
@@ -385,6 +387,8 @@ impl Sweep {
             .map(|(k, samples_ns)| KernelSamples { name: k.name.clone(), calls: k.calls, samples_ns })
             .collect();
         let (regions, region_samples) = region_rows(&regions, &names, &inclusive, sorted.regions);
+        let total_gpu_ns = kernels.by_process.iter().map(|p| p.2).sum();
+        let module_groups = groups::module_groups(&regions, total_gpu_ns);
         Ok(Ingested {
             regions: RegionsReport {
                 schema: REGIONS_SCHEMA.into(),
@@ -393,6 +397,7 @@ impl Sweep {
                 notes,
                 normalized,
                 processes: processes(kernels.by_process),
+                module_groups,
             },
             top,
             samples: Samples::new(region_samples, kernel_samples),

@@ -70,6 +70,10 @@ pub struct RegionsReport {
     /// ranks of a multi-process capture are told apart by (ranks.json).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) processes: Vec<ProcessKernels>,
+    /// Regions whose module paths differ only in an index, grouped
+    /// (`model.layers.[0-31].mlp`), and the module ranges' GPU-time coverage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) module_groups: Option<super::ModuleGroups>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -216,6 +220,7 @@ impl RegionsReport {
             notes: vec![note],
             normalized: None,
             processes: Vec::new(),
+            module_groups: None,
         }
     }
 }
