@@ -7,6 +7,7 @@
 # runs of the median decode step and prefill, and annotated / plain.
 #
 #   bench/annotate_hf_overhead.sh [ITERS] [RUNS] [ARCH...]   defaults: 20 3, every preset
+#   DEPTH=2 (annotate.depth, default 4); EXTRA='model.config.hidden_size=1024 …' (more overrides)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ITERS=${1:-20}
@@ -31,6 +32,8 @@ medians() {
 # then stops it and fails the run.
 run() { # $1: alone|under_nsys  $2: plain|annotate  $3: arch
     local args=(--model hf "model.arch=$3" "model.python=$PY" "infer.iters=$ITERS" -o "$OUT/runs")
+    # shellcheck disable=SC2206 # EXTRA is a list of overrides, split on spaces
+    args+=(${EXTRA:-})
     local dir
     if [ "$1" = alone ]; then
         if [ "$2" = annotate ]; then
@@ -62,4 +65,4 @@ for arch in "${ARCHS[@]}"; do
             "$(echo "$as / $ps" | bc -l)" "$pp" "$ap" "$(echo "$ap / $pp" | bc -l)"
     done
 done
-echo "(depth $DEPTH, $ITERS iterations of a 32-token prompt and 8 new tokens, median of $RUNS runs; $(nproc) CPUs)"
+echo "(depth $DEPTH, ${EXTRA:+$EXTRA, }$ITERS iterations of a 32-token prompt and 8 new tokens, median of $RUNS runs; $(nproc) CPUs)"
