@@ -7,7 +7,7 @@
 # runs of the median decode step and prefill, and annotated / plain.
 #
 #   bench/annotate_hf_overhead.sh [ITERS] [RUNS] [ARCH...]   defaults: 20 3, every preset
-#   DEPTH=2 (annotate.depth, default 4); EXTRA='model.config.hidden_size=1024 …' (more overrides)
+#   DEPTH=2 (annotate.depth, default 4); EXTRA='+model.config.hidden_size=1024 …' (more overrides)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ITERS=${1:-20}

@@ -9,6 +9,8 @@ Examples:
   llmperf profile                                  nsys timeline of the built-in workload
   llmperf profile --model llm_tiny                 ... of a small decoder LLM (prefill, decode)
   llmperf profile -- python infer.py               nsys timeline of any command
+  llmperf profile --annotate modules -- python infer.py   ... with a range per nn.Module call
+  llmperf profile --model hf model.arch=mixtral    a Hugging Face architecture by config
   llmperf profile --replay-mode range -- ./app     add Nsight Compute range replay
   llmperf config show --origin runner=light        resolved config and where each value came from
 
@@ -98,6 +100,7 @@ Examples:
   llmperf workload --model gpt2_small infer.max_new_tokens=64
   llmperf workload --model nvtx_regions infer.iters=100 --no-nvtx
   llmperf workload --model torchscript model.path=model.pt 'model.input_shapes=[[8,3,224,224]]'
+  llmperf workload --model hf model.arch=qwen2          a Hugging Face architecture by config (transformers)
 
 Prints a timing table and the run directory; workload/timings.json holds the numbers.";
 

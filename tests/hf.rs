@@ -84,6 +84,21 @@ fn every_preset_runs_prefill_and_decode_with_hand_counted_flops() {
 }
 
 #[test]
+fn layers_and_config_fields_override_the_preset() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = workload(root.path(), &["model.layers=3", "+model.config.num_key_value_heads=1", "infer.iters=1"]);
+    let t = json(&dir.join("workload/timings.json"));
+    assert_eq!(t["model"]["layers"], 3);
+    // One KV head of 32: K and V 128·32 each; attention 2·16384 + 2·4096 =
+    // 40960; with SwiGLU 98304, 139264 per layer; ×3 + LM head 128000 =
+    // 545792. transformers adds the embedding (128000) and 7 RMSNorms (896).
+    assert_eq!(t["model"]["parameters"], 545_792 + 128_000 + 896);
+    let p = 545_792.0;
+    let prefill: f64 = (1..=32).map(|c| 2.0 * p + 4.0 * 3.0 * c as f64 * 128.0).sum();
+    assert_eq!(t["flops"]["per_call"]["prefill"].as_f64().unwrap(), prefill);
+}
+
+#[test]
 fn an_unknown_arch_and_a_missing_interpreter_are_config_errors() {
     let root = tempfile::tempdir().unwrap();
     let out =

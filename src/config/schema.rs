@@ -185,7 +185,7 @@ pub struct HfConfig {
     #[serde(default)]
     pub layers: Option<i64>,
     /// Config fields over the preset's, in transformers' names
-    /// (`model.config.num_key_value_heads=1`).
+    /// (`+model.config.num_key_value_heads=1`).
     #[serde(default)]
     pub config: std::collections::BTreeMap<String, serde_json::Value>,
     pub presets: std::collections::BTreeMap<String, HfPreset>,

@@ -34,9 +34,9 @@ def imports():
     except ImportError as e:
         raise Failure(
             "%s cannot import %s: %s" % (sys.executable, e.name or "a module", e),
-            "install the pinned versions: %s -m pip install -r scripts/requirements-hf.txt "
+            "install them: %s -m pip install torch -r scripts/requirements-hf.txt "
             "(make setup does this for the project's .venv), or point model.python at an interpreter "
-            "that has torch and transformers" % sys.executable,
+            "that has torch and transformers (model.python=.venv/bin/python)" % sys.executable,
         )
     return torch, transformers
 

@@ -15,6 +15,7 @@ pub(crate) fn render(inputs: &Inputs, d: &Derived) -> String {
     let id = inputs.manifest.as_ref().map_or("", |m| m.run_id.as_str());
     let mut h = page_head(&format!("llmperf run {id}"));
     regions_chart(&mut h, inputs);
+    module_groups_table(&mut h, inputs);
     if let Some(r) = &d.ranks {
         ranks_heatmap(&mut h, r);
     }
@@ -34,6 +35,33 @@ svg text{font-size:11px;font-family:sans-serif}.note{color:#666}";
 
 pub(crate) fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// regions.json's `module_groups`: repeated modules as one row each (at most 30).
+fn module_groups_table(h: &mut String, inputs: &Inputs) {
+    let Some(g) = inputs.nsys_regions.as_ref().and_then(|r| r.module_groups.as_ref()) else { return };
+    if g.groups.is_empty() {
+        return;
+    }
+    let ms = |ns: i64| format!("{:.3}", ns as f64 / 1e6);
+    h.push_str("<h2>Repeated modules</h2>\n<p class=\"note\">Regions whose paths differ only in an index, as one row; per member (one index tuple), its total: GPU time where the group launched kernels, else wall time.</p>\n");
+    h.push_str("<table><tr><th>group</th><th>members</th><th>calls</th><th>GPU ms</th><th>wall ms</th><th>per member min / median / max ms</th><th>largest member</th></tr>\n");
+    for r in g.groups.iter().take(30) {
+        let gpu = if r.gpu_time_ns > 0 { ms(r.gpu_time_ns) } else { "–".into() };
+        h.push_str(&format!(
+            "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{gpu}</td><td>{}</td><td>{} / {} / {} ({})</td><td><code>{}</code></td></tr>\n",
+            esc(&r.path),
+            r.members,
+            r.instances,
+            ms(r.inclusive_ns),
+            ms(r.member_min_ns),
+            ms(r.member_median_ns),
+            ms(r.member_max_ns),
+            esc(&r.member_time),
+            esc(&r.slowest)
+        ));
+    }
+    h.push_str("</table>\n");
 }
 
 const COLORS: [&str; 6] = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#b07aa1"];
