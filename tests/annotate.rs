@@ -206,6 +206,15 @@ fn a_hugging_face_generate_splits_into_prefill_and_decode_steps_per_module() {
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.contains("<h2>Repeated modules</h2>"), "report.html has no group table");
     assert!(html.contains("<code>prefill::LlamaForCausalLM::model::model.layers.[0-1]::model.layers.[0-1].mlp</code>"));
+    // operators.json: the same call paths joined, 2 layers × 4 decode steps.
+    let ops = json(&dir.join("operators.json"));
+    let rows = ops["by_module_group"].as_array().unwrap();
+    let row = rows
+        .iter()
+        .find(|r| r["name"] == "decode_step::LlamaForCausalLM::model::model.layers.[0-1]::model.layers.[0-1].mlp")
+        .unwrap_or_else(|| panic!("{rows:?}"));
+    assert_eq!(row["calls"], 8);
+    assert_eq!((row["total_ms"].as_f64().unwrap() * 1e6).round() as i64, ns(&d));
 }
 
 #[test]

@@ -172,3 +172,47 @@ fn under_nsys_the_hf_model_has_the_decoder_stages_and_its_module_ranges() {
         .unwrap();
     assert_eq!(steps, 21);
 }
+
+/// `model.path`: a checkpoint saved by transformers in the test (config.json
+/// and safetensors), loaded with its own config; an architecture whose
+/// layers llmperf does not know is timed with no FLOPs rather than a guess.
+#[test]
+fn a_local_checkpoint_loads_and_an_unknown_architecture_gets_no_flops() {
+    let root = tempfile::tempdir().unwrap();
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    let save = |model_type: &str, dir: &Path, fields: &str| {
+        let code = format!(
+            "import torch\nfrom transformers import AutoConfig, AutoModelForCausalLM\ntorch.manual_seed(0)\n\
+             c = AutoConfig.for_model('{model_type}', {fields})\n\
+             m = AutoModelForCausalLM.from_config(c)\nm.save_pretrained(r'{}')\n\
+             print(sum(p.numel() for p in m.parameters()))",
+            dir.display()
+        );
+        let out = std::process::Command::new(&venv).args(["-c", &code]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().parse::<i64>().unwrap()
+    };
+    let shape = "num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4, \
+                 num_key_value_heads=2, vocab_size=256, max_position_embeddings=128";
+    let llama = root.path().join("llama");
+    let params = save("llama", &llama, shape);
+    assert!(llama.join("config.json").is_file() && llama.join("model.safetensors").is_file());
+    let dir = workload(root.path(), &[&format!("model.path={}", llama.display()), "infer.iters=1"]);
+    let t = json(&dir.join("workload/timings.json"));
+    assert_eq!(t["model"]["parameters"], params, "the checkpoint's shape, not the preset's");
+    assert_eq!(t["model"]["hidden_size"], 64);
+    assert!(t["model"]["variant"].as_str().unwrap().starts_with(&llama.display().to_string()));
+    // Q, O 64·64, K, V 64·32; SwiGLU 3·64·128: 36864 per layer; ×2 + 64·256.
+    let p = 2.0 * 36_864.0 + 16_384.0;
+    let prefill: f64 = (1..=32).map(|c| 2.0 * p + 4.0 * 2.0 * c as f64 * 64.0).sum();
+    assert_eq!(t["flops"]["per_call"]["prefill"].as_f64().unwrap(), prefill);
+
+    let gemma = root.path().join("gemma");
+    save("gemma", &gemma, &format!("{shape}, head_dim=16"));
+    let dir = workload(root.path(), &[&format!("model.path={}", gemma.display()), "infer.iters=1"]);
+    let t = json(&dir.join("workload/timings.json"));
+    assert_eq!(t["stages"]["decode_all::decode_step"]["count"], 7, "timed all the same");
+    assert_eq!(t["flops"]["per_call"], serde_json::json!({}));
+    assert!(t["flops"]["formula"].as_str().unwrap().contains("does not know the layers of model_type gemma"));
+    assert!(t["decode_bytes"].is_null());
+}

@@ -100,12 +100,15 @@ fn decoder(model_type: &str, s: &Shape) -> Option<Decoder> {
     })
 }
 
-/// The request of `model`: the preset's fields for the size, then `model.layers`, then `model.config`.
+/// The request of `model`: the preset's fields for the size (none with
+/// `model.path`), then `model.layers`, then `model.config`.
 fn request(cfg: &Config, m: &HfConfig, nvtx: bool) -> Result<Request, Error> {
     let preset = m.preset()?;
-    let mut config = match m.size {
-        HfSize::Small => preset.small.clone(),
-        HfSize::Real => preset.real.clone(),
+    // A checkpoint brings its own config: only what the user overrides changes it.
+    let mut config = match (&m.path, m.size) {
+        (Some(_), _) => BTreeMap::new(),
+        (None, HfSize::Small) => preset.small.clone(),
+        (None, HfSize::Real) => preset.real.clone(),
     };
     if let Some(layers) = m.layers {
         config.insert("num_hidden_layers".into(), layers.into());

@@ -2,7 +2,7 @@
 //! once for every renderer: the inputs read back from a run directory
 //! (config, env.json, manifest.json, timings, the nsys and ncu outputs), the
 //! `kernels.json` and `operators.json` models, the peak and the utilization.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -115,6 +115,10 @@ pub(crate) struct OperatorsReport {
     /// in one of its own name is counted once, in the outer one.
     #[serde(default)]
     pub(crate) by_leaf: Vec<OperatorRow>,
+    /// By call path with module indices collapsed (`…model.layers.[0-31].mlp::aten::linear`):
+    /// only the rows that join two call paths or more (regions.json's module_groups).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) by_module_group: Vec<OperatorRow>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -251,9 +255,15 @@ pub(crate) fn operators(inputs: &Inputs, ranks: Option<&crate::aggregate::ranks:
         // `aten::_to_copy` is not `aten` › `to` › `aten` › `_to_copy`.
         let mut by_path: BTreeMap<(Option<String>, Vec<String>), Sums> = BTreeMap::new();
         let mut by_leaf: BTreeMap<(Option<String>, Vec<String>), Sums> = BTreeMap::new();
+        let mut by_group: BTreeMap<(Option<String>, Vec<String>), Grouped> = BTreeMap::new();
         for r in regions.regions.iter().filter(is_operator) {
             let names = r.names();
             let rank = rank_of.get(&r.process_id).cloned();
+            if let Some((shape, indices)) = crate::aggregate::nsys::shape_of(&names) {
+                let e = by_group.entry((rank.clone(), shape)).or_default();
+                e.0.add(r);
+                e.1.insert(indices);
+            }
             by_path.entry((rank.clone(), names.clone())).or_default().add(r);
             let (leaf, callers) = names.split_last().expect("a region has a name");
             if !callers.contains(leaf) {
@@ -264,12 +274,20 @@ pub(crate) fn operators(inputs: &Inputs, ranks: Option<&crate::aggregate::ranks:
             m.into_iter().map(|((rank, names), s)| s.row(rank, crate::regions::display(&names))).collect()
         };
         let (operators, by_leaf) = (rows(by_path), rows(by_leaf));
+        let by_module_group = by_group
+            .into_iter()
+            .filter(|(_, (_, members))| members.len() > 1)
+            .map(|((rank, shape), (s, members))| {
+                s.row(rank, crate::regions::display(&crate::aggregate::nsys::shown(&shape, members.iter())))
+            })
+            .collect();
         let ranked_by = if operators.iter().any(|o| o.gpu_ms.is_some()) { "gpu_time" } else { "wall_time" };
         return OperatorsReport {
             source: "nsys".into(),
             ranked_by: ranked_by.into(),
             operators: sorted(operators),
             by_leaf: sorted(by_leaf),
+            by_module_group: sorted(by_module_group),
         };
     }
     let rows = inputs
@@ -291,8 +309,12 @@ pub(crate) fn operators(inputs: &Inputs, ranks: Option<&crate::aggregate::ranks:
         ranked_by: "wall_time".into(),
         operators: sorted(rows),
         by_leaf: Vec::new(),
+        by_module_group: Vec::new(),
     }
 }
+
+/// A row of call paths whose module indices were collapsed, and the index tuples it joins.
+type Grouped = (Sums, BTreeSet<Vec<u64>>);
 
 /// What one operator row adds up: wall ns, calls, GPU ns, kernels, own GPU ns.
 #[derive(Default)]

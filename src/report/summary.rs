@@ -46,6 +46,10 @@ pub(crate) fn operators_md(o: &OperatorsReport) -> String {
         md.push_str("\n## By operator, over every call path\n\nAn instance nested in one of its own name counts once, in the outer one.\n\n");
         operator_table(&mut md, &o.by_leaf, usize::MAX);
     }
+    if !o.by_module_group.is_empty() {
+        md.push_str("\n## By call path, repeated modules together\n\nCall paths that differ only in a module index (`layers.0`, `layers.1`) as one row, `[0-31]` the indices seen.\n\n");
+        operator_table(&mut md, &o.by_module_group, usize::MAX);
+    }
     md
 }
 

@@ -7,55 +7,8 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use regex::Regex;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 
-use super::model::Region;
-
-/// regions.json `module_groups`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ModuleGroups {
-    /// GPU time of the kernels launched inside the outermost ranges of the
-    /// `llmperf.modules` domain, and of every kernel of the capture; absent
-    /// without such ranges.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) coverage: Option<Coverage>,
-    /// Largest total first (GPU time, else wall time).
-    pub(crate) groups: Vec<ModuleGroup>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Coverage {
-    pub(crate) module_gpu_time_ns: i64,
-    pub(crate) total_gpu_time_ns: i64,
-}
-
-/// Regions of one process and domain whose paths differ only in their indices.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ModuleGroup {
-    /// The path with each index replaced by the indices seen there:
-    /// `prefill::M::model.layers.[0-31]::model.layers.[0-31].mlp`.
-    pub(crate) path: String,
-    pub(crate) domain: String,
-    pub(crate) process_id: i64,
-    /// Distinct index tuples (layers, experts, …) in the group.
-    pub(crate) members: usize,
-    pub(crate) instances: usize,
-    pub(crate) inclusive_ns: i64,
-    pub(crate) gpu_time_ns: i64,
-    /// Per member, its total (GPU time when the group launched kernels, else
-    /// wall time): the smallest, the median (lower middle) and the largest.
-    pub(crate) member_min_ns: i64,
-    pub(crate) member_median_ns: i64,
-    pub(crate) member_max_ns: i64,
-    /// What the spread is of: `gpu` or `wall`.
-    pub(crate) member_time: String,
-    /// The path of the member with the largest total.
-    pub(crate) slowest: String,
-}
+use super::model::{Coverage, ModuleGroup, ModuleGroups, Region};
 
 /// A path component's indices: digits between dots (or at either end).
 fn index() -> &'static Regex {
@@ -100,6 +53,41 @@ fn runs(values: &[u64]) -> String {
     parts.join(",")
 }
 
+/// Nested names with their indices taken out (`model.layers.#.mlp`), and the
+/// indices in path order; None where no name holds one.
+pub(crate) fn shape_of(names: &[String]) -> Option<(Vec<String>, Vec<u64>)> {
+    let mut shape = Vec::with_capacity(names.len());
+    let mut numbers = Vec::new();
+    for n in names {
+        let (s, mut k) = split(n);
+        shape.push(s);
+        numbers.append(&mut k);
+    }
+    (!numbers.is_empty()).then_some((shape, numbers))
+}
+
+/// The names of `shape` with each index written as the indices its members
+/// have there (`model.layers.[0-31].mlp`).
+pub(crate) fn shown<'a>(shape: &[String], members: impl Iterator<Item = &'a Vec<u64>> + Clone) -> Vec<String> {
+    let positions = members.clone().next().map_or(0, Vec::len);
+    let seen: Vec<Vec<u64>> = (0..positions).map(|i| members.clone().map(|k| k[i]).collect()).collect();
+    let mut at = 0;
+    shape
+        .iter()
+        .map(|s| {
+            let mut out = String::new();
+            for (i, piece) in s.split('#').enumerate() {
+                if i > 0 {
+                    out.push_str(&format!("[{}]", runs(&seen[at])));
+                    at += 1;
+                }
+                out.push_str(piece);
+            }
+            out
+        })
+        .collect()
+}
+
 #[derive(Default)]
 struct Acc {
     /// Per member (all indices of the path, in order): inclusive, GPU, instances, its path.
@@ -111,17 +99,7 @@ struct Acc {
 pub(crate) fn module_groups(regions: &[Region], total_gpu_ns: i64) -> Option<ModuleGroups> {
     let mut accs: BTreeMap<(i64, String, Vec<String>), Acc> = BTreeMap::new();
     for r in regions {
-        let names = r.names();
-        let mut shape = Vec::with_capacity(names.len());
-        let mut numbers = Vec::new();
-        for n in &names {
-            let (s, mut k) = split(n);
-            shape.push(s);
-            numbers.append(&mut k);
-        }
-        if numbers.is_empty() {
-            continue;
-        }
+        let Some((shape, numbers)) = shape_of(&r.names()) else { continue };
         let acc = accs.entry((r.process_id, r.domain.clone(), shape)).or_default();
         let m = acc.members.entry(numbers).or_insert((0, 0, 0, r.path.clone()));
         m.0 += r.inclusive_ns;
@@ -140,24 +118,7 @@ pub(crate) fn module_groups(regions: &[Region], total_gpu_ns: i64) -> Option<Mod
 }
 
 fn group(process_id: i64, domain: String, shape: &[String], acc: &Acc) -> ModuleGroup {
-    // The indices seen at each position, in path order.
-    let positions = acc.members.keys().next().map_or(0, Vec::len);
-    let seen: Vec<Vec<u64>> = (0..positions).map(|i| acc.members.keys().map(|k| k[i]).collect()).collect();
-    let mut at = 0;
-    let names: Vec<String> = shape
-        .iter()
-        .map(|s| {
-            let mut out = String::new();
-            for (i, piece) in s.split('#').enumerate() {
-                if i > 0 {
-                    out.push_str(&format!("[{}]", runs(&seen[at])));
-                    at += 1;
-                }
-                out.push_str(piece);
-            }
-            out
-        })
-        .collect();
+    let names = shown(shape, acc.members.keys());
     let gpu = acc.members.values().any(|m| m.1 > 0);
     let mut totals: Vec<(i64, &str)> =
         acc.members.values().map(|m| (if gpu { m.1 } else { m.0 }, m.3.as_str())).collect();

@@ -20,7 +20,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 mod groups;
 mod model;
-pub(crate) use groups::ModuleGroups;
+pub(crate) use groups::{shape_of, shown};
 pub use model::*;
 
 use super::runs::{self, Runs};

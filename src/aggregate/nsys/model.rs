@@ -73,7 +73,7 @@ pub struct RegionsReport {
     /// Regions whose module paths differ only in an index, grouped
     /// (`model.layers.[0-31].mlp`), and the module ranges' GPU-time coverage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) module_groups: Option<super::ModuleGroups>,
+    pub(crate) module_groups: Option<ModuleGroups>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -254,4 +254,49 @@ pub struct TopKernel {
     pub(crate) max_ns: i64,
     /// Share of all kernels' GPU time.
     pub share_pct: f64,
+}
+
+/// regions.json `module_groups`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ModuleGroups {
+    /// GPU time of the kernels launched inside the outermost ranges of the
+    /// `llmperf.modules` domain, and of every kernel of the capture; absent
+    /// without such ranges.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) coverage: Option<Coverage>,
+    /// Largest total first (GPU time, else wall time).
+    pub(crate) groups: Vec<ModuleGroup>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Coverage {
+    pub(crate) module_gpu_time_ns: i64,
+    pub(crate) total_gpu_time_ns: i64,
+}
+
+/// Regions of one process and domain whose paths differ only in their indices.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ModuleGroup {
+    /// The path with each index replaced by the indices seen there:
+    /// `prefill::M::model.layers.[0-31]::model.layers.[0-31].mlp`.
+    pub(crate) path: String,
+    pub(crate) domain: String,
+    pub(crate) process_id: i64,
+    /// Distinct index tuples (layers, experts, …) in the group.
+    pub(crate) members: usize,
+    pub(crate) instances: usize,
+    pub(crate) inclusive_ns: i64,
+    pub(crate) gpu_time_ns: i64,
+    /// Per member, its total (GPU time when the group launched kernels, else
+    /// wall time): the smallest, the median (lower middle) and the largest.
+    pub(crate) member_min_ns: i64,
+    pub(crate) member_median_ns: i64,
+    pub(crate) member_max_ns: i64,
+    /// What the spread is of: `gpu` or `wall`.
+    pub(crate) member_time: String,
+    /// The path of the member with the largest total.
+    pub(crate) slowest: String,
 }
