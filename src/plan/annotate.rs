@@ -1,10 +1,11 @@
-//! plan: `--annotate modules`, NVTX ranges around a user's PyTorch modules
-//! with the program unchanged. The run directory gets a bootstrap
-//! (`annotate/sitecustomize.py`, the Python text next to this file), and the
-//! application runs as `env PYTHONPATH=<run>/annotate:… LLMPERF_BOOTSTRAP=… CMD`:
-//! every Python process of the command imports it at start-up, and once the
-//! program imports torch, global forward hooks push a range per module call
-//! named by the module's path, in the NVTX domain [`DOMAIN`].
+//! plan: `--annotate modules|ops|auto`, NVTX ranges around a user's PyTorch
+//! modules with the program unchanged. The run directory gets a bootstrap
+//! (`annotate/sitecustomize.py`, the Python text next to this file, and its
+//! NVTX binding), and the application runs as `env PYTHONPATH=<run>/annotate:…
+//! LLMPERF_BOOTSTRAP=… CMD`: every Python process of the command imports it at
+//! start-up, and once the program imports torch, its `nn.Module.__call__`
+//! pushes a range per module call named by the module's path, in the NVTX
+//! domain [`DOMAIN`] (the default domain with `ops`).
 use std::ffi::OsString;
 use std::path::Path;
 
