@@ -205,6 +205,7 @@ fn a_hugging_face_generate_splits_into_prefill_and_decode_steps_per_module() {
     assert!(md.contains("## Repeated modules") && md.contains(group), "{md}");
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.contains("<h2>Repeated modules</h2>"), "report.html has no group table");
+    assert!(html.contains("The capture has no kernel: the module ranges' share of GPU time cannot be told."));
     assert!(html.contains("<code>prefill::LlamaForCausalLM::model::model.layers.[0-1]::model.layers.[0-1].mlp</code>"));
     // operators.json: the same call paths joined, 2 layers × 4 decode steps.
     let ops = json(&dir.join("operators.json"));

@@ -44,7 +44,18 @@ fn module_groups_table(h: &mut String, inputs: &Inputs) {
         return;
     }
     let ms = |ns: i64| format!("{:.3}", ns as f64 / 1e6);
-    h.push_str("<h2>Repeated modules</h2>\n<p class=\"note\">Regions whose paths differ only in an index, as one row; per member (one index tuple), its total: GPU time where the group launched kernels, else wall time.</p>\n");
+    h.push_str("<h2>Repeated modules</h2>\n<p class=\"note\">Regions whose paths differ only in an index, as one row; per member (one index tuple), its total: GPU time where the group launched kernels, else wall time.");
+    match &g.coverage {
+        Some(c) if c.total_gpu_time_ns > 0 => h.push_str(&format!(
+            " The module ranges hold {} of the capture's {} GPU ms ({:.1}%).",
+            ms(c.module_gpu_time_ns),
+            ms(c.total_gpu_time_ns),
+            100.0 * c.module_gpu_time_ns as f64 / c.total_gpu_time_ns as f64
+        )),
+        Some(_) => h.push_str(" The capture has no kernel: the module ranges' share of GPU time cannot be told."),
+        None => {}
+    }
+    h.push_str("</p>\n");
     h.push_str("<table><tr><th>group</th><th>members</th><th>calls</th><th>GPU ms</th><th>wall ms</th><th>per member min / median / max ms</th><th>largest member</th></tr>\n");
     for r in g.groups.iter().take(30) {
         let gpu = if r.gpu_time_ns > 0 { ms(r.gpu_time_ns) } else { "–".into() };
