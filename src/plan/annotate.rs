@@ -79,6 +79,20 @@ pub(crate) fn check(cfg: &Annotate, libtorch: bool) -> Result<(), Error> {
     Ok(())
 }
 
+/// A program `env` can run behind the bootstrap's variables: `env` reads a
+/// first word with `=` in it as one more variable (and takes no `--` there).
+pub(crate) fn check_program(cfg: &Annotate, argv: &[OsString]) -> Result<(), Error> {
+    let Some(program) = argv.first().filter(|_| cfg.mode != AnnotateMode::Off) else { return Ok(()) };
+    if program.to_string_lossy().contains('=') {
+        return Err(Error::usage(format!(
+            "--annotate runs the command behind `env`, which would read its program `{}` as a variable (it holds `=`)",
+            program.to_string_lossy()
+        ))
+        .with_hint("run it through a name or a symlink without `=`, e.g. ln -s 'a=b' ./app and profile ./app"));
+    }
+    Ok(())
+}
+
 /// The application's argv with the bootstrap's environment in front (`env
 /// NAME=VALUE… CMD`; `LLMPERF_BOOTSTRAP_*`, not `LLMPERF_ANNOTATE*`, which an
 /// llmperf inside the command, `--model hf`'s `llmperf workload`, would read
@@ -161,6 +175,15 @@ mod tests {
             wrap(&Annotate { mode: AnnotateMode::Ops, ..modules() }, Path::new("/r"), None, vec!["python3".into()]);
         assert_eq!(ops[2], "LLMPERF_BOOTSTRAP=ops");
         assert_eq!(ops[3], "LLMPERF_BOOTSTRAP_DOMAIN=", "operators nest under modules in one domain");
+    }
+
+    #[test]
+    fn a_program_env_would_take_for_a_variable_is_refused() {
+        let argv = |p: &str| vec![OsString::from(p), OsString::from("x=1")];
+        let e = check_program(&modules(), &argv("./tools/a=b")).unwrap_err();
+        assert!(e.message.contains("would read its program `./tools/a=b` as a variable"), "{}", e.message);
+        assert!(check_program(&modules(), &argv("python3")).is_ok(), "an `=` in an argument is the program's own");
+        assert!(check_program(&Annotate::default(), &argv("./a=b")).is_ok(), "no env without --annotate");
     }
 
     #[test]

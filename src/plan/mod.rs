@@ -119,6 +119,9 @@ impl RunPlan {
             App::Builtin { .. } => annotate::resolve(&cfg.annotate, hf),
         };
         annotate::check(&annotation, matches!(app, App::Builtin { .. }) && !hf)?;
+        if let App::Command(argv) = &app {
+            annotate::check_program(&annotation, argv)?;
+        }
         let baseline = matches!(app, App::Builtin { .. }) && cfg.runner.run.baseline;
         let job = match (&req.rank, &req.launcher) {
             (Some(r), _) => Some(Job::of_rank(cfg, r)?),
