@@ -37,38 +37,25 @@ pub(crate) fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
-/// regions.json's `module_groups`: repeated modules as one row each (at most 30).
+/// regions.json's `module_groups`: repeated modules as one row each, as regions.md has them.
 fn module_groups_table(h: &mut String, inputs: &Inputs) {
+    use super::regions_md::{coverage_sentence, group_figures, GROUP_ROWS};
     let Some(g) = inputs.nsys_regions.as_ref().and_then(|r| r.module_groups.as_ref()) else { return };
     if g.groups.is_empty() {
         return;
     }
-    let ms = |ns: i64| format!("{:.3}", ns as f64 / 1e6);
     h.push_str("<h2>Repeated modules</h2>\n<p class=\"note\">Regions whose paths differ only in an index, as one row; per member (one index tuple), its total: GPU time where the group launched kernels, else wall time.");
-    match &g.coverage {
-        Some(c) if c.total_gpu_time_ns > 0 => h.push_str(&format!(
-            " The module ranges hold {} of the capture's {} GPU ms ({:.1}%).",
-            ms(c.module_gpu_time_ns),
-            ms(c.total_gpu_time_ns),
-            100.0 * c.module_gpu_time_ns as f64 / c.total_gpu_time_ns as f64
-        )),
-        Some(_) => h.push_str(" The capture has no kernel: the module ranges' share of GPU time cannot be told."),
-        None => {}
+    if let Some(c) = &g.coverage {
+        h.push(' ');
+        h.push_str(&esc(&coverage_sentence(c)));
     }
     h.push_str("</p>\n");
     h.push_str("<table><tr><th>group</th><th>members</th><th>calls</th><th>GPU ms</th><th>wall ms</th><th>per member min / median / max ms</th><th>largest member</th></tr>\n");
-    for r in g.groups.iter().take(30) {
-        let gpu = if r.gpu_time_ns > 0 { ms(r.gpu_time_ns) } else { "–".into() };
+    for r in g.groups.iter().take(GROUP_ROWS) {
+        let cells: String = group_figures(r).iter().map(|f| format!("<td>{}</td>", esc(f))).collect();
         h.push_str(&format!(
-            "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{gpu}</td><td>{}</td><td>{} / {} / {} ({})</td><td><code>{}</code></td></tr>\n",
+            "<tr><td><code>{}</code></td>{cells}<td><code>{}</code></td></tr>\n",
             esc(&r.path),
-            r.members,
-            r.instances,
-            ms(r.inclusive_ns),
-            ms(r.member_min_ns),
-            ms(r.member_median_ns),
-            ms(r.member_max_ns),
-            esc(&r.member_time),
             esc(&r.slowest)
         ));
     }

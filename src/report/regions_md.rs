@@ -94,25 +94,44 @@ pub(crate) fn regions_md(
     Some(md)
 }
 
-/// Rows of repeated modules shown, at most.
-const GROUP_ROWS: usize = 30;
+/// Rows of repeated modules shown, at most (regions.md and report.html).
+pub(crate) const GROUP_ROWS: usize = 30;
+
+fn ms(ns: i64) -> String {
+    format!("{:.3}", ns as f64 / 1e6)
+}
+
+/// What share of the capture's GPU time the module ranges hold, as a sentence.
+pub(crate) fn coverage_sentence(c: &crate::aggregate::nsys::Coverage) -> String {
+    if c.total_gpu_time_ns > 0 {
+        format!(
+            "The --annotate module ranges hold {} of the capture's {} GPU ms ({:.1}%).",
+            ms(c.module_gpu_time_ns),
+            ms(c.total_gpu_time_ns),
+            100.0 * c.module_gpu_time_ns as f64 / c.total_gpu_time_ns as f64
+        )
+    } else {
+        "The capture has no kernel: the module ranges' share of GPU time cannot be told.".into()
+    }
+}
+
+/// A group row's figures: members, calls, GPU ms (– without kernels), wall
+/// ms, and the members' min / median / max with what they are of.
+pub(crate) fn group_figures(r: &crate::aggregate::nsys::ModuleGroup) -> [String; 5] {
+    [
+        r.members.to_string(),
+        r.instances.to_string(),
+        if r.gpu_time_ns > 0 { ms(r.gpu_time_ns) } else { "–".into() },
+        ms(r.inclusive_ns),
+        format!("{} / {} / {} ({})", ms(r.member_min_ns), ms(r.member_median_ns), ms(r.member_max_ns), r.member_time),
+    ]
+}
 
 /// `## Repeated modules`: regions.json's module_groups, and the coverage.
 fn module_groups_md(md: &mut String, g: &crate::aggregate::nsys::ModuleGroups, labels: &BTreeMap<i64, String>) {
-    let ms = |ns: i64| format!("{:.3}", ns as f64 / 1e6);
     md.push_str("## Repeated modules\n\n");
     if let Some(c) = &g.coverage {
-        if c.total_gpu_time_ns > 0 {
-            let _ = writeln!(
-                md,
-                "The `--annotate` module ranges hold {} of the capture's {} GPU ms ({:.1}%).\n",
-                ms(c.module_gpu_time_ns),
-                ms(c.total_gpu_time_ns),
-                100.0 * c.module_gpu_time_ns as f64 / c.total_gpu_time_ns as f64
-            );
-        } else {
-            md.push_str("The capture has no kernel: the module ranges' share of GPU time cannot be told.\n\n");
-        }
+        let _ = writeln!(md, "{}\n", coverage_sentence(c));
     }
     if g.groups.is_empty() {
         return;
@@ -124,19 +143,12 @@ fn module_groups_md(md: &mut String, g: &crate::aggregate::nsys::ModuleGroups, l
     md.push_str("| group | process | members | calls | GPU ms | wall ms | per member min / median / max ms | largest member |\n|---|---|---:|---:|---:|---:|---|---|\n");
     for r in g.groups.iter().take(GROUP_ROWS) {
         let process = labels.get(&r.process_id).cloned().unwrap_or_else(|| r.process_id.to_string());
-        let gpu = if r.gpu_time_ns > 0 { ms(r.gpu_time_ns) } else { "–".into() };
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {gpu} | {} | {} / {} / {} ({}) | {} |",
+            "| {} | {} | {} | {} |",
             code(&r.path),
             crate::markdown::text(&process),
-            r.members,
-            r.instances,
-            ms(r.inclusive_ns),
-            ms(r.member_min_ns),
-            ms(r.member_median_ns),
-            ms(r.member_max_ns),
-            r.member_time,
+            group_figures(r).join(" | "),
             code(&r.slowest)
         );
     }
