@@ -47,6 +47,8 @@ pub(crate) const NSYS_TOP_KERNELS: &str = "nsys/top_kernels.json";
 pub(crate) const NSYS_SAMPLES: &str = "nsys/samples.json";
 /// The machine of the capture, from its SQLite export.
 pub(crate) const NSYS_CAPTURE: &str = "nsys/capture.json";
+/// Where each top-level region's wall time went per device (aggregate::nsys::breakdown).
+pub(crate) const NSYS_BREAKDOWN: &str = "nsys/breakdown.json";
 /// An imported `nsys stats` kernel summary CSV (kernels only, no NVTX).
 pub(crate) const NSYS_KERNEL_SUMMARY: &str = "nsys/kernel_summary.csv";
 /// Where the kernel totals of a run without its SQLite export come from: an

@@ -69,6 +69,11 @@ pub const ARTIFACTS: &[Artifact] = &[
         schema: schema_of::<crate::compare::check::CheckReport>,
     },
     Artifact {
+        pattern: run_dir::NSYS_BREAKDOWN,
+        spec: "nsys-breakdown.schema.json",
+        schema: schema_of::<crate::aggregate::nsys::breakdown::BreakdownReport>,
+    },
+    Artifact {
         pattern: run_dir::NSYS_SAMPLES,
         spec: "nsys-samples.schema.json",
         schema: schema_of::<crate::aggregate::nsys::Samples>,

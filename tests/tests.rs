@@ -6,6 +6,7 @@
 mod common;
 mod annotate;
 mod bad_inputs;
+mod breakdown;
 mod cli;
 mod compare;
 mod gpu_fixtures;

@@ -3,8 +3,10 @@
 //! - [`nsys`]: the NVTX region tree of an nsys capture, kernels attributed, top kernels;
 //! - [`ncu`]: ncu results → per-region reports (scopes, roll-ups), a [`crate::parse::ncu::LaunchSink`];
 //! - [`roofline`]: per-kernel FLOP, byte and time sums for `roofline.json`;
+//! - [`categories`]: kernel categories from kernel names (a table in conf/analysis/);
 //! - [`select`]: which kernels a report keeps;
 //! - [`skip`]: what the report models leave out when they are written.
+pub mod categories;
 pub mod ncu;
 pub mod nsys;
 pub(crate) mod ranks;

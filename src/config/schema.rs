@@ -647,6 +647,18 @@ pub(crate) struct ReportConfig {
     /// Which kernel name the tables and charts show (kernels.json keeps both).
     #[serde(default)]
     pub(crate) kernel_names: KernelNames,
+    /// A user's kernel category table (conf/analysis/kernel_categories.yaml's
+    /// format), tried before the shipped one.
+    #[serde(default)]
+    pub(crate) kernel_categories: Option<PathBuf>,
+    /// The longest GPU idle gap between two operations counted as launch
+    /// latency in the time breakdown (µs).
+    #[serde(default = "launch_gap_us")]
+    pub(crate) launch_gap_us: f64,
+}
+
+fn launch_gap_us() -> f64 {
+    crate::aggregate::nsys::breakdown::LAUNCH_GAP_NS as f64 / 1e3
 }
 
 /// `report.kernel_names`: the export's short name (`shortName`, where it has

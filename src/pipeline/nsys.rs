@@ -374,6 +374,10 @@ pub(crate) struct Ingest {
     pub(crate) strip: Vec<String>,
     /// The `nsys stats` reports to save (`pipeline.nsys.stats`; none: not run).
     pub(crate) stats: Vec<String>,
+    /// `report.kernel_categories`: a user's category table.
+    pub(crate) kernel_categories: Option<std::path::PathBuf>,
+    /// `report.launch_gap_us`.
+    pub(crate) launch_gap_us: f64,
 }
 
 impl Ingest {
@@ -382,6 +386,8 @@ impl Ingest {
             top_n: cfg.runner.run.top_n_kernels as usize,
             strip: cfg.report.nvtx_attributes.clone(),
             stats: cfg.pipeline.nsys.stats.clone(),
+            kernel_categories: cfg.report.kernel_categories.clone(),
+            launch_gap_us: cfg.report.launch_gap_us,
         }
     }
 }
@@ -557,8 +563,50 @@ pub(crate) fn write_outputs(
     run.write_json(run_dir::NSYS_REGIONS, &done.regions)?;
     run.write_json(run_dir::NSYS_TOP_KERNELS, &done.top)?;
     run.write_json(run_dir::NSYS_SAMPLES, &done.samples)?;
-    tracing::debug!("nsys ingestion: read and built {read:.2?}, written {:.2?}", t.elapsed() - read);
+    let written = t.elapsed();
+    let mut breakdown = breakdown(&db, std::mem::take(&mut done.windows), opts)?;
+    for d in &mut breakdown.devices {
+        d.rank = launched.iter().find(|l| l.process_id == d.process_id).map(|l| l.rank);
+    }
+    run.write_json(run_dir::NSYS_BREAKDOWN, &breakdown)?;
+    tracing::debug!(
+        "nsys ingestion: read and built {read:.2?}, written {:.2?}; breakdown {:.2?}",
+        written - read,
+        t.elapsed() - written
+    );
     Ok((done.regions, done.kernels))
+}
+
+/// The time breakdown of the export's top-level regions per device
+/// (`nsys/breakdown.json`): its GPU activity, read in a pass of its own
+/// after the region sweep, which kept the windows.
+fn breakdown(
+    db: &NsysDb,
+    windows: aggregate::nsys::breakdown::Windows,
+    opts: &Ingest,
+) -> Result<aggregate::nsys::breakdown::BreakdownReport, Error> {
+    use aggregate::nsys::breakdown::Breakdown;
+    let gap = opts.launch_gap_us;
+    if !(gap.is_finite() && gap >= 0.0) {
+        return Err(Error::config(format!("report.launch_gap_us: {gap} is not a duration"))
+            .with_hint("give a number of microseconds, 0 or more (50 by default)"));
+    }
+    let categories = kernel_categories(opts.kernel_categories.as_deref())?;
+    let blocking = db.blocking_calls()?;
+    let new = || Breakdown::new(windows.clone(), blocking.clone(), (gap * 1e3).round() as i64);
+    let sink = crate::parse::nsys::activity::read(db, new, |name| categories.of(name) as u8)?;
+    Ok(sink.finish(categories.sources.clone()))
+}
+
+/// The shipped kernel category table, after the user's (`report.kernel_categories`).
+pub(crate) fn kernel_categories(user: Option<&Path>) -> Result<aggregate::categories::Categories, Error> {
+    let shipped = crate::config::tree::ConfTree::embedded_data("analysis/kernel_categories.yaml").unwrap_or_default();
+    let Some(path) = user else { return aggregate::categories::Categories::new(shipped, None) };
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Error::config(format!("report.kernel_categories: cannot read {}: {e}", path.display()))
+            .with_hint("give the path of a YAML file in the format of conf/analysis/kernel_categories.yaml, or null")
+    })?;
+    aggregate::categories::Categories::new(shipped, Some((&path.display().to_string(), &text)))
 }
 
 /// `nsys/regions.json`, `nsys/top_kernels.json` and an empty `nsys/samples.json` from a kernel summary CSV

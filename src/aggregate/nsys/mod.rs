@@ -18,6 +18,7 @@
 //!   was not traced) are `unattributed`.
 use rustc_hash::FxHashMap as HashMap;
 
+pub mod breakdown;
 mod groups;
 mod model;
 pub(crate) use groups::{shape_of, shown};
@@ -38,6 +39,8 @@ pub struct Ingested {
     pub top: Vec<TopKernel>,
     pub(crate) samples: Samples,
     pub kernels: usize,
+    /// The depth-0 push/pop instances, for the time breakdown ([`breakdown`]).
+    pub windows: breakdown::Windows,
 }
 
 /// The three reports of one pass over an export
@@ -197,6 +200,7 @@ pub struct Sweep {
     odd_ranges: usize,
     attributed: (usize, i64),
     attributed_graph: (usize, i64),
+    windows: breakdown::Windows,
 }
 
 impl Default for Sweep {
@@ -212,6 +216,7 @@ impl Default for Sweep {
             odd_ranges: 0,
             attributed: (0, 0),
             attributed_graph: (0, 0),
+            windows: breakdown::Windows::default(),
         }
     }
 }
@@ -325,6 +330,10 @@ impl Sweep {
             let p = &mut self.regions[p as usize];
             p.child_ns = p.child_ns.saturating_add(ns);
         }
+        if r.style == RangeStyle::PushPop && parent.is_none() {
+            let pid = pid_of(r.global_tid);
+            self.windows.push(breakdown::Window { start: r.start, end: r.end, region, pid });
+        }
         if r.style == RangeStyle::PushPop {
             stack.push(Open { end: r.end, region, first_kernel: i64::MAX, last_kernel: i64::MIN, gpu_ns: 0 });
         }
@@ -378,6 +387,12 @@ impl Sweep {
         let (inclusive, attributed_by_name) = self.kernels_rolled_up();
         let unattributed = self.unattributed(&kernels, &attributed_by_name, &names);
         let (top, slot) = top_with_short_names(&kernels, &names, top_n);
+        let mut windows = std::mem::take(&mut self.windows);
+        for (id, a) in self.regions.iter().enumerate() {
+            if a.parent.is_none() && a.style == RangeStyle::PushPop {
+                windows.names.insert(id as u32, (names.get(a.domain).to_string(), names.get(a.name).to_string()));
+            }
+        }
         let Sweep { regions, durations, gpu_durations, .. } = self;
         let runs = (durations, gpu_durations, kernels.durations);
         let sorted = sorted_durations(&regions, runs, &kernels.by_name, &slot, top.len())?;
@@ -402,6 +417,7 @@ impl Sweep {
             top,
             samples: Samples::new(region_samples, kernel_samples),
             kernels: kernels.by_name.values().map(|k| k.0).sum(),
+            windows,
         })
     }
 

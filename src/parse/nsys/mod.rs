@@ -6,7 +6,10 @@
 //! - [`batched`]: rows handed from a reader thread to their consumer in batches;
 //! - [`ingest`]: the pass itself: two reader threads, each on its own connection,
 //!   a [`ingest::Timeline`] fed ranges and launches in time order, a
-//!   [`ingest::KernelSink`] fed every kernel, and the read order's retry.
+//!   [`ingest::KernelSink`] fed every kernel, and the read order's retry;
+//! - [`activity`]: the GPU's activity (kernels, copies, memsets) per device in
+//!   time order, and the host's blocking calls, for the time breakdown.
+pub mod activity;
 pub(crate) mod batched;
 pub mod ingest;
 pub mod launch_join;

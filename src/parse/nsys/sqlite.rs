@@ -261,6 +261,11 @@ impl NsysDb {
         Ok(NsysDb { conn, path: path.to_path_buf(), tables, stored_scans: false })
     }
 
+    /// The connection, for the readers of sibling modules ([`super::activity`]).
+    pub(crate) fn conn(&self) -> &Connection {
+        &self.conn
+    }
+
     pub(crate) fn path(&self) -> &Path {
         &self.path
     }
@@ -293,14 +298,14 @@ impl NsysDb {
         self.tables.contains(t)
     }
 
-    fn columns(&self, table: &str) -> HashSet<String> {
+    pub(crate) fn columns(&self, table: &str) -> HashSet<String> {
         self.conn
             .prepare(&format!("PRAGMA table_info({table})"))
             .and_then(|mut s| s.query_map([], |r| r.get::<_, String>(1))?.collect())
             .unwrap_or_default()
     }
 
-    fn sql_error(&self, what: &str, e: rusqlite::Error) -> Error {
+    pub(crate) fn sql_error(&self, what: &str, e: rusqlite::Error) -> Error {
         let hint = if let rusqlite::Error::FromSqlConversionFailure(..) = e {
             "a value of the wrong type: the export was edited, or written by another tool; export the report again with `nsys export --type sqlite`"
         } else {

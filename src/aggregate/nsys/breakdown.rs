@@ -1,0 +1,673 @@
+//! aggregate::nsys::breakdown: where each top-level region's wall time went on
+//! each GPU of its process (`nsys/breakdown.json`).
+//!
+//! A region instance is a window of time on the host (a depth-0 push/pop
+//! range). On each device of its process the window is cut into segments at
+//! every start and end of a kernel, copy or memset, and each segment is one of:
+//! - **busy**: something ran. Split by priority, so that the parts add up:
+//!   compute (a kernel other than communication ran), else exposed
+//!   communication (an NCCL kernel and no compute), else a copy, else a memset.
+//!   Communication and copies that ran beside compute are counted as
+//!   `*_overlapped_ns`, outside the sum.
+//! - **idle**: nothing ran. Each idle gap is one of: a sync stall (a blocking
+//!   call of the process, [`crate::parse::nsys::activity::BLOCKING`], was
+//!   waiting when the GPU went idle), a launch gap (no more than
+//!   `launch_gap_ns` between two operations: the host was launching), or
+//!   nothing queued (longer, or before the first and after the last operation).
+//!
+//! So per region and device: wall = busy + idle, busy = compute + exposed
+//! communication + copy + memset, idle = launch + sync + nothing queued,
+//! exactly (tests/breakdown.rs checks them, and busy against SQL's union of
+//! intervals). The pass holds per device only the operations running at the
+//! moment and the windows open at the moment; the windows themselves (a few
+//! per step of a workload) are kept from the range sweep, up to
+//! [`MAX_WINDOWS`].
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use rustc_hash::FxHashMap as HashMap;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::aggregate::categories::Category;
+use crate::parse::nsys::activity::{Activity, ActivitySink, Blocking, Direction, What};
+
+pub(crate) const BREAKDOWN_SCHEMA: &str = "llmperf.nsys-breakdown/v1";
+
+/// Top-level instances held for the breakdown (24 bytes each): past this, the
+/// per-region breakdown is not computed (the device totals still are).
+pub const MAX_WINDOWS: usize = 1 << 20;
+
+/// The default longest idle gap counted as launch latency.
+pub const LAUNCH_GAP_NS: i64 = 50_000;
+
+/// One depth-0 push/pop range instance: a window of host time.
+#[derive(Debug, Clone, Copy)]
+pub struct Window {
+    pub(crate) start: i64,
+    pub(crate) end: i64,
+    /// The region (the range sweep's id).
+    pub(crate) region: u32,
+    pub(crate) pid: i64,
+}
+
+/// The windows of a capture, in start order, and the names of their regions.
+#[derive(Debug, Default, Clone)]
+pub struct Windows {
+    pub(crate) list: Vec<Window>,
+    /// Instances past [`MAX_WINDOWS`], not held.
+    pub(crate) dropped: usize,
+    /// (domain, name) by region id.
+    pub(crate) names: HashMap<u32, (String, String)>,
+}
+
+impl Windows {
+    pub(crate) fn push(&mut self, w: Window) {
+        if self.list.len() < MAX_WINDOWS {
+            self.list.push(w);
+        } else {
+            self.dropped += 1;
+        }
+    }
+}
+
+/// The parts of a stretch of wall time on one device (ns). wall = busy +
+/// idle; busy = compute + communication_exposed + copy + memset; idle =
+/// idle_launch + idle_sync + idle_nothing_queued.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct Parts {
+    pub wall_ns: i64,
+    pub busy_ns: i64,
+    pub compute_ns: i64,
+    pub communication_exposed_ns: i64,
+    /// NCCL kernels running while a compute kernel ran (not in busy's sum).
+    pub communication_overlapped_ns: i64,
+    /// Copies with no kernel running.
+    pub copy_ns: i64,
+    /// Copies running beside a kernel (not in busy's sum).
+    pub copy_overlapped_ns: i64,
+    pub memset_ns: i64,
+    pub idle_ns: i64,
+    /// Gaps of at most `launch_gap_ns` between two operations.
+    pub idle_launch_ns: i64,
+    /// Gaps that began while a blocking call of the process was waiting.
+    pub idle_sync_ns: i64,
+    /// Longer gaps, and the time before the device's first and after its last operation.
+    pub idle_nothing_queued_ns: i64,
+}
+
+/// Kernels of one category: how many started, and their time (in a region:
+/// clipped to its instances, and summed, so kernels on several streams at once count each).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CategoryTime {
+    pub category: Category,
+    pub kernels: usize,
+    pub ns: i64,
+}
+
+/// Copies one way: their count, bytes and time; those from or to pageable host memory apart.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CopyTime {
+    /// h2d, d2h, d2d, p2p or other.
+    pub direction: String,
+    pub count: usize,
+    pub bytes: i64,
+    pub ns: i64,
+    /// bytes / ns (GB/s); null for no time.
+    pub gbps: Option<f64>,
+    pub pageable_count: usize,
+    pub pageable_bytes: i64,
+    pub pageable_ns: i64,
+}
+
+/// One top-level region on one device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RegionBreakdown {
+    pub name: String,
+    pub domain: String,
+    pub instances: usize,
+    pub parts: Parts,
+    /// Kernel time by category inside the region's instances (categories with none left out).
+    pub categories: Vec<CategoryTime>,
+    /// Time of copies from or to pageable memory inside the instances.
+    pub pageable_copy_ns: i64,
+}
+
+/// One device of one process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct DeviceBreakdown {
+    pub process_id: i64,
+    /// The launcher's rank of the process (`profile --launcher`), else null.
+    pub rank: Option<u32>,
+    pub device: i64,
+    /// From the device's first operation to its last.
+    pub span: Parts,
+    /// Every kernel of the device by category (every category listed).
+    pub categories: Vec<CategoryTime>,
+    /// The share of kernel time no rule named (`other`), 0..1; null without kernels.
+    pub other_share: Option<f64>,
+    pub copies: Vec<CopyTime>,
+    /// The device's top-level regions, by wall time (empty when not computed: see notes).
+    pub regions: Vec<RegionBreakdown>,
+}
+
+/// `nsys/breakdown.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BreakdownReport {
+    pub schema: String,
+    /// The longest idle gap counted as launch latency (ns).
+    pub launch_gap_ns: i64,
+    /// The kernel category tables, in the order tried.
+    pub category_tables: Vec<String>,
+    pub devices: Vec<DeviceBreakdown>,
+    pub notes: Vec<String>,
+}
+
+const KINDS: usize = 9;
+const COPY: usize = KINDS; // + direction (5)
+const MEMSET: usize = COPY + 5;
+const PAGEABLE: usize = MEMSET + 1;
+const SLOTS: usize = PAGEABLE + 1;
+const COMM: usize = Category::Communication as usize;
+
+fn direction_index(d: Direction) -> usize {
+    match d {
+        Direction::HostToDevice => 0,
+        Direction::DeviceToHost => 1,
+        Direction::DeviceToDevice => 2,
+        Direction::PeerToPeer => 3,
+        Direction::Other => 4,
+    }
+}
+
+const DIRECTIONS: [&str; 5] = ["h2d", "d2h", "d2d", "p2p", "other"];
+
+/// What a segment adds: its busy part and per slot the operations running.
+#[derive(Clone, Copy)]
+enum Seg {
+    Busy([u32; SLOTS]),
+    Idle(IdleKind),
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum IdleKind {
+    Launch,
+    Sync,
+    Nothing,
+}
+
+/// Accumulated over a stretch: its parts, and per slot the summed time.
+#[derive(Clone, Default)]
+struct Acc {
+    parts: Parts,
+    slot_ns: [i64; SLOTS],
+    kernels: [usize; KINDS],
+    instances: usize,
+}
+
+impl Acc {
+    fn add(&mut self, seg: &Seg, len: i64) {
+        let p = &mut self.parts;
+        p.wall_ns += len;
+        match seg {
+            Seg::Idle(kind) => {
+                p.idle_ns += len;
+                match kind {
+                    IdleKind::Launch => p.idle_launch_ns += len,
+                    IdleKind::Sync => p.idle_sync_ns += len,
+                    IdleKind::Nothing => p.idle_nothing_queued_ns += len,
+                }
+            }
+            Seg::Busy(n) => {
+                p.busy_ns += len;
+                let comm = n[COMM] > 0;
+                let compute = n[..KINDS].iter().enumerate().any(|(i, &c)| i != COMM && c > 0);
+                let copy = n[COPY..MEMSET].iter().any(|&c| c > 0);
+                if compute {
+                    p.compute_ns += len;
+                    p.communication_overlapped_ns += len * i64::from(comm);
+                    p.copy_overlapped_ns += len * i64::from(copy);
+                } else if comm {
+                    p.communication_exposed_ns += len;
+                    p.copy_overlapped_ns += len * i64::from(copy);
+                } else if copy {
+                    p.copy_ns += len;
+                } else {
+                    p.memset_ns += len;
+                }
+                for (s, &c) in n.iter().enumerate() {
+                    self.slot_ns[s] += len * i64::from(c);
+                }
+            }
+        }
+    }
+
+    fn categories(&self, every: bool) -> Vec<CategoryTime> {
+        Category::ALL
+            .iter()
+            .map(|&c| CategoryTime { category: c, kernels: self.kernels[c.index()], ns: self.slot_ns[c.index()] })
+            .filter(|c| every || c.ns > 0 || c.kernels > 0)
+            .collect()
+    }
+}
+
+/// One (process, device): the operations running, the windows open, and the sums.
+struct DeviceSweep {
+    /// All before `t` has been cut into segments.
+    t: i64,
+    /// Ends of the running operations, with their slot and whether a pageable copy.
+    running: BinaryHeap<Reverse<(i64, u8, bool)>>,
+    n: [u32; SLOTS],
+    /// Where the current idle gap began (None before the first operation).
+    idle_since: Option<i64>,
+    first_start: Option<i64>,
+    last_start: i64,
+    /// The next window of the process not yet open, and the open ones.
+    next: usize,
+    open: Vec<usize>,
+    span: Acc,
+    by_region: HashMap<u32, Acc>,
+    copies: [(usize, i64, usize, i64); 5],
+}
+
+impl DeviceSweep {
+    fn new() -> Self {
+        DeviceSweep {
+            t: i64::MIN,
+            running: BinaryHeap::new(),
+            n: [0; SLOTS],
+            idle_since: None,
+            first_start: None,
+            last_start: i64::MIN,
+            next: 0,
+            open: Vec::new(),
+            span: Acc::default(),
+            by_region: HashMap::default(),
+            copies: [(0, 0, 0, 0); 5],
+        }
+    }
+}
+
+/// The blocking calls of a process by start, and the latest end so far at each.
+struct Calls {
+    calls: Vec<(i64, i64)>,
+    max_end: Vec<i64>,
+}
+
+/// The breakdown of a capture, fed its GPU activity in start order per device.
+pub struct Breakdown {
+    windows: HashMap<i64, Vec<Window>>,
+    names: HashMap<u32, (String, String)>,
+    dropped: usize,
+    blocking: HashMap<i64, Calls>,
+    launch_gap_ns: i64,
+    devices: HashMap<(i64, i64), DeviceSweep>,
+    /// Operations read out of start order on their device.
+    out_of_order: bool,
+    odd: usize,
+}
+
+impl Breakdown {
+    pub fn new(windows: Windows, blocking: Blocking, launch_gap_ns: i64) -> Breakdown {
+        let mut by_pid: HashMap<i64, Vec<Window>> = HashMap::default();
+        for w in windows.list {
+            by_pid.entry(w.pid).or_default().push(w);
+        }
+        let blocking = blocking
+            .into_iter()
+            .map(|(pid, mut calls)| {
+                calls.sort_unstable();
+                let mut latest = i64::MIN;
+                let max_end = calls
+                    .iter()
+                    .map(|c| {
+                        latest = latest.max(c.1);
+                        latest
+                    })
+                    .collect();
+                (pid, Calls { calls, max_end })
+            })
+            .collect();
+        Breakdown {
+            windows: by_pid,
+            names: windows.names,
+            dropped: windows.dropped,
+            blocking,
+            launch_gap_ns,
+            devices: HashMap::default(),
+            out_of_order: false,
+            odd: 0,
+        }
+    }
+}
+
+impl ActivitySink for Breakdown {
+    /// One operation. False when it came before the previous one on its
+    /// device: the activity must then be read again, sorted.
+    fn add(&mut self, a: Activity) -> bool {
+        if !crate::parse::nsys::sqlite::plausible(a.start, a.end) {
+            self.odd += 1;
+            return true;
+        }
+        let d = self.devices.entry((a.pid, a.device)).or_insert_with(DeviceSweep::new);
+        if a.start < d.last_start {
+            self.out_of_order = true;
+            return false;
+        }
+        d.last_start = a.start;
+        let windows = self.windows.get(&a.pid).map_or(&[][..], |w| &w[..]);
+        let blocking = self.blocking.get(&a.pid);
+        let gap = self.launch_gap_ns;
+        advance(d, windows, blocking, gap, a.start);
+        d.first_start.get_or_insert(a.start);
+        let (slot, pageable) = match a.what {
+            What::Kernel(c) => (usize::from(c).min(KINDS - 1), false),
+            What::Copy { direction, bytes, pageable } => {
+                let i = direction_index(direction);
+                let c = &mut d.copies[i];
+                c.0 += 1;
+                c.1 += bytes;
+                if pageable {
+                    c.2 += 1;
+                    c.3 += bytes;
+                }
+                (COPY + i, pageable)
+            }
+            What::Memset { .. } => (MEMSET, false),
+        };
+        if slot < KINDS {
+            d.span.kernels[slot] += 1;
+            open_windows(d, windows, a.start.saturating_add(1));
+            for &w in &d.open {
+                let w = windows[w];
+                if w.start <= a.start && a.start < w.end {
+                    d.by_region.entry(w.region).or_default().kernels[slot] += 1;
+                }
+            }
+        }
+        d.n[slot] += 1;
+        d.n[PAGEABLE] += u32::from(pageable);
+        d.running.push(Reverse((a.end, slot as u8, pageable)));
+        true
+    }
+}
+
+impl Breakdown {
+    /// The report: per device, its span and regions (by wall time), by process and device.
+    pub fn finish(mut self, category_tables: Vec<String>) -> BreakdownReport {
+        let gap = self.launch_gap_ns;
+        let mut devices = Vec::new();
+        let mut keys: Vec<(i64, i64)> = self.devices.keys().copied().collect();
+        keys.sort_unstable();
+        for key in keys {
+            let mut d = self.devices.remove(&key).expect("a key of the map");
+            let windows = self.windows.get(&key.0).map_or(&[][..], |w| &w[..]);
+            advance(&mut d, windows, self.blocking.get(&key.0), gap, i64::MAX);
+            let mut regions: Vec<RegionBreakdown> = Vec::new();
+            let mut by_name: HashMap<(String, String), usize> = HashMap::default();
+            let mut accs: Vec<(u32, Acc)> = d.by_region.into_iter().collect();
+            accs.sort_unstable_by_key(|(r, _)| *r);
+            for (region, acc) in accs.into_iter().filter(|_| self.dropped == 0) {
+                let (domain, name) = self.names.get(&region).cloned().unwrap_or_default();
+                let row = RegionBreakdown {
+                    name: name.clone(),
+                    domain: domain.clone(),
+                    instances: acc.instances,
+                    parts: acc.parts,
+                    categories: acc.categories(false),
+                    pageable_copy_ns: acc.slot_ns[PAGEABLE],
+                };
+                match by_name.get(&(domain.clone(), name.clone())) {
+                    Some(&i) => merge(&mut regions[i], row),
+                    None => {
+                        by_name.insert((domain, name), regions.len());
+                        regions.push(row);
+                    }
+                }
+            }
+            regions.sort_by(|a, b| b.parts.wall_ns.cmp(&a.parts.wall_ns).then_with(|| a.name.cmp(&b.name)));
+            let kernel_ns: i64 = d.span.slot_ns[..KINDS].iter().sum();
+            let other = d.span.slot_ns[Category::Other.index()];
+            let copies = d
+                .copies
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.0 > 0)
+                .map(|(i, c)| {
+                    let ns = d.span.slot_ns[COPY + i];
+                    CopyTime {
+                        direction: DIRECTIONS[i].to_string(),
+                        count: c.0,
+                        bytes: c.1,
+                        ns,
+                        gbps: (ns > 0).then(|| c.1 as f64 / ns as f64),
+                        pageable_count: c.2,
+                        pageable_bytes: c.3,
+                        pageable_ns: 0,
+                    }
+                })
+                .collect::<Vec<_>>();
+            let mut copies = copies;
+            // Pageable time per direction is not kept apart: all of it on the direction(s) that had any.
+            if let Some(c) = copies.iter_mut().find(|c| c.pageable_count > 0) {
+                c.pageable_ns = d.span.slot_ns[PAGEABLE];
+            }
+            devices.push(DeviceBreakdown {
+                process_id: key.0,
+                rank: None,
+                device: key.1,
+                span: d.span.parts,
+                categories: d.span.categories(true),
+                other_share: (kernel_ns > 0).then(|| other as f64 / kernel_ns as f64),
+                copies,
+                regions,
+            });
+        }
+        let mut notes = Vec::new();
+        if self.dropped > 0 {
+            notes.push(format!(
+                "per-region breakdown not computed: the capture has more than {MAX_WINDOWS} top-level range instances ({} more); the device totals are complete",
+                self.dropped
+            ));
+        }
+        if self.odd > 0 {
+            notes.push(crate::parse::nsys::sqlite::odd_note(self.odd, "GPU operations"));
+        }
+        if devices.is_empty() {
+            notes.push("no kernels, copies or memsets in the capture: nothing ran on a GPU".to_string());
+        }
+        BreakdownReport { schema: BREAKDOWN_SCHEMA.into(), launch_gap_ns: gap, category_tables, devices, notes }
+    }
+}
+
+/// Rows of one region name from several threads of a process: summed.
+fn merge(into: &mut RegionBreakdown, row: RegionBreakdown) {
+    into.instances += row.instances;
+    let (a, b) = (&mut into.parts, row.parts);
+    for (x, y) in [
+        (&mut a.wall_ns, b.wall_ns),
+        (&mut a.busy_ns, b.busy_ns),
+        (&mut a.compute_ns, b.compute_ns),
+        (&mut a.communication_exposed_ns, b.communication_exposed_ns),
+        (&mut a.communication_overlapped_ns, b.communication_overlapped_ns),
+        (&mut a.copy_ns, b.copy_ns),
+        (&mut a.copy_overlapped_ns, b.copy_overlapped_ns),
+        (&mut a.memset_ns, b.memset_ns),
+        (&mut a.idle_ns, b.idle_ns),
+        (&mut a.idle_launch_ns, b.idle_launch_ns),
+        (&mut a.idle_sync_ns, b.idle_sync_ns),
+        (&mut a.idle_nothing_queued_ns, b.idle_nothing_queued_ns),
+    ] {
+        *x += y;
+    }
+    for c in row.categories {
+        match into.categories.iter_mut().find(|x| x.category == c.category) {
+            Some(x) => (x.kernels, x.ns) = (x.kernels + c.kernels, x.ns + c.ns),
+            None => into.categories.push(c),
+        }
+    }
+    into.categories.sort_by_key(|c| c.category);
+    into.pageable_copy_ns += row.pageable_copy_ns;
+}
+
+/// Open the windows that start before `before`.
+fn open_windows(d: &mut DeviceSweep, windows: &[Window], before: i64) {
+    while d.next < windows.len() && windows[d.next].start < before {
+        d.by_region.entry(windows[d.next].region).or_default().instances += 1;
+        d.open.push(d.next);
+        d.next += 1;
+    }
+}
+
+/// Cut the time from `d.t` to `to` into segments: the running operations
+/// ending on the way, then idle time up to `to` when nothing runs.
+fn advance(d: &mut DeviceSweep, windows: &[Window], blocking: Option<&Calls>, gap: i64, to: i64) {
+    while let Some(&Reverse((end, slot, pageable))) = d.running.peek() {
+        if end > to {
+            break;
+        }
+        if end > d.t {
+            emit(d, windows, Seg::Busy(d.n), d.t, end);
+            d.t = end;
+        }
+        d.running.pop();
+        d.n[slot as usize] -= 1;
+        d.n[PAGEABLE] -= u32::from(pageable);
+        if d.running.is_empty() {
+            d.idle_since = Some(d.t);
+        }
+    }
+    if to <= d.t {
+        return;
+    }
+    if !d.running.is_empty() {
+        emit(d, windows, Seg::Busy(d.n), d.t, to);
+    } else {
+        let kind = match d.idle_since {
+            None => IdleKind::Nothing,
+            Some(_) if to == i64::MAX => IdleKind::Nothing,
+            Some(since) if blocked(blocking, since) => IdleKind::Sync,
+            Some(since) if to - since <= gap => IdleKind::Launch,
+            Some(_) => IdleKind::Nothing,
+        };
+        emit(d, windows, Seg::Idle(kind), d.t, to);
+    }
+    d.t = to;
+}
+
+/// Whether a blocking call of the process was waiting at `t`.
+fn blocked(blocking: Option<&Calls>, t: i64) -> bool {
+    let Some(b) = blocking else { return false };
+    let started = b.calls.partition_point(|c| c.0 <= t);
+    started > 0 && b.max_end[started - 1] >= t
+}
+
+/// Add a segment to the device's span (between its first and last operation)
+/// and to the windows it overlaps.
+fn emit(d: &mut DeviceSweep, windows: &[Window], seg: Seg, from: i64, to: i64) {
+    if d.first_start.is_some() && to != i64::MAX {
+        d.span.add(&seg, to - from);
+    }
+    open_windows(d, windows, to);
+    for &w in &d.open {
+        let w = windows[w];
+        let len = to.min(w.end) - from.max(w.start);
+        if len > 0 {
+            d.by_region.entry(w.region).or_default().add(&seg, len);
+        }
+    }
+    d.open.retain(|&w| windows[w].end > to);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kernel(start: i64, end: i64, c: Category) -> Activity {
+        Activity { pid: 1, device: 0, start, end, what: What::Kernel(c as u8) }
+    }
+
+    fn windows(spans: &[(i64, i64)]) -> Windows {
+        let mut w = Windows::default();
+        for &(start, end) in spans {
+            w.push(Window { start, end, region: 0, pid: 1 });
+        }
+        w.names.insert(0, (String::new(), "step".into()));
+        w
+    }
+
+    fn one(report: &BreakdownReport) -> (&Parts, &Parts) {
+        let d = &report.devices[0];
+        (&d.span, &d.regions[0].parts)
+    }
+
+    fn sums_hold(p: &Parts) {
+        assert_eq!(p.wall_ns, p.busy_ns + p.idle_ns, "{p:?}");
+        assert_eq!(p.busy_ns, p.compute_ns + p.communication_exposed_ns + p.copy_ns + p.memset_ns, "{p:?}");
+        assert_eq!(p.idle_ns, p.idle_launch_ns + p.idle_sync_ns + p.idle_nothing_queued_ns, "{p:?}");
+    }
+
+    #[test]
+    fn overlapping_kernels_count_once_and_communication_beside_compute_is_overlapped() {
+        let mut b = Breakdown::new(windows(&[(0, 1000)]), Blocking::default(), 50);
+        for a in [
+            kernel(100, 300, Category::Gemm),
+            kernel(200, 500, Category::Communication),
+            kernel(250, 260, Category::Elementwise),
+            kernel(600, 700, Category::Communication),
+        ] {
+            assert!(b.add(a));
+        }
+        let r = b.finish(vec![]);
+        let (span, region) = one(&r);
+        sums_hold(span);
+        sums_hold(region);
+        assert_eq!(region.wall_ns, 1000);
+        assert_eq!(region.busy_ns, 400 + 100);
+        assert_eq!(region.compute_ns, 200);
+        assert_eq!(region.communication_overlapped_ns, 100);
+        assert_eq!(region.communication_exposed_ns, 200 + 100);
+        // 100 before the first kernel and 300 after the last: nothing queued; 500..600 is a long gap.
+        assert_eq!(region.idle_nothing_queued_ns, 100 + 100 + 300);
+        assert_eq!(span.wall_ns, 600);
+        let cats = &r.devices[0].regions[0].categories;
+        assert_eq!(cats.iter().find(|c| c.category == Category::Communication).unwrap().ns, 400);
+        assert_eq!(cats.iter().find(|c| c.category == Category::Gemm).unwrap().kernels, 1);
+    }
+
+    #[test]
+    fn gaps_are_launch_gaps_when_short_and_sync_stalls_after_a_blocking_call() {
+        let mut blocking = Blocking::default();
+        blocking.insert(1, vec![(150, 205)]);
+        let mut b = Breakdown::new(windows(&[(0, 400)]), blocking, 20);
+        for a in [kernel(0, 100, Category::Gemm), kernel(110, 200, Category::Gemm), kernel(300, 400, Category::Gemm)] {
+            assert!(b.add(a));
+        }
+        let r = b.finish(vec![]);
+        let (_, region) = one(&r);
+        sums_hold(region);
+        assert_eq!(region.idle_launch_ns, 10);
+        assert_eq!(region.idle_sync_ns, 100);
+        assert_eq!(region.idle_nothing_queued_ns, 0);
+    }
+
+    #[test]
+    fn an_operation_before_the_previous_one_on_its_device_asks_for_a_sorted_read() {
+        let mut b = Breakdown::new(Windows::default(), Blocking::default(), 20);
+        assert!(b.add(kernel(100, 200, Category::Gemm)));
+        assert!(!b.add(kernel(50, 60, Category::Gemm)));
+    }
+
+    #[test]
+    fn windows_of_several_threads_with_one_name_are_one_row() {
+        let mut w = windows(&[(0, 100)]);
+        w.push(Window { start: 50, end: 150, region: 1, pid: 1 });
+        w.names.insert(1, (String::new(), "step".into()));
+        let mut b = Breakdown::new(w, Blocking::default(), 20);
+        assert!(b.add(kernel(0, 150, Category::Gemm)));
+        let r = b.finish(vec![]);
+        assert_eq!(r.devices[0].regions.len(), 1);
+        assert_eq!(r.devices[0].regions[0].instances, 2);
+        assert_eq!(r.devices[0].regions[0].parts.compute_ns, 200);
+    }
+}

@@ -1,0 +1,305 @@
+//! parse::nsys::activity: what each GPU did, in time order, and when the host
+//! blocked on it; the input of the time breakdown (aggregate::nsys::breakdown).
+//!
+//! - GPU activity: the rows of `CUPTI_ACTIVITY_KIND_KERNEL`, `_MEMCPY` and
+//!   `_MEMSET` (start, end, deviceId, globalPid; a copy's bytes, copyKind,
+//!   srcKind and dstKind; a kernel's name), merged by start. nsys stores each
+//!   table in start order per device in every export we have seen; the reader
+//!   reads them as stored and the consumer checks the order, and where it does
+//!   not hold the caller reads again with SQLite sorting ([`Order::Sorted`]).
+//! - Blocking calls: rows of `CUPTI_ACTIVITY_KIND_RUNTIME` whose function waits
+//!   for the GPU ([`BLOCKING`]), per process.
+use rustc_hash::FxHashMap;
+
+use super::sqlite::{NsysDb, Order};
+use super::sqlite_rows::Rows;
+use crate::error::Error;
+
+/// Runtime and driver API functions that return only when the GPU has done
+/// the work they wait for: synchronizations and the copies that are not
+/// `Async` (nsys appends the version, `cudaStreamSynchronize_v3020`).
+pub const BLOCKING: &[&str] = &[
+    "cudaDeviceSynchronize",
+    "cudaStreamSynchronize",
+    "cudaEventSynchronize",
+    "cudaThreadSynchronize",
+    "cudaMemcpy",
+    "cudaMemcpy2D",
+    "cudaMemcpy3D",
+    "cudaMemcpyToSymbol",
+    "cudaMemcpyFromSymbol",
+    "cudaMemset",
+    "cuCtxSynchronize",
+    "cuStreamSynchronize",
+    "cuEventSynchronize",
+    "cuMemcpyDtoH",
+    "cuMemcpyHtoD",
+    "cuMemcpyDtoD",
+    "cuMemcpy",
+];
+
+/// Whether a runtime function name (`cudaStreamSynchronize_v3020`) waits for the GPU.
+pub fn is_blocking(function: &str) -> bool {
+    let base =
+        function
+            .split_once("_v")
+            .map_or(function, |(b, v)| if v.chars().all(|c| c.is_ascii_digit()) { b } else { function });
+    let base = base.strip_suffix("_ptsz").or_else(|| base.strip_suffix("_ptds")).unwrap_or(base);
+    BLOCKING.contains(&base)
+}
+
+/// Which way a copy went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Direction {
+    HostToDevice,
+    DeviceToHost,
+    DeviceToDevice,
+    PeerToPeer,
+    Other,
+}
+
+/// What the GPU did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum What {
+    /// A kernel, with the class the caller's `classify` gave its name.
+    Kernel(u8),
+    /// A copy; `pageable`: from or to pageable host memory (synchronous for the host).
+    Copy {
+        direction: Direction,
+        bytes: i64,
+        pageable: bool,
+    },
+    Memset {
+        bytes: i64,
+    },
+}
+
+/// One operation on a device.
+#[derive(Debug, Clone, Copy)]
+pub struct Activity {
+    pub pid: i64,
+    pub device: i64,
+    pub start: i64,
+    pub end: i64,
+    pub what: What,
+}
+
+/// A blocking call of one process: (start, end).
+pub type Blocking = FxHashMap<i64, Vec<(i64, i64)>>;
+
+/// Where the activity goes: false from `add` when an operation came out of
+/// start order on its device (the pass is then read again, sorted, into a
+/// new sink).
+pub trait ActivitySink {
+    fn add(&mut self, a: Activity) -> bool;
+}
+
+/// The export's activity into a sink `new` makes: read as stored, and again
+/// sorted by SQLite where the stored order did not hold. `classify` gives a
+/// kernel name its class (once per name).
+pub fn read<S: ActivitySink>(
+    db: &NsysDb,
+    mut new: impl FnMut() -> S,
+    mut classify: impl FnMut(&str) -> u8,
+) -> Result<S, Error> {
+    for order in [Order::Stored, Order::Sorted] {
+        let mut sink = new();
+        let mut held = true;
+        db.each_activity(order, &mut classify, |a| {
+            held = sink.add(a);
+            held
+        })?;
+        if held {
+            return Ok(sink);
+        }
+        tracing::debug!("{}: GPU activity out of start order: reading it again, sorted", db.path().display());
+    }
+    Err(Error::new(
+        crate::error::ErrorKind::Internal,
+        format!("{}: GPU activity still out of order after SQLite sorted it", db.path().display()),
+    )
+    .with_hint("a bug in llmperf: please report it with the export's nsys version"))
+}
+
+const TABLES: [&str; 3] = ["CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"];
+
+impl NsysDb {
+    /// Every kernel, copy and memset to `each`, the three tables merged by
+    /// start (each read as `order` says), until `each` returns false.
+    /// `classify` names a kernel's class from its name, once per name.
+    pub(crate) fn each_activity(
+        &self,
+        order: Order,
+        mut classify: impl FnMut(&str) -> u8,
+        mut each: impl FnMut(Activity) -> bool,
+    ) -> Result<(), Error> {
+        let enums = Enums::read(self);
+        let what = "CUPTI_ACTIVITY_KIND_KERNEL, _MEMCPY and _MEMSET";
+        let sql = |e| self.sql_error(what, e);
+        let mut streams = Vec::new();
+        for (i, table) in TABLES.iter().enumerate() {
+            if !self.has_table(table) {
+                continue;
+            }
+            let cols = self.columns(table);
+            let has = |c: &'static str| if cols.contains(c) { c } else { "NULL" };
+            let pid = if cols.contains("globalPid") { "(globalPid >> 24) & 16777215" } else { "0" };
+            let extra = match i {
+                0 => format!(
+                    "{}, NULL, NULL",
+                    if cols.contains("demangledName") { "demangledName" } else { has("shortName") }
+                ),
+                1 => format!("bytes, copyKind, {} * 256 + {}", has("srcKind"), has("dstKind")),
+                _ => "bytes, NULL, NULL".to_string(),
+            };
+            let order_by = if order == Order::Sorted { "ORDER BY start" } else { "" };
+            let q =
+                format!("SELECT {pid}, COALESCE({}, 0), start, end, {extra} FROM {table} {order_by}", has("deviceId"));
+            streams.push((i, Rows::query(self.conn(), &q).map_err(sql)?));
+        }
+        let mut classes: FxHashMap<i64, u8> = FxHashMap::default();
+        let mut name = |id: i64, classify: &mut dyn FnMut(&str) -> u8| -> Result<u8, Error> {
+            if let Some(c) = classes.get(&id) {
+                return Ok(*c);
+            }
+            let text: String = self
+                .conn()
+                .query_row("SELECT value FROM StringIds WHERE id = ?1", [id], |r| r.get(0))
+                .unwrap_or_default();
+            let c = classify(&text);
+            classes.insert(id, c);
+            Ok(c)
+        };
+        // The head row of each stream, merged by start.
+        let mut heads: Vec<Option<Activity>> = vec![None; streams.len()];
+        let mut read = |k: usize, streams: &mut Vec<(usize, Rows)>, classify: &mut dyn FnMut(&str) -> u8| {
+            let (table, rows) = &mut streams[k];
+            if !rows.step().map_err(sql)? {
+                return Ok::<_, Error>(None);
+            }
+            let what = match table {
+                0 => What::Kernel(name(rows.int(4), classify)?),
+                1 => {
+                    let (src, dst) = (rows.int(6) / 256, rows.int(6) % 256);
+                    let direction = enums.direction(rows.int(5));
+                    let pageable = match direction {
+                        Direction::HostToDevice => src == enums.pageable,
+                        Direction::DeviceToHost => dst == enums.pageable,
+                        _ => false,
+                    } && rows.opt_int(6).is_some();
+                    What::Copy { direction, bytes: rows.int(4), pageable }
+                }
+                _ => What::Memset { bytes: rows.int(4) },
+            };
+            Ok(Some(Activity { pid: rows.int(0), device: rows.int(1), start: rows.int(2), end: rows.int(3), what }))
+        };
+        for (k, head) in heads.iter_mut().enumerate() {
+            *head = read(k, &mut streams, &mut classify)?;
+        }
+        loop {
+            let next = heads.iter().enumerate().filter_map(|(k, h)| h.map(|a| (a.start, k))).min();
+            let Some((_, k)) = next else { return Ok(()) };
+            let a = heads[k].take().expect("the head chosen");
+            if !each(a) {
+                return Ok(());
+            }
+            heads[k] = read(k, &mut streams, &mut classify)?;
+        }
+    }
+
+    /// The blocking calls ([`is_blocking`]) of each process, by start.
+    pub fn blocking_calls(&self) -> Result<Blocking, Error> {
+        let mut out = Blocking::default();
+        if !self.has_table("CUPTI_ACTIVITY_KIND_RUNTIME") || !self.has_table("StringIds") {
+            return Ok(out);
+        }
+        let what = "CUPTI_ACTIVITY_KIND_RUNTIME";
+        let sql = |e| self.sql_error(what, e);
+        let mut ids = Vec::new();
+        let mut stmt = self
+            .conn()
+            .prepare("SELECT id, value FROM StringIds WHERE value LIKE 'cu%Synchronize%' OR value LIKE 'cu%Memcpy%' OR value LIKE 'cudaMemset%'")
+            .map_err(sql)?;
+        let mut rows = stmt.query([]).map_err(sql)?;
+        while let Some(r) = rows.next().map_err(sql)? {
+            let (id, name): (i64, String) = (r.get(0).map_err(sql)?, r.get(1).map_err(sql)?);
+            if is_blocking(&name) {
+                ids.push(id.to_string());
+            }
+        }
+        if ids.is_empty() {
+            return Ok(out);
+        }
+        let q = format!(
+            "SELECT (globalTid >> 24) & 16777215, start, end FROM {what} WHERE nameId IN ({}) ORDER BY start",
+            ids.join(", ")
+        );
+        let mut rows = Rows::query(self.conn(), &q).map_err(sql)?;
+        while rows.step().map_err(sql)? {
+            out.entry(rows.int(0)).or_default().push((rows.int(1), rows.int(2)));
+        }
+        Ok(out)
+    }
+}
+
+/// The export's numbering of copy kinds and memory kinds (its ENUM tables;
+/// the numbers of the exports we have seen where it has none).
+struct Enums {
+    by_kind: FxHashMap<i64, Direction>,
+    pageable: i64,
+}
+
+impl Enums {
+    fn read(db: &NsysDb) -> Enums {
+        let named = |table: &str| -> Vec<(i64, String)> {
+            if !db.has_table(table) {
+                return Vec::new();
+            }
+            db.conn()
+                .prepare(&format!("SELECT id, name FROM {table}"))
+                .and_then(|mut s| s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect())
+                .unwrap_or_default()
+        };
+        let mut by_kind: FxHashMap<i64, Direction> = FxHashMap::default();
+        for (id, name) in named("ENUM_CUDA_MEMCPY_OPER") {
+            let d = match name.rsplit('_').next().unwrap_or("") {
+                "HTOD" => Direction::HostToDevice,
+                "DTOH" => Direction::DeviceToHost,
+                "DTOD" => Direction::DeviceToDevice,
+                "PTOP" => Direction::PeerToPeer,
+                _ => Direction::Other,
+            };
+            by_kind.insert(id, d);
+        }
+        if by_kind.is_empty() {
+            by_kind.extend([
+                (1, Direction::HostToDevice),
+                (2, Direction::DeviceToHost),
+                (8, Direction::DeviceToDevice),
+                (10, Direction::PeerToPeer),
+            ]);
+        }
+        let pageable =
+            named("ENUM_CUDA_MEM_KIND").into_iter().find(|(_, n)| n.ends_with("_PAGEABLE")).map_or(0, |(id, _)| id);
+        Enums { by_kind, pageable }
+    }
+
+    fn direction(&self, kind: i64) -> Direction {
+        self.by_kind.get(&kind).copied().unwrap_or(Direction::Other)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocking_functions_are_known_with_their_version_suffix() {
+        for f in ["cudaStreamSynchronize_v3020", "cudaDeviceSynchronize", "cudaMemcpy_v3020", "cuCtxSynchronize"] {
+            assert!(is_blocking(f), "{f}");
+        }
+        for f in ["cudaMemcpyAsync_v3020", "cudaLaunchKernel_v7000", "cudaStreamWaitEvent_v3020", "cudaMemsetAsync"] {
+            assert!(!is_blocking(f), "{f}");
+        }
+    }
+}
