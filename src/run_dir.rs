@@ -77,6 +77,8 @@ pub(crate) const OPERATORS_JSON: &str = "operators.json";
 pub(crate) const OPERATORS_MD: &str = "operators.md";
 pub(crate) const REGIONS_MD: &str = "regions.md";
 pub(crate) const SUMMARY_MD: &str = "stakeholder_summary.md";
+/// What to fix first (report::findings).
+pub(crate) const FINDINGS_JSON: &str = "findings.json";
 /// One self-contained page with charts (no script, no network).
 pub(crate) const REPORT_HTML: &str = "report.html";
 pub(crate) const ROOFLINE_JSON: &str = "roofline.json";

@@ -9,6 +9,7 @@ mod bad_inputs;
 mod breakdown;
 mod cli;
 mod compare;
+mod findings;
 mod gpu_fixtures;
 mod hf;
 mod html;

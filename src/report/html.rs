@@ -14,6 +14,7 @@ const WIDTH: f64 = 900.0;
 pub(crate) fn render(inputs: &Inputs, d: &Derived) -> String {
     let id = inputs.manifest.as_ref().map_or("", |m| m.run_id.as_str());
     let mut h = page_head(&format!("llmperf run {id}"));
+    fix_first(&mut h, &d.findings, inputs.nsys_breakdown.as_ref());
     regions_chart(&mut h, inputs);
     module_groups_table(&mut h, inputs);
     if let Some(r) = &d.ranks {
@@ -35,6 +36,97 @@ svg text{font-size:11px;font-family:sans-serif}.note{color:#666}";
 
 pub(crate) fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// Colors of the breakdown's parts, in `findings::bar_parts` order.
+const PART_COLORS: [&str; 7] = ["#4e79a7", "#e15759", "#f28e2b", "#edc948", "#b07aa1", "#bab0ac", "#fff"];
+
+/// "What to fix first": the top findings, a stacked bar of each region's
+/// breakdown per device, and the category mix.
+fn fix_first(
+    h: &mut String,
+    f: &super::findings::FindingsReport,
+    b: Option<&crate::aggregate::nsys::breakdown::BreakdownReport>,
+) {
+    use super::findings::{bar_parts, category_mix, evidence_text, where_text, SHOWN};
+    h.push_str("<h2>What to fix first</h2>\n");
+    if f.findings.is_empty() {
+        for n in &f.notes {
+            h.push_str(&format!("<p class=\"note\">{}</p>\n", esc(n)));
+        }
+    } else {
+        h.push_str("<p class=\"note\">Ranked by the time each could recover at most; findings.json has how each bound was computed.</p>\n");
+        h.push_str("<table><tr><th>finding</th><th>region</th><th>where</th><th>recoverable ms</th><th>of wall</th><th>confidence</th><th>evidence</th></tr>\n");
+        for x in f.findings.iter().take(SHOWN) {
+            let evidence: Vec<String> = x.evidence.iter().map(evidence_text).collect();
+            h.push_str(&format!(
+                "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{:.3}</td><td>{:.0}%</td><td>{:?}</td><td>{}</td></tr>\n",
+                esc(x.kind.title()),
+                esc(&x.region),
+                esc(&where_text(x)),
+                x.recoverable_ns as f64 / 1e6,
+                100.0 * x.share_of_wall,
+                x.confidence,
+                esc(&evidence.join("; "))
+            ));
+        }
+        h.push_str("</table>\n");
+    }
+    let Some(b) = b.filter(|b| !b.devices.is_empty()) else { return };
+    // One bar per (device, region): each part's share of the region's wall time.
+    let rows: Vec<(String, &crate::aggregate::nsys::breakdown::Parts)> = b
+        .devices
+        .iter()
+        .flat_map(|d| {
+            let dev = format!("GPU {} (pid {})", d.device, d.process_id);
+            std::iter::once((format!("{dev}: device span"), &d.span))
+                .chain(d.regions.iter().take(8).map(move |r| (format!("{dev}: {}", r.name), &r.parts)))
+        })
+        .collect();
+    let (label_w, bar_w, row_h) = (300.0, 600.0, 18.0);
+    let height = row_h * rows.len() as f64 + 30.0;
+    h.push_str(&format!("<svg width=\"{}\" height=\"{height}\">\n", label_w + bar_w + 10.0));
+    for (i, (label, p)) in rows.iter().enumerate() {
+        let y = i as f64 * row_h;
+        let short: String = label.chars().take(48).collect();
+        h.push_str(&format!("<text x=\"0\" y=\"{}\">{}</text>", y + 12.0, esc(&short)));
+        let mut x = label_w;
+        for (k, (name, ns)) in bar_parts(p).iter().enumerate() {
+            let w = if p.wall_ns > 0 { bar_w * *ns as f64 / p.wall_ns as f64 } else { 0.0 };
+            if w > 0.0 {
+                h.push_str(&format!(
+                    "<rect x=\"{x:.1}\" y=\"{y}\" width=\"{w:.1}\" height=\"{}\" fill=\"{}\"><title>{}: {:.3} ms</title></rect>",
+                    row_h - 3.0,
+                    PART_COLORS[k],
+                    esc(name),
+                    *ns as f64 / 1e6
+                ));
+            }
+            x += w;
+        }
+        h.push('\n');
+    }
+    let mut x = label_w;
+    for (k, (name, _)) in bar_parts(&Default::default()).iter().enumerate().filter(|(_, (n, _))| !n.is_empty()) {
+        let y = row_h * rows.len() as f64 + 8.0;
+        h.push_str(&format!(
+            "<rect x=\"{x}\" y=\"{y}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{}\" y=\"{}\">{}</text>",
+            PART_COLORS[k],
+            x + 13.0,
+            y + 9.0,
+            esc(name)
+        ));
+        x += 13.0 + 7.0 * name.len() as f64;
+    }
+    h.push_str("</svg>\n<table><tr><th>kernel category</th><th>kernels</th><th>ms</th><th>share</th></tr>\n");
+    for (c, kernels, ns, share) in category_mix(b) {
+        h.push_str(&format!(
+            "<tr><td>{}</td><td>{kernels}</td><td>{:.3}</td><td>{share:.1}%</td></tr>\n",
+            c.name(),
+            ns as f64 / 1e6
+        ));
+    }
+    h.push_str("</table>\n");
 }
 
 /// regions.json's `module_groups`: repeated modules as one row each, as regions.md has them.

@@ -1,8 +1,9 @@
 //! report: what people read, rebuilt from a run directory's artifacts alone
 //! (so `llmperf report RUN_DIR` gives the same bytes as the run did). The
 //! typed model and what is derived from it (model.rs), pure renderers
-//! (summary.rs, html.rs, ncu_regions.rs, peaks for MFU), and this module, the
+//! (summary.rs, html.rs, ncu_regions.rs, findings.rs, peaks for MFU), and this module, the
 //! one writer of report files.
+pub(crate) mod findings;
 pub(crate) mod html;
 pub(crate) mod join;
 pub(crate) mod model;
@@ -48,6 +49,7 @@ pub(crate) fn write_summaries(run: &RunDir) -> Result<Vec<String>, Error> {
     run.write_json(run_dir::KERNELS_JSON, &d.kernels)?;
     run.write(run_dir::KERNELS_MD, summary::kernels_md(&d.kernels).as_bytes())?;
     run.write_json(run_dir::OPERATORS_JSON, &d.operators)?;
+    run.write_json(run_dir::FINDINGS_JSON, &d.findings)?;
     run.write(run_dir::OPERATORS_MD, summary::operators_md(&d.operators).as_bytes())?;
     run.write(run_dir::SUMMARY_MD, summary::stakeholder_summary(&inputs, &d).as_bytes())?;
     run.write(run_dir::REPORT_HTML, html::render(&inputs, &d).as_bytes())?;
@@ -68,6 +70,7 @@ pub(crate) fn write_summaries(run: &RunDir) -> Result<Vec<String>, Error> {
     }
     written.extend(
         [
+            run_dir::FINDINGS_JSON,
             run_dir::KERNELS_JSON,
             run_dir::KERNELS_MD,
             run_dir::OPERATORS_JSON,
@@ -141,7 +144,8 @@ pub(crate) fn write_index(run: &RunDir) -> Result<(), Error> {
     }
     md.push_str("\n## Reports\n\n");
     for (file, what) in [
-        (run_dir::SUMMARY_MD, "stakeholder summary: environment, aggregates, stages, MFU, top operators and kernels"),
+        (run_dir::FINDINGS_JSON, "what to fix first: findings ranked by recoverable time, with their evidence (the summary's first section)"),
+        (run_dir::SUMMARY_MD, "stakeholder summary: what to fix first, environment, aggregates, stages, MFU, top operators and kernels"),
         (run_dir::REPORT_HTML, "charts: time per region, ranks × regions, stages, top kernels, roofline; with the tables"),
         (run_dir::REGIONS_MD, "regions: every top-level NVTX range and the ranges inside, with GPU time, wall time, calls and the kernels inside"),
         (run_dir::KERNELS_MD, "top kernels"),

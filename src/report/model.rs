@@ -28,6 +28,8 @@ pub(crate) struct Inputs {
     pub(crate) baseline: Option<Timings>,
     pub(crate) nsys_regions: Option<RegionsReport>,
     pub(crate) nsys_top: Option<Vec<TopKernel>>,
+    /// Where each top-level region's time went per device (nsys/breakdown.json).
+    pub(crate) nsys_breakdown: Option<crate::aggregate::nsys::breakdown::BreakdownReport>,
     /// The capture's machine (nsys/capture.json), for runs without env.json (imports).
     pub(crate) capture: Option<CaptureHost>,
     pub(crate) ncu: Option<RegionReportFile>,
@@ -48,6 +50,7 @@ impl Inputs {
             baseline: run.read_json(run_dir::BASELINE_TIMINGS_JSON),
             nsys_regions: run.read_json(run_dir::NSYS_REGIONS),
             nsys_top: run.read_json(run_dir::NSYS_TOP_KERNELS),
+            nsys_breakdown: run.read_json(run_dir::NSYS_BREAKDOWN),
             capture: run.read_json(run_dir::NSYS_CAPTURE),
             ncu: run.read_json(run_dir::NCU_REGIONS_JSON),
             roofline: run.read_json(run_dir::ROOFLINE_JSON),
@@ -628,6 +631,8 @@ pub(crate) struct Derived {
     pub(crate) join: Option<super::join::RegionJoin>,
     /// The ranks of a capture of several processes (ranks.json).
     pub(crate) ranks: Option<crate::aggregate::ranks::RanksReport>,
+    /// What to fix first (findings.json).
+    pub(crate) findings: super::findings::FindingsReport,
 }
 
 impl Derived {
@@ -645,6 +650,7 @@ impl Derived {
         };
         let ranks = inputs.nsys_regions.as_ref().and_then(|r| ranks_of_capture(inputs, r));
         let operators = operators(inputs, ranks.as_ref());
-        Derived { kernels: kernels(inputs), operators, peak, uses, unmatched_flops, join, ranks }
+        let findings = super::findings::findings(inputs.nsys_breakdown.as_ref(), inputs.nsys_regions.as_ref());
+        Derived { kernels: kernels(inputs), operators, peak, uses, unmatched_flops, join, ranks, findings }
     }
 }

@@ -80,6 +80,7 @@ fn operator_table(md: &mut String, rows: &[crate::report::model::OperatorRow], n
 /// `stakeholder_summary.md`.
 pub(crate) fn stakeholder_summary(inputs: &Inputs, d: &Derived) -> String {
     let mut md = String::from("# Stakeholder summary\n\n");
+    super::findings::markdown(&mut md, &d.findings, inputs.nsys_breakdown.as_ref());
     environment(&mut md, inputs);
     aggregates(&mut md, inputs);
     stages(&mut md, inputs);
@@ -870,6 +871,7 @@ mod tests {
                 baseline: Some(timings()),
                 nsys_regions: None,
                 nsys_top: None,
+                nsys_breakdown: None,
                 capture: None,
                 ncu: None,
                 roofline: None,
@@ -899,6 +901,7 @@ mod tests {
             baseline: None,
             nsys_regions: None,
             nsys_top: None,
+            nsys_breakdown: None,
             capture: None,
             ncu: None,
             roofline: None,

@@ -1,0 +1,618 @@
+//! report: what to fix first (`findings.json`, and the section at the top of
+//! stakeholder_summary.md and report.html). Each finding names a region, the
+//! numbers behind it, the milliseconds that fixing it could recover at most
+//! and how that bound was computed, and a confidence; they are ranked by
+//! that bound. A short, fixed vocabulary ([`Kind`]; docs/artifacts.md has
+//! one paragraph per kind), and no finding without its numbers: "nothing
+//! stands out" is a valid answer.
+//!
+//! From the time breakdown (nsys/breakdown.json) where the GPU ran anything;
+//! else, on a capture without GPU work (a CPU run), from the operator ranges
+//! in regions.json, with what only a GPU capture can show said in the finding.
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::aggregate::categories::Category;
+use crate::aggregate::nsys::breakdown::{BreakdownReport, Parts};
+use crate::aggregate::nsys::RegionsReport;
+
+pub(crate) const FINDINGS_SCHEMA: &str = "llmperf.findings/v1";
+
+/// A finding must be worth at least this share of its region's wall time ...
+const MIN_SHARE: f64 = 0.05;
+/// ... and this much time (ns).
+const MIN_NS: i64 = 100_000;
+/// Findings kept in findings.json (the summary shows fewer).
+const MAX_FINDINGS: usize = 50;
+/// An operator call whose own host time is under this (ns) is dispatch
+/// overhead: a GPU kernel of that op would often be shorter.
+const TINY_OP_NS: f64 = 20_000.0;
+
+/// Operators that wait for the GPU's results on the host: a value copied out
+/// (`.item()`, `bool(t)`: `aten::_local_scalar_dense`) or an output sized by
+/// the data (`nonzero`, `masked_select`, `unique`). On a GPU each drains the
+/// queue before the host can go on.
+const SYNC_OPS: &[&str] = &[
+    "aten::_local_scalar_dense",
+    "aten::item",
+    "aten::nonzero",
+    "aten::masked_select",
+    "aten::unique",
+    "aten::_unique",
+    "aten::_unique2",
+    "aten::unique_consecutive",
+    "aten::repeat_interleave",
+    "aten::is_nonzero",
+    "aten::equal",
+];
+
+/// The kinds of finding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Kind {
+    LaunchBound,
+    SyncStall,
+    IdleGpu,
+    ExposedCommunication,
+    PageableCopy,
+    ElementwiseFusion,
+}
+
+impl Kind {
+    pub(crate) fn title(self) -> &'static str {
+        match self {
+            Kind::LaunchBound => "launch-bound",
+            Kind::SyncStall => "sync stall",
+            Kind::IdleGpu => "idle GPU",
+            Kind::ExposedCommunication => "exposed communication",
+            Kind::PageableCopy => "pageable copy",
+            Kind::ElementwiseFusion => "many small elementwise kernels",
+        }
+    }
+
+    fn fix(self) -> &'static str {
+        match self {
+            Kind::LaunchBound => "capture the region in a CUDA graph (torch.compile mode=\"reduce-overhead\", CUDA graphs) or fuse its small ops, so the host stops launching one kernel at a time",
+            Kind::SyncStall => "remove the host syncs inside the region (.item(), .cpu(), .tolist(), printing a tensor, data-dependent shapes such as nonzero, torch.cuda.synchronize): keep values on the GPU, or sync once per step",
+            Kind::IdleGpu => "look at what the host does in the region while nothing is queued (data loading, Python, logging); overlap it with GPU work (prefetching, non_blocking copies, a DataLoader with workers)",
+            Kind::ExposedCommunication => "overlap the collectives with compute (FSDP/DDP prefetch and bucketing, async collectives on their own stream), or shrink them",
+            Kind::PageableCopy => "copy from pinned memory (pin_memory=True, tensor.pin_memory()) with non_blocking=True, so the copy runs asynchronously and at full bandwidth",
+            Kind::ElementwiseFusion => "fuse the elementwise kernels (torch.compile, a fused kernel, or fusing them into the GEMM epilogue): each one reads and writes its tensors in full",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Confidence {
+    High,
+    Medium,
+    Low,
+}
+
+/// One number behind a finding.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub(crate) struct Evidence {
+    pub(crate) what: String,
+    pub(crate) value: f64,
+    /// `ms`, `%`, `count`, `us`, `GB/s`.
+    pub(crate) unit: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub(crate) struct Finding {
+    pub(crate) kind: Kind,
+    /// The top-level region (its NVTX name), or `(device span)` for a device's whole activity.
+    pub(crate) region: String,
+    pub(crate) process_id: Option<i64>,
+    pub(crate) rank: Option<u32>,
+    pub(crate) device: Option<i64>,
+    /// At most this much time (ns) comes back if the cause goes: an upper bound.
+    pub(crate) recoverable_ns: i64,
+    /// `recoverable_ns` over the region's wall time.
+    pub(crate) share_of_wall: f64,
+    /// How `recoverable_ns` was computed.
+    pub(crate) bound: String,
+    pub(crate) confidence: Confidence,
+    pub(crate) evidence: Vec<Evidence>,
+    /// What to try.
+    pub(crate) fix: String,
+    /// What this capture could not show (a CPU capture has no GPU timeline), if anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) needs: Option<String>,
+}
+
+/// `findings.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub(crate) struct FindingsReport {
+    pub(crate) schema: String,
+    /// `nsys breakdown` (the GPU timeline), `nsys ranges` (a capture without GPU work: operator ranges), or `none`.
+    pub(crate) source: String,
+    /// Ranked by `recoverable_ns`, most first.
+    pub(crate) findings: Vec<Finding>,
+    /// What was not checked, and why there are none.
+    pub(crate) notes: Vec<String>,
+}
+
+fn ms(ns: i64) -> f64 {
+    ns as f64 / 1e6
+}
+
+fn ev(what: &str, value: f64, unit: &str) -> Evidence {
+    Evidence { what: what.to_string(), value, unit: unit.to_string() }
+}
+
+fn pct(part: i64, of: i64) -> f64 {
+    if of > 0 {
+        100.0 * part as f64 / of as f64
+    } else {
+        0.0
+    }
+}
+
+/// The findings of a run: from the breakdown where a GPU ran anything, else
+/// from the operator ranges of regions.json.
+pub(crate) fn findings(breakdown: Option<&BreakdownReport>, regions: Option<&RegionsReport>) -> FindingsReport {
+    let mut notes = vec![
+        "not yet computed: memory-bound kernel families and low tensor-core share (they need ncu counters joined to the breakdown)".to_string(),
+    ];
+    let (source, mut found) = match (breakdown, regions) {
+        (Some(b), _) if !b.devices.is_empty() => {
+            notes.extend(b.notes.iter().cloned());
+            ("nsys breakdown", from_breakdown(b))
+        }
+        (_, Some(r)) if !r.regions.is_empty() => {
+            notes.push("no GPU work in the capture: findings come from the operator ranges (host time); a GPU capture measures the GPU's idle time itself".to_string());
+            ("nsys ranges", from_ranges(r))
+        }
+        _ => {
+            notes.push("no nsys capture with GPU work or NVTX ranges: nothing to rank".to_string());
+            ("none", Vec::new())
+        }
+    };
+    found.sort_by(|a, b| {
+        b.recoverable_ns.cmp(&a.recoverable_ns).then_with(|| a.kind.cmp(&b.kind)).then_with(|| a.region.cmp(&b.region))
+    });
+    if found.len() > MAX_FINDINGS {
+        notes.push(format!("{} findings below the first {MAX_FINDINGS} left out", found.len() - MAX_FINDINGS));
+        found.truncate(MAX_FINDINGS);
+    }
+    if found.is_empty() && source != "none" {
+        notes.push(format!(
+            "nothing stands out: no cause is worth {:.0}% of a region's wall time and {:.1} ms",
+            MIN_SHARE * 100.0,
+            ms(MIN_NS)
+        ));
+    }
+    FindingsReport { schema: FINDINGS_SCHEMA.into(), source: source.into(), findings: found, notes }
+}
+
+/// Whether `ns` of a region's `wall` is worth a finding.
+fn worth(ns: i64, wall: i64) -> bool {
+    ns >= MIN_NS && (ns as f64) >= MIN_SHARE * wall as f64
+}
+
+/// A stretch to judge: its name, parts, kernels by category (category,
+/// kernels, ns) and pageable-copy time.
+type Stretch<'a> = (&'a str, &'a Parts, Vec<(Category, usize, i64)>, i64);
+
+/// Per device, each region (or the device's span when it has none).
+fn from_breakdown(b: &BreakdownReport) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for d in &b.devices {
+        let spans: Vec<Stretch> = if d.regions.is_empty() {
+            let cats = d.categories.iter().map(|c| (c.category, c.kernels, c.ns)).collect();
+            let pageable = d.copies.iter().map(|c| c.pageable_ns).sum();
+            vec![("(device span)", &d.span, cats, pageable)]
+        } else {
+            d.regions
+                .iter()
+                .map(|r| {
+                    let cats = r.categories.iter().map(|c| (c.category, c.kernels, c.ns)).collect();
+                    (r.name.as_str(), &r.parts, cats, r.pageable_copy_ns)
+                })
+                .collect()
+        };
+        for (region, p, cats, pageable_ns) in spans {
+            let wall = p.wall_ns;
+            let kernels: usize = cats.iter().map(|c| c.1).sum();
+            let kernel_ns: i64 = cats.iter().map(|c| c.2).sum();
+            let mut add = |kind: Kind, ns: i64, bound: String, confidence: Confidence, evidence: Vec<Evidence>| {
+                if worth(ns, wall) {
+                    out.push(Finding {
+                        kind,
+                        region: region.to_string(),
+                        process_id: Some(d.process_id),
+                        rank: d.rank,
+                        device: Some(d.device),
+                        recoverable_ns: ns,
+                        share_of_wall: ns as f64 / wall.max(1) as f64,
+                        bound,
+                        confidence,
+                        evidence,
+                        fix: kind.fix().to_string(),
+                        needs: None,
+                    });
+                }
+            };
+            let idle = ev("GPU idle", pct(p.idle_ns, wall), "%");
+            add(
+                Kind::SyncStall,
+                p.idle_sync_ns,
+                "the GPU's idle gaps that began while a blocking call (cudaStreamSynchronize, cudaMemcpy, ...) of the process was waiting: the queue had drained because the host waited".into(),
+                Confidence::High,
+                vec![ev("sync-stall idle", ms(p.idle_sync_ns), "ms"), idle.clone()],
+            );
+            let mean_kernel_us = if kernels > 0 { kernel_ns as f64 / kernels as f64 / 1e3 } else { 0.0 };
+            add(
+                Kind::LaunchBound,
+                p.idle_launch_ns,
+                format!(
+                    "the GPU's idle gaps of at most {} us between two operations (launch latency): a CUDA graph or fewer, larger kernels remove them",
+                    b.launch_gap_ns / 1000
+                ),
+                Confidence::Medium,
+                vec![
+                    ev("launch-gap idle", ms(p.idle_launch_ns), "ms"),
+                    ev("kernels", kernels as f64, "count"),
+                    ev("mean kernel time", mean_kernel_us, "us"),
+                    idle.clone(),
+                ],
+            );
+            add(
+                Kind::IdleGpu,
+                p.idle_nothing_queued_ns,
+                "the GPU's idle time with nothing queued (gaps longer than the launch gap, before the first and after the last operation), no blocking call waiting".into(),
+                Confidence::Medium,
+                vec![ev("nothing-queued idle", ms(p.idle_nothing_queued_ns), "ms"), idle],
+            );
+            add(
+                Kind::ExposedCommunication,
+                p.communication_exposed_ns,
+                "time NCCL kernels ran with no compute kernel beside them: perfect overlap would hide it".into(),
+                Confidence::High,
+                vec![
+                    ev("exposed communication", ms(p.communication_exposed_ns), "ms"),
+                    ev(
+                        "of communication overlapped",
+                        pct(p.communication_overlapped_ns, p.communication_overlapped_ns + p.communication_exposed_ns),
+                        "%",
+                    ),
+                ],
+            );
+            add(
+                Kind::PageableCopy,
+                pageable_ns,
+                "time of copies from or to pageable host memory (synchronous for the host, and slower): pinned, asynchronous copies can overlap compute entirely".into(),
+                Confidence::High,
+                vec![ev("pageable copy time", ms(pageable_ns), "ms")],
+            );
+            let (ew_kernels, ew_ns) = cats.iter().find(|c| c.0 == Category::Elementwise).map_or((0, 0), |c| (c.1, c.2));
+            let mean_ew_us = if ew_kernels > 0 { ew_ns as f64 / ew_kernels as f64 / 1e3 } else { 0.0 };
+            if ew_kernels >= 10 && mean_ew_us < 50.0 && pct(ew_ns, kernel_ns) >= 20.0 {
+                add(
+                    Kind::ElementwiseFusion,
+                    ew_ns,
+                    "the elementwise kernels' time (summed over streams): fusing them into their neighbours saves at most all of it".into(),
+                    Confidence::Low,
+                    vec![
+                        ev("elementwise kernels", ew_kernels as f64, "count"),
+                        ev("mean elementwise kernel", mean_ew_us, "us"),
+                        ev("of kernel time", pct(ew_ns, kernel_ns), "%"),
+                    ],
+                );
+            }
+        }
+    }
+    out
+}
+
+/// A capture without GPU work: per top-level region, its operator ranges
+/// (`aten::…`, from `--annotate ops` or emit_nvtx) below it.
+fn from_ranges(r: &RegionsReport) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for top in r.regions.iter().filter(|t| t.depth == 0) {
+        let top_names = top.names();
+        let inside = r.regions.iter().filter(|x| {
+            x.depth > 0
+                && x.process_id == top.process_id
+                && x.thread_id == top.thread_id
+                && x.names().starts_with(&top_names)
+        });
+        let (mut calls, mut outer_calls, mut tiny_calls, mut tiny_ns, mut op_ns) = (0, 0, 0, 0i64, 0i64);
+        let (mut sync_calls, mut sync_ns) = (0, 0i64);
+        for x in inside {
+            let names = x.names();
+            let name = names.last().cloned().unwrap_or_default();
+            if !name.starts_with("aten::") {
+                continue;
+            }
+            // `aten::item` calls `aten::_local_scalar_dense`: one sync, counted at the outer.
+            let parent = names.len().checked_sub(2).map_or("", |i| names[i].as_str());
+            let parent_syncs = SYNC_OPS.contains(&parent);
+            calls += x.instances;
+            if !parent.starts_with("aten::") {
+                outer_calls += x.instances;
+            }
+            op_ns += x.exclusive_ns;
+            if (x.exclusive_ns as f64) < TINY_OP_NS * x.instances as f64 {
+                tiny_calls += x.instances;
+                tiny_ns += x.exclusive_ns;
+            }
+            if SYNC_OPS.contains(&name.as_str()) && !parent_syncs {
+                sync_calls += x.instances;
+                sync_ns += x.inclusive_ns;
+            }
+        }
+        let wall = top.inclusive_ns;
+        let per = |n: usize| n as f64 / top.instances.max(1) as f64;
+        let mut add = |kind: Kind, ns: i64, bound: &str, evidence: Vec<Evidence>, needs: &str| {
+            if worth(ns, wall) {
+                out.push(Finding {
+                    kind,
+                    region: top.path.clone(),
+                    process_id: Some(top.process_id),
+                    rank: top.rank,
+                    device: None,
+                    recoverable_ns: ns,
+                    share_of_wall: ns as f64 / wall.max(1) as f64,
+                    bound: bound.to_string(),
+                    confidence: Confidence::Low,
+                    evidence,
+                    fix: kind.fix().to_string(),
+                    needs: Some(needs.to_string()),
+                });
+            }
+        };
+        if sync_calls > 0 {
+            add(
+                Kind::SyncStall,
+                sync_ns,
+                "the host time of the operators that wait for results on the host (.item(), nonzero, masked_select, unique, ...), inclusive",
+                vec![
+                    ev("syncing operator calls", sync_calls as f64, "count"),
+                    ev("per instance", per(sync_calls), "count"),
+                    ev("their host time", ms(sync_ns), "ms"),
+                ],
+                "a GPU capture: there each of these calls drains the GPU's queue, and the stall is measured as idle time",
+            );
+        }
+        if tiny_calls >= 100 && tiny_ns * 2 >= op_ns {
+            add(
+                Kind::LaunchBound,
+                tiny_ns,
+                "the host time of operator calls under 20 us each (their own time, nested operators apart): dispatch overhead, which a CUDA graph or fusion removes",
+                vec![
+                    ev("outermost operator calls", outer_calls as f64, "count"),
+                    ev("per instance", per(outer_calls), "count"),
+                    ev("operator calls, nested ones included", calls as f64, "count"),
+                    ev("under 20 us each", tiny_calls as f64, "count"),
+                    ev("mean host time of those", tiny_ns as f64 / tiny_calls.max(1) as f64 / 1e3, "us"),
+                ],
+                "a GPU capture: there the GPU idles between these ops' short kernels while the host dispatches the next",
+            );
+        }
+    }
+    out
+}
+
+/// The "What to fix first" section of stakeholder_summary.md: the top findings as a table.
+pub(crate) fn markdown(md: &mut String, f: &FindingsReport, breakdown: Option<&BreakdownReport>) {
+    use crate::markdown::{code, text};
+    md.push_str("## What to fix first\n\n");
+    if f.findings.is_empty() {
+        for n in &f.notes {
+            md.push_str(&format!("- {}\n", text(n)));
+        }
+        md.push('\n');
+    } else {
+        md.push_str("Ranked by the time each could recover at most ([findings.json](findings.json) has the evidence and how each bound was computed).\n\n");
+        md.push_str("| # | finding | region | where | recoverable ms (of wall) | confidence | evidence | try |\n|---:|---|---|---|---:|---|---|---|\n");
+        for (i, x) in f.findings.iter().take(SHOWN).enumerate() {
+            let evidence: Vec<String> = x.evidence.iter().map(evidence_text).collect();
+            md.push_str(&format!(
+                "| {} | {} | {} | {} | {:.3} ({:.0}%) | {} | {} | {} |\n",
+                i + 1,
+                x.kind.title(),
+                code(&x.region),
+                text(&where_text(x)),
+                ms(x.recoverable_ns),
+                100.0 * x.share_of_wall,
+                confidence_text(x.confidence),
+                text(&evidence.join("; ")),
+                text(x.fix.split(':').next().unwrap_or(&x.fix)),
+            ));
+        }
+        md.push('\n');
+        for x in f.findings.iter().take(SHOWN).filter(|x| x.needs.is_some()) {
+            md.push_str(&format!(
+                "- {} in {}: needs {}\n",
+                x.kind.title(),
+                code(&x.region),
+                text(x.needs.as_deref().unwrap_or(""))
+            ));
+        }
+        for n in &f.notes {
+            md.push_str(&format!("- {}\n", text(n)));
+        }
+        md.push('\n');
+    }
+    if let Some(b) = breakdown.filter(|b| !b.devices.is_empty()) {
+        breakdown_table(md, b);
+    }
+}
+
+/// Findings shown in the summary and report.html.
+pub(crate) const SHOWN: usize = 5;
+/// Regions per device in the breakdown table.
+const BREAKDOWN_ROWS: usize = 8;
+
+fn confidence_text(c: Confidence) -> &'static str {
+    match c {
+        Confidence::High => "high",
+        Confidence::Medium => "medium",
+        Confidence::Low => "low",
+    }
+}
+
+pub(crate) fn evidence_text(e: &Evidence) -> String {
+    match e.unit.as_str() {
+        "count" => format!("{} {:.0}", e.what, e.value),
+        "%" => format!("{} {:.1}%", e.what, e.value),
+        unit => format!("{} {:.3} {unit}", e.what, e.value),
+    }
+}
+
+pub(crate) fn where_text(x: &Finding) -> String {
+    let mut parts = Vec::new();
+    if let Some(r) = x.rank {
+        parts.push(format!("rank {r}"));
+    }
+    if let Some(p) = x.process_id {
+        parts.push(format!("pid {p}"));
+    }
+    if let Some(d) = x.device {
+        parts.push(format!("GPU {d}"));
+    }
+    parts.join(", ")
+}
+
+/// The parts of a stretch as (label, ns), in the order of the stacked bar.
+pub(crate) fn bar_parts(p: &Parts) -> [(&'static str, i64); 7] {
+    [
+        ("compute", p.compute_ns),
+        ("exposed communication", p.communication_exposed_ns),
+        ("copy", p.copy_ns + p.memset_ns),
+        ("idle: launch gaps", p.idle_launch_ns),
+        ("idle: sync stalls", p.idle_sync_ns),
+        ("idle: nothing queued", p.idle_nothing_queued_ns),
+        ("", 0),
+    ]
+}
+
+/// Per device, the largest regions' breakdown as shares of wall time, and the category mix.
+fn breakdown_table(md: &mut String, b: &BreakdownReport) {
+    use crate::markdown::code;
+    md.push_str("Where the wall time of each top-level region went ([nsys/breakdown.json](nsys/breakdown.json)), % of wall:\n\n");
+    md.push_str("| device | region | wall ms | compute | exposed comm | copy+memset | idle: launch | idle: sync | idle: nothing queued |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    for d in &b.devices {
+        let dev = match d.rank {
+            Some(r) => format!("rank {r}, pid {}, GPU {}", d.process_id, d.device),
+            None => format!("pid {}, GPU {}", d.process_id, d.device),
+        };
+        let rows: Vec<(String, &Parts)> = std::iter::once(("(device span)".to_string(), &d.span))
+            .chain(d.regions.iter().take(BREAKDOWN_ROWS).map(|r| (r.name.clone(), &r.parts)))
+            .collect();
+        for (name, p) in rows {
+            let w = p.wall_ns;
+            md.push_str(&format!(
+                "| {dev} | {} | {:.3} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |\n",
+                code(&name),
+                ms(w),
+                pct(p.compute_ns, w),
+                pct(p.communication_exposed_ns, w),
+                pct(p.copy_ns + p.memset_ns, w),
+                pct(p.idle_launch_ns, w),
+                pct(p.idle_sync_ns, w),
+                pct(p.idle_nothing_queued_ns, w),
+            ));
+        }
+    }
+    md.push_str(
+        "\nKernel time by category (all devices):\n\n| category | kernels | ms | share |\n|---|---:|---:|---:|\n",
+    );
+    for (c, kernels, ns, share) in category_mix(b) {
+        md.push_str(&format!("| {} | {kernels} | {:.3} | {:.1}% |\n", c.name(), ms(ns), share));
+    }
+    md.push('\n');
+}
+
+/// Every device's kernels by category, summed: (category, kernels, ns, % of kernel time), largest first.
+pub(crate) fn category_mix(b: &BreakdownReport) -> Vec<(Category, usize, i64, f64)> {
+    let mut sums = [(0usize, 0i64); 9];
+    for d in &b.devices {
+        for c in &d.categories {
+            let s = &mut sums[c.category.index()];
+            (s.0, s.1) = (s.0 + c.kernels, s.1 + c.ns);
+        }
+    }
+    let total: i64 = sums.iter().map(|s| s.1).sum();
+    let mut rows: Vec<_> = Category::ALL
+        .iter()
+        .map(|&c| (c, sums[c.index()].0, sums[c.index()].1, pct(sums[c.index()].1, total)))
+        .filter(|r| r.1 > 0)
+        .collect();
+    rows.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aggregate::nsys::breakdown::{DeviceBreakdown, RegionBreakdown};
+
+    fn report(parts: Parts) -> BreakdownReport {
+        BreakdownReport {
+            schema: String::new(),
+            launch_gap_ns: 50_000,
+            category_tables: vec![],
+            devices: vec![DeviceBreakdown {
+                process_id: 7,
+                rank: Some(1),
+                device: 0,
+                span: parts,
+                categories: vec![],
+                other_share: None,
+                copies: vec![],
+                regions: vec![RegionBreakdown {
+                    name: "step".into(),
+                    domain: String::new(),
+                    instances: 1,
+                    parts,
+                    categories: vec![],
+                    pageable_copy_ns: 0,
+                }],
+            }],
+            notes: vec![],
+        }
+    }
+
+    #[test]
+    fn causes_are_ranked_by_recoverable_time_and_small_ones_left_out() {
+        let p = Parts {
+            wall_ns: 10_000_000,
+            busy_ns: 6_000_000,
+            compute_ns: 5_000_000,
+            communication_exposed_ns: 1_000_000,
+            idle_ns: 4_000_000,
+            idle_sync_ns: 3_000_000,
+            // 4% of wall: under the threshold.
+            idle_launch_ns: 400_000,
+            idle_nothing_queued_ns: 600_000,
+            ..Parts::default()
+        };
+        let f = findings(Some(&report(p)), None);
+        let got: Vec<(Kind, i64)> = f.findings.iter().map(|x| (x.kind, x.recoverable_ns)).collect();
+        assert_eq!(
+            got,
+            [(Kind::SyncStall, 3_000_000), (Kind::ExposedCommunication, 1_000_000), (Kind::IdleGpu, 600_000)]
+        );
+        assert_eq!(f.findings[0].rank, Some(1));
+        assert_eq!(f.findings[0].share_of_wall, 0.3);
+    }
+
+    #[test]
+    fn a_busy_gpu_has_nothing_that_stands_out() {
+        let p = Parts {
+            wall_ns: 10_000_000,
+            busy_ns: 9_900_000,
+            compute_ns: 9_900_000,
+            idle_ns: 100_000,
+            idle_launch_ns: 100_000,
+            ..Parts::default()
+        };
+        let f = findings(Some(&report(p)), None);
+        assert!(f.findings.is_empty());
+        assert!(f.notes.iter().any(|n| n.starts_with("nothing stands out")), "{:?}", f.notes);
+    }
+}
