@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::common::{json, llmperf, nsys_lock, run_dir};
+use crate::common::{import_nsys, json, llmperf, nsys_lock, run_dir};
 
 /// Timed runs of this file take turns: two at once would time each other.
 static TIMING: Mutex<()> = Mutex::new(());
@@ -820,4 +820,43 @@ fn a_whole_run_that_got_slower_fails_unless_the_shift_is_discounted() {
     assert_eq!(code, 0, "{stderr}");
     assert!(outcomes(&c).iter().all(|o| o.2 == "inconclusive"), "{:?}", outcomes(&c));
     assert_eq!(c["shifts"][0]["fails"], false);
+}
+
+/// How the time breakdown moved: ICON's capture (corpus) against a copy
+/// whose kernels each ran twice as long (SQL on the copy), side by side per
+/// region and part, the shares equal to each run's own breakdown.json.
+#[test]
+fn the_time_breakdown_of_two_runs_is_side_by_side() {
+    let root = tempfile::tempdir().unwrap();
+    let Some(db) = crate::corpus_copy!("real/isc25-icon/gpu.sqlite", root.path()) else { return };
+    let slow = root.path().join("slow.sqlite");
+    std::fs::copy(&db, &slow).unwrap();
+    let conn = rusqlite::Connection::open(&slow).unwrap();
+    conn.execute_batch("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = end + (end - start)").unwrap();
+    drop(conn);
+    let (a, b) = (root.path().join("a"), root.path().join("b"));
+    import_nsys(&db, &a, &[]);
+    import_nsys(&slow, &b, &[]);
+    llmperf().arg("diff").arg(&a).arg(&b).assert().success();
+    let d = json(&b.join("diff/diff.json"));
+    let rows = d["breakdown"].as_array().unwrap();
+    let region = |run: &Path, name: &str| -> serde_json::Value {
+        let bd = json(&run.join("nsys/breakdown.json"));
+        bd["devices"][0]["regions"].as_array().unwrap().iter().find(|r| r["name"] == name).unwrap()["parts"].clone()
+    };
+    let (pa, pb) = (region(&a, "for_each"), region(&b, "for_each"));
+    // ICON's ranges are in the STDPAR domain: rows name regions as selectors do.
+    let share = |p: &serde_json::Value| 100.0 * p["compute_ns"].as_f64().unwrap() / p["wall_ns"].as_f64().unwrap();
+    let row = rows.iter().find(|r| r["region"] == "STDPAR@for_each" && r["part"] == "compute").unwrap();
+    assert_eq!(row["device"], "GPU 0");
+    assert!((row["a_pct"].as_f64().unwrap() - share(&pa)).abs() < 1e-9, "{row}");
+    assert!((row["b_pct"].as_f64().unwrap() - share(&pb)).abs() < 1e-9, "{row}");
+    assert!(row["change_pp"].as_f64().unwrap() > 0.0, "{row}");
+    // Every part of a row is there in one run at least; none is 0 in both.
+    for r in rows {
+        assert!(r["a_pct"].as_f64().unwrap_or(0.0) > 0.0 || r["b_pct"].as_f64().unwrap_or(0.0) > 0.0, "{r}");
+    }
+    assert!(rows.iter().any(|r| r["region"] == "(device span)"));
+    let md = std::fs::read_to_string(b.join("diff/diff.md")).unwrap();
+    assert!(md.contains("## How the time breakdown moved"), "{md}");
 }

@@ -57,7 +57,30 @@ pub(crate) struct Diff {
     pub(crate) shifts: Vec<Shift>,
     /// ncu metrics of the regions both runs profiled (one value per run: no verdict).
     pub(crate) ncu: Vec<MetricRow>,
+    /// How the time breakdown (nsys/breakdown.json) of each top-level region
+    /// moved, per device (one value per run: no verdict); parts that are 0 in
+    /// both runs left out. Absent in diffs of runs without one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) breakdown: Vec<BreakdownRow>,
     pub(crate) notes: Vec<String>,
+}
+
+/// One part of one region's time breakdown in both runs: its share of the
+/// region's wall time and its time per instance.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub(crate) struct BreakdownRow {
+    /// `rank N` where a launcher said, else `GPU N` (process ids differ between runs).
+    pub(crate) device: String,
+    /// The top-level region, or `(device span)`.
+    pub(crate) region: String,
+    /// compute, exposed communication, copy+memset, idle: launch gaps, idle: sync stalls, idle: nothing queued.
+    pub(crate) part: String,
+    pub(crate) a_pct: Option<f64>,
+    pub(crate) b_pct: Option<f64>,
+    /// B's share minus A's, in percentage points.
+    pub(crate) change_pp: Option<f64>,
+    pub(crate) a_ms_per_instance: Option<f64>,
+    pub(crate) b_ms_per_instance: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -123,6 +146,8 @@ struct Loaded {
     status: crate::manifest::Status,
     series: BTreeMap<(Source, String), Series>,
     ncu: BTreeMap<(String, String, String), (String, f64)>,
+    /// (device, region) → (instances, parts) from nsys/breakdown.json.
+    breakdown: BTreeMap<(String, String), (usize, crate::aggregate::nsys::breakdown::Parts)>,
     notes: Vec<String>,
 }
 
@@ -135,11 +160,18 @@ impl Loaded {
         let manifest: crate::manifest::Manifest = dir
             .read_json_checked(run_dir::MANIFEST_JSON)?
             .ok_or_else(|| run_dir::damaged(&dir.join(run_dir::MANIFEST_JSON), "missing"))?;
-        let mut l =
-            Loaded { series: BTreeMap::new(), ncu: BTreeMap::new(), notes: Vec::new(), status: manifest.status, dir };
+        let mut l = Loaded {
+            series: BTreeMap::new(),
+            ncu: BTreeMap::new(),
+            breakdown: BTreeMap::new(),
+            notes: Vec::new(),
+            status: manifest.status,
+            dir,
+        };
         l.workload()?;
         l.nsys()?;
         l.ncu_metrics()?;
+        l.breakdown()?;
         Ok(l)
     }
 
@@ -258,6 +290,20 @@ impl Loaded {
         Ok(())
     }
 
+    fn breakdown(&mut self) -> Result<(), Error> {
+        use crate::aggregate::nsys::breakdown::BreakdownReport;
+        let Some(b) = self.dir.read_json_checked::<BreakdownReport>(run_dir::NSYS_BREAKDOWN)? else { return Ok(()) };
+        for d in b.devices {
+            let device = d.rank.map_or(format!("GPU {}", d.device), |r| format!("rank {r}"));
+            self.breakdown.insert((device.clone(), "(device span)".into()), (1, d.span));
+            for r in d.regions {
+                let name = regions::selector(&r.name, &r.domain);
+                self.breakdown.insert((device.clone(), name), (r.instances, r.parts));
+            }
+        }
+        Ok(())
+    }
+
     fn has_samples(&self) -> bool {
         self.series.values().any(|s| !s.samples_ms.is_empty())
     }
@@ -323,6 +369,7 @@ fn build(a: &Loaded, b: &Loaded, options: Options, judge: &Judge) -> Diff {
             })
         })
         .collect();
+    let breakdown = breakdown_rows(a, b);
     let mut notes: Vec<String> = a.notes.iter().chain(&b.notes).cloned().collect();
     for (l, which) in [(a, "A"), (b, "B")] {
         if !l.has_samples() {
@@ -348,8 +395,47 @@ fn build(a: &Loaded, b: &Loaded, options: Options, judge: &Judge) -> Diff {
         rows,
         shifts,
         ncu,
+        breakdown,
         notes,
     }
+}
+
+/// Each part of each (device, region) of either run's breakdown, side by
+/// side; parts that are 0 (or absent) in both runs left out.
+fn breakdown_rows(a: &Loaded, b: &Loaded) -> Vec<BreakdownRow> {
+    let mut keys: Vec<&(String, String)> = a.breakdown.keys().chain(b.breakdown.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let mut rows = Vec::new();
+    for key in keys {
+        // (instances, parts, wall) of one run.
+        type Parted = (usize, crate::report::findings::BarParts, i64);
+        let side = |l: &Loaded| -> Option<Parted> {
+            l.breakdown.get(key).map(|(n, p)| (*n, crate::report::findings::bar_parts(p), p.wall_ns))
+        };
+        let (sa, sb) = (side(a), side(b));
+        for part in 0..6 {
+            let pct =
+                |s: &Option<Parted>| s.as_ref().filter(|s| s.2 > 0).map(|s| 100.0 * s.1[part].1 as f64 / s.2 as f64);
+            let per = |s: &Option<Parted>| s.as_ref().map(|s| s.1[part].1 as f64 / 1e6 / s.0.max(1) as f64);
+            let (a_pct, b_pct) = (pct(&sa), pct(&sb));
+            if a_pct.unwrap_or(0.0) == 0.0 && b_pct.unwrap_or(0.0) == 0.0 {
+                continue;
+            }
+            let label = sa.as_ref().or(sb.as_ref()).map_or("", |s| s.1[part].0);
+            rows.push(BreakdownRow {
+                device: key.0.clone(),
+                region: key.1.clone(),
+                part: label.to_string(),
+                a_pct,
+                b_pct,
+                change_pp: a_pct.zip(b_pct).map(|(x, y)| y - x),
+                a_ms_per_instance: per(&sa),
+                b_ms_per_instance: per(&sb),
+            });
+        }
+    }
+    rows
 }
 
 /// Per source: the median change of its compared rows, when there are at

@@ -119,6 +119,33 @@ pub(crate) fn diff_markdown(d: &Diff) -> String {
         }
         m.push('\n');
     }
+    if !d.breakdown.is_empty() {
+        let _ = writeln!(
+            m,
+            "## How the time breakdown moved
+
+Share of each top-level region's wall time (nsys/breakdown.json; one value per run: no verdict).
+"
+        );
+        let _ = writeln!(m, "| device | region | part | A | B | change | A ms/instance | B ms/instance |\n|---|---|---|---:|---:|---:|---:|---:|");
+        for r in &d.breakdown {
+            let pct = |v: Option<f64>| v.map_or("—".into(), |v| format!("{v:.1}%"));
+            let ms = |v: Option<f64>| v.map_or("—".into(), |v| format!("{v:.3}"));
+            let _ = writeln!(
+                m,
+                "| {} | {} | {} | {} | {} | {} | {} | {} |",
+                text(&r.device),
+                code(&r.region),
+                text(&r.part),
+                pct(r.a_pct),
+                pct(r.b_pct),
+                r.change_pp.map_or("—".into(), |c| format!("{c:+.1} pp")),
+                ms(r.a_ms_per_instance),
+                ms(r.b_ms_per_instance)
+            );
+        }
+        m.push('\n');
+    }
     notes(&mut m, &d.notes);
     m
 }

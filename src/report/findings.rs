@@ -477,16 +477,18 @@ pub(crate) fn where_text(x: &Finding) -> String {
     parts.join(", ")
 }
 
+/// The six parts of a stretch as (label, ns): a partition of its wall time.
+pub(crate) type BarParts = [(&'static str, i64); 6];
+
 /// The parts of a stretch as (label, ns), in the order of the stacked bar.
-pub(crate) fn bar_parts(p: &Parts) -> [(&'static str, i64); 7] {
+pub(crate) fn bar_parts(p: &Parts) -> BarParts {
     [
         ("compute", p.compute_ns),
         ("exposed communication", p.communication_exposed_ns),
-        ("copy", p.copy_ns + p.memset_ns),
+        ("copy+memset", p.copy_ns + p.memset_ns),
         ("idle: launch gaps", p.idle_launch_ns),
         ("idle: sync stalls", p.idle_sync_ns),
         ("idle: nothing queued", p.idle_nothing_queued_ns),
-        ("", 0),
     ]
 }
 

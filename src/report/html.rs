@@ -39,7 +39,7 @@ pub(crate) fn esc(s: &str) -> String {
 }
 
 /// Colors of the breakdown's parts, in `findings::bar_parts` order.
-const PART_COLORS: [&str; 7] = ["#4e79a7", "#e15759", "#f28e2b", "#edc948", "#b07aa1", "#bab0ac", "#fff"];
+const PART_COLORS: [&str; 6] = ["#4e79a7", "#e15759", "#f28e2b", "#edc948", "#b07aa1", "#bab0ac"];
 
 /// "What to fix first": the top findings, a stacked bar of each region's
 /// breakdown per device, and the category mix.
@@ -107,7 +107,7 @@ fn fix_first(
         h.push('\n');
     }
     let mut x = label_w;
-    for (k, (name, _)) in bar_parts(&Default::default()).iter().enumerate().filter(|(_, (n, _))| !n.is_empty()) {
+    for (k, (name, _)) in bar_parts(&Default::default()).iter().enumerate() {
         let y = row_h * rows.len() as f64 + 8.0;
         h.push_str(&format!(
             "<rect x=\"{x}\" y=\"{y}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{}\" y=\"{}\">{}</text>",
