@@ -657,8 +657,10 @@ pub(crate) struct ReportConfig {
     pub(crate) launch_gap_us: f64,
 }
 
+/// 50 µs: launch latency and the host's per-op overhead between two short
+/// kernels stay under it; a gap past it means the host was doing something else.
 fn launch_gap_us() -> f64 {
-    crate::aggregate::nsys::breakdown::LAUNCH_GAP_NS as f64 / 1e3
+    50.0
 }
 
 /// `report.kernel_names`: the export's short name (`shortName`, where it has

@@ -14,6 +14,7 @@ use crate::config::schema::{CaptureRange, NsysConfig};
 use crate::config::Config;
 use crate::error::{Error, ErrorKind};
 use crate::manifest::{Diagnosis, ExitInfo, ManifestWriter};
+use crate::parse::nsys::activity::WindowFeed;
 use crate::parse::nsys::sqlite::NsysDb;
 use crate::plan::Use;
 use crate::process::{self, Exit, Finished, Sink, Spawn};
@@ -551,8 +552,40 @@ pub(crate) fn write_outputs(
     let t = std::time::Instant::now();
     let db = NsysDb::open(sqlite)?;
     run.write_json(run_dir::NSYS_CAPTURE, &db.capture_host())?;
-    let pass = crate::parse::nsys::ingest::ingest(&db, &opts.strip, aggregate::nsys::KernelTotals::new)?;
-    let mut done = aggregate::nsys::reports(pass, &opts.strip, top_n)?;
+    // The time breakdown reads the GPU's activity on a thread and connections
+    // of its own while the pass runs, cut by the windows the range sweep
+    // sends it as it meets them.
+    let categories = kernel_categories(opts.kernel_categories.as_deref())?;
+    let gap = launch_gap_ns(opts.launch_gap_us)?;
+    let (pass, breakdown) = std::thread::scope(|s| {
+        let (feed, windows) = std::sync::mpsc::sync_channel(WINDOWS_IN_FLIGHT);
+        let categories = &categories;
+        let breakdown = s.spawn(move || -> Result<_, Error> {
+            use aggregate::nsys::breakdown::{Blocked, Breakdown};
+            let blocked = std::sync::Arc::new(Blocked::new(NsysDb::open(sqlite)?.blocking_calls()?));
+            let new = || Breakdown::new(blocked.clone(), gap);
+            crate::parse::nsys::activity::read_beside(sqlite, new, |name| categories.of(name) as u8, &windows)
+        });
+        let passes = std::sync::atomic::AtomicUsize::new(0);
+        let new_sweep = || {
+            // A pass read again: the windows so far are void.
+            if passes.fetch_add(1, std::sync::atomic::Ordering::Relaxed) > 0 {
+                let _ = feed.send(WindowFeed::Restart);
+            }
+            aggregate::nsys::Sweep::feeding(feed.clone())
+        };
+        let pass =
+            crate::parse::nsys::ingest::ingest_with(&db, &opts.strip, new_sweep, aggregate::nsys::KernelTotals::new);
+        // The pass kept: its windows were all sent. One that failed holds no
+        // sender: the breakdown's feed closes.
+        if pass.is_ok() {
+            let _ = feed.send(WindowFeed::End);
+        }
+        drop(feed);
+        let pass = pass.and_then(|p| aggregate::nsys::reports(p, &opts.strip, top_n));
+        (pass, breakdown.join().expect("the breakdown reader does not panic"))
+    });
+    let mut done = pass?;
     let read = t.elapsed();
     signals::check()?;
     // `profile --launcher`: each process's rank, as its launcher gave it.
@@ -563,39 +596,28 @@ pub(crate) fn write_outputs(
     run.write_json(run_dir::NSYS_REGIONS, &done.regions)?;
     run.write_json(run_dir::NSYS_TOP_KERNELS, &done.top)?;
     run.write_json(run_dir::NSYS_SAMPLES, &done.samples)?;
-    let written = t.elapsed();
-    let mut breakdown = breakdown(&db, std::mem::take(&mut done.windows), opts)?;
+    let mut breakdown = breakdown?.finish(&done.window_names, categories.sources.clone());
     for d in &mut breakdown.devices {
         d.rank = launched.iter().find(|l| l.process_id == d.process_id).map(|l| l.rank);
     }
     run.write_json(run_dir::NSYS_BREAKDOWN, &breakdown)?;
     tracing::debug!(
-        "nsys ingestion: read and built {read:.2?}, written {:.2?}; breakdown {:.2?}",
-        written - read,
-        t.elapsed() - written
+        "nsys ingestion: read and built {read:.2?} (the breakdown beside), written {:.2?}",
+        t.elapsed() - read
     );
     Ok((done.regions, done.kernels))
 }
 
-/// The time breakdown of the export's top-level regions per device
-/// (`nsys/breakdown.json`): its GPU activity, read in a pass of its own
-/// after the region sweep, which kept the windows.
-fn breakdown(
-    db: &NsysDb,
-    windows: aggregate::nsys::breakdown::Windows,
-    opts: &Ingest,
-) -> Result<aggregate::nsys::breakdown::BreakdownReport, Error> {
-    use aggregate::nsys::breakdown::Breakdown;
-    let gap = opts.launch_gap_us;
-    if !(gap.is_finite() && gap >= 0.0) {
-        return Err(Error::config(format!("report.launch_gap_us: {gap} is not a duration"))
+/// Windows the range sweep may send ahead of the breakdown reader (24 bytes each).
+const WINDOWS_IN_FLIGHT: usize = 4096;
+
+/// `report.launch_gap_us` in ns, checked.
+fn launch_gap_ns(us: f64) -> Result<i64, Error> {
+    if !(us.is_finite() && us >= 0.0) {
+        return Err(Error::config(format!("report.launch_gap_us: {us} is not a duration"))
             .with_hint("give a number of microseconds, 0 or more (50 by default)"));
     }
-    let categories = kernel_categories(opts.kernel_categories.as_deref())?;
-    let blocking = db.blocking_calls()?;
-    let new = || Breakdown::new(windows.clone(), blocking.clone(), (gap * 1e3).round() as i64);
-    let sink = crate::parse::nsys::activity::read(db, new, |name| categories.of(name) as u8)?;
-    Ok(sink.finish(categories.sources.clone()))
+    Ok((us * 1e3).round() as i64)
 }
 
 /// The shipped kernel category table, after the user's (`report.kernel_categories`).

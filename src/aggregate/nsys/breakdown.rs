@@ -38,9 +38,6 @@ pub(crate) const BREAKDOWN_SCHEMA: &str = "llmperf.nsys-breakdown/v1";
 /// per-region breakdown is not computed (the device totals still are).
 pub const MAX_WINDOWS: usize = 1 << 20;
 
-/// The default longest idle gap counted as launch latency.
-pub const LAUNCH_GAP_NS: i64 = 50_000;
-
 /// One depth-0 push/pop range instance: a window of host time.
 #[derive(Debug, Clone, Copy)]
 pub struct Window {
@@ -51,25 +48,8 @@ pub struct Window {
     pub(crate) pid: i64,
 }
 
-/// The windows of a capture, in start order, and the names of their regions.
-#[derive(Debug, Default, Clone)]
-pub struct Windows {
-    pub(crate) list: Vec<Window>,
-    /// Instances past [`MAX_WINDOWS`], not held.
-    pub(crate) dropped: usize,
-    /// (domain, name) by region id.
-    pub(crate) names: HashMap<u32, (String, String)>,
-}
-
-impl Windows {
-    pub(crate) fn push(&mut self, w: Window) {
-        if self.list.len() < MAX_WINDOWS {
-            self.list.push(w);
-        } else {
-            self.dropped += 1;
-        }
-    }
-}
+/// The names of the windows' regions: (domain, name) by the range sweep's region id.
+pub type WindowNames = HashMap<u32, (String, String)>;
 
 /// The parts of a stretch of wall time on one device (ns). wall = busy +
 /// idle; busy = compute + communication_exposed + copy + memset; idle =
@@ -266,12 +246,15 @@ struct DeviceSweep {
     next: usize,
     open: Vec<usize>,
     span: Acc,
-    by_region: HashMap<u32, Acc>,
+    /// Per region slot ([`Breakdown::new`] numbers the windows' regions densely).
+    by_region: Vec<Acc>,
+    /// The process's windows and blocking calls ([`Breakdown::pids`]).
+    pid: usize,
     copies: [(usize, i64, usize, i64); 5],
 }
 
 impl DeviceSweep {
-    fn new() -> Self {
+    fn new(pid: usize, regions: usize) -> Self {
         DeviceSweep {
             t: i64::MIN,
             running: BinaryHeap::new(),
@@ -282,66 +265,146 @@ impl DeviceSweep {
             next: 0,
             open: Vec::new(),
             span: Acc::default(),
-            by_region: HashMap::default(),
+            by_region: vec![Acc::default(); regions],
+            pid,
             copies: [(0, 0, 0, 0); 5],
         }
     }
 }
 
 /// The blocking calls of a process by start, and the latest end so far at each.
-struct Calls {
-    calls: Vec<(i64, i64)>,
-    max_end: Vec<i64>,
+/// The time a process's blocking calls were waiting: their union, as
+/// disjoint intervals by start (calls of several threads may overlap).
+pub struct Blocked(HashMap<i64, Vec<(i64, i64)>>);
+
+impl Blocked {
+    pub fn new(blocking: Blocking) -> Blocked {
+        let mut out = HashMap::default();
+        for (pid, mut calls) in blocking {
+            calls.sort_unstable();
+            let mut union: Vec<(i64, i64)> = Vec::with_capacity(calls.len());
+            for (s, e) in calls {
+                match union.last_mut() {
+                    Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                    _ => union.push((s, e)),
+                }
+            }
+            union.shrink_to_fit();
+            out.insert(pid, union);
+        }
+        Blocked(out)
+    }
 }
 
-/// The breakdown of a capture, fed its GPU activity in start order per device.
+/// A process's windows (their `region` a dense slot).
+#[derive(Default)]
+struct Process {
+    pid: i64,
+    windows: Vec<Window>,
+}
+
+/// The breakdown of a capture, fed its GPU activity in start order per
+/// device, and the windows up to each operation's start.
 pub struct Breakdown {
-    windows: HashMap<i64, Vec<Window>>,
-    names: HashMap<u32, (String, String)>,
+    blocked: std::sync::Arc<Blocked>,
+    pids: Vec<Process>,
+    pid_index: HashMap<i64, usize>,
+    /// The windows' regions (the range sweep's ids) by dense slot, and back.
+    slots: HashMap<u32, u32>,
+    regions: Vec<u32>,
+    /// Windows held, and those past [`MAX_WINDOWS`].
+    held: usize,
     dropped: usize,
-    blocking: HashMap<i64, Calls>,
     launch_gap_ns: i64,
-    devices: HashMap<(i64, i64), DeviceSweep>,
+    devices: Vec<((i64, i64), DeviceSweep)>,
+    device_index: HashMap<(i64, i64), usize>,
+    /// The device of the previous operation (rows come in runs of one device).
+    last: Option<((i64, i64), usize)>,
     /// Operations read out of start order on their device.
     out_of_order: bool,
     odd: usize,
 }
 
 impl Breakdown {
-    pub fn new(windows: Windows, blocking: Blocking, launch_gap_ns: i64) -> Breakdown {
-        let mut by_pid: HashMap<i64, Vec<Window>> = HashMap::default();
-        for w in windows.list {
-            by_pid.entry(w.pid).or_default().push(w);
-        }
-        let blocking = blocking
-            .into_iter()
-            .map(|(pid, mut calls)| {
-                calls.sort_unstable();
-                let mut latest = i64::MIN;
-                let max_end = calls
-                    .iter()
-                    .map(|c| {
-                        latest = latest.max(c.1);
-                        latest
-                    })
-                    .collect();
-                (pid, Calls { calls, max_end })
-            })
-            .collect();
+    /// A breakdown whose windows come one by one ([`ActivitySink::window`]).
+    pub fn new(blocked: std::sync::Arc<Blocked>, launch_gap_ns: i64) -> Breakdown {
         Breakdown {
-            windows: by_pid,
-            names: windows.names,
-            dropped: windows.dropped,
-            blocking,
+            blocked,
+            pids: Vec::new(),
+            pid_index: HashMap::default(),
+            slots: HashMap::default(),
+            regions: Vec::new(),
+            held: 0,
+            dropped: 0,
             launch_gap_ns,
-            devices: HashMap::default(),
+            devices: Vec::new(),
+            device_index: HashMap::default(),
+            last: None,
             out_of_order: false,
             odd: 0,
         }
     }
+
+    /// The windows and blocking calls of a process, made on first use.
+    fn process(&mut self, pid: i64) -> usize {
+        let pids = &mut self.pids;
+        *self.pid_index.entry(pid).or_insert_with(|| {
+            pids.push(Process { pid, windows: Vec::new() });
+            pids.len() - 1
+        })
+    }
+
+    /// The sweep of a device, made on its first operation.
+    fn device(&mut self, key: (i64, i64)) -> usize {
+        if let Some((k, i)) = self.last {
+            if k == key {
+                return i;
+            }
+        }
+        let i = match self.device_index.get(&key) {
+            Some(&i) => i,
+            None => {
+                let pid = self.process(key.0);
+                self.devices.push((key, DeviceSweep::new(pid, self.regions.len())));
+                self.device_index.insert(key, self.devices.len() - 1);
+                self.devices.len() - 1
+            }
+        };
+        self.last = Some((key, i));
+        i
+    }
 }
 
 impl ActivitySink for Breakdown {
+    type Window = Window;
+
+    fn window(&mut self, mut w: Window) {
+        if self.held == MAX_WINDOWS {
+            self.dropped += 1;
+            return;
+        }
+        self.held += 1;
+        let regions = &mut self.regions;
+        w.region = *self.slots.entry(w.region).or_insert_with(|| {
+            regions.push(w.region);
+            (regions.len() - 1) as u32
+        });
+        let p = self.process(w.pid);
+        self.pids[p].windows.push(w);
+    }
+
+    fn start_of(w: &Window) -> i64 {
+        w.start
+    }
+
+    fn clear_activity(&mut self) {
+        self.devices.clear();
+        self.device_index.clear();
+        self.last = None;
+        self.out_of_order = false;
+        self.odd = 0;
+    }
+
     /// One operation. False when it came before the previous one on its
     /// device: the activity must then be read again, sorted.
     fn add(&mut self, a: Activity) -> bool {
@@ -349,14 +412,15 @@ impl ActivitySink for Breakdown {
             self.odd += 1;
             return true;
         }
-        let d = self.devices.entry((a.pid, a.device)).or_insert_with(DeviceSweep::new);
+        let i = self.device((a.pid, a.device));
+        let d = &mut self.devices[i].1;
         if a.start < d.last_start {
             self.out_of_order = true;
             return false;
         }
         d.last_start = a.start;
-        let windows = self.windows.get(&a.pid).map_or(&[][..], |w| &w[..]);
-        let blocking = self.blocking.get(&a.pid);
+        let p = &self.pids[d.pid];
+        let (windows, blocking) = (&p.windows[..], self.blocked.0.get(&p.pid).map(|c| &c[..]));
         let gap = self.launch_gap_ns;
         advance(d, windows, blocking, gap, a.start);
         d.first_start.get_or_insert(a.start);
@@ -381,7 +445,7 @@ impl ActivitySink for Breakdown {
             for &w in &d.open {
                 let w = windows[w];
                 if w.start <= a.start && a.start < w.end {
-                    d.by_region.entry(w.region).or_default().kernels[slot] += 1;
+                    d.by_region[w.region as usize].kernels[slot] += 1;
                 }
             }
         }
@@ -394,21 +458,19 @@ impl ActivitySink for Breakdown {
 
 impl Breakdown {
     /// The report: per device, its span and regions (by wall time), by process and device.
-    pub fn finish(mut self, category_tables: Vec<String>) -> BreakdownReport {
+    /// `names`: (domain, name) by the range sweep's region id.
+    pub fn finish(mut self, names: &WindowNames, category_tables: Vec<String>) -> BreakdownReport {
         let gap = self.launch_gap_ns;
         let mut devices = Vec::new();
-        let mut keys: Vec<(i64, i64)> = self.devices.keys().copied().collect();
-        keys.sort_unstable();
-        for key in keys {
-            let mut d = self.devices.remove(&key).expect("a key of the map");
-            let windows = self.windows.get(&key.0).map_or(&[][..], |w| &w[..]);
-            advance(&mut d, windows, self.blocking.get(&key.0), gap, i64::MAX);
+        self.devices.sort_unstable_by_key(|(key, _)| *key);
+        for (key, mut d) in std::mem::take(&mut self.devices) {
+            let p = &self.pids[d.pid];
+            advance(&mut d, &p.windows, self.blocked.0.get(&p.pid).map(|c| &c[..]), gap, i64::MAX);
             let mut regions: Vec<RegionBreakdown> = Vec::new();
             let mut by_name: HashMap<(String, String), usize> = HashMap::default();
-            let mut accs: Vec<(u32, Acc)> = d.by_region.into_iter().collect();
-            accs.sort_unstable_by_key(|(r, _)| *r);
-            for (region, acc) in accs.into_iter().filter(|_| self.dropped == 0) {
-                let (domain, name) = self.names.get(&region).cloned().unwrap_or_default();
+            let accs = d.by_region.into_iter().enumerate().filter(|(_, a)| a.instances > 0);
+            for (slot, acc) in accs.filter(|_| self.dropped == 0) {
+                let (domain, name) = names.get(&self.regions[slot]).cloned().unwrap_or_default();
                 let row = RegionBreakdown {
                     name: name.clone(),
                     domain: domain.clone(),
@@ -513,7 +575,11 @@ fn merge(into: &mut RegionBreakdown, row: RegionBreakdown) {
 /// Open the windows that start before `before`.
 fn open_windows(d: &mut DeviceSweep, windows: &[Window], before: i64) {
     while d.next < windows.len() && windows[d.next].start < before {
-        d.by_region.entry(windows[d.next].region).or_default().instances += 1;
+        let slot = windows[d.next].region as usize;
+        if slot >= d.by_region.len() {
+            d.by_region.resize(slot + 1, Acc::default());
+        }
+        d.by_region[slot].instances += 1;
         d.open.push(d.next);
         d.next += 1;
     }
@@ -521,7 +587,7 @@ fn open_windows(d: &mut DeviceSweep, windows: &[Window], before: i64) {
 
 /// Cut the time from `d.t` to `to` into segments: the running operations
 /// ending on the way, then idle time up to `to` when nothing runs.
-fn advance(d: &mut DeviceSweep, windows: &[Window], blocking: Option<&Calls>, gap: i64, to: i64) {
+fn advance(d: &mut DeviceSweep, windows: &[Window], blocking: Option<&[(i64, i64)]>, gap: i64, to: i64) {
     while let Some(&Reverse((end, slot, pageable))) = d.running.peek() {
         if end > to {
             break;
@@ -556,10 +622,10 @@ fn advance(d: &mut DeviceSweep, windows: &[Window], blocking: Option<&Calls>, ga
 }
 
 /// Whether a blocking call of the process was waiting at `t`.
-fn blocked(blocking: Option<&Calls>, t: i64) -> bool {
-    let Some(b) = blocking else { return false };
-    let started = b.calls.partition_point(|c| c.0 <= t);
-    started > 0 && b.max_end[started - 1] >= t
+fn blocked(blocking: Option<&[(i64, i64)]>, t: i64) -> bool {
+    let Some(calls) = blocking else { return false };
+    let started = calls.partition_point(|c| c.0 <= t);
+    started > 0 && calls[started - 1].1 >= t
 }
 
 /// Add a segment to the device's span (between its first and last operation)
@@ -573,7 +639,7 @@ fn emit(d: &mut DeviceSweep, windows: &[Window], seg: Seg, from: i64, to: i64) {
         let w = windows[w];
         let len = to.min(w.end) - from.max(w.start);
         if len > 0 {
-            d.by_region.entry(w.region).or_default().add(&seg, len);
+            d.by_region[w.region as usize].add(&seg, len);
         }
     }
     d.open.retain(|&w| windows[w].end > to);
@@ -587,13 +653,20 @@ mod tests {
         Activity { pid: 1, device: 0, start, end, what: What::Kernel(c as u8) }
     }
 
-    fn windows(spans: &[(i64, i64)]) -> Windows {
-        let mut w = Windows::default();
+    /// A breakdown of process 1 with windows of region 0 (`step`) at `spans`.
+    fn with_windows(spans: &[(i64, i64)], blocking: Blocking, gap: i64) -> Breakdown {
+        let mut b = Breakdown::new(std::sync::Arc::new(Blocked::new(blocking)), gap);
         for &(start, end) in spans {
-            w.push(Window { start, end, region: 0, pid: 1 });
+            b.window(Window { start, end, region: 0, pid: 1 });
         }
-        w.names.insert(0, (String::new(), "step".into()));
-        w
+        b
+    }
+
+    fn names() -> WindowNames {
+        let mut n = WindowNames::default();
+        n.insert(0, (String::new(), "step".into()));
+        n.insert(1, (String::new(), "step".into()));
+        n
     }
 
     fn one(report: &BreakdownReport) -> (&Parts, &Parts) {
@@ -609,7 +682,7 @@ mod tests {
 
     #[test]
     fn overlapping_kernels_count_once_and_communication_beside_compute_is_overlapped() {
-        let mut b = Breakdown::new(windows(&[(0, 1000)]), Blocking::default(), 50);
+        let mut b = with_windows(&[(0, 1000)], Blocking::default(), 50);
         for a in [
             kernel(100, 300, Category::Gemm),
             kernel(200, 500, Category::Communication),
@@ -618,7 +691,7 @@ mod tests {
         ] {
             assert!(b.add(a));
         }
-        let r = b.finish(vec![]);
+        let r = b.finish(&names(), vec![]);
         let (span, region) = one(&r);
         sums_hold(span);
         sums_hold(region);
@@ -639,11 +712,11 @@ mod tests {
     fn gaps_are_launch_gaps_when_short_and_sync_stalls_after_a_blocking_call() {
         let mut blocking = Blocking::default();
         blocking.insert(1, vec![(150, 205)]);
-        let mut b = Breakdown::new(windows(&[(0, 400)]), blocking, 20);
+        let mut b = with_windows(&[(0, 400)], blocking, 20);
         for a in [kernel(0, 100, Category::Gemm), kernel(110, 200, Category::Gemm), kernel(300, 400, Category::Gemm)] {
             assert!(b.add(a));
         }
-        let r = b.finish(vec![]);
+        let r = b.finish(&names(), vec![]);
         let (_, region) = one(&r);
         sums_hold(region);
         assert_eq!(region.idle_launch_ns, 10);
@@ -653,19 +726,17 @@ mod tests {
 
     #[test]
     fn an_operation_before_the_previous_one_on_its_device_asks_for_a_sorted_read() {
-        let mut b = Breakdown::new(Windows::default(), Blocking::default(), 20);
+        let mut b = with_windows(&[], Blocking::default(), 20);
         assert!(b.add(kernel(100, 200, Category::Gemm)));
         assert!(!b.add(kernel(50, 60, Category::Gemm)));
     }
 
     #[test]
     fn windows_of_several_threads_with_one_name_are_one_row() {
-        let mut w = windows(&[(0, 100)]);
-        w.push(Window { start: 50, end: 150, region: 1, pid: 1 });
-        w.names.insert(1, (String::new(), "step".into()));
-        let mut b = Breakdown::new(w, Blocking::default(), 20);
+        let mut b = with_windows(&[(0, 100)], Blocking::default(), 20);
+        b.window(Window { start: 50, end: 150, region: 1, pid: 1 });
         assert!(b.add(kernel(0, 150, Category::Gemm)));
-        let r = b.finish(vec![]);
+        let r = b.finish(&names(), vec![]);
         assert_eq!(r.devices[0].regions.len(), 1);
         assert_eq!(r.devices[0].regions[0].instances, 2);
         assert_eq!(r.devices[0].regions[0].parts.compute_ns, 200);

@@ -26,6 +26,7 @@ pub use model::*;
 
 use super::runs::{self, Runs};
 use crate::error::Error;
+use crate::parse::nsys::activity::WindowFeed;
 use crate::parse::nsys::batched::Stream;
 use crate::parse::nsys::ingest::{Ingest, KernelSink, Timeline};
 use crate::parse::nsys::sqlite::{odd_note, pid_of, plausible, tid_of, Kernel, Launched, Names, NvtxRange};
@@ -39,8 +40,8 @@ pub struct Ingested {
     pub top: Vec<TopKernel>,
     pub(crate) samples: Samples,
     pub kernels: usize,
-    /// The depth-0 push/pop instances, for the time breakdown ([`breakdown`]).
-    pub windows: breakdown::Windows,
+    /// The names of the depth-0 push/pop regions, for the time breakdown ([`breakdown`]).
+    pub window_names: breakdown::WindowNames,
 }
 
 /// The three reports of one pass over an export
@@ -200,7 +201,9 @@ pub struct Sweep {
     odd_ranges: usize,
     attributed: (usize, i64),
     attributed_graph: (usize, i64),
-    windows: breakdown::Windows,
+    /// Where the depth-0 push/pop instances go, as they start: the time
+    /// breakdown, reading the GPU's activity beside this sweep.
+    feed: Option<std::sync::mpsc::SyncSender<WindowFeed<breakdown::Window>>>,
 }
 
 impl Default for Sweep {
@@ -216,7 +219,23 @@ impl Default for Sweep {
             odd_ranges: 0,
             attributed: (0, 0),
             attributed_graph: (0, 0),
-            windows: breakdown::Windows::default(),
+            feed: None,
+        }
+    }
+}
+
+impl Sweep {
+    /// A sweep that sends its depth-0 push/pop instances to `feed` (the
+    /// caller says `End` once it keeps the pass: a pass given up ends its
+    /// streams early).
+    pub fn feeding(feed: std::sync::mpsc::SyncSender<WindowFeed<breakdown::Window>>) -> Sweep {
+        Sweep { feed: Some(feed), ..Sweep::default() }
+    }
+
+    /// To the feed, if any; a feed whose reader is gone is dropped.
+    fn send(&mut self, msg: WindowFeed<breakdown::Window>) {
+        if self.feed.as_ref().is_some_and(|f| f.send(msg).is_err()) {
+            self.feed = None;
         }
     }
 }
@@ -330,12 +349,12 @@ impl Sweep {
             let p = &mut self.regions[p as usize];
             p.child_ns = p.child_ns.saturating_add(ns);
         }
-        if r.style == RangeStyle::PushPop && parent.is_none() {
-            let pid = pid_of(r.global_tid);
-            self.windows.push(breakdown::Window { start: r.start, end: r.end, region, pid });
-        }
         if r.style == RangeStyle::PushPop {
             stack.push(Open { end: r.end, region, first_kernel: i64::MAX, last_kernel: i64::MIN, gpu_ns: 0 });
+            if parent.is_none() {
+                let pid = pid_of(r.global_tid);
+                self.send(WindowFeed::Window(breakdown::Window { start: r.start, end: r.end, region, pid }));
+            }
         }
         self.durations.push(region, ns)
     }
@@ -387,10 +406,10 @@ impl Sweep {
         let (inclusive, attributed_by_name) = self.kernels_rolled_up();
         let unattributed = self.unattributed(&kernels, &attributed_by_name, &names);
         let (top, slot) = top_with_short_names(&kernels, &names, top_n);
-        let mut windows = std::mem::take(&mut self.windows);
+        let mut window_names = breakdown::WindowNames::default();
         for (id, a) in self.regions.iter().enumerate() {
             if a.parent.is_none() && a.style == RangeStyle::PushPop {
-                windows.names.insert(id as u32, (names.get(a.domain).to_string(), names.get(a.name).to_string()));
+                window_names.insert(id as u32, (names.get(a.domain).to_string(), names.get(a.name).to_string()));
             }
         }
         let Sweep { regions, durations, gpu_durations, .. } = self;
@@ -417,7 +436,7 @@ impl Sweep {
             top,
             samples: Samples::new(region_samples, kernel_samples),
             kernels: kernels.by_name.values().map(|k| k.0).sum(),
-            windows,
+            window_names,
         })
     }
 

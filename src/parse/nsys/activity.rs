@@ -10,6 +10,8 @@
 //! - Blocking calls: rows of `CUPTI_ACTIVITY_KIND_RUNTIME` whose function waits
 //!   for the GPU ([`BLOCKING`]), per process.
 use rustc_hash::FxHashMap;
+use std::path::Path;
+use std::sync::mpsc::Receiver;
 
 use super::sqlite::{NsysDb, Order};
 use super::sqlite_rows::Rows;
@@ -87,38 +89,90 @@ pub struct Activity {
 /// A blocking call of one process: (start, end).
 pub type Blocking = FxHashMap<i64, Vec<(i64, i64)>>;
 
-/// Where the activity goes: false from `add` when an operation came out of
-/// start order on its device (the pass is then read again, sorted, into a
-/// new sink).
-pub trait ActivitySink {
-    fn add(&mut self, a: Activity) -> bool;
+/// What the range sweep tells the activity reader, in time order: each
+/// window (a top-level range instance), then `End`; `Restart` when the sweep
+/// starts again (its pass is read again in another order): the windows so
+/// far are void.
+#[derive(Debug, Clone, Copy)]
+pub enum WindowFeed<W> {
+    Window(W),
+    End,
+    Restart,
 }
 
-/// The export's activity into a sink `new` makes: read as stored, and again
-/// sorted by SQLite where the stored order did not hold. `classify` gives a
-/// kernel name its class (once per name).
-pub fn read<S: ActivitySink>(
-    db: &NsysDb,
+/// Where the activity goes, beside the windows it is cut by.
+pub trait ActivitySink {
+    type Window: Send;
+    /// One operation. False when it came out of start order on its device:
+    /// the activity is then read again, sorted ([`Self::clear_activity`] first).
+    fn add(&mut self, a: Activity) -> bool;
+    /// One window, in start order; every window starting at or before an
+    /// operation's start comes before the operation.
+    fn window(&mut self, w: Self::Window);
+    fn start_of(w: &Self::Window) -> i64;
+    /// Forget the operations, keep the windows.
+    fn clear_activity(&mut self);
+}
+
+/// The export's activity into a sink `new` makes, beside the windows `feed`
+/// brings (from the range sweep, which runs at the same time on another
+/// thread): before each operation, the windows up to its start. Read as
+/// stored, and again sorted by SQLite where the stored order did not hold;
+/// from the start with a new sink when the feed says `Restart`. A feed that
+/// closes without `End` (the sweep failed) ends the windows. `classify`
+/// gives a kernel name its class (once per name). On its own connection.
+pub fn read_beside<S: ActivitySink>(
+    path: &Path,
     mut new: impl FnMut() -> S,
     mut classify: impl FnMut(&str) -> u8,
+    feed: &Receiver<WindowFeed<S::Window>>,
 ) -> Result<S, Error> {
-    for order in [Order::Stored, Order::Sorted] {
+    let db = NsysDb::open(path)?;
+    'restart: loop {
         let mut sink = new();
-        let mut held = true;
-        db.each_activity(order, &mut classify, |a| {
-            held = sink.add(a);
-            held
-        })?;
-        if held {
-            return Ok(sink);
+        // The start of the last window received; whether the feed ended.
+        let (mut until, mut ended) = (i64::MIN, false);
+        for order in [Order::Stored, Order::Sorted] {
+            let (mut held, mut restart) = (true, false);
+            db.each_activity(order, &mut classify, |a| {
+                while !ended && until <= a.start {
+                    match feed.recv() {
+                        Ok(WindowFeed::Window(w)) => {
+                            until = S::start_of(&w);
+                            sink.window(w);
+                        }
+                        Ok(WindowFeed::End) | Err(_) => ended = true,
+                        Ok(WindowFeed::Restart) => {
+                            restart = true;
+                            return false;
+                        }
+                    }
+                }
+                held = sink.add(a);
+                held
+            })?;
+            if restart {
+                continue 'restart;
+            }
+            if held {
+                while !ended {
+                    match feed.recv() {
+                        Ok(WindowFeed::Window(w)) => sink.window(w),
+                        Ok(WindowFeed::End) | Err(_) => ended = true,
+                        Ok(WindowFeed::Restart) => continue 'restart,
+                    }
+                }
+                return Ok(sink);
+            }
+            tracing::debug!("{}: GPU activity out of start order: reading it again, sorted", path.display());
+            sink.clear_activity();
         }
-        tracing::debug!("{}: GPU activity out of start order: reading it again, sorted", db.path().display());
+        return Err(Error::new(
+            crate::error::ErrorKind::Internal,
+            format!("{}: GPU activity still out of order after SQLite sorted it", path.display()),
+        )
+        .with_hint("a bug in llmperf: please report it with the export's nsys version"));
     }
-    Err(Error::new(
-        crate::error::ErrorKind::Internal,
-        format!("{}: GPU activity still out of order after SQLite sorted it", db.path().display()),
-    )
-    .with_hint("a bug in llmperf: please report it with the export's nsys version"))
 }
 
 const TABLES: [&str; 3] = ["CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"];
@@ -207,7 +261,7 @@ impl NsysDb {
         }
     }
 
-    /// The blocking calls ([`is_blocking`]) of each process, by start.
+    /// The blocking calls ([`is_blocking`]) of each process, in stored order.
     pub fn blocking_calls(&self) -> Result<Blocking, Error> {
         let mut out = Blocking::default();
         if !self.has_table("CUPTI_ACTIVITY_KIND_RUNTIME") || !self.has_table("StringIds") {
@@ -230,10 +284,8 @@ impl NsysDb {
         if ids.is_empty() {
             return Ok(out);
         }
-        let q = format!(
-            "SELECT (globalTid >> 24) & 16777215, start, end FROM {what} WHERE nameId IN ({}) ORDER BY start",
-            ids.join(", ")
-        );
+        let q =
+            format!("SELECT (globalTid >> 24) & 16777215, start, end FROM {what} WHERE nameId IN ({})", ids.join(", "));
         let mut rows = Rows::query(self.conn(), &q).map_err(sql)?;
         while rows.step().map_err(sql)? {
             out.entry(rows.int(0)).or_default().push((rows.int(1), rows.int(2)));

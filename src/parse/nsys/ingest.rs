@@ -20,7 +20,7 @@ use crate::error::{Error, ErrorKind};
 use crate::regions;
 
 /// Where the ranges and the launches go, merged by time: the region sweep.
-pub trait Timeline: Default {
+pub trait Timeline {
     /// Both streams to their end, each in the order read. False when a
     /// stream was not in time order: the pass is then read again, sorted.
     fn run(&mut self, ranges: Stream<NvtxRange>, launches: Stream<Launched>) -> Result<bool, Error>;
@@ -59,9 +59,19 @@ pub struct Ingest<T, K> {
 /// makes from the export's interned names. `strip`: the PyTorch attribute
 /// keys stripped from range names (`report.nvtx_attributes`; empty strips
 /// nothing).
-pub fn ingest<T: Timeline, K: KernelSink>(
+pub fn ingest<T: Timeline + Default, K: KernelSink>(
     db: &NsysDb,
     strip: &[String],
+    new_kernels: impl Fn(&Names) -> K + Sync,
+) -> Result<Ingest<T, K>, Error> {
+    ingest_with(db, strip, T::default, new_kernels)
+}
+
+/// [`ingest`] into the timelines `new_timeline` makes (one per pass).
+pub fn ingest_with<T: Timeline, K: KernelSink>(
+    db: &NsysDb,
+    strip: &[String],
+    new_timeline: impl Fn() -> T,
     new_kernels: impl Fn(&Names) -> K + Sync,
 ) -> Result<Ingest<T, K>, Error> {
     let mut names = Names::default();
@@ -69,7 +79,7 @@ pub fn ingest<T: Timeline, K: KernelSink>(
     let path = db.path();
     let mut plan = ReadPlan { order: Order::Stored, kernels: KernelOrder::Assumed };
     loop {
-        match pass::<T, K>(path, &names, &strings, strip, &new_kernels, plan)? {
+        match pass::<T, K>(path, &names, &strings, strip, &new_timeline, &new_kernels, plan)? {
             Ok(done) => return Ok(done),
             Err(next) if next != plan => {
                 tracing::debug!("{}: {plan:?} did not hold: reading again with {next:?}", path.display());
@@ -102,6 +112,7 @@ fn pass<T: Timeline, K: KernelSink>(
     names: &Names,
     strings: &HashMap<i64, u32>,
     strip: &[String],
+    new_timeline: &impl Fn() -> T,
     new_kernels: &(impl Fn(&Names) -> K + Sync),
     plan: ReadPlan,
 ) -> Result<Result<Ingest<T, K>, ReadPlan>, Error> {
@@ -146,7 +157,7 @@ fn pass<T: Timeline, K: KernelSink>(
             }
             kernels.take_error().map_or(Ok((kernels, held)), Err)
         });
-        let mut timeline = T::default();
+        let mut timeline = new_timeline();
         let in_order = timeline.run(range_in, launch_in);
         // The readers end when their streams end or the timeline drops them.
         let (names, renamed) = ranges.join().expect("the range reader does not panic")?;
