@@ -561,9 +561,7 @@ pub(crate) fn write_outputs(
         let (feed, windows) = std::sync::mpsc::sync_channel(WINDOWS_IN_FLIGHT);
         let categories = &categories;
         let breakdown = s.spawn(move || -> Result<_, Error> {
-            use aggregate::nsys::breakdown::{Blocked, Breakdown};
-            let blocked = std::sync::Arc::new(Blocked::new(NsysDb::open(sqlite)?.blocking_calls()?));
-            let new = || Breakdown::new(blocked.clone(), gap);
+            let new = || aggregate::nsys::breakdown::Breakdown::new(gap);
             crate::parse::nsys::activity::read_beside(sqlite, new, |name| categories.of(name) as u8, &windows)
         });
         let passes = std::sync::atomic::AtomicUsize::new(0);

@@ -23,14 +23,14 @@
 //! per step of a workload) are kept from the range sweep, up to
 //! [`MAX_WINDOWS`].
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
 use rustc_hash::FxHashMap as HashMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::aggregate::categories::Category;
-use crate::parse::nsys::activity::{Activity, ActivitySink, Blocking, Direction, What};
+use crate::parse::nsys::activity::{Activity, ActivitySink, Direction, What};
 
 pub(crate) const BREAKDOWN_SCHEMA: &str = "llmperf.nsys-breakdown/v1";
 
@@ -272,41 +272,20 @@ impl DeviceSweep {
     }
 }
 
-/// The blocking calls of a process by start, and the latest end so far at each.
-/// The time a process's blocking calls were waiting: their union, as
-/// disjoint intervals by start (calls of several threads may overlap).
-pub struct Blocked(HashMap<i64, Vec<(i64, i64)>>);
-
-impl Blocked {
-    pub fn new(blocking: Blocking) -> Blocked {
-        let mut out = HashMap::default();
-        for (pid, mut calls) in blocking {
-            calls.sort_unstable();
-            let mut union: Vec<(i64, i64)> = Vec::with_capacity(calls.len());
-            for (s, e) in calls {
-                match union.last_mut() {
-                    Some(last) if s <= last.1 => last.1 = last.1.max(e),
-                    _ => union.push((s, e)),
-                }
-            }
-            union.shrink_to_fit();
-            out.insert(pid, union);
-        }
-        Blocked(out)
-    }
-}
-
-/// A process's windows (their `region` a dense slot).
-#[derive(Default)]
+/// A process's windows (their `region` a dense slot), and the time its
+/// blocking calls were waiting: the union of the calls read so far, as
+/// disjoint intervals by start (calls of several threads may overlap), those
+/// that ended before any gap still to be judged dropped.
 struct Process {
-    pid: i64,
     windows: Vec<Window>,
+    calls: VecDeque<(i64, i64)>,
+    /// Calls that ended before this were dropped.
+    dropped_before: i64,
 }
 
 /// The breakdown of a capture, fed its GPU activity in start order per
 /// device, and the windows up to each operation's start.
 pub struct Breakdown {
-    blocked: std::sync::Arc<Blocked>,
     pids: Vec<Process>,
     pid_index: HashMap<i64, usize>,
     /// The windows' regions (the range sweep's ids) by dense slot, and back.
@@ -327,9 +306,8 @@ pub struct Breakdown {
 
 impl Breakdown {
     /// A breakdown whose windows come one by one ([`ActivitySink::window`]).
-    pub fn new(blocked: std::sync::Arc<Blocked>, launch_gap_ns: i64) -> Breakdown {
+    pub fn new(launch_gap_ns: i64) -> Breakdown {
         Breakdown {
-            blocked,
             pids: Vec::new(),
             pid_index: HashMap::default(),
             slots: HashMap::default(),
@@ -349,7 +327,7 @@ impl Breakdown {
     fn process(&mut self, pid: i64) -> usize {
         let pids = &mut self.pids;
         *self.pid_index.entry(pid).or_insert_with(|| {
-            pids.push(Process { pid, windows: Vec::new() });
+            pids.push(Process { windows: Vec::new(), calls: VecDeque::new(), dropped_before: i64::MIN });
             pids.len() - 1
         })
     }
@@ -397,7 +375,37 @@ impl ActivitySink for Breakdown {
         w.start
     }
 
+    fn blocking(&mut self, pid: i64, start: i64, end: i64, now: i64) {
+        let p = self.process(pid);
+        if self.pids[p].calls.len() >= 64 {
+            // No gap still to be judged on a device of the process began
+            // before this: an idle device's gap began when it went idle, a
+            // busy one's begins after its sweep time, a device not met yet
+            // begins after `now`.
+            let horizon = self
+                .devices
+                .iter()
+                .filter(|(_, d)| d.pid == p)
+                .map(|(_, d)| if d.running.is_empty() { d.idle_since.unwrap_or(i64::MIN) } else { d.t })
+                .fold(now, i64::min);
+            let proc = &mut self.pids[p];
+            while proc.calls.front().is_some_and(|c| c.1 < horizon) {
+                proc.calls.pop_front();
+                proc.dropped_before = proc.dropped_before.max(horizon);
+            }
+        }
+        let calls = &mut self.pids[p].calls;
+        match calls.back_mut() {
+            Some(last) if start <= last.1 => last.1 = last.1.max(end),
+            _ => calls.push_back((start, end)),
+        }
+    }
+
     fn clear_activity(&mut self) {
+        for p in &mut self.pids {
+            p.calls.clear();
+            p.dropped_before = i64::MIN;
+        }
         self.devices.clear();
         self.device_index.clear();
         self.last = None;
@@ -412,7 +420,14 @@ impl ActivitySink for Breakdown {
             self.odd += 1;
             return true;
         }
+        let known = self.device_index.contains_key(&(a.pid, a.device));
         let i = self.device((a.pid, a.device));
+        if !known && a.start < self.pids[self.devices[i].1.pid].dropped_before {
+            // A device met late, before calls its gaps may need were dropped:
+            // only a read sorted across devices holds every start in order.
+            self.out_of_order = true;
+            return false;
+        }
         let d = &mut self.devices[i].1;
         if a.start < d.last_start {
             self.out_of_order = true;
@@ -420,7 +435,7 @@ impl ActivitySink for Breakdown {
         }
         d.last_start = a.start;
         let p = &self.pids[d.pid];
-        let (windows, blocking) = (&p.windows[..], self.blocked.0.get(&p.pid).map(|c| &c[..]));
+        let (windows, blocking) = (&p.windows[..], Some(&p.calls));
         let gap = self.launch_gap_ns;
         advance(d, windows, blocking, gap, a.start);
         d.first_start.get_or_insert(a.start);
@@ -465,7 +480,7 @@ impl Breakdown {
         self.devices.sort_unstable_by_key(|(key, _)| *key);
         for (key, mut d) in std::mem::take(&mut self.devices) {
             let p = &self.pids[d.pid];
-            advance(&mut d, &p.windows, self.blocked.0.get(&p.pid).map(|c| &c[..]), gap, i64::MAX);
+            advance(&mut d, &p.windows, Some(&p.calls), gap, i64::MAX);
             let mut regions: Vec<RegionBreakdown> = Vec::new();
             let mut by_name: HashMap<(String, String), usize> = HashMap::default();
             let accs = d.by_region.into_iter().enumerate().filter(|(_, a)| a.instances > 0);
@@ -587,7 +602,7 @@ fn open_windows(d: &mut DeviceSweep, windows: &[Window], before: i64) {
 
 /// Cut the time from `d.t` to `to` into segments: the running operations
 /// ending on the way, then idle time up to `to` when nothing runs.
-fn advance(d: &mut DeviceSweep, windows: &[Window], blocking: Option<&[(i64, i64)]>, gap: i64, to: i64) {
+fn advance(d: &mut DeviceSweep, windows: &[Window], blocking: Option<&VecDeque<(i64, i64)>>, gap: i64, to: i64) {
     while let Some(&Reverse((end, slot, pageable))) = d.running.peek() {
         if end > to {
             break;
@@ -622,7 +637,7 @@ fn advance(d: &mut DeviceSweep, windows: &[Window], blocking: Option<&[(i64, i64
 }
 
 /// Whether a blocking call of the process was waiting at `t`.
-fn blocked(blocking: Option<&[(i64, i64)]>, t: i64) -> bool {
+fn blocked(blocking: Option<&VecDeque<(i64, i64)>>, t: i64) -> bool {
     let Some(calls) = blocking else { return false };
     let started = calls.partition_point(|c| c.0 <= t);
     started > 0 && calls[started - 1].1 >= t
@@ -654,8 +669,8 @@ mod tests {
     }
 
     /// A breakdown of process 1 with windows of region 0 (`step`) at `spans`.
-    fn with_windows(spans: &[(i64, i64)], blocking: Blocking, gap: i64) -> Breakdown {
-        let mut b = Breakdown::new(std::sync::Arc::new(Blocked::new(blocking)), gap);
+    fn with_windows(spans: &[(i64, i64)], gap: i64) -> Breakdown {
+        let mut b = Breakdown::new(gap);
         for &(start, end) in spans {
             b.window(Window { start, end, region: 0, pid: 1 });
         }
@@ -682,7 +697,7 @@ mod tests {
 
     #[test]
     fn overlapping_kernels_count_once_and_communication_beside_compute_is_overlapped() {
-        let mut b = with_windows(&[(0, 1000)], Blocking::default(), 50);
+        let mut b = with_windows(&[(0, 1000)], 50);
         for a in [
             kernel(100, 300, Category::Gemm),
             kernel(200, 500, Category::Communication),
@@ -710,10 +725,12 @@ mod tests {
 
     #[test]
     fn gaps_are_launch_gaps_when_short_and_sync_stalls_after_a_blocking_call() {
-        let mut blocking = Blocking::default();
-        blocking.insert(1, vec![(150, 205)]);
-        let mut b = with_windows(&[(0, 400)], blocking, 20);
+        let mut b = with_windows(&[(0, 400)], 20);
         for a in [kernel(0, 100, Category::Gemm), kernel(110, 200, Category::Gemm), kernel(300, 400, Category::Gemm)] {
+            // The call is read before the first operation that starts after it began.
+            if a.start == 300 {
+                b.blocking(1, 150, 205, a.start);
+            }
             assert!(b.add(a));
         }
         let r = b.finish(&names(), vec![]);
@@ -726,14 +743,14 @@ mod tests {
 
     #[test]
     fn an_operation_before_the_previous_one_on_its_device_asks_for_a_sorted_read() {
-        let mut b = with_windows(&[], Blocking::default(), 20);
+        let mut b = with_windows(&[], 20);
         assert!(b.add(kernel(100, 200, Category::Gemm)));
         assert!(!b.add(kernel(50, 60, Category::Gemm)));
     }
 
     #[test]
     fn windows_of_several_threads_with_one_name_are_one_row() {
-        let mut b = with_windows(&[(0, 100)], Blocking::default(), 20);
+        let mut b = with_windows(&[(0, 100)], 20);
         b.window(Window { start: 50, end: 150, region: 1, pid: 1 });
         assert!(b.add(kernel(0, 150, Category::Gemm)));
         let r = b.finish(&names(), vec![]);

@@ -86,9 +86,6 @@ pub struct Activity {
     pub what: What,
 }
 
-/// A blocking call of one process: (start, end).
-pub type Blocking = FxHashMap<i64, Vec<(i64, i64)>>;
-
 /// What the range sweep tells the activity reader, in time order: each
 /// window (a top-level range instance), then `End`; `Restart` when the sweep
 /// starts again (its pass is read again in another order): the windows so
@@ -110,17 +107,22 @@ pub trait ActivitySink {
     /// operation's start comes before the operation.
     fn window(&mut self, w: Self::Window);
     fn start_of(w: &Self::Window) -> i64;
-    /// Forget the operations, keep the windows.
+    /// A blocking call of process `pid`, in start order; every call starting
+    /// at or before an operation's start comes before the operation (`now`).
+    fn blocking(&mut self, pid: i64, start: i64, end: i64, now: i64);
+    /// Forget the operations and the blocking calls, keep the windows.
     fn clear_activity(&mut self);
 }
 
 /// The export's activity into a sink `new` makes, beside the windows `feed`
 /// brings (from the range sweep, which runs at the same time on another
-/// thread): before each operation, the windows up to its start. Read as
-/// stored, and again sorted by SQLite where the stored order did not hold;
-/// from the start with a new sink when the feed says `Restart`. A feed that
-/// closes without `End` (the sweep failed) ends the windows. `classify`
-/// gives a kernel name its class (once per name). On its own connection.
+/// thread) and the blocking calls (read on a statement of their own): before
+/// each operation, the windows and the calls up to its start. Read as stored,
+/// and again sorted by SQLite where the stored order did not hold (of the
+/// operations on a device, or of the calls); from the start with a new sink
+/// when the feed says `Restart`. A feed that closes without `End` (the sweep
+/// failed) ends the windows. `classify` gives a kernel name its class (once
+/// per name). On its own connection.
 pub fn read_beside<S: ActivitySink>(
     path: &Path,
     mut new: impl FnMut() -> S,
@@ -134,7 +136,40 @@ pub fn read_beside<S: ActivitySink>(
         let (mut until, mut ended) = (i64::MIN, false);
         for order in [Order::Stored, Order::Sorted] {
             let (mut held, mut restart) = (true, false);
+            let calls_sql = db.blocking_query(order)?;
+            let sql = |e| db.sql_error("CUPTI_ACTIVITY_KIND_RUNTIME", e);
+            let mut calls = calls_sql.as_deref().map(|q| Rows::query(db.conn(), q)).transpose().map_err(sql)?;
+            // The start of the last call read; a call read past `now`, held.
+            let (mut call_until, mut next_call): (i64, Option<(i64, i64, i64)>) = (i64::MIN, None);
+            let mut failed = None;
             db.each_activity(order, &mut classify, |a| {
+                loop {
+                    if let Some((pid, start, end)) = next_call {
+                        if start > a.start {
+                            break;
+                        }
+                        sink.blocking(pid, start, end, a.start);
+                        next_call = None;
+                    }
+                    let Some(rows) = calls.as_mut() else { break };
+                    match rows.step() {
+                        Ok(true) => {
+                            let call = (rows.int(0), rows.int(1), rows.int(2));
+                            if call.1 < call_until {
+                                // Not in start order: read again, sorted.
+                                held = false;
+                                return false;
+                            }
+                            call_until = call.1;
+                            next_call = Some(call);
+                        }
+                        Ok(false) => calls = None,
+                        Err(e) => {
+                            failed = Some(sql(e));
+                            return false;
+                        }
+                    }
+                }
                 while !ended && until <= a.start {
                     match feed.recv() {
                         Ok(WindowFeed::Window(w)) => {
@@ -151,6 +186,9 @@ pub fn read_beside<S: ActivitySink>(
                 held = sink.add(a);
                 held
             })?;
+            if let Some(e) = failed {
+                return Err(e);
+            }
             if restart {
                 continue 'restart;
             }
@@ -261,11 +299,11 @@ impl NsysDb {
         }
     }
 
-    /// The blocking calls ([`is_blocking`]) of each process, in stored order.
-    pub fn blocking_calls(&self) -> Result<Blocking, Error> {
-        let mut out = Blocking::default();
+    /// The query of the blocking calls ([`is_blocking`]): (process, start,
+    /// end), read as `order` says; None when the export names no such function.
+    fn blocking_query(&self, order: Order) -> Result<Option<String>, Error> {
         if !self.has_table("CUPTI_ACTIVITY_KIND_RUNTIME") || !self.has_table("StringIds") {
-            return Ok(out);
+            return Ok(None);
         }
         let what = "CUPTI_ACTIVITY_KIND_RUNTIME";
         let sql = |e| self.sql_error(what, e);
@@ -282,15 +320,13 @@ impl NsysDb {
             }
         }
         if ids.is_empty() {
-            return Ok(out);
+            return Ok(None);
         }
-        let q =
-            format!("SELECT (globalTid >> 24) & 16777215, start, end FROM {what} WHERE nameId IN ({})", ids.join(", "));
-        let mut rows = Rows::query(self.conn(), &q).map_err(sql)?;
-        while rows.step().map_err(sql)? {
-            out.entry(rows.int(0)).or_default().push((rows.int(1), rows.int(2)));
-        }
-        Ok(out)
+        let order_by = if order == Order::Sorted { "ORDER BY start" } else { "" };
+        Ok(Some(format!(
+            "SELECT (globalTid >> 24) & 16777215, start, end FROM {what} WHERE nameId IN ({}) {order_by}",
+            ids.join(", ")
+        )))
     }
 }
 
