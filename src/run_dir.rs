@@ -111,6 +111,8 @@ pub(crate) const REGION_JOIN_JSON: &str = "region_join.json";
 /// The index of a run: stage statuses, diagnoses, links to every file.
 pub(crate) const REPORT_MD: &str = "report.md";
 pub(crate) const NCU_CMD: &str = "ncu/cmd.txt";
+/// ncu's rule results by kernel (aggregate::rules).
+pub(crate) const NCU_RULES_JSON: &str = "ncu/rules.json";
 /// `llmperf diff A B` writes into B; `llmperf check RUN` into RUN.
 pub(crate) const DIFF_DIR: &str = "diff";
 pub(crate) const DIFF_JSON: &str = "diff/diff.json";

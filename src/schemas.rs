@@ -69,6 +69,11 @@ pub const ARTIFACTS: &[Artifact] = &[
         schema: schema_of::<crate::compare::check::CheckReport>,
     },
     Artifact {
+        pattern: run_dir::NCU_RULES_JSON,
+        spec: "ncu-rules.schema.json",
+        schema: schema_of::<crate::aggregate::rules::RulesReport>,
+    },
+    Artifact {
         pattern: run_dir::FINDINGS_JSON,
         spec: "findings.schema.json",
         schema: schema_of::<crate::report::findings::FindingsReport>,

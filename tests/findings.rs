@@ -117,3 +117,47 @@ fn a_capture_without_nvtx_ranks_its_device_span_and_sync_stalls_come_first() {
     assert_eq!(first["region"], "(device span)");
     assert_eq!(first["recoverable_ns"], breakdown["devices"][0]["span"]["idle_sync_ns"]);
 }
+
+/// ncu's own advice: the DeepSeek-OCR details CSVs (corpus) imported; every
+/// OPT and WRN rule row the test counts with the csv crate is in
+/// ncu/rules.json, and findings.json's advice is ranked by the estimate times
+/// the kernel's share of GPU time (kernels.json).
+#[test]
+fn ncu_rule_results_are_kept_and_ranked_by_weighted_speedup() {
+    let test = crate::this_test!();
+    let root = tempfile::tempdir().unwrap();
+    let Some(csvs) = crate::common::dsocr_ncu(&test, root.path()) else { return };
+    let out = root.path().join("run");
+    llmperf().args(["import", "ncu"]).args(&csvs).arg("-o").arg(&out).assert().success();
+    let (mut rows, mut pairs) = (0, std::collections::BTreeSet::new());
+    for csv in &csvs {
+        let mut r = csv::ReaderBuilder::new().flexible(true).from_path(csv).unwrap();
+        let h = r.headers().unwrap().clone();
+        let col = |n: &str| h.iter().position(|x| x == n).unwrap();
+        let (k, name, kind) = (col("Kernel Name"), col("Rule Name"), col("Rule Type"));
+        for rec in r.records() {
+            let rec = rec.unwrap();
+            if matches!(rec.get(kind), Some("OPT") | Some("WRN")) {
+                rows += 1;
+                pairs.insert((rec[k].to_string(), rec[name].to_string()));
+            }
+        }
+    }
+    assert!(rows > 0);
+    let rules = json(&out.join("ncu/rules.json"));
+    let list = rules["rules"].as_array().unwrap();
+    assert_eq!(list.len(), pairs.len());
+    assert_eq!(list.iter().map(|r| r["launches"].as_u64().unwrap()).sum::<u64>(), rows as u64);
+    let advice = json(&out.join("findings.json"))["ncu_advice"].as_array().unwrap().clone();
+    assert!(!advice.is_empty());
+    let weighted: Vec<f64> = advice.iter().map(|a| a["weighted_pct"].as_f64().unwrap()).collect();
+    assert!(weighted.windows(2).all(|w| w[0] >= w[1]), "{weighted:?}");
+    let first = &advice[0];
+    let want = first["speedup_pct"].as_f64().unwrap() * first["share_pct"].as_f64().unwrap() / 100.0;
+    assert!((first["weighted_pct"].as_f64().unwrap() - want).abs() < 1e-9);
+    let kernels = json(&out.join("kernels.json"));
+    let top = &kernels["kernels"][0];
+    assert_eq!(first["kernel_name"], top["kernel_name"], "the top kernel's advice first");
+    let summary = std::fs::read_to_string(out.join("stakeholder_summary.md")).unwrap();
+    assert!(summary.contains("ncu's own advice"), "{summary}");
+}

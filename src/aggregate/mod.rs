@@ -4,6 +4,7 @@
 //! - [`ncu`]: ncu results → per-region reports (scopes, roll-ups), a [`crate::parse::ncu::LaunchSink`];
 //! - [`roofline`]: per-kernel FLOP, byte and time sums for `roofline.json`;
 //! - [`categories`]: kernel categories from kernel names (a table in conf/analysis/);
+//! - [`rules`]: ncu's own advice (rule results) by kernel;
 //! - [`select`]: which kernels a report keeps;
 //! - [`skip`]: what the report models leave out when they are written.
 pub mod categories;
@@ -11,6 +12,7 @@ pub mod ncu;
 pub mod nsys;
 pub(crate) mod ranks;
 pub mod roofline;
+pub(crate) mod rules;
 pub(crate) mod runs;
 pub(crate) mod select;
 pub(crate) mod skip;

@@ -601,12 +601,36 @@ fn regions_of(
         if let Some(n) = &report.note {
             tracing::warn!("ncu regions: {n}");
         }
-        let artifacts = crate::report::write_ncu_regions(run, &report, &roofline)?;
+        let mut artifacts = crate::report::write_ncu_regions(run, &report, &roofline)?;
+        artifacts.push(run.relative(&run.write_json(run_dir::NCU_RULES_JSON, &rules_of(inputs))?));
         let done = Done { note: report.note.clone(), ..Done::ok(artifacts) };
         made = Some(report);
         Ok(done)
     })?;
     Ok((outcome, made))
+}
+
+/// ncu's rule results of the inputs' details CSVs, by kernel. A file that
+/// cannot be read for them is a note: its metrics were read already.
+fn rules_of(inputs: &[Input]) -> crate::aggregate::rules::RulesReport {
+    let (mut rows, mut notes) = (Vec::new(), Vec::new());
+    for input in inputs {
+        match crate::parse::ncu::rules::read(&input.csv) {
+            Ok(r) if r.is_empty() => {}
+            Ok(r) => rows.extend(r),
+            Err(e) => notes.push(format!(
+                "{}: rule results not read: {}",
+                input.csv.file_name().map_or(String::new(), |n| n.to_string_lossy().into_owned()),
+                e.message
+            )),
+        }
+    }
+    if rows.is_empty() {
+        notes.push(
+            "no OPT or WRN rule results in the ncu CSVs (ncu before 2023 writes none, nor does the raw page)".into(),
+        );
+    }
+    crate::aggregate::rules::by_kernel(rows, notes)
 }
 
 /// Report options from the configuration.

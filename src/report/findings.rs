@@ -132,6 +132,81 @@ pub(crate) struct FindingsReport {
     pub(crate) findings: Vec<Finding>,
     /// What was not checked, and why there are none.
     pub(crate) notes: Vec<String>,
+    /// ncu's own advice (ncu/rules.json) on the kernels with the most GPU
+    /// time: its rule results with an Estimated Speedup, weighted by each
+    /// kernel's share of GPU time. Absent without ncu rule results.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) ncu_advice: Vec<NcuAdvice>,
+}
+
+/// One rule result of ncu on one kernel, with the kernel's weight.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub(crate) struct NcuAdvice {
+    /// The kernel as kernels.json names it (its label), and ncu's full name.
+    pub(crate) kernel: String,
+    pub(crate) kernel_name: String,
+    /// The kernel's share of GPU time (kernels.json), %.
+    pub(crate) share_pct: f64,
+    pub(crate) rule: String,
+    pub(crate) kind: String,
+    /// ncu's Estimated Speedup (%) and over what (`global`: the kernel's
+    /// duration; `local`: the part of the kernel the rule looks at).
+    pub(crate) speedup_pct: Option<f64>,
+    pub(crate) speedup_type: String,
+    /// The estimate times the kernel's share: at most this % of all GPU time.
+    pub(crate) weighted_pct: f64,
+    pub(crate) description: String,
+}
+
+/// ncu advice rows kept.
+const ADVICE: usize = 10;
+
+/// A kernel of kernels.json as the advice needs it: its full name, its
+/// label in the tables, its share of GPU time (%).
+pub(crate) struct KernelShare<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) label: &'a str,
+    pub(crate) share_pct: f64,
+}
+
+/// ncu's rule results joined to the kernels they name (kernels.json: by name,
+/// else by the spelling both tools agree on), weighted by GPU time.
+pub(crate) fn ncu_advice(
+    rules: Option<&crate::aggregate::rules::RulesReport>,
+    kernels: &[KernelShare],
+) -> Vec<NcuAdvice> {
+    let Some(rules) = rules else { return Vec::new() };
+    let by_key: std::collections::HashMap<String, &KernelShare> =
+        kernels.iter().map(|k| (crate::kernel_names::key(k.name), k)).collect();
+    let mut out: Vec<NcuAdvice> = rules
+        .rules
+        .iter()
+        .filter_map(|r| {
+            let k = kernels
+                .iter()
+                .find(|k| k.name == r.kernel)
+                .or_else(|| by_key.get(&crate::kernel_names::key(&r.kernel)).copied())?;
+            let speedup = r.speedup_pct?;
+            // `global`: of the kernel's duration; `local`: of the part the rule
+            // looks at, so at most that much of the kernel's. Either way, of
+            // all GPU time at most that times the kernel's share.
+            let weighted = speedup * k.share_pct / 100.0;
+            Some(NcuAdvice {
+                kernel: if k.label.is_empty() { k.name.to_string() } else { k.label.to_string() },
+                kernel_name: r.kernel.clone(),
+                share_pct: k.share_pct,
+                rule: r.rule.clone(),
+                kind: r.kind.clone(),
+                speedup_pct: r.speedup_pct,
+                speedup_type: r.speedup_type.clone(),
+                weighted_pct: weighted,
+                description: r.description.clone(),
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| b.weighted_pct.total_cmp(&a.weighted_pct).then_with(|| a.kernel.cmp(&b.kernel)));
+    out.truncate(ADVICE);
+    out
 }
 
 fn ms(ns: i64) -> f64 {
@@ -184,7 +259,13 @@ pub(crate) fn findings(breakdown: Option<&BreakdownReport>, regions: Option<&Reg
             ms(MIN_NS)
         ));
     }
-    FindingsReport { schema: FINDINGS_SCHEMA.into(), source: source.into(), findings: found, notes }
+    FindingsReport {
+        schema: FINDINGS_SCHEMA.into(),
+        source: source.into(),
+        findings: found,
+        notes,
+        ncu_advice: Vec::new(),
+    }
 }
 
 /// Whether `ns` of a region's `wall` is worth a finding.
@@ -434,6 +515,24 @@ pub(crate) fn markdown(md: &mut String, f: &FindingsReport, breakdown: Option<&B
         }
         for n in &f.notes {
             md.push_str(&format!("- {}\n", text(n)));
+        }
+        md.push('\n');
+    }
+    if !f.ncu_advice.is_empty() {
+        md.push_str("ncu's own advice on the kernels with the most GPU time ([ncu/rules.json](ncu/rules.json)), by its Estimated Speedup weighted by each kernel's share of GPU time:\n\n");
+        md.push_str("| kernel | share of GPU time | ncu rule | estimated speedup | weighted | ncu says |\n|---|---:|---|---:|---:|---|\n");
+        for a in f.ncu_advice.iter().take(SHOWN) {
+            let said: String = a.description.chars().take(240).collect();
+            md.push_str(&format!(
+                "| {} | {:.1}% | {} ({}) | {} | {:.1}% | {} |\n",
+                code(&a.kernel),
+                a.share_pct,
+                text(&a.rule),
+                text(&a.kind),
+                a.speedup_pct.map_or("–".to_string(), |s| format!("{s:.1}% {}", a.speedup_type)),
+                a.weighted_pct,
+                text(&said),
+            ));
         }
         md.push('\n');
     }

@@ -72,6 +72,23 @@ fn fix_first(
         }
         h.push_str("</table>\n");
     }
+    if !f.ncu_advice.is_empty() {
+        h.push_str("<p class=\"note\">ncu's own advice on the kernels with the most GPU time (ncu/rules.json), by its Estimated Speedup weighted by each kernel's share of GPU time.</p>\n");
+        h.push_str("<table><tr><th>kernel</th><th>share</th><th>ncu rule</th><th>estimated speedup</th><th>weighted</th><th>ncu says</th></tr>\n");
+        for a in f.ncu_advice.iter().take(SHOWN) {
+            h.push_str(&format!(
+                "<tr><td><code title=\"{}\">{}</code></td><td>{:.1}%</td><td>{}</td><td>{}</td><td>{:.1}%</td><td>{}</td></tr>\n",
+                esc(&a.kernel_name),
+                esc(&a.kernel),
+                a.share_pct,
+                esc(&a.rule),
+                esc(&a.speedup_pct.map_or("–".to_string(), |s| format!("{s:.1}% {}", a.speedup_type))),
+                a.weighted_pct,
+                esc(&a.description)
+            ));
+        }
+        h.push_str("</table>\n");
+    }
     let Some(b) = b.filter(|b| !b.devices.is_empty()) else { return };
     // One bar per (device, region): each part's share of the region's wall time.
     let rows: Vec<(String, &crate::aggregate::nsys::breakdown::Parts)> = b

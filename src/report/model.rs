@@ -28,6 +28,8 @@ pub(crate) struct Inputs {
     pub(crate) baseline: Option<Timings>,
     pub(crate) nsys_regions: Option<RegionsReport>,
     pub(crate) nsys_top: Option<Vec<TopKernel>>,
+    /// ncu's rule results by kernel (ncu/rules.json).
+    pub(crate) ncu_rules: Option<crate::aggregate::rules::RulesReport>,
     /// Where each top-level region's time went per device (nsys/breakdown.json).
     pub(crate) nsys_breakdown: Option<crate::aggregate::nsys::breakdown::BreakdownReport>,
     /// The capture's machine (nsys/capture.json), for runs without env.json (imports).
@@ -51,6 +53,7 @@ impl Inputs {
             nsys_regions: run.read_json(run_dir::NSYS_REGIONS),
             nsys_top: run.read_json(run_dir::NSYS_TOP_KERNELS),
             nsys_breakdown: run.read_json(run_dir::NSYS_BREAKDOWN),
+            ncu_rules: run.read_json(run_dir::NCU_RULES_JSON),
             capture: run.read_json(run_dir::NSYS_CAPTURE),
             ncu: run.read_json(run_dir::NCU_REGIONS_JSON),
             roofline: run.read_json(run_dir::ROOFLINE_JSON),
@@ -650,7 +653,14 @@ impl Derived {
         };
         let ranks = inputs.nsys_regions.as_ref().and_then(|r| ranks_of_capture(inputs, r));
         let operators = operators(inputs, ranks.as_ref());
-        let findings = super::findings::findings(inputs.nsys_breakdown.as_ref(), inputs.nsys_regions.as_ref());
-        Derived { kernels: kernels(inputs), operators, peak, uses, unmatched_flops, join, ranks, findings }
+        let kernels = kernels(inputs);
+        let mut findings = super::findings::findings(inputs.nsys_breakdown.as_ref(), inputs.nsys_regions.as_ref());
+        let shares: Vec<super::findings::KernelShare> = kernels
+            .kernels
+            .iter()
+            .map(|k| super::findings::KernelShare { name: &k.kernel_name, label: &k.label, share_pct: k.share_pct })
+            .collect();
+        findings.ncu_advice = super::findings::ncu_advice(inputs.ncu_rules.as_ref(), &shares);
+        Derived { kernels, operators, peak, uses, unmatched_flops, join, ranks, findings }
     }
 }

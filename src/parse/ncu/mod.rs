@@ -5,6 +5,7 @@ mod details;
 mod fast;
 mod raw;
 mod rows;
+pub mod rules;
 
 use std::io::Read;
 use std::path::Path;
