@@ -256,3 +256,32 @@ fn rows_stored_out_of_time_order_give_the_same_breakdown() {
     assert!(!a["devices"][0]["regions"].as_array().unwrap().is_empty());
     assert_eq!(a, b);
 }
+
+/// A user's category table is tried first: ICON's physics kernels named by
+/// it leave no `other`; a table that cannot be read is an error naming the key.
+#[test]
+fn a_users_category_table_comes_first_and_a_missing_one_is_named() {
+    let Some(db) = corpus!("real/isc25-icon/gpu.sqlite") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("mine.yaml");
+    std::fs::write(&table, "rules:\n  - {category: elementwise, match: '_kernel_agent.*graupel'}\n").unwrap();
+    let out = dir.path().join("run");
+    let arg = format!("report.kernel_categories={}", table.display());
+    import_nsys(&db, &out, &[&arg]);
+    let report = json(&out.join("nsys/breakdown.json"));
+    let d = &report["devices"][0];
+    assert_eq!(d["other_share"], 0.0);
+    assert_eq!(report["category_tables"][0], table.display().to_string());
+    let failed = crate::common::llmperf()
+        .args(["import", "nsys"])
+        .arg(&db)
+        .arg("-o")
+        .arg(dir.path().join("run2"))
+        .args(["pipeline.nsys.executable=/nonexistent", "report.kernel_categories=/nonexistent/mine.yaml"])
+        .output()
+        .unwrap();
+    assert_ne!(failed.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert!(stderr.contains("report.kernel_categories: cannot read /nonexistent/mine.yaml"), "{stderr}");
+    assert!(stderr.contains("hint:"), "{stderr}");
+}
