@@ -285,3 +285,33 @@ fn a_users_category_table_comes_first_and_a_missing_one_is_named() {
     assert!(stderr.contains("report.kernel_categories: cannot read /nonexistent/mine.yaml"), "{stderr}");
     assert!(stderr.contains("hint:"), "{stderr}");
 }
+
+/// A table only the breakdown reads holding a value of the wrong type (a copy's
+/// start as text): the region tree stands, breakdown.json says why it is
+/// empty, and findings.json ranks nothing instead of guessing from ranges.
+#[test]
+fn a_breakdown_that_cannot_be_made_leaves_the_regions_and_says_why() {
+    let Some(db) = corpus!("real/memfusion/report1.sqlite") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("copy.sqlite");
+    std::fs::copy(&db, &copy).unwrap();
+    let conn = Connection::open(&copy).unwrap();
+    conn.execute_batch("UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET start = 'soon' WHERE rowid = (SELECT MIN(rowid) FROM CUPTI_ACTIVITY_KIND_MEMCPY)")
+        .unwrap();
+    drop(conn);
+    let out = dir.path().join("run");
+    import_nsys(&copy, &out, &[]);
+    let regions = json(&out.join("nsys/regions.json"));
+    assert!(!regions["regions"].as_array().unwrap().is_empty());
+    let report = json(&out.join("nsys/breakdown.json"));
+    assert!(report["devices"].as_array().unwrap().is_empty(), "{report}");
+    let note = report["notes"][0].as_str().unwrap();
+    assert!(note.starts_with("time breakdown not computed:") && note.contains("CUPTI_ACTIVITY_KIND_MEMCPY"), "{note}");
+    let findings = json(&out.join("findings.json"));
+    assert_eq!(findings["source"], "none");
+    assert!(findings["findings"].as_array().unwrap().is_empty());
+    assert!(
+        findings["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().contains("not computed")),
+        "{findings}"
+    );
+}

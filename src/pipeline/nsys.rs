@@ -594,7 +594,16 @@ pub(crate) fn write_outputs(
     run.write_json(run_dir::NSYS_REGIONS, &done.regions)?;
     run.write_json(run_dir::NSYS_TOP_KERNELS, &done.top)?;
     run.write_json(run_dir::NSYS_SAMPLES, &done.samples)?;
-    let mut breakdown = breakdown?.finish(&done.window_names, categories.sources.clone());
+    // The breakdown is an analysis beside the region tree: where it cannot be
+    // made (an export this reader does not know), regions.json stands and
+    // breakdown.json says why it is empty.
+    let mut breakdown = match breakdown {
+        Ok(b) => b.finish(&done.window_names, categories.sources.clone()),
+        Err(e) => {
+            tracing::warn!("time breakdown not computed: {}", e.message);
+            aggregate::nsys::breakdown::BreakdownReport::not_computed(&e, categories.sources.clone())
+        }
+    };
     for d in &mut breakdown.devices {
         d.rank = launched.iter().find(|l| l.process_id == d.process_id).map(|l| l.rank);
     }

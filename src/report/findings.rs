@@ -236,12 +236,14 @@ pub(crate) fn findings(breakdown: Option<&BreakdownReport>, regions: Option<&Reg
             notes.extend(b.notes.iter().cloned());
             ("nsys breakdown", from_breakdown(b))
         }
-        (_, Some(r)) if !r.regions.is_empty() => {
+        // Operator ranges stand in for the GPU timeline only where there was none.
+        (_, Some(r)) if !r.regions.is_empty() && gpu_kernels(r) == 0 => {
             notes.push("no GPU work in the capture: findings come from the operator ranges (host time); a GPU capture measures the GPU's idle time itself".to_string());
             ("nsys ranges", from_ranges(r))
         }
         _ => {
-            notes.push("no nsys capture with GPU work or NVTX ranges: nothing to rank".to_string());
+            notes.extend(breakdown.iter().flat_map(|b| b.notes.iter().cloned()));
+            notes.push("nothing to rank: no nsys timeline of GPU work (an nsys SQLite export gives one: nsys/breakdown.json)".to_string());
             ("none", Vec::new())
         }
     };
@@ -266,6 +268,11 @@ pub(crate) fn findings(breakdown: Option<&BreakdownReport>, regions: Option<&Reg
         notes,
         ncu_advice: Vec::new(),
     }
+}
+
+/// Kernels of the capture, every process and device.
+fn gpu_kernels(r: &RegionsReport) -> usize {
+    r.processes.iter().flat_map(|p| &p.devices).map(|d| d.kernel_count).sum()
 }
 
 /// Whether `ns` of a region's `wall` is worth a finding.

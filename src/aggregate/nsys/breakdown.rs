@@ -557,6 +557,20 @@ impl Breakdown {
     }
 }
 
+impl BreakdownReport {
+    /// A breakdown that could not be made: no devices, and the error with its hint.
+    pub fn not_computed(e: &crate::error::Error, category_tables: Vec<String>) -> BreakdownReport {
+        let hint = e.hint.as_deref().map(|h| format!(" (hint: {h})")).unwrap_or_default();
+        BreakdownReport {
+            schema: BREAKDOWN_SCHEMA.into(),
+            launch_gap_ns: 0,
+            category_tables,
+            devices: Vec::new(),
+            notes: vec![format!("time breakdown not computed: {}{hint}", e.message)],
+        }
+    }
+}
+
 /// Rows of one region name from several threads of a process: summed.
 fn merge(into: &mut RegionBreakdown, row: RegionBreakdown) {
     into.instances += row.instances;

@@ -305,6 +305,10 @@ impl NsysDb {
         if !self.has_table("CUPTI_ACTIVITY_KIND_RUNTIME") || !self.has_table("StringIds") {
             return Ok(None);
         }
+        let cols = self.columns("CUPTI_ACTIVITY_KIND_RUNTIME");
+        if !["nameId", "globalTid", "start", "end"].iter().all(|c| cols.contains(*c)) {
+            return Ok(None);
+        }
         let what = "CUPTI_ACTIVITY_KIND_RUNTIME";
         let sql = |e| self.sql_error(what, e);
         let mut ids = Vec::new();
