@@ -243,7 +243,10 @@ pub(crate) fn findings(breakdown: Option<&BreakdownReport>, regions: Option<&Reg
         }
         _ => {
             notes.extend(breakdown.iter().flat_map(|b| b.notes.iter().cloned()));
-            notes.push("nothing to rank: no nsys timeline of GPU work (an nsys SQLite export gives one: nsys/breakdown.json)".to_string());
+            notes.push(
+                "nothing to rank: no nsys timeline of GPU work (an nsys SQLite export gives one: nsys/breakdown.json)"
+                    .to_string(),
+            );
             ("none", Vec::new())
         }
     };

@@ -147,7 +147,8 @@ const KINDS: usize = 9;
 const COPY: usize = KINDS; // + direction (5)
 const MEMSET: usize = COPY + 5;
 const PAGEABLE: usize = MEMSET + 1;
-const SLOTS: usize = PAGEABLE + 1;
+// + direction (5): the pageable copies of each direction, apart.
+const SLOTS: usize = PAGEABLE + 5;
 const COMM: usize = Category::Communication as usize;
 
 fn direction_index(d: Direction) -> usize {
@@ -299,8 +300,6 @@ pub struct Breakdown {
     device_index: HashMap<(i64, i64), usize>,
     /// The device of the previous operation (rows come in runs of one device).
     last: Option<((i64, i64), usize)>,
-    /// Operations read out of start order on their device.
-    out_of_order: bool,
     odd: usize,
 }
 
@@ -318,7 +317,6 @@ impl Breakdown {
             devices: Vec::new(),
             device_index: HashMap::default(),
             last: None,
-            out_of_order: false,
             odd: 0,
         }
     }
@@ -409,7 +407,6 @@ impl ActivitySink for Breakdown {
         self.devices.clear();
         self.device_index.clear();
         self.last = None;
-        self.out_of_order = false;
         self.odd = 0;
     }
 
@@ -425,12 +422,10 @@ impl ActivitySink for Breakdown {
         if !known && a.start < self.pids[self.devices[i].1.pid].dropped_before {
             // A device met late, before calls its gaps may need were dropped:
             // only a read sorted across devices holds every start in order.
-            self.out_of_order = true;
             return false;
         }
         let d = &mut self.devices[i].1;
         if a.start < d.last_start {
-            self.out_of_order = true;
             return false;
         }
         d.last_start = a.start;
@@ -465,7 +460,9 @@ impl ActivitySink for Breakdown {
             }
         }
         d.n[slot] += 1;
-        d.n[PAGEABLE] += u32::from(pageable);
+        if pageable {
+            d.n[PAGEABLE + slot - COPY] += 1;
+        }
         d.running.push(Reverse((a.end, slot as u8, pageable)));
         true
     }
@@ -492,7 +489,7 @@ impl Breakdown {
                     instances: acc.instances,
                     parts: acc.parts,
                     categories: acc.categories(false),
-                    pageable_copy_ns: acc.slot_ns[PAGEABLE],
+                    pageable_copy_ns: acc.slot_ns[PAGEABLE..].iter().sum(),
                 };
                 match by_name.get(&(domain.clone(), name.clone())) {
                     Some(&i) => merge(&mut regions[i], row),
@@ -520,15 +517,10 @@ impl Breakdown {
                         gbps: (ns > 0).then(|| c.1 as f64 / ns as f64),
                         pageable_count: c.2,
                         pageable_bytes: c.3,
-                        pageable_ns: 0,
+                        pageable_ns: d.span.slot_ns[PAGEABLE + i],
                     }
                 })
                 .collect::<Vec<_>>();
-            let mut copies = copies;
-            // Pageable time per direction is not kept apart: all of it on the direction(s) that had any.
-            if let Some(c) = copies.iter_mut().find(|c| c.pageable_count > 0) {
-                c.pageable_ns = d.span.slot_ns[PAGEABLE];
-            }
             devices.push(DeviceBreakdown {
                 process_id: key.0,
                 rank: None,
@@ -627,7 +619,9 @@ fn advance(d: &mut DeviceSweep, windows: &[Window], blocking: Option<&VecDeque<(
         }
         d.running.pop();
         d.n[slot as usize] -= 1;
-        d.n[PAGEABLE] -= u32::from(pageable);
+        if pageable {
+            d.n[PAGEABLE + slot as usize - COPY] -= 1;
+        }
         if d.running.is_empty() {
             d.idle_since = Some(d.t);
         }
@@ -753,6 +747,25 @@ mod tests {
         assert_eq!(region.idle_launch_ns, 10);
         assert_eq!(region.idle_sync_ns, 100);
         assert_eq!(region.idle_nothing_queued_ns, 0);
+    }
+
+    #[test]
+    fn pageable_copies_keep_their_direction() {
+        let mut b = with_windows(&[(0, 100)], 20);
+        let copy = |start, end, direction| Activity {
+            pid: 1,
+            device: 0,
+            start,
+            end,
+            what: What::Copy { direction, bytes: 8, pageable: true },
+        };
+        assert!(b.add(copy(0, 10, Direction::HostToDevice)));
+        assert!(b.add(copy(20, 50, Direction::DeviceToHost)));
+        let r = b.finish(&names(), vec![]);
+        let c = &r.devices[0].copies;
+        assert_eq!((c[0].direction.as_str(), c[0].pageable_ns), ("h2d", 10));
+        assert_eq!((c[1].direction.as_str(), c[1].pageable_ns), ("d2h", 30));
+        assert_eq!(r.devices[0].regions[0].pageable_copy_ns, 40);
     }
 
     #[test]
