@@ -110,6 +110,19 @@ impl Categories {
         Ok(Categories { rules, sources })
     }
 
+    /// The shipped table, after the user's (`report.kernel_categories`) when given.
+    pub(crate) fn load(user: Option<&std::path::Path>) -> Result<Categories, Error> {
+        let shipped =
+            crate::config::tree::ConfTree::embedded_data("analysis/kernel_categories.yaml").unwrap_or_default();
+        let Some(path) = user else { return Categories::new(shipped, None) };
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            Error::config(format!("report.kernel_categories: cannot read {}: {e}", path.display())).with_hint(
+                "give the path of a YAML file in the format of conf/analysis/kernel_categories.yaml, or null",
+            )
+        })?;
+        Categories::new(shipped, Some((&path.display().to_string(), &text)))
+    }
+
     /// The shipped table alone.
     pub fn shipped() -> Result<Categories, Error> {
         let text = crate::config::tree::ConfTree::embedded_data("analysis/kernel_categories.yaml").unwrap_or_default();
@@ -120,8 +133,31 @@ impl Categories {
     /// matches, else [`Category::Other`].
     pub fn of(&self, kernel: &str) -> Category {
         let name = kernel.replace("<unnamed>::", "").replace("(anonymous namespace)::", "");
-        self.rules.iter().find(|(_, re)| re.is_match(&name)).map_or(Category::Other, |(c, _)| *c)
+        let name = without_enable_if(&name);
+        self.rules.iter().find(|(_, re)| re.is_match(name)).map_or(Category::Other, |(c, _)| *c)
     }
+}
+
+/// A name without its leading `std::enable_if<…>::type ` return type (SFINAE
+/// in the kernel's declaration): `^[^<(]*` must see the function's own name.
+fn without_enable_if(name: &str) -> &str {
+    let Some(rest) = name.strip_prefix("std::enable_if<").or_else(|| name.strip_prefix("enable_if<")) else {
+        return name;
+    };
+    let mut depth = 1usize;
+    for (i, c) in rest.char_indices() {
+        match c {
+            '<' => depth += 1,
+            '>' => {
+                depth -= 1;
+                if depth == 0 {
+                    return rest[i + 1..].strip_prefix("::type ").unwrap_or(name);
+                }
+            }
+            _ => {}
+        }
+    }
+    name
 }
 
 #[cfg(test)]
@@ -154,6 +190,12 @@ mod tests {
             ("triton_red_fused_sum_1", Category::Reduction),
             ("void vllm::moe::moe_align_block_size_kernel<int>(int *)", Category::MoeRouting),
             ("fused_moe_kernel", Category::Gemm),
+            // cuBLAS (DeepSeek-OCR's nsys summary and ncu details): CUTLASS inside Kernel2, a GEMV behind enable_if.
+            ("void Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_128x256_32x3_tn_align8>(Params)", Category::Gemm),
+            ("std::enable_if<!T7, void>::type internal::gemvx::kernel<int, int, __nv_bfloat16, __nv_bfloat16, __nv_bfloat16, float, (bool)0, (bool)1, (bool)1, (bool)0, (int)7, (bool)0, cublasGemvParamsEx<int, __nv_bfloat16 const *, __nv_bfloat16 const *, __nv_bfloat16 *, float>>(T13)", Category::Gemm),
+            // ncu spells that GEMV without its namespace: its parameter type says it.
+            ("enable_if<!T7, void>::type kernel<int, int, __nv_bfloat16, __nv_bfloat16, __nv_bfloat16, float, 0, 1, 1, 0, 6, 0, cublasGemvParamsEx<int, cublasGemvTensorStridedBatched<const __nv_bfloat16>, cublasGemvTensorStridedBatched<const __nv_bfloat16>, cublasGemvTensorStridedBatched<__nv_bfloat16>, float>>(T13)", Category::Gemm),
+            ("std::enable_if<", Category::Other),
             // A user's physics kernel through thrust::for_each: honestly other.
             ("void thrust::cuda_cub::core::_kernel_agent<thrust::cuda_cub::__parallel_for::ParallelForAgent<for_each_f<graupel>>>(T2, T3)", Category::Other),
         ] {

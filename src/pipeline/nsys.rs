@@ -555,7 +555,7 @@ pub(crate) fn write_outputs(
     // The time breakdown reads the GPU's activity on a thread and connections
     // of its own while the pass runs, cut by the windows the range sweep
     // sends it as it meets them.
-    let categories = kernel_categories(opts.kernel_categories.as_deref())?;
+    let categories = aggregate::categories::Categories::load(opts.kernel_categories.as_deref())?;
     let gap = launch_gap_ns(opts.launch_gap_us)?;
     let (pass, breakdown) = std::thread::scope(|s| {
         let (feed, windows) = std::sync::mpsc::sync_channel(WINDOWS_IN_FLIGHT);
@@ -625,17 +625,6 @@ fn launch_gap_ns(us: f64) -> Result<i64, Error> {
             .with_hint("give a number of microseconds, 0 or more (50 by default)"));
     }
     Ok((us * 1e3).round() as i64)
-}
-
-/// The shipped kernel category table, after the user's (`report.kernel_categories`).
-pub(crate) fn kernel_categories(user: Option<&Path>) -> Result<aggregate::categories::Categories, Error> {
-    let shipped = crate::config::tree::ConfTree::embedded_data("analysis/kernel_categories.yaml").unwrap_or_default();
-    let Some(path) = user else { return aggregate::categories::Categories::new(shipped, None) };
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        Error::config(format!("report.kernel_categories: cannot read {}: {e}", path.display()))
-            .with_hint("give the path of a YAML file in the format of conf/analysis/kernel_categories.yaml, or null")
-    })?;
-    aggregate::categories::Categories::new(shipped, Some((&path.display().to_string(), &text)))
 }
 
 /// `nsys/regions.json`, `nsys/top_kernels.json` and an empty `nsys/samples.json` from a kernel summary CSV
