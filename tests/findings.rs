@@ -161,3 +161,153 @@ fn ncu_rule_results_are_kept_and_ranked_by_weighted_speedup() {
     let summary = std::fs::read_to_string(out.join("stakeholder_summary.md")).unwrap();
     assert!(summary.contains("ncu's own advice"), "{summary}");
 }
+
+/// A real ncu report of the corpus, in ncu 2022.3's and 2024.1's details
+/// CSVs (NVIDIA's nsight-training daxpy lab): its three kernels run at
+/// 88–95% of DRAM throughput and 12–37% SM. One memory-bound family, whose
+/// GPU time and time-weighted DRAM throughput equal the CSV's own rows read
+/// here with the csv crate.
+#[test]
+fn kernels_at_the_dram_roof_are_one_memory_bound_family() {
+    for file in ["manual_nvtx.ncu2022.3.details.csv", "manual_nvtx.ncu2024.1.details.csv"] {
+        let test = "kernels_at_the_dram_roof_are_one_memory_bound_family";
+        let root = tempfile::tempdir().unwrap();
+        let Some(csv) = corpus_copy(test, &format!("real/derived/nsight-training/{file}"), root.path()) else { return };
+        // The oracle: per launch, Duration (ns) and DRAM Throughput (%) of the SOL section.
+        let mut rows = csv::ReaderBuilder::new().flexible(true).from_path(&csv).unwrap();
+        let header = rows.headers().unwrap().clone();
+        let col = |n: &str| header.iter().position(|h| h == n).unwrap();
+        let (id, name, unit, value) = (col("ID"), col("Metric Name"), col("Metric Unit"), col("Metric Value"));
+        let mut by_launch: std::collections::BTreeMap<String, (f64, f64)> = Default::default();
+        for r in rows.records() {
+            let r = r.unwrap();
+            let e = by_launch.entry(r[id].to_string()).or_default();
+            let v = || r[value].replace(',', "").parse::<f64>().unwrap();
+            // 2022.3 prints SOL labels, 2024.1 metric names (in base units as rendered here).
+            match (&r[name], &r[unit]) {
+                ("Duration", "usecond") => e.0 = v() * 1e3,
+                ("Duration" | "gpu__time_duration.sum", "nsecond") => e.0 = v(),
+                ("DRAM Throughput" | "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "%") => e.1 = v(),
+                _ => {}
+            }
+        }
+        assert_eq!(by_launch.len(), 3);
+        let ns: f64 = by_launch.values().map(|l| l.0).sum();
+        let dram = by_launch.values().map(|l| l.0 * l.1).sum::<f64>() / ns;
+
+        let run = root.path().join("run");
+        llmperf().args(["-q", "import", "ncu"]).arg(&csv).arg("-o").arg(&run).assert().success();
+        let report = json(&run.join("findings.json"));
+        assert_eq!(report["source"], "ncu counters", "{report}");
+        assert_eq!(kinds(&report), ["memory_bound"], "{report}");
+        let f = &report["findings"][0];
+        assert_eq!(f["region"], "(kernels profiled by ncu)");
+        assert_eq!(f["recoverable_ns"].as_f64().unwrap(), ns.round(), "{file}");
+        assert!((evidence(f, "DRAM throughput (time-weighted)") - dram).abs() < 1e-9, "{file}: {f}");
+        assert_eq!(f["kernels"].as_array().unwrap().len(), 3);
+        assert!(f["kernels"][0].as_str().unwrap().starts_with("daxpy_kernel"), "{f}");
+        let summary = std::fs::read_to_string(run.join("stakeholder_summary.md")).unwrap();
+        assert!(summary.contains("| 1 | memory-bound kernel family | `(kernels profiled by ncu)` |"), "{summary}");
+    }
+}
+
+/// DeepSeek-OCR's ncu details (20 kernels, RTX 5090): bf16 tensor ops are
+/// counted (`sm__ops_path_tensor_src_bf16_dst_fp32.sum`), the FLOPs outside
+/// the tensor path are `n/a`. The tensor FLOPs per precision equal the CSV's
+/// sum; the share of FLOPs is absent with its reason, never 100%; an
+/// elementwise kernel's FLOPs are unknown, not 0. Copies of the CSVs edited
+/// as ncu would print other runs: a GEMM with 0 tensor ops is a low
+/// tensor-core finding naming it (the cuBLAS GEMV beside it is not: it is
+/// memory-bound by nature); other FLOPs counted give the share; an
+/// elementwise kernel at 85% DRAM throughput is a memory-bound family.
+#[test]
+fn tensor_core_use_is_counted_by_precision_and_a_gemm_off_the_tensor_cores_is_named() {
+    let test = "tensor_core_use_is_counted_by_precision_and_a_gemm_off_the_tensor_cores_is_named";
+    let root = tempfile::tempdir().unwrap();
+    let Some(csvs) = dsocr_ncu(test, root.path()) else { return };
+    let metric_rows = |path: &Path, metric: &str| -> Vec<String> {
+        let mut rows = csv::ReaderBuilder::new().flexible(true).from_path(path).unwrap();
+        let header = rows.headers().unwrap().clone();
+        let (name, value) = (
+            header.iter().position(|h| h == "Metric Name").unwrap(),
+            header.iter().position(|h| h == "Metric Value").unwrap(),
+        );
+        rows.records().map(|r| r.unwrap()).filter(|r| &r[name] == metric).map(|r| r[value].to_string()).collect()
+    };
+    let tensor_metric = "sm__ops_path_tensor_src_bf16_dst_fp32.sum";
+    let oracle: f64 = csvs
+        .iter()
+        .flat_map(|c| metric_rows(c, tensor_metric))
+        .map(|v| v.replace(',', "").parse::<f64>().unwrap())
+        .sum();
+    assert!(oracle > 7e10, "{oracle}");
+    let import = |name: &str, files: &[std::path::PathBuf]| {
+        let run = root.path().join(name);
+        llmperf().args(["-q", "import", "ncu"]).args(files).arg("-o").arg(&run).assert().success();
+        run
+    };
+    let run = import("as-is", &csvs);
+    let report = json(&run.join("findings.json"));
+    let rows = report["tensor_cores"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{report}");
+    assert_eq!(rows[0]["ops_by_precision"]["bf16->fp32"].as_f64().unwrap(), oracle);
+    assert!(rows[0]["share_pct"].is_null());
+    assert!(rows[0]["note"].as_str().unwrap().contains("not counted"), "{report}");
+    assert!(!kinds(&report).contains(&"low_tensor_core_share".to_string()), "{report}");
+    let roofline = json(&run.join("roofline.json"));
+    let point = |name: &str| {
+        roofline["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["kernel_name"].as_str().unwrap().contains(name))
+            .unwrap()
+            .clone()
+    };
+    let add = point("CUDAFunctor_add<BFloat16>>(TensorIteratorBase");
+    assert!(add["flops"].is_null() && add["arithmetic_intensity"].is_null(), "{add}");
+    let gemm = point("s16816gemm_relu_bf16_128x256");
+    assert_eq!(gemm["tensor"]["ops_by_precision"]["bf16->fp32"].as_f64().unwrap(), 45_902_462_976.0);
+
+    // The 128x256 GEMM (kernel 16, 44% of GPU time) with 0 tensor ops.
+    let edited = root.path().join("edited");
+    std::fs::create_dir_all(&edited).unwrap();
+    let copy = |from: &Path, edit: &dyn Fn(String) -> String| {
+        let to = edited.join(from.file_name().unwrap());
+        std::fs::write(&to, edit(std::fs::read_to_string(from).unwrap())).unwrap();
+        to
+    };
+    let k16 = csvs.iter().find(|c| c.to_string_lossy().contains("kernel_0016")).unwrap();
+    let zero = copy(k16, &|t| t.replace("\"45,902,462,976\"", "\"0\""));
+    let files: Vec<_> = csvs.iter().map(|c| if c == k16 { zero.clone() } else { c.clone() }).collect();
+    let report = json(&import("gemm-off", &files).join("findings.json"));
+    let f = report["findings"].as_array().unwrap().iter().find(|f| f["kind"] == "low_tensor_core_share").unwrap();
+    assert_eq!(f["kernels"].as_array().unwrap().len(), 1, "{f}");
+    assert!(f["kernels"][0].as_str().unwrap().contains("s16816gemm_relu_bf16_128x256"), "{f}");
+    assert_eq!(evidence(f, "with 0 tensor ops"), 1.0);
+    // No GPU name in the CSVs: no peak ratio bounds it, so the bound is the kernel's time.
+    assert_eq!(f["recoverable_ns"].as_i64().unwrap(), 404_700, "{f}");
+    assert_eq!(f["confidence"], "low");
+    assert!(report["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().contains("GEMVs or memory-bound")));
+
+    // Other FLOPs counted (flop_count_hp of the same GEMM made a number): a share.
+    let both = copy(k16, &|t| {
+        let row = t.lines().find(|l| l.contains("\"flop_count_hp.sum\"")).unwrap().to_string();
+        t.replace(&row, &row.replace("\"n/a\"", "\"45,902,462,976\""))
+    });
+    let report = json(&import("share", &[both]).join("findings.json"));
+    assert_eq!(report["tensor_cores"][0]["share_pct"].as_f64(), Some(50.0), "{report}");
+
+    // The elementwise add (kernel 10, 10.4% of GPU time) at 85% of DRAM throughput.
+    let k10 = csvs.iter().find(|c| c.to_string_lossy().contains("kernel_0010")).unwrap();
+    // Two rows carry it: the `dram__throughput` metric and the SOL section's label.
+    let hot = copy(k10, &|t| {
+        assert_eq!(t.matches("\"10.29\"").count(), 2);
+        t.replace("\"10.29\"", "\"85.00\"")
+    });
+    let files: Vec<_> = csvs.iter().map(|c| if c == k10 { hot.clone() } else { c.clone() }).collect();
+    let report = json(&import("hot", &files).join("findings.json"));
+    let f = report["findings"].as_array().unwrap().iter().find(|f| f["kind"] == "memory_bound").unwrap();
+    assert_eq!(f["recoverable_ns"].as_i64().unwrap(), 94_910, "{f}");
+    assert!(f["bound"].as_str().unwrap().contains("elementwise kernels"), "{f}");
+}

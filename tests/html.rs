@@ -85,7 +85,7 @@ fn roofline_points_equal_roofline_json() {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|p| p["flops"].as_f64().unwrap() > 0.0)
+        .filter(|p| p["flops"].as_f64().is_some_and(|f| f > 0.0))
         .map(|p| {
             let f = |k: &str| p[k].as_f64().unwrap();
             (p["kernel_name"].as_str().unwrap().to_string(), f("arithmetic_intensity"), f("achieved_flop_per_s"))

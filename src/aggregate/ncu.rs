@@ -196,6 +196,12 @@ pub(crate) struct Counters {
     pub(crate) flops: f64,
     /// DRAM bytes read and written.
     pub(crate) dram_bytes: f64,
+    /// Tensor-core use of every result with a GPU time and DRAM counters
+    /// (roofline.json's `tensor`, summed over the region): FLOPs on tensor
+    /// cores by precision, and their share of the region's FLOPs where the
+    /// FLOPs outside the tensor path were counted too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) tensor: Option<super::roofline::TensorUse>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -286,6 +292,8 @@ struct Acc {
     kernels: BTreeMap<String, (u64, u64, f64)>,
     /// The launches with FLOP and DRAM counters (roofline.json's rule): calls, ns, FLOPs, bytes.
     counted: (u64, f64, f64, f64),
+    /// Tensor-path counts of the launches with a GPU time and DRAM counters.
+    tensor: super::roofline::TensorAcc,
     /// section → metric name → accumulator (looked up by &str: no allocation per row).
     metrics: HashMap<String, HashMap<String, MetricAcc>>,
     /// Range results only: each result's duration (None without one), in
@@ -380,6 +388,7 @@ impl Acc {
         self.excluded += o.excluded;
         let (c, m) = (&mut self.counted, o.counted);
         *c = (c.0 + m.0, c.1 + m.1, c.2 + m.2, c.3 + m.3);
+        self.tensor.merge(o.tensor.clone());
         for (k, (c, u, t)) in &o.kernels {
             let e = self.kernels.entry(k.clone()).or_default();
             e.0 += c;
@@ -552,9 +561,12 @@ impl LaunchSink for Builder {
             return;
         }
         let duration = launch.duration_ns();
-        if let Some((ns, flops, bytes)) = counted {
-            let c = &mut acc.counted;
-            *c = (c.0 + 1, c.1 + ns, c.2 + flops, c.3 + bytes);
+        if let Some(counted) = &counted {
+            if let Some(flops) = counted.flops.total() {
+                let c = &mut acc.counted;
+                *c = (c.0 + 1, c.1 + counted.ns, c.2 + flops, c.3 + counted.bytes);
+            }
+            acc.tensor.add(&counted.flops, None, counted.ns);
         }
         acc.calls += 1;
         match duration {
@@ -823,6 +835,7 @@ impl Builder {
                 gpu_time_ms: incl.counted.1 / 1e6,
                 flops: incl.counted.2,
                 dram_bytes: incl.counted.3,
+                tensor: incl.tensor.finish(),
             }),
             exclusive: (!self.in_range_mode()).then(|| excl.map(totals_of).unwrap_or_default()),
             metrics,

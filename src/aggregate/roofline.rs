@@ -16,8 +16,18 @@
 //!   `dram__bytes.sum`, else `dram__bytes.sum.per_second` × GPU time;
 //! - time: the launch's GPU time (`gpu__time_duration.sum` or the SOL Duration).
 //!
-//! `n/a` values count as absent, never as 0. A kernel without FLOP or DRAM
-//! counters has no point; the file says how many launches had them.
+//! `n/a` values count as absent, never as 0. Tensor-path counts alone are a
+//! FLOP count only when they are not 0: a launch whose tensor ops are 0 and
+//! whose other FLOP counters are `n/a` (an elementwise kernel profiled with
+//! tensor counters only) has an unknown FLOP count, not 0. A kernel has a
+//! point when its launches had a GPU time and any of these counters (or the
+//! SM and DRAM throughputs); FLOPs, bytes and FLOP/byte are absent where a
+//! launch lacked them; `launches_with_counters` counts launches with both.
+//!
+//! Tensor cores (`tensor` of a point): the tensor-path ops by source and
+//! accumulate precision (`bf16->fp32` from `sm__ops_path_tensor_src_bf16_dst_fp32.sum`),
+//! and their share of the kernel's FLOPs only where the FLOPs outside the
+//! tensor path were counted too; else the share is absent, never 100%.
 use rustc_hash::FxHashMap as HashMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -48,18 +58,43 @@ pub struct Point {
     pub(crate) device: String,
     pub calls: usize,
     pub gpu_time_ns: f64,
-    pub flops: f64,
-    pub dram_bytes: f64,
+    /// Absent when a launch of the point had no FLOP count (see the module doc).
+    pub flops: Option<f64>,
+    /// Absent when a launch of the point had no DRAM byte counters (a
+    /// profile with the SpeedOfLight throughputs only).
+    pub dram_bytes: Option<f64>,
     /// FLOP per DRAM byte.
-    pub arithmetic_intensity: f64,
+    pub arithmetic_intensity: Option<f64>,
     /// FLOP per second of GPU time (replayed by ncu: clocks locked).
-    pub achieved_flop_per_s: f64,
+    pub achieved_flop_per_s: Option<f64>,
     /// `sm__throughput.avg.pct_of_peak_sustained_elapsed` (or the SOL "Compute
     /// (SM) Throughput"), weighted by GPU time, when collected.
     pub sm_throughput_pct: Option<f64>,
     /// `dram__throughput.avg.pct_of_peak_sustained_elapsed` (`gpu__dram_throughput` in
     /// newer section files, or the SOL "DRAM Throughput"), likewise.
     pub dram_throughput_pct: Option<f64>,
+    /// Tensor-core use, where a tensor-path counter had a number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tensor: Option<TensorUse>,
+}
+
+/// What a kernel's counters say about its tensor cores.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TensorUse {
+    /// Launches with a tensor-path counter (of the point's `calls`).
+    pub launches: usize,
+    /// Tensor-path math ops by source and accumulate precision (`bf16->fp32`,
+    /// `fp16->fp16`, `tf32->fp32`, `fp64`): FLOPs on tensor cores.
+    pub ops_by_precision: BTreeMap<String, f64>,
+    /// FLOPs outside the tensor path (FMA/ADD/MUL counts or the SOL rates),
+    /// when every launch of the point had them counted.
+    pub other_flops: Option<f64>,
+    /// Tensor ops over all FLOPs, %: only when `other_flops` is known.
+    pub share_pct: Option<f64>,
+    /// `sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed`,
+    /// weighted by GPU time, when collected.
+    pub pipe_active_pct: Option<f64>,
 }
 
 /// A metric's finite value in its base unit (`n/a` and `nan` are absent).
@@ -80,11 +115,23 @@ fn op_weight(op: &str) -> Option<f64> {
     }
 }
 
-/// FLOPs per unit of a counted metric: 2 for FMA instruction counts, 1 otherwise.
-fn flop_weight(name: &str) -> Option<f64> {
-    if name.starts_with("sm__ops_path_tensor_") && name.ends_with(".sum") && !name.contains("_sparsity_") {
-        return Some(1.0);
+/// The precision of a tensor-path op counter (`sm__ops_path_tensor_src_bf16_dst_fp32.sum`
+/// → `bf16->fp32`, `…_src_fp64.sum` → `fp64`); its sparsity variants and
+/// ceilings are not counts of their own.
+fn tensor_precision(name: &str) -> Option<String> {
+    let rest = name.strip_prefix("sm__ops_path_tensor_src_")?.strip_suffix(".sum")?;
+    if rest.contains("_sparsity_") || rest.contains('.') {
+        return None;
     }
+    Some(match rest.split_once("_dst_") {
+        Some((src, dst)) => format!("{src}->{dst}"),
+        None => rest.to_string(),
+    })
+}
+
+/// FLOPs per unit of a counter outside the tensor path: 2 for FMA
+/// instruction counts, 1 otherwise.
+fn flop_weight(name: &str) -> Option<f64> {
     if matches!(name, "flop_count_hp.sum" | "flop_count_sp.sum" | "flop_count_dp.sum") {
         return Some(1.0);
     }
@@ -96,28 +143,65 @@ fn flop_weight(name: &str) -> Option<f64> {
 }
 
 const DRAM_PCT: &str = "dram__throughput.avg.pct_of_peak_sustained_elapsed";
+const TENSOR_PIPE_PCT: &str = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed";
 const RATE_PREFIX: &str = "smsp__sass_thread_inst_executed_op_";
 const RATE_SUFFIX: &str = "_pred_on.sum.per_cycle_elapsed";
 
-/// (FLOPs, names summed): counts first; the SOL roofline rates only when there are no counts.
-fn flops_of(l: &LaunchView, ns: f64) -> Option<(f64, Vec<String>)> {
-    let mut total = None::<f64>;
-    let mut names = Vec::new();
+/// One launch's FLOPs as its counters give them.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Flops {
+    /// Tensor-path ops by precision, when a tensor counter had a number.
+    pub(crate) tensor: Option<BTreeMap<String, f64>>,
+    /// FLOPs outside the tensor path, when counted (counts, else SOL rates).
+    pub(crate) other: Option<f64>,
+    /// The counters summed.
+    names: Vec<String>,
+}
+
+impl Flops {
+    fn tensor_sum(&self) -> Option<f64> {
+        self.tensor.as_ref().map(|t| t.values().sum())
+    }
+
+    /// The launch's FLOPs: tensor and other where both were counted; tensor
+    /// ops alone only when they are not 0 (0 tensor ops says nothing of the
+    /// FMAs and adds a kernel ran); else unknown.
+    pub(crate) fn total(&self) -> Option<f64> {
+        match (self.tensor_sum(), self.other) {
+            (Some(t), Some(o)) => Some(t + o),
+            (Some(t), None) if t > 0.0 => Some(t),
+            (None, Some(o)) => Some(o),
+            _ => None,
+        }
+    }
+}
+
+/// Counts first; the SOL roofline rates only when there are no counts outside the tensor path.
+fn flops_of(l: &LaunchView, ns: f64) -> Flops {
+    let mut f = Flops::default();
     // One launch can carry a count under both sm__ and smsp__ prefixes: count each op once.
     let mut seen = std::collections::HashSet::new();
     for m in l.metrics {
+        if let Some(precision) = tensor_precision(&m.name) {
+            if let Some(v) = num(m) {
+                *f.tensor.get_or_insert_with(BTreeMap::new).entry(precision).or_default() += v;
+                f.names.push(m.name.to_string());
+            }
+            continue;
+        }
         let Some(w) = flop_weight(&m.name) else { continue };
         let key = m.name.trim_start_matches("smsp__").trim_start_matches("sm__").to_string();
         if let Some(v) = num(m).filter(|_| seen.insert(key)) {
-            *total.get_or_insert(0.0) += w * v;
-            names.push(m.name.to_string());
+            *f.other.get_or_insert(0.0) += w * v;
+            f.names.push(m.name.to_string());
         }
     }
-    if total.is_some() {
-        return total.map(|t| (t, names));
+    if f.other.is_some() {
+        return f;
     }
-    let hz = metric(l, "smsp__cycles_elapsed.avg.per_second").and_then(num)?;
+    let Some(hz) = metric(l, "smsp__cycles_elapsed.avg.per_second").and_then(num) else { return f };
     let mut per_cycle = None::<f64>;
+    let mut names = Vec::new();
     for m in l.metrics {
         let weight = m.name.strip_prefix(RATE_PREFIX).and_then(|r| r.strip_suffix(RATE_SUFFIX)).and_then(op_weight);
         if let (Some(w), Some(v)) = (weight, num(m)) {
@@ -125,9 +209,12 @@ fn flops_of(l: &LaunchView, ns: f64) -> Option<(f64, Vec<String>)> {
             names.push(m.name.to_string());
         }
     }
-    let flop_per_s = per_cycle? * hz;
-    names.push("smsp__cycles_elapsed.avg.per_second".into());
-    Some((flop_per_s * ns * 1e-9, names))
+    if let Some(per_cycle) = per_cycle {
+        f.other = Some(per_cycle * hz * ns * 1e-9);
+        f.names.extend(names);
+        f.names.push("smsp__cycles_elapsed.avg.per_second".into());
+    }
+    f
 }
 
 fn bytes_of(l: &LaunchView, ns: f64) -> Option<f64> {
@@ -139,33 +226,110 @@ fn bytes_of(l: &LaunchView, ns: f64) -> Option<f64> {
     bytes.filter(|b| *b > 0.0)
 }
 
-/// A percentage by one of its metric names, else by its SOL label (details page).
-fn pct(l: &LaunchView, names: &[&str], label: &str) -> Option<f64> {
+/// A percentage by one of its metric names, else by one of its SOL labels
+/// (details page: `Compute (SM) Throughput`, `Compute (SM) [%]` before ncu 2023).
+fn pct(l: &LaunchView, names: &[&str], labels: &[&str]) -> Option<f64> {
     let m = names
         .iter()
         .find_map(|n| metric(l, n))
-        .or_else(|| l.metrics.iter().find(|m| m.name == label && m.section.contains("Speed Of Light")))?;
+        .or_else(|| l.metrics.iter().find(|m| labels.contains(&&*m.name) && m.section.contains("Speed Of Light")))?;
     num(m)
+}
+
+/// What one launch adds to a region's counters: its GPU time, FLOPs (when
+/// known), DRAM bytes and tensor-path counts.
+pub struct Counted {
+    pub(crate) ns: f64,
+    pub(crate) bytes: f64,
+    pub(crate) flops: Flops,
 }
 
 #[derive(Default)]
 struct Acc {
     calls: usize,
     ns: f64,
+    /// Launches with a FLOP count, and its sum; with DRAM bytes, and theirs.
+    flop_calls: usize,
     flops: f64,
+    byte_calls: usize,
     bytes: f64,
     sm: (f64, f64),
     dram: (f64, f64),
+    tensor: TensorAcc,
 }
 
 impl Acc {
     fn merge(&mut self, o: Acc) {
         self.calls += o.calls;
         self.ns += o.ns;
+        self.flop_calls += o.flop_calls;
         self.flops += o.flops;
+        self.byte_calls += o.byte_calls;
         self.bytes += o.bytes;
         self.sm = (self.sm.0 + o.sm.0, self.sm.1 + o.sm.1);
         self.dram = (self.dram.0 + o.dram.0, self.dram.1 + o.dram.1);
+        self.tensor.merge(o.tensor);
+    }
+}
+
+/// Tensor-path sums over launches (a kernel's, or a region's).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(crate) struct TensorAcc {
+    /// Launches seen, and those with a tensor counter.
+    pub(crate) launches: usize,
+    pub(crate) with_tensor: usize,
+    pub(crate) by_precision: BTreeMap<String, f64>,
+    /// Launches with both tensor and other FLOPs counted, and the other FLOPs' sum.
+    pub(crate) with_both: usize,
+    pub(crate) other: f64,
+    pub(crate) pipe: (f64, f64),
+}
+
+impl TensorAcc {
+    pub(crate) fn add(&mut self, f: &Flops, pipe_pct: Option<f64>, ns: f64) {
+        self.launches += 1;
+        if let Some(t) = &f.tensor {
+            self.with_tensor += 1;
+            for (p, v) in t {
+                *self.by_precision.entry(p.clone()).or_default() += v;
+            }
+            if let Some(o) = f.other {
+                self.with_both += 1;
+                self.other += o;
+            }
+        }
+        if let Some(v) = pipe_pct {
+            self.pipe = (self.pipe.0 + v * ns, self.pipe.1 + ns);
+        }
+    }
+
+    pub(crate) fn merge(&mut self, o: TensorAcc) {
+        self.launches += o.launches;
+        self.with_tensor += o.with_tensor;
+        for (p, v) in o.by_precision {
+            *self.by_precision.entry(p).or_default() += v;
+        }
+        self.with_both += o.with_both;
+        self.other += o.other;
+        self.pipe = (self.pipe.0 + o.pipe.0, self.pipe.1 + o.pipe.1);
+    }
+
+    /// None when no launch had a tensor counter; the share only when every
+    /// launch had the FLOPs outside the tensor path counted too.
+    pub(crate) fn finish(&self) -> Option<TensorUse> {
+        if self.with_tensor == 0 {
+            return None;
+        }
+        let complete = self.with_both == self.launches;
+        let tensor: f64 = self.by_precision.values().sum();
+        let other = complete.then_some(self.other);
+        Some(TensorUse {
+            launches: self.with_tensor,
+            ops_by_precision: self.by_precision.clone(),
+            other_flops: other,
+            share_pct: other.filter(|o| tensor + o > 0.0).map(|o| 100.0 * tensor / (tensor + o)),
+            pipe_active_pct: weighted(self.pipe),
+        })
     }
 }
 
@@ -187,13 +351,28 @@ pub struct RooflineAcc {
 }
 
 impl RooflineAcc {
-    /// One launch; its (GPU time ns, FLOPs, DRAM bytes) when it had the counters.
-    pub fn add(&mut self, l: &LaunchView) -> Option<(f64, f64, f64)> {
+    /// One launch; what it adds to a region's counters when it had a GPU
+    /// time and DRAM counters. A launch with a GPU time and any of DRAM
+    /// bytes, FLOPs or the SM/DRAM throughputs is part of its kernel's point.
+    pub fn add(&mut self, l: &LaunchView) -> Option<Counted> {
         self.launches += 1;
         let ns = l.duration_ns().filter(|v| v.is_finite() && *v > 0.0)?;
-        let (Some((flops, names)), Some(bytes)) = (flops_of(l, ns), bytes_of(l, ns)) else { return None };
-        self.counted += 1;
-        self.flop_metrics.extend(names);
+        let bytes = bytes_of(l, ns);
+        let flops = flops_of(l, ns);
+        let total = flops.total();
+        let sm = pct(
+            l,
+            &["sm__throughput.avg.pct_of_peak_sustained_elapsed"],
+            &["Compute (SM) Throughput", "Compute (SM) [%]"],
+        );
+        let dram = pct(l, &[DRAM_PCT, "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"], &["DRAM Throughput"]);
+        if bytes.is_none() && total.is_none() && sm.is_none() && dram.is_none() && flops.tensor.is_none() {
+            return None;
+        }
+        if total.is_some() && bytes.is_some() {
+            self.counted += 1;
+            self.flop_metrics.extend(flops.names.iter().cloned());
+        }
         if !self.by_kernel.contains_key(l.kernel_name) {
             self.by_kernel.insert(l.kernel_name.to_string(), BTreeMap::new());
         }
@@ -201,17 +380,22 @@ impl RooflineAcc {
         let e = by_device.entry(l.device.unwrap_or_default().to_string()).or_default();
         e.calls += 1;
         e.ns += ns;
-        e.flops += flops;
-        e.bytes += bytes;
-        if let Some(v) = pct(l, &["sm__throughput.avg.pct_of_peak_sustained_elapsed"], "Compute (SM) Throughput") {
+        if let Some(t) = total {
+            e.flop_calls += 1;
+            e.flops += t;
+        }
+        if let Some(b) = bytes {
+            e.byte_calls += 1;
+            e.bytes += b;
+        }
+        if let Some(v) = sm {
             e.sm = (e.sm.0 + v * ns, e.sm.1 + ns);
         }
-        if let Some(v) =
-            pct(l, &[DRAM_PCT, "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"], "DRAM Throughput")
-        {
+        if let Some(v) = dram {
             e.dram = (e.dram.0 + v * ns, e.dram.1 + ns);
         }
-        Some((ns, flops, bytes))
+        e.tensor.add(&flops, metric(l, TENSOR_PIPE_PCT).and_then(num), ns);
+        Some(Counted { ns, bytes: bytes?, flops })
     }
 
     /// Fold in what another accumulator saw (a later block or file).
@@ -232,17 +416,23 @@ impl RooflineAcc {
             .by_kernel
             .into_iter()
             .flat_map(|(kernel_name, devices)| {
-                devices.into_iter().map(move |(device, a)| Point {
-                    kernel_name: kernel_name.clone(),
-                    device,
-                    calls: a.calls,
-                    gpu_time_ns: a.ns,
-                    flops: a.flops,
-                    dram_bytes: a.bytes,
-                    arithmetic_intensity: a.flops / a.bytes,
-                    achieved_flop_per_s: if a.ns > 0.0 { a.flops / (a.ns * 1e-9) } else { 0.0 },
-                    sm_throughput_pct: weighted(a.sm),
-                    dram_throughput_pct: weighted(a.dram),
+                devices.into_iter().map(move |(device, a)| {
+                    // FLOPs and bytes only when every launch of the point had them.
+                    let flops = (a.flop_calls == a.calls).then_some(a.flops);
+                    let bytes = (a.byte_calls == a.calls).then_some(a.bytes);
+                    Point {
+                        kernel_name: kernel_name.clone(),
+                        device,
+                        calls: a.calls,
+                        gpu_time_ns: a.ns,
+                        flops,
+                        dram_bytes: bytes,
+                        arithmetic_intensity: flops.zip(bytes).map(|(f, b)| f / b),
+                        achieved_flop_per_s: flops.filter(|_| a.ns > 0.0).map(|f| f / (a.ns * 1e-9)),
+                        sm_throughput_pct: weighted(a.sm),
+                        dram_throughput_pct: weighted(a.dram),
+                        tensor: a.tensor.finish(),
+                    }
                 })
             })
             .collect();
@@ -262,19 +452,44 @@ impl RooflineAcc {
         }
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    /// An FMA count is 2 FLOPs; tensor-path ops count once, their sparsity variants
-    /// and the `.peak_sustained` ceilings not at all.
+    /// An FMA count is 2 FLOPs outside the tensor path; tensor-path counters
+    /// are counted by precision, their sparsity variants and the
+    /// `.peak_sustained` ceilings not at all.
     #[test]
-    fn flop_weights() {
+    fn flop_weights_and_precisions() {
         assert_eq!(flop_weight("sm__sass_thread_inst_executed_op_ffma_pred_on.sum"), Some(2.0));
         assert_eq!(flop_weight("smsp__sass_thread_inst_executed_op_hadd_pred_on.sum"), Some(1.0));
-        assert_eq!(flop_weight("sm__ops_path_tensor_src_bf16_dst_fp32.sum"), Some(1.0));
-        assert_eq!(flop_weight("sm__ops_path_tensor_src_bf16_dst_fp32_sparsity_on.sum"), None);
+        assert_eq!(flop_weight("sm__ops_path_tensor_src_bf16_dst_fp32.sum"), None);
         assert_eq!(flop_weight("sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained"), None);
         assert_eq!(flop_weight("dram__bytes_read.sum"), None);
+        assert_eq!(tensor_precision("sm__ops_path_tensor_src_bf16_dst_fp32.sum").as_deref(), Some("bf16->fp32"));
+        assert_eq!(tensor_precision("sm__ops_path_tensor_src_fp64.sum").as_deref(), Some("fp64"));
+        assert_eq!(tensor_precision("sm__ops_path_tensor_src_bf16_dst_fp32_sparsity_on.sum"), None);
+        assert_eq!(tensor_precision("sm__ops_path_tensor_src_fp16_dst_fp16.sum.peak_sustained"), None);
+    }
+
+    /// 0 tensor ops with the other FLOP counters n/a is no FLOP count (an
+    /// elementwise kernel is not 0 FLOP/byte); nonzero tensor ops are; a share
+    /// needs the other FLOPs.
+    #[test]
+    fn a_flop_count_needs_more_than_zero_tensor_ops() {
+        let t = |v: f64| Some(BTreeMap::from([("bf16->fp32".to_string(), v)]));
+        let f = |tensor, other| Flops { tensor, other, names: Vec::new() };
+        assert_eq!(f(t(0.0), None).total(), None);
+        assert_eq!(f(t(5.0), None).total(), Some(5.0));
+        assert_eq!(f(t(0.0), Some(3.0)).total(), Some(3.0));
+        assert_eq!(f(None, None).total(), None);
+        let mut acc = TensorAcc::default();
+        acc.add(&f(t(6.0), None), None, 1.0);
+        assert_eq!(acc.finish().unwrap().share_pct, None);
+        let mut acc = TensorAcc::default();
+        acc.add(&f(t(6.0), Some(2.0)), Some(50.0), 1.0);
+        acc.add(&f(t(0.0), Some(2.0)), Some(0.0), 3.0);
+        let u = acc.finish().unwrap();
+        assert_eq!((u.share_pct, u.pipe_active_pct, u.launches), (Some(60.0), Some(12.5), 2));
+        assert_eq!(TensorAcc::default().finish(), None);
     }
 }

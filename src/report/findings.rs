@@ -9,6 +9,8 @@
 //! From the time breakdown (nsys/breakdown.json) where the GPU ran anything;
 //! else, on a capture without GPU work (a CPU run), from the operator ranges
 //! in regions.json, with what only a GPU capture can show said in the finding.
+//! Kernel families from ncu's counters (roofline.json): memory-bound ones,
+//! and GEMMs without tensor cores; with the tensor-core use per ncu region.
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -56,6 +58,8 @@ pub(crate) enum Kind {
     ExposedCommunication,
     PageableCopy,
     ElementwiseFusion,
+    MemoryBound,
+    LowTensorCoreShare,
 }
 
 impl Kind {
@@ -67,6 +71,8 @@ impl Kind {
             Kind::ExposedCommunication => "exposed communication",
             Kind::PageableCopy => "pageable copy",
             Kind::ElementwiseFusion => "many small elementwise kernels",
+            Kind::MemoryBound => "memory-bound kernel family",
+            Kind::LowTensorCoreShare => "low tensor-core share",
         }
     }
 
@@ -78,6 +84,8 @@ impl Kind {
             Kind::ExposedCommunication => "overlap the collectives with compute (FSDP/DDP prefetch and bucketing, async collectives on their own stream), or shrink them",
             Kind::PageableCopy => "copy from pinned memory (pin_memory=True, tensor.pin_memory()) with non_blocking=True, so the copy runs asynchronously and at full bandwidth",
             Kind::ElementwiseFusion => "fuse the elementwise kernels (torch.compile, a fused kernel, or fusing them into the GEMM epilogue): each one reads and writes its tensors in full",
+            Kind::MemoryBound => "move fewer bytes: fuse these kernels with their neighbours (torch.compile, fused kernels), keep data on chip, or store in lower precision (bf16/fp8 weights, a quantized KV cache); near the DRAM roof a faster kernel alone cannot help",
+            Kind::LowTensorCoreShare => "run the matrix multiplies on tensor cores: FP16/BF16 inputs (autocast), or TF32 for FP32 ones (torch.backends.cuda.matmul.allow_tf32 = True, torch.set_float32_matmul_precision(\"high\")), with dimensions that are multiples of 8",
         }
     }
 }
@@ -120,6 +128,9 @@ pub(crate) struct Finding {
     /// What this capture could not show (a CPU capture has no GPU timeline), if anything.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) needs: Option<String>,
+    /// The kernels of a kernel-family finding (ncu's names), most GPU time first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) kernels: Vec<String>,
 }
 
 /// `findings.json`.
@@ -137,6 +148,25 @@ pub(crate) struct FindingsReport {
     /// kernel's share of GPU time. Absent without ncu rule results.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) ncu_advice: Vec<NcuAdvice>,
+    /// Tensor-core use per top-level ncu region (ncu/regions/report.json's
+    /// aggregate scope). Absent without tensor-path counters.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) tensor_cores: Vec<TensorRow>,
+}
+
+/// One region's FLOPs on tensor cores.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub(crate) struct TensorRow {
+    pub(crate) region: String,
+    /// Results of the region with a tensor-path counter.
+    pub(crate) launches: usize,
+    /// FLOPs on tensor cores by source and accumulate precision (`bf16->fp32`).
+    pub(crate) ops_by_precision: std::collections::BTreeMap<String, f64>,
+    /// Their share of the region's FLOPs, %, where the FLOPs outside the tensor path were counted.
+    pub(crate) share_pct: Option<f64>,
+    /// Why there is no share, when there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) note: Option<String>,
 }
 
 /// One rule result of ncu on one kernel, with the kernel's weight.
@@ -209,6 +239,193 @@ pub(crate) fn ncu_advice(
     out
 }
 
+/// ncu's DRAM or SM throughput at or above this (% of peak) is high: ncu's own
+/// rules call less than 60% of peak a latency issue.
+const HIGH_THROUGHPUT_PCT: f64 = 60.0;
+/// A GEMM whose tensor ops are below this share of its FLOPs (%) runs mostly off tensor cores.
+const LOW_TENSOR_SHARE_PCT: f64 = 50.0;
+/// Kernels named in a kernel-family finding.
+const FAMILY_KERNELS: usize = 5;
+/// Where kernel-family findings live: the kernels ncu profiled, not an NVTX region.
+pub(crate) const NCU_KERNELS: &str = "(kernels profiled by ncu)";
+
+/// What the kernel-family findings read: ncu's counters per kernel, its
+/// region report, the category table, and the GPU's row of the peak table
+/// (None when the GPU is not known).
+pub(crate) struct NcuCounters<'a> {
+    pub(crate) roofline: &'a crate::aggregate::roofline::Roofline,
+    pub(crate) regions: Option<&'a crate::aggregate::ncu::RegionReportFile>,
+    pub(crate) categories: &'a crate::aggregate::categories::Categories,
+    pub(crate) gpu: Option<&'a super::peaks::GpuPeak>,
+}
+
+/// A GEMV (matrix × vector) reads each weight once: memory-bound by nature,
+/// and tensor cores do not speed it up.
+fn is_gemv(kernel: &str) -> bool {
+    let k = kernel.to_ascii_lowercase();
+    k.contains("gemv")
+}
+
+/// Memory-bound kernel families (per device and category) and GEMMs that ran
+/// off the tensor cores, from ncu's counters; the tensor-core use per region.
+/// Shares are of the GPU time of the kernels ncu profiled with counters (roofline.json's points).
+pub(crate) fn from_ncu(n: &NcuCounters) -> (Vec<Finding>, Vec<TensorRow>, Vec<String>) {
+    use crate::aggregate::roofline::Point;
+    let mut notes = Vec::new();
+    let points = &n.roofline.points;
+    let total: f64 = points.iter().map(|p| p.gpu_time_ns).sum();
+    let mut out = Vec::new();
+    if total <= 0.0 {
+        notes.push("memory-bound kernel families and tensor-core use need ncu's DRAM and FLOP counters (roofline.json): none in this run".to_string());
+        return (out, Vec::new(), notes);
+    }
+    let memory_bound = |p: &Point| matches!((p.sm_throughput_pct, p.dram_throughput_pct), (Some(sm), Some(d)) if d >= HIGH_THROUGHPUT_PCT && d >= sm);
+    let unjudged = points.iter().filter(|p| p.sm_throughput_pct.is_none() || p.dram_throughput_pct.is_none()).count();
+    if unjudged > 0 {
+        notes.push(format!("{unjudged} of {} kernels (ncu) without SM and DRAM throughput (the SpeedOfLight section): not judged memory-bound or not", points.len()));
+    }
+    let device = |p: &Point| p.device.parse::<i64>().ok();
+    // Per (device, category): the memory-bound kernels.
+    let mut families: std::collections::BTreeMap<(String, Category), Vec<&Point>> = Default::default();
+    for p in points.iter().filter(|p| memory_bound(p)) {
+        families.entry((p.device.clone(), n.categories.of(&p.kernel_name))).or_default().push(p);
+    }
+    for ((_, category), members) in families {
+        let ns: f64 = members.iter().map(|p| p.gpu_time_ns).sum();
+        if ns < MIN_SHARE * total {
+            continue;
+        }
+        let weighted = |f: fn(&Point) -> Option<f64>| {
+            members.iter().map(|p| f(p).unwrap_or(0.0) * p.gpu_time_ns).sum::<f64>() / ns
+        };
+        let bytes: Option<f64> = members.iter().map(|p| p.dram_bytes).sum();
+        let mut evidence = vec![
+            ev("kernels", members.len() as f64, "count"),
+            ev("their GPU time", ns / 1e6, "ms"),
+            ev("of profiled GPU time", 100.0 * ns / total, "%"),
+            ev("DRAM throughput (time-weighted)", weighted(|p| p.dram_throughput_pct), "%"),
+            ev("SM throughput (time-weighted)", weighted(|p| p.sm_throughput_pct), "%"),
+        ];
+        if let Some(b) = bytes {
+            evidence.push(ev("DRAM bytes", b / 1e6, "MB"));
+        }
+        out.push(Finding {
+            kind: Kind::MemoryBound,
+            region: NCU_KERNELS.to_string(),
+            process_id: None,
+            rank: None,
+            device: device(members[0]),
+            recoverable_ns: ns.round() as i64,
+            share_of_wall: ns / total,
+            bound: format!(
+                "the GPU time of the {} kernels whose DRAM throughput is at least {HIGH_THROUGHPUT_PCT:.0}% of peak and above their SM throughput (ncu, replayed): their time falls only with the bytes they move, so at most all of it comes back; share: of the GPU time of the kernels ncu profiled with counters",
+                category.name()
+            ),
+            confidence: Confidence::Medium,
+            evidence,
+            fix: Kind::MemoryBound.fix().to_string(),
+            needs: None,
+            kernels: members.iter().take(FAMILY_KERNELS).map(|p| p.kernel_name.clone()).collect(),
+        });
+    }
+    // GEMMs off the tensor cores: tensor counters present, and no (or a small share of) tensor ops.
+    let mut gemv = 0;
+    let mut off: std::collections::BTreeMap<String, Vec<(&Point, Option<f64>)>> = Default::default();
+    for p in points.iter().filter(|p| n.categories.of(&p.kernel_name) == Category::Gemm) {
+        let Some(t) = &p.tensor else { continue };
+        let tensor: f64 = t.ops_by_precision.values().sum();
+        let low = tensor == 0.0 || t.share_pct.is_some_and(|s| s < LOW_TENSOR_SHARE_PCT);
+        if !low {
+            continue;
+        }
+        if is_gemv(&p.kernel_name) || memory_bound(p) {
+            gemv += 1;
+            continue;
+        }
+        off.entry(p.device.clone()).or_default().push((p, t.share_pct));
+    }
+    if gemv > 0 {
+        notes.push(format!("{gemv} GEMM-category kernel(s) without tensor ops left out of the tensor-core finding: GEMVs or memory-bound (at the DRAM roof, tensor cores do not help)"));
+    }
+    for (_, members) in off {
+        let ns: f64 = members.iter().map(|(p, _)| p.gpu_time_ns).sum();
+        if ns < MIN_SHARE * total {
+            continue;
+        }
+        // FP32 math on CUDA cores → TF32 on tensor cores, the least change: at
+        // best the peak ratio faster; without the GPU's peaks, all of it.
+        let (recoverable, bound) = match n.gpu.filter(|g| g.tf32 > g.fp32 && g.fp32 > 0.0) {
+            Some(g) => (
+                ns * (1.0 - g.fp32 / g.tf32),
+                format!(
+                    "the kernels' GPU time × (1 − FP32/TF32 peak) = × (1 − {:.1}/{:.1}) of the {} table row: a compute-bound GEMM moved from CUDA cores to TF32 tensor cores runs at most that much faster",
+                    g.fp32, g.tf32, g.name
+                ),
+            ),
+            None => (ns, "the kernels' GPU time (the GPU is not in the peak table, so no faster peak bounds it): at most all of it".to_string()),
+        };
+        let first = members[0].0;
+        let lowest = members.iter().filter_map(|(_, s)| *s).min_by(f64::total_cmp);
+        let mut evidence = vec![
+            ev("GEMM kernels off the tensor cores", members.len() as f64, "count"),
+            ev(
+                "with 0 tensor ops",
+                members
+                    .iter()
+                    .filter(|(p, _)| p.tensor.as_ref().is_some_and(|t| t.ops_by_precision.values().sum::<f64>() == 0.0))
+                    .count() as f64,
+                "count",
+            ),
+            ev("their GPU time", ns / 1e6, "ms"),
+            ev("of profiled GPU time", 100.0 * ns / total, "%"),
+        ];
+        if let Some(lowest) = lowest {
+            evidence.push(ev("lowest tensor share of FLOPs", lowest, "%"));
+        }
+        out.push(Finding {
+            kind: Kind::LowTensorCoreShare,
+            region: NCU_KERNELS.to_string(),
+            process_id: None,
+            rank: None,
+            device: device(first),
+            recoverable_ns: recoverable.round() as i64,
+            share_of_wall: recoverable / total,
+            bound,
+            confidence: if n.gpu.is_some() { Confidence::Medium } else { Confidence::Low },
+            evidence,
+            fix: Kind::LowTensorCoreShare.fix().to_string(),
+            needs: None,
+            kernels: members.iter().take(FAMILY_KERNELS).map(|(p, _)| p.kernel_name.clone()).collect(),
+        });
+    }
+    (out, tensor_rows(n), notes)
+}
+
+/// Tensor-core use of each top-level region of ncu's aggregate scope.
+fn tensor_rows(n: &NcuCounters) -> Vec<TensorRow> {
+    let Some(scope) = n.regions.and_then(|r| r.scopes.iter().find(|s| s.scope == "aggregate")) else {
+        return Vec::new();
+    };
+    scope
+        .regions
+        .iter()
+        .filter(|r| r.depth == 0)
+        .filter_map(|r| {
+            let t = r.counters.as_ref()?.tensor.as_ref()?;
+            let note = t.share_pct.is_none().then(|| {
+                "no share: the FLOPs outside the tensor path were not counted for every result (collect flop_count_hp/sp/dp or the SASS FMA/ADD/MUL counters, or the SpeedOfLight roofline section)".to_string()
+            });
+            Some(TensorRow {
+                region: r.name.clone(),
+                launches: t.launches,
+                ops_by_precision: t.ops_by_precision.clone(),
+                share_pct: t.share_pct,
+                note,
+            })
+        })
+        .collect()
+}
+
 fn ms(ns: i64) -> f64 {
     ns as f64 / 1e6
 }
@@ -228,9 +445,7 @@ fn pct(part: i64, of: i64) -> f64 {
 /// The findings of a run: from the breakdown where a GPU ran anything, else
 /// from the operator ranges of regions.json.
 pub(crate) fn findings(breakdown: Option<&BreakdownReport>, regions: Option<&RegionsReport>) -> FindingsReport {
-    let mut notes = vec![
-        "not yet computed: memory-bound kernel families and low tensor-core share (they need ncu counters joined to the breakdown)".to_string(),
-    ];
+    let mut notes = Vec::new();
     let (source, mut found) = match (breakdown, regions) {
         (Some(b), _) if !b.devices.is_empty() => {
             notes.extend(b.notes.iter().cloned());
@@ -270,6 +485,28 @@ pub(crate) fn findings(breakdown: Option<&BreakdownReport>, regions: Option<&Reg
         findings: found,
         notes,
         ncu_advice: Vec::new(),
+        tensor_cores: Vec::new(),
+    }
+}
+
+impl FindingsReport {
+    /// More findings (ncu's kernel families), ranked in; "nothing stands out" goes when one is found.
+    pub(crate) fn rank_in(&mut self, more: Vec<Finding>) {
+        if more.is_empty() {
+            return;
+        }
+        self.notes.retain(|n| !n.starts_with("nothing stands out") && !n.starts_with("nothing to rank"));
+        self.findings.extend(more);
+        self.findings.sort_by(|a, b| {
+            b.recoverable_ns
+                .cmp(&a.recoverable_ns)
+                .then_with(|| a.kind.cmp(&b.kind))
+                .then_with(|| a.region.cmp(&b.region))
+        });
+        self.findings.truncate(MAX_FINDINGS);
+        if self.source == "none" {
+            self.source = "ncu counters".into();
+        }
     }
 }
 
@@ -323,6 +560,7 @@ fn from_breakdown(b: &BreakdownReport) -> Vec<Finding> {
                         evidence,
                         fix: kind.fix().to_string(),
                         needs: None,
+                        kernels: Vec::new(),
                     });
                 }
             };
@@ -452,6 +690,7 @@ fn from_ranges(r: &RegionsReport) -> Vec<Finding> {
                     evidence,
                     fix: kind.fix().to_string(),
                     needs: Some(needs.to_string()),
+                    kernels: Vec::new(),
                 });
             }
         };
@@ -523,8 +762,25 @@ pub(crate) fn markdown(md: &mut String, f: &FindingsReport, breakdown: Option<&B
                 text(x.needs.as_deref().unwrap_or(""))
             ));
         }
+        for (i, x) in f.findings.iter().take(SHOWN).enumerate().filter(|(_, x)| !x.kernels.is_empty()) {
+            let names: Vec<String> = x.kernels.iter().map(|k| code(&short_kernel(k))).collect();
+            md.push_str(&format!("- #{} {}: {}\n", i + 1, x.kind.title(), names.join(", ")));
+        }
         for n in &f.notes {
             md.push_str(&format!("- {}\n", text(n)));
+        }
+        md.push('\n');
+    }
+    if !f.tensor_cores.is_empty() {
+        md.push_str("FLOPs on tensor cores per region (ncu's `sm__ops_path_tensor_*` counters):\n\n| region | results | tensor FLOPs by precision | share of the region's FLOPs |\n|---|---:|---|---:|\n");
+        for t in &f.tensor_cores {
+            md.push_str(&format!(
+                "| {} | {} | {} | {} |\n",
+                code(&t.region),
+                t.launches,
+                text(&precisions(&t.ops_by_precision)),
+                text(&t.share_text()),
+            ));
         }
         md.push('\n');
     }
@@ -549,6 +805,30 @@ pub(crate) fn markdown(md: &mut String, f: &FindingsReport, breakdown: Option<&B
     if let Some(b) = breakdown.filter(|b| !b.devices.is_empty()) {
         breakdown_table(md, b);
     }
+}
+
+impl TensorRow {
+    /// The share as a table shows it, or why there is none.
+    pub(crate) fn share_text(&self) -> String {
+        self.share_pct.map_or_else(|| self.note.clone().unwrap_or_else(|| "–".into()), |s| format!("{s:.1}%"))
+    }
+}
+
+/// A kernel name cut for a table: its first 80 characters.
+pub(crate) fn short_kernel(k: &str) -> String {
+    let cut: String = k.chars().take(80).collect();
+    if cut.len() < k.len() {
+        format!("{cut}…")
+    } else {
+        cut
+    }
+}
+
+/// Tensor FLOPs by precision: `bf16→fp32 70.24 GFLOP`, largest first.
+pub(crate) fn precisions(by: &std::collections::BTreeMap<String, f64>) -> String {
+    let mut v: Vec<(&String, &f64)> = by.iter().collect();
+    v.sort_by(|a, b| b.1.total_cmp(a.1));
+    v.iter().map(|(p, f)| format!("{} {:.2} GFLOP", p.replace("->", "→"), *f / 1e9)).collect::<Vec<_>>().join(", ")
 }
 
 /// Findings shown in the summary and report.html.

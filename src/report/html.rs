@@ -71,6 +71,25 @@ fn fix_first(
             ));
         }
         h.push_str("</table>\n");
+        for x in f.findings.iter().take(SHOWN).filter(|x| !x.kernels.is_empty()) {
+            let names: Vec<String> =
+                x.kernels.iter().map(|k| format!("<code>{}</code>", esc(&super::findings::short_kernel(k)))).collect();
+            h.push_str(&format!("<p class=\"note\">{}: {}</p>\n", esc(x.kind.title()), names.join(", ")));
+        }
+    }
+    if !f.tensor_cores.is_empty() {
+        h.push_str("<p class=\"note\">FLOPs on tensor cores per region (ncu's sm__ops_path_tensor_* counters).</p>\n");
+        h.push_str("<table><tr><th>region</th><th>results</th><th>tensor FLOPs by precision</th><th>share of the region's FLOPs</th></tr>\n");
+        for t in &f.tensor_cores {
+            h.push_str(&format!(
+                "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                esc(&t.region),
+                t.launches,
+                esc(&super::findings::precisions(&t.ops_by_precision)),
+                esc(&t.share_text()),
+            ));
+        }
+        h.push_str("</table>\n");
     }
     if !f.ncu_advice.is_empty() {
         h.push_str("<p class=\"note\">ncu's own advice on the kernels with the most GPU time (ncu/rules.json), by its Estimated Speedup weighted by each kernel's share of GPU time.</p>\n");
@@ -447,14 +466,15 @@ fn roofline(h: &mut String, inputs: &Inputs, uses: &[StageUse], peak: Option<&Pe
         })
         .collect();
     let ncu = inputs.roofline.as_ref().map(|r| r.points.as_slice()).unwrap_or_default();
-    points.extend(ncu.iter().filter(|p| p.arithmetic_intensity > 0.0 && p.achieved_flop_per_s > 0.0).map(|p| {
-        RoofPoint {
+    points.extend(ncu.iter().filter_map(|p| {
+        let (intensity, flops) = (p.arithmetic_intensity?, p.achieved_flop_per_s?);
+        (intensity > 0.0 && flops > 0.0).then(|| RoofPoint {
             attr: "kernel",
             label: p.kernel_name.clone(),
-            intensity: p.arithmetic_intensity,
-            flops: p.achieved_flop_per_s,
+            intensity,
+            flops,
             color: COLORS[0],
-        }
+        })
     }));
     let ceiling = peak.and_then(|p| Some((p.flops?, p.bytes_per_s?)));
     if points.is_empty() {

@@ -428,7 +428,7 @@ mod tests {
             nsys_region(&["aten", "linear", "aten", "matmul"], 1, &[("other", 1000)]),
             nsys_region(&["decode"], 1, &[("elementwise", 50)]),
         ];
-        let counters = Counters { launches: 1, gpu_time_ms: 2.0, flops: 1e12, dram_bytes: 1e9 };
+        let counters = Counters { launches: 1, gpu_time_ms: 2.0, flops: 1e12, dram_bytes: 1e9, tensor: None };
         let ncu = vec![ncu_entry(&op, &[GEMM_NCU], Some(counters))];
         let peak = Peak { flops: Some(1e15), bytes_per_s: Some(1e12), source: "test peak".into(), missing: None };
         let (nsys, ncu) = inputs(nsys, ncu, regions::Attribution::NvtxStack);

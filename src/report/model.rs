@@ -622,6 +622,29 @@ pub(crate) fn repeat_rows(t: &Timings) -> Vec<(String, String, String)> {
         .collect()
 }
 
+/// Kernel-family findings from ncu's counters, ranked in with the others.
+fn ncu_findings(inputs: &Inputs, roofline: &Roofline, findings: &mut super::findings::FindingsReport) {
+    let user = inputs.config.as_ref().and_then(|c| c.report.kernel_categories.as_deref());
+    let categories = match crate::aggregate::categories::Categories::load(user) {
+        Ok(c) => c,
+        Err(e) => {
+            findings.notes.push(format!("kernel-family findings not computed: {}", e.message));
+            return;
+        }
+    };
+    let table = peaks::table().unwrap_or_default();
+    let gpu = user_gpu(inputs).and_then(|(name, _)| peaks::lookup(&table, &name));
+    let (found, tensor, notes) = super::findings::from_ncu(&super::findings::NcuCounters {
+        roofline,
+        regions: inputs.ncu.as_ref(),
+        categories: &categories,
+        gpu,
+    });
+    findings.rank_in(found);
+    findings.tensor_cores = tensor;
+    findings.notes.extend(notes);
+}
+
 /// What the reports derive from their inputs, computed once for every renderer.
 pub(crate) struct Derived {
     pub(crate) kernels: KernelsReport,
@@ -661,6 +684,9 @@ impl Derived {
             .map(|k| super::findings::KernelShare { name: &k.kernel_name, label: &k.label, share_pct: k.share_pct })
             .collect();
         findings.ncu_advice = super::findings::ncu_advice(inputs.ncu_rules.as_ref(), &shares);
+        if let Some(roofline) = &inputs.roofline {
+            ncu_findings(inputs, roofline, &mut findings);
+        }
         Derived { kernels, operators, peak, uses, unmatched_flops, join, ranks, findings }
     }
 }

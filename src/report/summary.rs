@@ -613,7 +613,7 @@ fn top_kernels(
             let _ = write!(
                 md,
                 " {} | {} | {} |",
-                opt(p.map(|p| p.arithmetic_intensity), 2),
+                opt(p.and_then(|p| p.arithmetic_intensity), 2),
                 opt(p.and_then(|p| p.sm_throughput_pct), 1),
                 opt(p.and_then(|p| p.dram_throughput_pct), 1)
             );
@@ -735,7 +735,10 @@ fn narrative(md: &mut String, inputs: &Inputs, d: &Derived) {
 /// A rule-based reading of one kernel's ncu counters (roofline.json): which
 /// unit is busy, and what usually helps.
 fn kernel_reading(p: &crate::aggregate::roofline::Point) -> String {
-    let shape = format!("{:.2} FLOP/byte", p.arithmetic_intensity);
+    let shape = match p.arithmetic_intensity {
+        Some(ai) => format!("{ai:.2} FLOP/byte"),
+        None => "FLOPs not counted".to_string(),
+    };
     match (p.sm_throughput_pct, p.dram_throughput_pct) {
         (Some(sm), Some(dram)) if dram >= 60.0 && dram >= sm => format!(
             "ncu: DRAM throughput {dram:.1}% vs SM {sm:.1}% of peak ({shape}): memory bound; fusing it with its neighbours, reusing data on chip or moving fewer bytes (lower precision) helps"
@@ -841,12 +844,13 @@ mod tests {
             device: "0".into(),
             calls: 1,
             gpu_time_ns: 1000.0,
-            flops: 2000.0,
-            dram_bytes: 1000.0,
-            arithmetic_intensity: 2.0,
-            achieved_flop_per_s: 2e12,
+            flops: Some(2000.0),
+            dram_bytes: Some(1000.0),
+            arithmetic_intensity: Some(2.0),
+            achieved_flop_per_s: Some(2e12),
             sm_throughput_pct: sm,
             dram_throughput_pct: dram,
+            tensor: None,
         };
         let read = |sm, dram| kernel_reading(&point(sm, dram));
         assert!(read(Some(30.0), Some(85.0))
