@@ -248,6 +248,37 @@ fn tensor_core_use_is_counted_by_precision_and_a_gemm_off_the_tensor_cores_is_na
     };
     let run = import("as-is", &csvs);
     let report = json(&run.join("findings.json"));
+    // What an import of CSVs knows of its machine: device indices, not a GPU, not ncu's version.
+    let summary = std::fs::read_to_string(run.join("stakeholder_summary.md")).unwrap();
+    assert!(summary.contains("| GPU | not recorded: an import, and ncu's results name device 0 only"), "{summary}");
+    assert!(summary.contains("| nsys / ncu | not recorded (an import"), "{summary}");
+    // sections.txt: the exact bytes and beside them as read (the CSVs' own sum, here in MB).
+    let read_mb: f64 = csvs
+        .iter()
+        .flat_map(|c| {
+            let mut rows = csv::ReaderBuilder::new().flexible(true).from_path(c).unwrap();
+            let h = rows.headers().unwrap().clone();
+            let col = |n: &str| h.iter().position(|x| x == n).unwrap();
+            let (name, unit, value) = (col("Metric Name"), col("Metric Unit"), col("Metric Value"));
+            rows.records()
+                .map(|r| r.unwrap())
+                .filter(|r| &r[name] == "dram__bytes_read.sum")
+                .map(|r| {
+                    let scale = match &r[unit] {
+                        "byte" => 1e-6,
+                        "Kbyte" => 1e-3,
+                        "Mbyte" => 1.0,
+                        "Gbyte" => 1e3,
+                        u => panic!("{u}"),
+                    };
+                    r[value].replace(',', "").parse::<f64>().unwrap() * scale
+                })
+                .collect::<Vec<_>>()
+        })
+        .sum();
+    let sections = std::fs::read_to_string(run.join("ncu/regions/_unattributed_/sections.txt")).unwrap();
+    let line = sections.lines().find(|l| l.trim_start().starts_with("dram__bytes_read.sum")).unwrap();
+    assert!(line.contains(&format!("= {read_mb:.2} MB")), "{line} vs {read_mb}");
     let rows = report["tensor_cores"].as_array().unwrap();
     assert_eq!(rows.len(), 1, "{report}");
     assert_eq!(rows[0]["ops_by_precision"]["bf16->fp32"].as_f64().unwrap(), oracle);
@@ -289,6 +320,27 @@ fn tensor_core_use_is_counted_by_precision_and_a_gemm_off_the_tensor_cores_is_na
     assert_eq!(f["recoverable_ns"].as_i64().unwrap(), 404_700, "{f}");
     assert_eq!(f["confidence"], "low");
     assert!(report["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().contains("GEMVs or memory-bound")));
+    // The GPU named (hardware.gpu): the bound is the FP32 → TF32 peak ratio of its row of the table.
+    let run = root.path().join("gemm-off-h100");
+    llmperf()
+        .args(["-q", "import", "ncu"])
+        .args(&files)
+        .args(["hardware.gpu=NVIDIA H100 80GB HBM3", "-o"])
+        .arg(&run)
+        .assert()
+        .success();
+    let report = json(&run.join("findings.json"));
+    let f = report["findings"].as_array().unwrap().iter().find(|f| f["kind"] == "low_tensor_core_share").unwrap();
+    let table: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("conf/hardware/gpu_peaks.yaml")).unwrap(),
+    )
+    .unwrap();
+    let h100 = table["gpus"].as_sequence().unwrap().iter().find(|g| g["name"] == "H100 SXM5").unwrap();
+    let (fp32, tf32) = (h100["fp32"].as_f64().unwrap(), h100["tf32"].as_f64().unwrap());
+    assert_eq!(f["recoverable_ns"].as_i64().unwrap(), (404_700.0 * (1.0 - fp32 / tf32)).round() as i64, "{f}");
+    assert_eq!(f["confidence"], "medium");
+    let summary = std::fs::read_to_string(run.join("stakeholder_summary.md")).unwrap();
+    assert!(summary.contains("| GPU | NVIDIA H100 80GB HBM3 (hardware.gpu) |"), "{summary}");
 
     // Other FLOPs counted (flop_count_hp of the same GEMM made a number): a share.
     let both = copy(k16, &|t| {

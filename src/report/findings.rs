@@ -352,17 +352,23 @@ pub(crate) fn from_ncu(n: &NcuCounters) -> (Vec<Finding>, Vec<TensorRow>, Vec<St
         if ns < MIN_SHARE * total {
             continue;
         }
-        // FP32 math on CUDA cores → TF32 on tensor cores, the least change: at
-        // best the peak ratio faster; without the GPU's peaks, all of it.
-        let (recoverable, bound) = match n.gpu.filter(|g| g.tf32 > g.fp32 && g.fp32 > 0.0) {
-            Some(g) => (
-                ns * (1.0 - g.fp32 / g.tf32),
-                format!(
-                    "the kernels' GPU time × (1 − FP32/TF32 peak) = × (1 − {:.1}/{:.1}) of the {} table row: a compute-bound GEMM moved from CUDA cores to TF32 tensor cores runs at most that much faster",
-                    g.fp32, g.tf32, g.name
-                ),
-            ),
-            None => (ns, "the kernels' GPU time (the GPU is not in the peak table, so no faster peak bounds it): at most all of it".to_string()),
+        // FP32 math on CUDA cores → TF32 tensor cores, the least change (FP16/BF16
+        // where TF32 runs no faster than FP32, as on GeForce cards): at best the
+        // peak ratio faster; without the GPU's peaks, all of it.
+        let tensor_peak =
+            |g: &super::peaks::GpuPeak| if g.tf32 > g.fp32 { (g.tf32, "TF32") } else { (g.fp16_bf16, "FP16/BF16") };
+        let (recoverable, bound) = match n.gpu.filter(|g| g.fp32 > 0.0 && tensor_peak(g).0 > g.fp32) {
+            Some(g) => {
+                let (peak, which) = tensor_peak(g);
+                (
+                    ns * (1.0 - g.fp32 / peak),
+                    format!(
+                        "the kernels' GPU time × (1 − FP32/{which} peak) = × (1 − {}/{}) of the {} row of conf/hardware/gpu_peaks.yaml: a compute-bound GEMM moved from CUDA cores to {which} tensor cores runs at most that much faster",
+                        g.fp32, peak, g.name
+                    ),
+                )
+            }
+            None => (ns, "the kernels' GPU time (the GPU is not known or not in the peak table, so no faster peak bounds it: hardware.gpu=NAME names it): at most all of it".to_string()),
         };
         let first = members[0].0;
         let lowest = members.iter().filter_map(|(_, s)| *s).min_by(f64::total_cmp);

@@ -218,10 +218,11 @@ pub(crate) fn sections_text(region: &RegionEntry, scope: &str) -> String {
         }
         let _ = writeln!(
             t,
-            "  {:<56} {:>22} {:<12} {}",
+            "  {:<56} {:>22} {:<12} {:<14} {}",
             visible(&m.name),
             visible(&value_text(m)),
             visible(&m.unit),
+            m.value.and_then(|v| scaled(v, &m.unit)).unwrap_or_default(),
             rollup_text(m)
         );
     }
@@ -234,6 +235,23 @@ fn value_text(m: &MetricValue) -> String {
         (None, Some(t)) => t.clone(),
         (None, None) => "n/a".to_string(),
     }
+}
+
+/// A base-unit value as a person reads it (`= 260.51 MB`, `= 1.99 GHz`,
+/// `= 915.03 µs`), beside the exact value; None for other units.
+fn scaled(v: f64, unit: &str) -> Option<String> {
+    let steps: &[(f64, &str)] = match unit {
+        "ns" => &[(1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1.0, "ns")],
+        "byte" => &[(1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "KB"), (1.0, "B")],
+        "byte/second" => &[(1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1e3, "KB/s"), (1.0, "B/s")],
+        "hz" => &[(1e9, "GHz"), (1e6, "MHz"), (1e3, "kHz"), (1.0, "Hz")],
+        _ => return None,
+    };
+    if !v.is_finite() {
+        return None;
+    }
+    let (div, name) = steps.iter().find(|(d, _)| v.abs() >= *d).unwrap_or(&steps[steps.len() - 1]);
+    Some(format!("= {:.2} {name}", v / div))
 }
 
 fn rollup_text(m: &MetricValue) -> String {
@@ -256,4 +274,21 @@ pub(crate) fn short(name: &str, max: usize) -> String {
     }
     let cut: String = name.chars().take(max - 1).collect();
     format!("{cut}…")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// sections.txt keeps the exact base value and shows it scaled beside it.
+    #[test]
+    fn base_units_are_scaled_for_reading() {
+        assert_eq!(scaled(260_505_410.0, "byte").as_deref(), Some("= 260.51 MB"));
+        assert_eq!(scaled(915_030.0, "ns").as_deref(), Some("= 915.03 µs"));
+        assert_eq!(scaled(13_775_081_363.453, "hz").as_deref(), Some("= 13.78 GHz"));
+        assert_eq!(scaled(291_495_216_659.563, "byte/second").as_deref(), Some("= 291.50 GB/s"));
+        assert_eq!(scaled(0.0, "byte").as_deref(), Some("= 0.00 B"));
+        assert_eq!(scaled(16.5, "%"), None);
+        assert_eq!(scaled(f64::NAN, "ns"), None);
+    }
 }

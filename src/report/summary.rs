@@ -237,6 +237,28 @@ fn region_join(md: &mut String, j: &super::join::RegionJoin) {
     );
 }
 
+/// The GPU of an import without env.json or an nsys capture: the configured
+/// name, else what ncu's results say (device indices only; a CSV names no GPU).
+fn imported_gpu(inputs: &Inputs) -> String {
+    if let Some(name) = inputs.config.as_ref().and_then(|c| c.hardware.gpu.clone()) {
+        return format!("{} (hardware.gpu)", crate::markdown::text(&name));
+    }
+    let devices: Vec<String> = inputs
+        .ncu
+        .iter()
+        .flat_map(|n| &n.scopes)
+        .filter_map(|s| s.scope.strip_prefix("device:"))
+        .map(crate::markdown::text)
+        .collect();
+    match devices.is_empty() {
+        true => "not recorded (an import; hardware.gpu=NAME names it)".to_string(),
+        false => format!(
+            "not recorded: an import, and ncu's results name device {} only (hardware.gpu=NAME names the GPU for the peak table)",
+            devices.join(", ")
+        ),
+    }
+}
+
 fn environment(md: &mut String, inputs: &Inputs) {
     if let (None, Some(c)) = (&inputs.env, &inputs.capture) {
         return capture_environment(md, c);
@@ -246,9 +268,15 @@ fn environment(md: &mut String, inputs: &Inputs) {
     md.push_str("## Environment\n\n| item | value |\n|---|---|\n");
     let gpus: Vec<String> =
         env.map(|e| e.gpus.devices.iter().map(|d| format!("{}: {}", d.index, d.name)).collect()).unwrap_or_default();
-    let gpu = match gpus.is_empty() {
-        true => format!("none ({})", at(|e| e.gpus.note.clone())),
-        false => gpus.join(", "),
+    let gpu = match (env, gpus.is_empty()) {
+        (Some(_), true) => format!("none ({})", at(|e| e.gpus.note.clone())),
+        (Some(_), false) => gpus.join(", "),
+        // An import: nothing recorded the machine, which is not "no GPU".
+        (None, _) => imported_gpu(inputs),
+    };
+    let tools = match env {
+        Some(_) => format!("{} / {}", at(|e| e.tools.nsys.version.clone()), at(|e| e.tools.ncu.version.clone())),
+        None => "not recorded (an import: CSV pages do not say which version wrote them)".to_string(),
     };
     let rows = [
         ("GPU", gpu),
@@ -268,7 +296,7 @@ fn environment(md: &mut String, inputs: &Inputs) {
                 at(|e| e.gpus.driver_cuda_version.clone())
             ),
         ),
-        ("nsys / ncu", format!("{} / {}", at(|e| e.tools.nsys.version.clone()), at(|e| e.tools.ncu.version.clone()))),
+        ("nsys / ncu", tools),
         (
             "libtorch",
             format!("{} (CUDA build {})", at(|e| e.libtorch.version.clone()), at(|e| e.libtorch.cuda_build.clone())),
