@@ -363,3 +363,62 @@ fn tensor_core_use_is_counted_by_precision_and_a_gemm_off_the_tensor_cores_is_na
     assert_eq!(f["recoverable_ns"].as_i64().unwrap(), 94_910, "{f}");
     assert!(f["bound"].as_str().unwrap().contains("elementwise kernels"), "{f}");
 }
+
+/// The SM and DRAM throughput ncu measured are read alike from every
+/// rendering of one report in the corpus: details pages of ncu 2022.3 (whose
+/// SOL rows are labelled `SM [%]`/`SOL DRAM` for reports of older versions,
+/// `Compute (SM) [%]`/`DRAM Throughput` for newer ones), of 2024.1 (metric
+/// names), and the raw pages. Before, the older labels were not read: those
+/// kernels had no throughput, and no memory-bound finding could see them.
+#[test]
+fn sol_throughputs_read_alike_from_every_rendering_of_a_report() {
+    let test = "sol_throughputs_read_alike_from_every_rendering_of_a_report";
+    let Some(corpus) = corpus_dir() else { return skipped(test, "the shared corpus is not there") };
+    let derived = corpus.join("real/derived");
+    let mut stems: std::collections::BTreeMap<String, Vec<std::path::PathBuf>> = Default::default();
+    for dir in std::fs::read_dir(&derived).unwrap().map(|e| e.unwrap().path()) {
+        for f in std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()) {
+            let name = f.file_name().unwrap().to_string_lossy().into_owned();
+            if let Some((stem, _)) = name.split_once(".ncu") {
+                if name.ends_with(".details.csv") || name.ends_with(".raw.csv") {
+                    stems.entry(format!("{}/{stem}", dir.display())).or_default().push(f);
+                }
+            }
+        }
+    }
+    let root = tempfile::tempdir().unwrap();
+    let mut judged = 0;
+    for (stem, files) in stems.iter().filter(|(_, f)| f.len() > 1) {
+        let mut readings: Vec<(String, Vec<(i64, i64)>)> = Vec::new();
+        for (i, f) in files.iter().enumerate() {
+            let run = root.path().join(format!("{judged}-{i}"));
+            llmperf().args(["-q", "import", "ncu"]).arg(f).arg("-o").arg(&run).assert().success();
+            let roofline = json(&run.join("roofline.json"));
+            // Per kernel launch group, by GPU time: (SM %, DRAM %) in hundredths, as printed.
+            let mut v: Vec<(i64, i64)> = roofline["points"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| {
+                    let pct = |k: &str| {
+                        (p[k].as_f64().unwrap_or_else(|| panic!("{} {k}: {p}", f.display())) * 100.0).round() as i64
+                    };
+                    (pct("sm_throughput_pct"), pct("dram_throughput_pct"))
+                })
+                .collect();
+            v.sort();
+            readings.push((f.display().to_string(), v));
+        }
+        let (first, want) = &readings[0];
+        assert!(!want.is_empty(), "{stem}");
+        for (other, got) in &readings[1..] {
+            assert_eq!(got.len(), want.len(), "{first} vs {other}");
+            for (a, b) in want.iter().zip(got) {
+                // Hundredths as printed; a raw page prints more digits, rounded here.
+                assert!((a.0 - b.0).abs() <= 1 && (a.1 - b.1).abs() <= 1, "{first} {a:?} vs {other} {b:?}");
+            }
+        }
+        judged += 1;
+    }
+    assert!(judged >= 5, "{judged} reports with several renderings");
+}

@@ -226,8 +226,13 @@ fn bytes_of(l: &LaunchView, ns: f64) -> Option<f64> {
     bytes.filter(|b| *b > 0.0)
 }
 
-/// A percentage by one of its metric names, else by one of its SOL labels
-/// (details page: `Compute (SM) Throughput`, `Compute (SM) [%]` before ncu 2023).
+/// The SOL section's labels of SM throughput (% of peak) on details pages,
+/// newest first: ncu 2023+, ncu 2022, and the reports of older ncu versions.
+pub(crate) const SM_PCT_LABELS: [&str; 3] = ["Compute (SM) Throughput", "Compute (SM) [%]", "SM [%]"];
+/// Likewise, DRAM throughput.
+pub(crate) const DRAM_PCT_LABELS: [&str; 2] = ["DRAM Throughput", "SOL DRAM"];
+
+/// A percentage by one of its metric names, else by one of its SOL labels.
 fn pct(l: &LaunchView, names: &[&str], labels: &[&str]) -> Option<f64> {
     let m = names
         .iter()
@@ -360,12 +365,8 @@ impl RooflineAcc {
         let bytes = bytes_of(l, ns);
         let flops = flops_of(l, ns);
         let total = flops.total();
-        let sm = pct(
-            l,
-            &["sm__throughput.avg.pct_of_peak_sustained_elapsed"],
-            &["Compute (SM) Throughput", "Compute (SM) [%]"],
-        );
-        let dram = pct(l, &[DRAM_PCT, "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"], &["DRAM Throughput"]);
+        let sm = pct(l, &["sm__throughput.avg.pct_of_peak_sustained_elapsed"], &SM_PCT_LABELS);
+        let dram = pct(l, &[DRAM_PCT, "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"], &DRAM_PCT_LABELS);
         if bytes.is_none() && total.is_none() && sm.is_none() && dram.is_none() && flops.tensor.is_none() {
             return None;
         }

@@ -797,8 +797,7 @@ fn sm_throughput(inputs: &Inputs) -> Option<(String, f64)> {
         .iter()
         .find(|m| {
             m.name == "sm__throughput.avg.pct_of_peak_sustained_elapsed"
-                || m.name == "Compute (SM) Throughput"
-                || m.name == "Compute (SM) [%]"
+                || crate::aggregate::roofline::SM_PCT_LABELS.contains(&m.name.as_str())
         })
         .and_then(|m| m.value)
         .map(|v| (region.name.clone(), v))
