@@ -19,7 +19,10 @@ use crate::error::Error;
 
 /// Runtime and driver API functions that return only when the GPU has done
 /// the work they wait for: synchronizations and the copies that are not
-/// `Async` (nsys appends the version, `cudaStreamSynchronize_v3020`).
+/// `Async` (nsys appends the version, `cudaStreamSynchronize_v3020`). Not
+/// `cudaMemset`: CUDA's "API synchronization behavior" has the synchronous
+/// memsets asynchronous with respect to the host (unless the target is
+/// pinned host memory or managed memory), so its call waits for nothing.
 pub const BLOCKING: &[&str] = &[
     "cudaDeviceSynchronize",
     "cudaStreamSynchronize",
@@ -30,7 +33,6 @@ pub const BLOCKING: &[&str] = &[
     "cudaMemcpy3D",
     "cudaMemcpyToSymbol",
     "cudaMemcpyFromSymbol",
-    "cudaMemset",
     "cuCtxSynchronize",
     "cuStreamSynchronize",
     "cuEventSynchronize",
@@ -314,7 +316,7 @@ impl NsysDb {
         let mut ids = Vec::new();
         let mut stmt = self
             .conn()
-            .prepare("SELECT id, value FROM StringIds WHERE value LIKE 'cu%Synchronize%' OR value LIKE 'cu%Memcpy%' OR value LIKE 'cudaMemset%'")
+            .prepare("SELECT id, value FROM StringIds WHERE value LIKE 'cu%Synchronize%' OR value LIKE 'cu%Memcpy%'")
             .map_err(sql)?;
         let mut rows = stmt.query([]).map_err(sql)?;
         while let Some(r) = rows.next().map_err(sql)? {
@@ -390,7 +392,13 @@ mod tests {
         for f in ["cudaStreamSynchronize_v3020", "cudaDeviceSynchronize", "cudaMemcpy_v3020", "cuCtxSynchronize"] {
             assert!(is_blocking(f), "{f}");
         }
-        for f in ["cudaMemcpyAsync_v3020", "cudaLaunchKernel_v7000", "cudaStreamWaitEvent_v3020", "cudaMemsetAsync"] {
+        for f in [
+            "cudaMemcpyAsync_v3020",
+            "cudaLaunchKernel_v7000",
+            "cudaStreamWaitEvent_v3020",
+            "cudaMemsetAsync",
+            "cudaMemset_v3020",
+        ] {
             assert!(!is_blocking(f), "{f}");
         }
     }
