@@ -86,10 +86,18 @@ pub fn read(path: &Path) -> Result<Vec<RuleRow>, Error> {
             kind: k,
             description: cell(description),
             speedup_type: speedup_type.map(cell).unwrap_or_default(),
-            speedup_pct: speedup.map(cell).and_then(|v| v.replace(',', "").trim().parse::<f64>().ok()),
+            speedup_pct: speedup.map(cell).and_then(|v| speedup_pct(&v)),
         });
     }
     Ok(out)
+}
+
+/// An Estimated Speedup cell in the file's notation (`80.34`, or `80,34`
+/// where ncu wrote a decimal comma, told as the readers of metric values tell
+/// it); None for what is not a percentage of 0 to 100.
+fn speedup_pct(cell: &str) -> Option<f64> {
+    let locale = crate::units::locale_hint(cell).unwrap_or_default();
+    crate::units::parse_number(cell.trim(), locale).filter(|v| (0.0..=100.0).contains(v))
 }
 
 /// The cells of one CSV line (quoted cells unquoted; `""` inside one is `"`).
@@ -128,5 +136,16 @@ mod tests {
         assert_eq!(rows[0].description, "Only 2 \"warps\", see");
         assert_eq!(rows[0].speedup_pct, Some(80.34));
         assert_eq!(rows[0].speedup_type, "global");
+    }
+
+    /// A decimal comma is read as one; what is no percentage gives no estimate, not a number.
+    #[test]
+    fn speedups_in_either_notation_and_nothing_out_of_range() {
+        assert_eq!(speedup_pct("80.34"), Some(80.34));
+        assert_eq!(speedup_pct("80,34"), Some(80.34));
+        assert_eq!(speedup_pct(" 7 "), Some(7.0));
+        assert_eq!(speedup_pct("8,034"), None);
+        assert_eq!(speedup_pct("n/a"), None);
+        assert_eq!(speedup_pct(""), None);
     }
 }
