@@ -866,3 +866,36 @@ fn the_time_breakdown_of_two_runs_is_side_by_side() {
     let md = std::fs::read_to_string(b.join("diff/diff.md")).unwrap();
     assert!(md.contains("## How the time breakdown moved"), "{md}");
 }
+
+/// Two processes on one GPU without launcher ranks (the two-process H100
+/// capture, a copy whose activity SQL moved onto device 0): each keeps its
+/// own rows in the diff's breakdown, named by GPU and process, instead of
+/// one overwriting the other under `GPU 0`.
+#[test]
+fn two_processes_on_one_gpu_keep_their_own_breakdown_rows() {
+    let root = tempfile::tempdir().unwrap();
+    let Some(db) = crate::corpus_copy!("real/nsys-ai/mfu_2gpu_before.sqlite", root.path()) else { return };
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    for t in ["CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"] {
+        conn.execute(&format!("UPDATE {t} SET deviceId = 0"), []).unwrap();
+    }
+    drop(conn);
+    let (a, b) = (root.path().join("a"), root.path().join("b"));
+    import_nsys(&db, &a, &[]);
+    import_nsys(&db, &b, &[]);
+    llmperf().arg("diff").arg(&a).arg(&b).assert().success();
+    let bd = json(&a.join("nsys/breakdown.json"));
+    let devices = bd["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 2);
+    let rows = json(&b.join("diff/diff.json"))["breakdown"].as_array().unwrap().clone();
+    for d in devices {
+        let label = format!("GPU 0, pid {}", d["process_id"]);
+        let span = rows
+            .iter()
+            .find(|r| r["device"] == label.as_str() && r["region"] == "(device span)" && r["part"] == "compute")
+            .unwrap_or_else(|| panic!("{label}: {rows:?}"));
+        let p = &d["span"];
+        let share = 100.0 * p["compute_ns"].as_f64().unwrap() / p["wall_ns"].as_f64().unwrap();
+        assert!((span["a_pct"].as_f64().unwrap() - share).abs() < 1e-9, "{span}");
+    }
+}

@@ -293,8 +293,21 @@ impl Loaded {
     fn breakdown(&mut self) -> Result<(), Error> {
         use crate::aggregate::nsys::breakdown::BreakdownReport;
         let Some(b) = self.dir.read_json_checked::<BreakdownReport>(run_dir::NSYS_BREAKDOWN)? else { return Ok(()) };
+        // Process ids differ between runs: a device is named by its rank, else
+        // its GPU; where several processes of the run ran on one GPU without
+        // ranks, by GPU and process, so that none overwrites another.
+        let label = |d: &crate::aggregate::nsys::breakdown::DeviceBreakdown| {
+            d.rank.map_or(format!("GPU {}", d.device), |r| format!("rank {r}"))
+        };
+        let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+        for d in &b.devices {
+            *seen.entry(label(d)).or_default() += 1;
+        }
         for d in b.devices {
-            let device = d.rank.map_or(format!("GPU {}", d.device), |r| format!("rank {r}"));
+            let device = match label(&d) {
+                l if seen[&l] > 1 => format!("{l}, pid {}", d.process_id),
+                l => l,
+            };
             self.breakdown.insert((device.clone(), "(device span)".into()), (1, d.span));
             for r in d.regions {
                 let name = regions::selector(&r.name, &r.domain);
