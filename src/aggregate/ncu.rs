@@ -566,7 +566,7 @@ impl LaunchSink for Builder {
                 let c = &mut acc.counted;
                 *c = (c.0 + 1, c.1 + counted.ns, c.2 + flops, c.3 + counted.bytes);
             }
-            acc.tensor.add(&counted.flops, None, counted.ns);
+            acc.tensor.add(&counted.flops, counted.tensor_pipe_pct, counted.ns);
         }
         acc.calls += 1;
         match duration {

@@ -247,6 +247,8 @@ pub struct Counted {
     pub(crate) ns: f64,
     pub(crate) bytes: f64,
     pub(crate) flops: Flops,
+    /// The tensor pipe's active %, where collected.
+    pub(crate) tensor_pipe_pct: Option<f64>,
 }
 
 #[derive(Default)]
@@ -395,8 +397,9 @@ impl RooflineAcc {
         if let Some(v) = dram {
             e.dram = (e.dram.0 + v * ns, e.dram.1 + ns);
         }
-        e.tensor.add(&flops, metric(l, TENSOR_PIPE_PCT).and_then(num), ns);
-        Some(Counted { ns, bytes: bytes?, flops })
+        let tensor_pipe_pct = metric(l, TENSOR_PIPE_PCT).and_then(num);
+        e.tensor.add(&flops, tensor_pipe_pct, ns);
+        Some(Counted { ns, bytes: bytes?, flops, tensor_pipe_pct })
     }
 
     /// Fold in what another accumulator saw (a later block or file).
