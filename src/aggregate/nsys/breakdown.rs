@@ -149,6 +149,8 @@ const MEMSET: usize = COPY + 5;
 const PAGEABLE: usize = MEMSET + 1;
 // + direction (5): the pageable copies of each direction, apart.
 const SLOTS: usize = PAGEABLE + 5;
+// A bit per slot in `DeviceSweep::mask`.
+const _: () = assert!(SLOTS <= 32);
 const COMM: usize = Category::Communication as usize;
 
 fn direction_index(d: Direction) -> usize {
@@ -166,8 +168,48 @@ const DIRECTIONS: [&str; 5] = ["h2d", "d2h", "d2d", "p2p", "other"];
 /// What a segment adds: its busy part and per slot the operations running.
 #[derive(Clone, Copy)]
 enum Seg {
-    Busy([u32; SLOTS]),
+    Busy(Busy),
     Idle(IdleKind),
+}
+
+/// A busy segment, judged once for the span and every window it falls in.
+#[derive(Clone, Copy)]
+struct Busy {
+    part: BusyPart,
+    /// NCCL kernels beside compute; copies beside a kernel.
+    comm_overlapped: bool,
+    copy_overlapped: bool,
+    /// The slots with operations running (bit per slot), and their counts.
+    mask: u32,
+    n: [u32; SLOTS],
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum BusyPart {
+    Compute,
+    Communication,
+    Copy,
+    Memset,
+}
+
+impl Busy {
+    /// The segment of the operations `n` (`mask`: the slots of `n` not 0), by priority.
+    fn of(n: &[u32; SLOTS], mask: u32) -> Busy {
+        const KERNELS: u32 = (1 << KINDS) - 1;
+        const COPIES: u32 = ((1 << MEMSET) - 1) & !KERNELS;
+        let comm = mask & (1 << COMM) != 0;
+        let copy = mask & COPIES != 0;
+        let (part, comm_overlapped, copy_overlapped) = if mask & KERNELS & !(1 << COMM) != 0 {
+            (BusyPart::Compute, comm, copy)
+        } else if comm {
+            (BusyPart::Communication, false, copy)
+        } else if copy {
+            (BusyPart::Copy, false, false)
+        } else {
+            (BusyPart::Memset, false, false)
+        };
+        Busy { part, comm_overlapped, copy_overlapped, mask, n: *n }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -199,25 +241,21 @@ impl Acc {
                     IdleKind::Nothing => p.idle_nothing_queued_ns += len,
                 }
             }
-            Seg::Busy(n) => {
+            Seg::Busy(b) => {
                 p.busy_ns += len;
-                let comm = n[COMM] > 0;
-                let compute = n[..KINDS].iter().enumerate().any(|(i, &c)| i != COMM && c > 0);
-                let copy = n[COPY..MEMSET].iter().any(|&c| c > 0);
-                if compute {
-                    p.compute_ns += len;
-                    p.communication_overlapped_ns += len * i64::from(comm);
-                    p.copy_overlapped_ns += len * i64::from(copy);
-                } else if comm {
-                    p.communication_exposed_ns += len;
-                    p.copy_overlapped_ns += len * i64::from(copy);
-                } else if copy {
-                    p.copy_ns += len;
-                } else {
-                    p.memset_ns += len;
+                match b.part {
+                    BusyPart::Compute => p.compute_ns += len,
+                    BusyPart::Communication => p.communication_exposed_ns += len,
+                    BusyPart::Copy => p.copy_ns += len,
+                    BusyPart::Memset => p.memset_ns += len,
                 }
-                for (s, &c) in n.iter().enumerate() {
-                    self.slot_ns[s] += len * i64::from(c);
+                p.communication_overlapped_ns += len * i64::from(b.comm_overlapped);
+                p.copy_overlapped_ns += len * i64::from(b.copy_overlapped);
+                let mut mask = b.mask;
+                while mask != 0 {
+                    let s = mask.trailing_zeros() as usize;
+                    self.slot_ns[s] += len * i64::from(b.n[s]);
+                    mask &= mask - 1;
                 }
             }
         }
@@ -239,6 +277,8 @@ struct DeviceSweep {
     /// Ends of the running operations, with their slot and whether a pageable copy.
     running: BinaryHeap<Reverse<(i64, u8, bool)>>,
     n: [u32; SLOTS],
+    /// The slots of `n` not 0, a bit each.
+    mask: u32,
     /// Where the current idle gap began (None before the first operation).
     idle_since: Option<i64>,
     first_start: Option<i64>,
@@ -260,6 +300,7 @@ impl DeviceSweep {
             t: i64::MIN,
             running: BinaryHeap::new(),
             n: [0; SLOTS],
+            mask: 0,
             idle_since: None,
             first_start: None,
             last_start: i64::MIN,
@@ -417,8 +458,9 @@ impl ActivitySink for Breakdown {
             self.odd += 1;
             return true;
         }
-        let known = self.device_index.contains_key(&(a.pid, a.device));
-        let i = self.device((a.pid, a.device));
+        let key = (a.pid, a.device);
+        let known = self.last.is_some_and(|(k, _)| k == key) || self.device_index.contains_key(&key);
+        let i = self.device(key);
         if !known && a.start < self.pids[self.devices[i].1.pid].dropped_before {
             // A device met late, before calls its gaps may need were dropped:
             // only a read sorted across devices holds every start in order.
@@ -460,8 +502,10 @@ impl ActivitySink for Breakdown {
             }
         }
         d.n[slot] += 1;
+        d.mask |= 1 << slot;
         if pageable {
             d.n[PAGEABLE + slot - COPY] += 1;
+            d.mask |= 1 << (PAGEABLE + slot - COPY);
         }
         d.running.push(Reverse((a.end, slot as u8, pageable)));
         true
@@ -614,13 +658,21 @@ fn advance(d: &mut DeviceSweep, windows: &[Window], blocking: Option<&VecDeque<(
             break;
         }
         if end > d.t {
-            emit(d, windows, Seg::Busy(d.n), d.t, end);
+            emit(d, windows, Seg::Busy(Busy::of(&d.n, d.mask)), d.t, end);
             d.t = end;
         }
         d.running.pop();
-        d.n[slot as usize] -= 1;
+        let slot = slot as usize;
+        d.n[slot] -= 1;
+        if d.n[slot] == 0 {
+            d.mask &= !(1 << slot);
+        }
         if pageable {
-            d.n[PAGEABLE + slot as usize - COPY] -= 1;
+            let p = PAGEABLE + slot - COPY;
+            d.n[p] -= 1;
+            if d.n[p] == 0 {
+                d.mask &= !(1 << p);
+            }
         }
         if d.running.is_empty() {
             d.idle_since = Some(d.t);
@@ -630,7 +682,7 @@ fn advance(d: &mut DeviceSweep, windows: &[Window], blocking: Option<&VecDeque<(
         return;
     }
     if !d.running.is_empty() {
-        emit(d, windows, Seg::Busy(d.n), d.t, to);
+        emit(d, windows, Seg::Busy(Busy::of(&d.n, d.mask)), d.t, to);
     } else {
         let kind = match d.idle_since {
             None => IdleKind::Nothing,
