@@ -5,8 +5,11 @@
 /// Rows per batch,
 pub(crate) const BATCH: usize = 4096;
 /// and batches in flight per channel: room for a reader to run ahead while
-/// its consumer waits on another.
-pub(crate) const IN_FLIGHT: usize = 16;
+/// its consumer waits on another. 4 is as fast as 16 at 1M and 10M ranges
+/// and kernels, and holds 12 fewer batches per channel: the time breakdown
+/// holds the kernels read ahead of the range sweep, so the shorter lead is
+/// its memory too (`bench/nsys_ingest_ab.sh`, docs/internals.md).
+pub(crate) const IN_FLIGHT: usize = 4;
 
 /// A channel's two ends: rows go into the [`Batcher`] on the reader's thread
 /// and come out of the [`Stream`] in the same order.
