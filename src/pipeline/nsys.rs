@@ -14,7 +14,7 @@ use crate::config::schema::{CaptureRange, NsysConfig};
 use crate::config::Config;
 use crate::error::{Error, ErrorKind};
 use crate::manifest::{Diagnosis, ExitInfo, ManifestWriter};
-use crate::parse::nsys::activity::WindowFeed;
+use crate::parse::nsys::activity::Feed;
 use crate::parse::nsys::sqlite::NsysDb;
 use crate::plan::Use;
 use crate::process::{self, Exit, Finished, Sink, Spawn};
@@ -22,6 +22,7 @@ use crate::profile::nsys;
 use crate::profile::tools::Tool;
 use crate::run_dir::{self, absolute, RunDir};
 use crate::signals;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(1800);
 
@@ -558,29 +559,37 @@ pub(crate) fn write_outputs(
     let categories = aggregate::categories::Categories::load(opts.kernel_categories.as_deref())?;
     let gap = launch_gap_ns(opts.launch_gap_us)?;
     let (pass, breakdown) = std::thread::scope(|s| {
-        let (feed, windows) = std::sync::mpsc::sync_channel(WINDOWS_IN_FLIGHT);
-        let categories = &categories;
+        let (feed, from_pass) = std::sync::mpsc::sync_channel(FEED_IN_FLIGHT);
+        let classify = |name: &str| categories.of(name) as u8;
         let breakdown = s.spawn(move || -> Result<_, Error> {
             let new = || aggregate::nsys::breakdown::Breakdown::new(gap);
-            crate::parse::nsys::activity::read_beside(sqlite, new, |name| categories.of(name) as u8, &windows)
+            let held = crate::parse::nsys::activity::FED_KERNELS_HELD;
+            crate::parse::nsys::activity::read_beside(sqlite, new, classify, &from_pass, held).map(|(b, _)| b)
         });
-        let passes = std::sync::atomic::AtomicUsize::new(0);
-        let new_sweep = || {
-            // A pass read again: the windows so far are void.
-            if passes.fetch_add(1, std::sync::atomic::Ordering::Relaxed) > 0 {
-                let _ = feed.send(WindowFeed::Restart);
-            }
-            aggregate::nsys::Sweep::feeding(feed.clone())
+        // Each pass's sweep and kernel tap (one of each per pass) tell the
+        // breakdown their pass's number: a message of a later pass voids
+        // what came before it.
+        let (sweeps, taps) = (AtomicU32::new(0), AtomicU32::new(0));
+        let new_sweep = || aggregate::nsys::Sweep::feeding(feed.clone(), sweeps.fetch_add(1, Ordering::Relaxed));
+        let new_tap = |names: &_| {
+            aggregate::nsys::KernelTap::new(names, feed.clone(), taps.fetch_add(1, Ordering::Relaxed), &classify)
         };
-        let pass =
-            crate::parse::nsys::ingest::ingest_with(&db, &opts.strip, new_sweep, aggregate::nsys::KernelTotals::new);
-        // The pass kept: its windows were all sent. One that failed holds no
-        // sender: the breakdown's feed closes.
+        let pass = crate::parse::nsys::ingest::ingest_with(&db, &opts.strip, new_sweep, new_tap);
+        // The pass kept: its windows and kernels were all sent. One that
+        // failed holds no sender: the breakdown's feed closes.
         if pass.is_ok() {
-            let _ = feed.send(WindowFeed::End);
+            let _ = feed.send(Feed::End);
         }
         drop(feed);
-        let pass = pass.and_then(|p| aggregate::nsys::reports(p, &opts.strip, top_n));
+        let pass = pass.and_then(|p| {
+            let p = crate::parse::nsys::ingest::Ingest {
+                timeline: p.timeline,
+                kernels: p.kernels.totals,
+                names: p.names,
+                renamed: p.renamed,
+            };
+            aggregate::nsys::reports(p, &opts.strip, top_n)
+        });
         (pass, breakdown.join().expect("the breakdown reader does not panic"))
     });
     let mut done = pass?;
@@ -615,8 +624,9 @@ pub(crate) fn write_outputs(
     Ok((done.regions, done.kernels))
 }
 
-/// Windows the range sweep may send ahead of the breakdown reader (24 bytes each).
-const WINDOWS_IN_FLIGHT: usize = 4096;
+/// Messages (a window, or a batch of kernels) the pass may send ahead of the
+/// breakdown reader.
+const FEED_IN_FLIGHT: usize = 16;
 
 /// `report.launch_gap_us` in ns, checked.
 fn launch_gap_ns(us: f64) -> Result<i64, Error> {

@@ -26,7 +26,7 @@ pub use model::*;
 
 use super::runs::{self, Runs};
 use crate::error::Error;
-use crate::parse::nsys::activity::WindowFeed;
+use crate::parse::nsys::activity::{FedKernel, Feed};
 use crate::parse::nsys::batched::Stream;
 use crate::parse::nsys::ingest::{Ingest, KernelSink, Timeline};
 use crate::parse::nsys::sqlite::{odd_note, pid_of, plausible, tid_of, Kernel, Launched, Names, NvtxRange};
@@ -65,6 +65,78 @@ pub fn reports(read: Ingest<Sweep, KernelTotals>, strip: &[String], top_n: usize
 
 /// A process id and a CUDA device (None when not read).
 type ProcessDevice = (i64, Option<i64>);
+
+/// A pass's [`KernelTotals`] that also hands every kernel on to the time
+/// breakdown (through its feed, in batches, with the class `classify` gives
+/// its name), so that the kernel table is read once for both.
+pub struct KernelTap<'c> {
+    pub totals: KernelTotals,
+    /// The breakdown's feed and the ingestion's pass; None once the breakdown is gone.
+    feed: Option<(std::sync::mpsc::SyncSender<Feed<breakdown::Window>>, u32)>,
+    batch: Vec<FedKernel>,
+    /// Each name's class by id ([`NOT_CLASSED`]: not asked yet).
+    classes: Vec<u8>,
+    classify: &'c (dyn Fn(&str) -> u8 + Sync),
+}
+
+/// Kernels sent to the breakdown at once.
+const TAP_BATCH: usize = 1024;
+const NOT_CLASSED: u8 = u8::MAX;
+
+impl<'c> KernelTap<'c> {
+    /// The tap of pass `pass` for an export whose strings are `names`.
+    pub fn new(
+        names: &Names,
+        feed: std::sync::mpsc::SyncSender<Feed<breakdown::Window>>,
+        pass: u32,
+        classify: &'c (dyn Fn(&str) -> u8 + Sync),
+    ) -> Self {
+        KernelTap {
+            totals: KernelTotals::new(names),
+            feed: Some((feed, pass)),
+            batch: Vec::with_capacity(TAP_BATCH),
+            classes: vec![NOT_CLASSED; names.all().len()],
+            classify,
+        }
+    }
+
+    fn flush(&mut self) {
+        if self.batch.is_empty() {
+            return;
+        }
+        let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(TAP_BATCH));
+        if self.feed.as_ref().is_some_and(|(f, pass)| f.send(Feed::Kernels(*pass, batch)).is_err()) {
+            self.feed = None;
+        }
+    }
+}
+
+impl KernelSink for KernelTap<'_> {
+    fn take_error(&mut self) -> Option<Error> {
+        self.flush();
+        self.totals.take_error()
+    }
+
+    #[inline]
+    fn add(&mut self, k: Kernel, strings: &HashMap<i64, u32>, names: &Names) {
+        if self.feed.is_some() {
+            let i = k.name as usize;
+            if i >= self.classes.len() {
+                self.classes.resize(i + 1, NOT_CLASSED);
+            }
+            if self.classes[i] == NOT_CLASSED {
+                self.classes[i] = (self.classify)(names.all().get(i).map_or("", String::as_str));
+            }
+            // The process id is 24 bits (`globalPid >> 24 & 0xFFFFFF`).
+            let pid = k.pid as u32;
+            self.batch.push(FedKernel { start: k.start, end: k.end, device: k.gpu, pid, class: self.classes[i] });
+            if self.batch.len() == TAP_BATCH {
+                self.flush();
+            }
+        }
+        self.totals.add(k, strings, names);
+    }
+}
 
 /// The kernel table's per-name (calls, total, min, max) ns and durations:
 /// the [`KernelSink`] of a pass.
@@ -113,7 +185,7 @@ impl KernelSink for KernelTotals {
     // Called once per kernel from the reader's generic pass, in another
     // module: without the hint it was a call per kernel there (callgrind).
     #[inline]
-    fn add(&mut self, k: Kernel, strings: &HashMap<i64, u32>) {
+    fn add(&mut self, k: Kernel, strings: &HashMap<i64, u32>, _names: &Names) {
         if !plausible(k.start, k.end) {
             self.odd += 1;
             return;
@@ -201,9 +273,10 @@ pub struct Sweep {
     odd_ranges: usize,
     attributed: (usize, i64),
     attributed_graph: (usize, i64),
-    /// Where the depth-0 push/pop instances go, as they start: the time
-    /// breakdown, reading the GPU's activity beside this sweep.
-    feed: Option<std::sync::mpsc::SyncSender<WindowFeed<breakdown::Window>>>,
+    /// Where the depth-0 push/pop instances go, as they start, with the
+    /// number of the ingestion's pass: the time breakdown, reading the GPU's
+    /// activity beside this sweep.
+    feed: Option<(std::sync::mpsc::SyncSender<Feed<breakdown::Window>>, u32)>,
 }
 
 impl Default for Sweep {
@@ -225,20 +298,26 @@ impl Default for Sweep {
 }
 
 impl Sweep {
-    /// A sweep that sends its depth-0 push/pop instances to `feed` (the
-    /// caller says `End` once it keeps the pass: a pass given up ends its
-    /// streams early).
-    pub fn feeding(feed: std::sync::mpsc::SyncSender<WindowFeed<breakdown::Window>>) -> Sweep {
-        Sweep { feed: Some(feed), ..Sweep::default() }
+    /// A sweep of the ingestion's pass `pass` that sends its depth-0
+    /// push/pop instances to `feed`, and every [`UPTO_EVERY`] launches the
+    /// time up to which it has sent them all (the caller says `End` once it
+    /// keeps the pass: a pass given up ends its streams early).
+    pub fn feeding(feed: std::sync::mpsc::SyncSender<Feed<breakdown::Window>>, pass: u32) -> Sweep {
+        Sweep { feed: Some((feed, pass)), ..Sweep::default() }
     }
 
     /// To the feed, if any; a feed whose reader is gone is dropped.
-    fn send(&mut self, msg: WindowFeed<breakdown::Window>) {
-        if self.feed.as_ref().is_some_and(|f| f.send(msg).is_err()) {
+    fn send(&mut self, msg: impl FnOnce(u32) -> Feed<breakdown::Window>) {
+        if self.feed.as_ref().is_some_and(|(f, pass)| f.send(msg(*pass)).is_err()) {
             self.feed = None;
         }
     }
 }
+
+/// How often (in launches) a feeding sweep says how far its windows have
+/// come, so that the breakdown judges the kernels it holds between two
+/// windows far apart (one range around a whole run).
+pub const UPTO_EVERY: usize = 1024;
 
 impl Timeline for Sweep {
     /// Ranges and launches merged by time (a range before a launch at the
@@ -249,6 +328,7 @@ impl Timeline for Sweep {
         let mut l = launches.next();
         let (mut last_start, mut last_launch) = (i64::MIN, i64::MIN);
         let mut last_on_thread: HashMap<i64, (i64, i64)> = HashMap::default();
+        let mut launched_n = 0usize;
         loop {
             let take_range = match (&r, &l) {
                 (None, None) => break,
@@ -278,6 +358,11 @@ impl Timeline for Sweep {
                     return Ok(false);
                 }
                 last_launch = launched.launch;
+                launched_n += 1;
+                if launched_n % UPTO_EVERY == 0 {
+                    // Every range starting by the launch came before it.
+                    self.send(|pass| Feed::Upto(pass, launched.launch));
+                }
                 if plausible(launched.start, launched.end) {
                     self.launch(launched);
                 }
@@ -353,7 +438,7 @@ impl Sweep {
             stack.push(Open { end: r.end, region, first_kernel: i64::MAX, last_kernel: i64::MIN, gpu_ns: 0 });
             if parent.is_none() {
                 let pid = pid_of(r.global_tid);
-                self.send(WindowFeed::Window(breakdown::Window { start: r.start, end: r.end, region, pid }));
+                self.send(|pass| Feed::Window(pass, breakdown::Window { start: r.start, end: r.end, region, pid }));
             }
         }
         self.durations.push(region, ns)
@@ -795,8 +880,9 @@ mod tests {
                 graph: l.graph,
                 pid: 7,
                 device: Some(0),
+                gpu: 0,
             };
-            totals.add(k, &HashMap::default());
+            totals.add(k, &HashMap::default(), &names);
         }
         let mut sweep = Sweep::default();
         assert!(sweep.run(stream(vec![range(0, 100, decode), range(10, 50, step)]), stream(launches)).unwrap());
@@ -826,5 +912,160 @@ mod tests {
             top_kernel_rows(rows.iter().map(|r| (r.name.clone(), (r.calls, r.total_ns, r.min_ns, r.max_ns))), 1).len(),
             1
         );
+    }
+}
+
+/// The time breakdown's feed: what the ingestion's pass sends it, and how the
+/// reader copes when that is not as it assumes. Each reading is compared
+/// with the one fed as the pipeline feeds it (whose numbers tests/breakdown.rs
+/// checks against SQL).
+#[cfg(test)]
+mod feed_tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+
+    use super::breakdown::{Breakdown, BreakdownReport, Window};
+    use super::{KernelTap, Sweep};
+    use crate::aggregate::categories::Categories;
+    use crate::parse::nsys::activity::{read_beside, Feed, Source};
+    use crate::parse::nsys::sqlite::NsysDb;
+
+    const EXPORT: &str = "real/nsys-ai/mfu_2gpu_before.sqlite";
+
+    type Msg = Feed<Window>;
+
+    /// The breakdown of `path` as the pipeline makes it, every message of the
+    /// pass going through `relay` (which sends on what it will), at most
+    /// `held` fed kernels held; and where the kernels came from.
+    fn through(
+        path: &std::path::Path,
+        held: usize,
+        relay: impl FnOnce(Receiver<Msg>, SyncSender<Msg>) + Send,
+    ) -> (BreakdownReport, Source) {
+        let db = NsysDb::open(path).expect("the export opens");
+        let categories = Categories::load(None).expect("the shipped table");
+        let classify = |name: &str| categories.of(name) as u8;
+        std::thread::scope(|s| {
+            let (feed, from_pass) = sync_channel(16);
+            let (relayed, from_relay) = sync_channel(16);
+            s.spawn(move || relay(from_pass, relayed));
+            let reader = s.spawn(move || {
+                read_beside(path, || Breakdown::new(50_000), classify, &from_relay, held).expect("the breakdown")
+            });
+            let (sweeps, taps) = (AtomicU32::new(0), AtomicU32::new(0));
+            let pass = crate::parse::nsys::ingest::ingest_with(
+                &db,
+                &[],
+                || Sweep::feeding(feed.clone(), sweeps.fetch_add(1, Ordering::Relaxed)),
+                |names| KernelTap::new(names, feed.clone(), taps.fetch_add(1, Ordering::Relaxed), &classify),
+            )
+            .expect("the pass");
+            feed.send(Feed::End).expect("the relay reads");
+            drop((feed, pass));
+            let (b, source) = reader.join().expect("the reader does not panic");
+            (b.finish(&Default::default(), Vec::new()), source)
+        })
+    }
+
+    fn pass_of(m: &Msg) -> u32 {
+        match m {
+            Feed::Window(p, _) | Feed::Upto(p, _) | Feed::Kernels(p, _) => *p,
+            Feed::End => u32::MAX,
+        }
+    }
+
+    fn forward(from: Receiver<Msg>, to: SyncSender<Msg>) {
+        for m in from {
+            let _ = to.send(m);
+        }
+    }
+
+    #[test]
+    fn fed_kernels_give_what_the_kernel_table_gives_however_they_come() {
+        let Some(real) = crate::testdata::corpus("fed_kernels_give_what_the_kernel_table_gives", EXPORT) else {
+            return;
+        };
+        // A copy whose runtime rows are stored in start order (5 of the
+        // export's are not, so its blocking calls are read sorted): the
+        // two-process run with NCCL, read as the pipeline reads most exports.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sorted_calls.sqlite");
+        std::fs::copy(&real, &path).unwrap();
+        rusqlite::Connection::open(&path)
+            .unwrap()
+            .execute_batch(
+                "CREATE TABLE r AS SELECT * FROM CUPTI_ACTIVITY_KIND_RUNTIME ORDER BY start;
+                 DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME;
+                 ALTER TABLE r RENAME TO CUPTI_ACTIVITY_KIND_RUNTIME;",
+            )
+            .unwrap();
+        // As the pipeline feeds it: the kernels from the ingestion's reader.
+        // Two processes ran kernels, so the ingestion gives up its first
+        // pass (it assumes one) and reads again: what the first sent is void.
+        let (fed, source) = through(&path, usize::MAX, forward);
+        assert_eq!(source, Source::Fed);
+        assert_eq!(fed.devices.len(), 2, "two processes, a GPU each");
+        let kernels: usize = fed.devices.iter().flat_map(|d| &d.categories).map(|c| c.kernels).sum();
+        let sql = "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL";
+        let count: i64 = rusqlite::Connection::open(&path).unwrap().query_row(sql, [], |r| r.get(0)).unwrap();
+        assert_eq!(kernels as i64, count, "every kernel of the table, once");
+        assert!(fed.devices.iter().all(|d| !d.regions.is_empty()), "regions were cut");
+
+        // Every kernel before any window: more held than allowed, so the
+        // reader reads the kernel table itself.
+        let kernels_first = |from: Receiver<Msg>, to: SyncSender<Msg>| {
+            let mut rest = Vec::new();
+            for m in from {
+                match m {
+                    Feed::Kernels(..) => to.send(m).unwrap(),
+                    Feed::End => break,
+                    _ => rest.push(m),
+                }
+            }
+            rest.into_iter().chain([Feed::End]).for_each(|m| to.send(m).unwrap());
+        };
+        let (own, source) = through(&path, 1000, kernels_first);
+        assert_eq!(source, Source::Own(crate::parse::nsys::sqlite::Order::Stored));
+        assert_eq!(own, fed);
+
+        // Kernels out of start order on their device: read again, sorted.
+        let reversed = |from: Receiver<Msg>, to: SyncSender<Msg>| {
+            for m in from {
+                let m = match m {
+                    Feed::Kernels(p, mut batch) => {
+                        batch.reverse();
+                        Feed::Kernels(p, batch)
+                    }
+                    m => m,
+                };
+                let _ = to.send(m);
+            }
+        };
+        let (sorted, source) = through(&path, usize::MAX, reversed);
+        assert_eq!(source, Source::Own(crate::parse::nsys::sqlite::Order::Sorted));
+        assert_eq!(sorted, fed);
+
+        // The kept pass sent twice more, as passes 7 and 8: the first
+        // reading is void, not added to the second.
+        let twice = |from: Receiver<Msg>, to: SyncSender<Msg>| {
+            let all: Vec<Msg> = from.iter().take_while(|m| !matches!(m, Feed::End)).collect();
+            let kept = all.iter().map(pass_of).max().unwrap();
+            let all: Vec<Msg> = all.into_iter().filter(|m| pass_of(m) == kept).collect();
+            for pass in [7, 8] {
+                for m in all.iter().cloned() {
+                    let m = match m {
+                        Feed::Window(_, w) => Feed::Window(pass, w),
+                        Feed::Upto(_, t) => Feed::Upto(pass, t),
+                        Feed::Kernels(_, k) => Feed::Kernels(pass, k),
+                        Feed::End => Feed::End,
+                    };
+                    to.send(m).unwrap();
+                }
+            }
+            to.send(Feed::End).unwrap();
+        };
+        let (again, source) = through(&path, usize::MAX, twice);
+        assert_eq!(source, Source::Fed);
+        assert_eq!(again, fed);
     }
 }

@@ -10,6 +10,7 @@
 //! - Blocking calls: rows of `CUPTI_ACTIVITY_KIND_RUNTIME` whose function waits
 //!   for the GPU ([`BLOCKING`]), per process.
 use rustc_hash::FxHashMap;
+use std::cell::RefCell;
 use std::path::Path;
 use std::sync::mpsc::Receiver;
 
@@ -88,16 +89,49 @@ pub struct Activity {
     pub what: What,
 }
 
-/// What the range sweep tells the activity reader, in time order: each
-/// window (a top-level range instance), then `End`; `Restart` when the sweep
-/// starts again (its pass is read again in another order): the windows so
-/// far are void.
+/// A kernel as the ingestion's kernel reader hands it to the time breakdown
+/// (32 bytes): what the breakdown would read of it in its own scan.
 #[derive(Debug, Clone, Copy)]
-pub enum WindowFeed<W> {
-    Window(W),
-    End,
-    Restart,
+pub struct FedKernel {
+    pub start: i64,
+    pub end: i64,
+    pub device: i64,
+    pub pid: u32,
+    /// The class `classify` gave its name.
+    pub class: u8,
 }
+
+impl FedKernel {
+    fn activity(self) -> Activity {
+        let Self { start, end, device, pid, class } = self;
+        Activity { pid: i64::from(pid), device, start, end, what: What::Kernel(class) }
+    }
+}
+
+/// What the ingestion's pass tells the activity reader. Each message but
+/// `End` names the pass it belongs to (0, 1, …): the ingestion reads its
+/// pass again where the first did not hold, and a message of a later pass
+/// voids what came before it.
+#[derive(Debug, Clone)]
+pub enum Feed<W> {
+    /// A window (a top-level range instance), from the range sweep, in start order.
+    Window(u32, W),
+    /// From the range sweep: every window starting at or before this time has come.
+    Upto(u32, i64),
+    /// Kernels of the kernel table, from the ingestion's kernel reader, in
+    /// the order it read them.
+    Kernels(u32, Vec<FedKernel>),
+    /// The pass kept: everything of it has come.
+    End,
+}
+
+/// Kernels held by the reader, received but not yet judged (32 bytes each),
+/// for [`read_beside`]: past this (the range sweep far behind the kernel
+/// reader: kernels read before the launch calls were, or with none to join),
+/// the reader reads the kernel table itself. The ingestion's readers run a
+/// few batches ahead of the sweep (at most 49,155 held at 10M ranges + 10M
+/// kernels of the generator's export).
+pub const FED_KERNELS_HELD: usize = 1 << 19;
 
 /// Where the activity goes, beside the windows it is cut by.
 pub trait ActivitySink {
@@ -116,35 +150,188 @@ pub trait ActivitySink {
     fn clear_activity(&mut self);
 }
 
-/// The export's activity into a sink `new` makes, beside the windows `feed`
-/// brings (from the range sweep, which runs at the same time on another
-/// thread) and the blocking calls (read on a statement of their own): before
-/// each operation, the windows and the calls up to its start. Read as stored,
-/// and again sorted by SQLite where the stored order did not hold (of the
-/// operations on a device, or of the calls); from the start with a new sink
-/// when the feed says `Restart`. A feed that closes without `End` (the sweep
-/// failed) ends the windows. `classify` gives a kernel name its class (once
-/// per name). On its own connection.
-pub fn read_beside<S: ActivitySink>(
+/// What the reader has taken from the feed for the pass it reads.
+struct Fed<W> {
+    pass: u32,
+    /// Every window starting before this has come.
+    until: i64,
+    /// `End` came, or the feed closed (the pass failed).
+    ended: bool,
+    /// The first message of a later pass: what was read is void.
+    later: Option<Feed<W>>,
+    /// Whether kernels are taken from the feed (else they are dropped: the
+    /// reader scans the kernel table itself).
+    taking: bool,
+    /// More than [`FED_KERNELS_HELD`] were held at once.
+    overflow: bool,
+    /// The batches as they came (no copy, no room to spare), the first
+    /// one's kernels taken from its front; how many kernels they hold.
+    kernels: std::collections::VecDeque<std::vec::IntoIter<FedKernel>>,
+    held: usize,
+    most: usize,
+    held_at_most: usize,
+}
+
+impl<W> Fed<W> {
+    fn new(pass: u32, held_at_most: usize) -> Self {
+        Fed {
+            pass,
+            held_at_most,
+            until: i64::MIN,
+            ended: false,
+            later: None,
+            taking: true,
+            overflow: false,
+            kernels: Default::default(),
+            held: 0,
+            most: 0,
+        }
+    }
+
+    /// The next kernel held, if any.
+    fn next_kernel(&mut self) -> Option<FedKernel> {
+        while let Some(batch) = self.kernels.front_mut() {
+            if let Some(k) = batch.next() {
+                self.held -= 1;
+                return Some(k);
+            }
+            self.kernels.pop_front();
+        }
+        None
+    }
+
+    /// Whether this pass's reading stops here: a later pass began, or the
+    /// kernels it took overflowed.
+    fn broken(&self) -> bool {
+        self.later.is_some() || (self.taking && self.overflow)
+    }
+
+    /// One message (`first`, else the next of `feed`): windows to `sink`,
+    /// kernels to the queue.
+    fn take<S: ActivitySink<Window = W>>(&mut self, msg: Option<Feed<W>>, sink: &mut S) {
+        let Some(msg) = msg else {
+            self.ended = true;
+            return;
+        };
+        let pass = match &msg {
+            Feed::Window(p, _) | Feed::Upto(p, _) | Feed::Kernels(p, _) => *p,
+            Feed::End => {
+                self.ended = true;
+                return;
+            }
+        };
+        if pass > self.pass {
+            self.later = Some(msg);
+            return;
+        }
+        if pass < self.pass {
+            return;
+        }
+        match msg {
+            Feed::Window(_, w) => {
+                self.until = self.until.max(S::start_of(&w));
+                sink.window(w);
+            }
+            Feed::Upto(_, t) => self.until = self.until.max(t.saturating_add(1)),
+            Feed::Kernels(_, batch) if self.taking && !self.overflow => {
+                self.held += batch.len();
+                self.kernels.push_back(batch.into_iter());
+                self.most = self.most.max(self.held);
+                if self.held > self.held_at_most {
+                    self.overflow = true;
+                    (self.kernels, self.held) = (Default::default(), 0);
+                }
+            }
+            Feed::Kernels(..) | Feed::End => {}
+        }
+    }
+}
+
+/// Where a reading of the activity took its kernels from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// The ingestion's kernel reader, through the feed (copies and memsets
+    /// from this reader's own scan, as stored).
+    Fed,
+    /// This reader's own scan of the three tables.
+    Own(Order),
+}
+
+/// The export's activity into a sink `new` makes, beside what `feed` brings
+/// from the ingestion's pass running at the same time on other threads: the
+/// windows, from the range sweep, and the kernels, from its kernel reader, so
+/// that the kernel table is read once. Copies, memsets and the blocking calls
+/// are read here, on a statement each. Before each operation, the windows and
+/// the calls up to its start. Where the fed kernels do not hold (out of start
+/// order on a device, or too many held before their windows came), the three
+/// tables are read here, as stored, and again sorted by SQLite where the stored
+/// order did not hold (of the operations on a device, or of the calls). From
+/// the start with a new sink when a message of a later pass comes. A feed that
+/// closes without `End` (the pass failed) ends the windows. `classify` gives a
+/// kernel name its class (once per name), in this reader's own scan.
+/// `held_at_most`: the fed kernels held at once before the kernel table is
+/// read here ([`FED_KERNELS_HELD`]). On its own connection. Returns the sink
+/// and where its kernels came from.
+pub(crate) fn read_beside<S: ActivitySink>(
     path: &Path,
     mut new: impl FnMut() -> S,
     mut classify: impl FnMut(&str) -> u8,
-    feed: &Receiver<WindowFeed<S::Window>>,
-) -> Result<S, Error> {
+    feed: &Receiver<Feed<S::Window>>,
+    held_at_most: usize,
+) -> Result<(S, Source), Error> {
     let db = NsysDb::open(path)?;
+    // The first message of the pass read, where it came in the reading of an earlier one.
+    let (mut pass, mut first) = (0, None);
     'restart: loop {
-        let mut sink = new();
-        // The start of the last window received; whether the feed ended.
-        let (mut until, mut ended) = (i64::MIN, false);
-        for order in [Order::Stored, Order::Sorted] {
-            let (mut held, mut restart) = (true, false);
+        let state = RefCell::new((new(), Fed::new(pass, held_at_most)));
+        if first.is_some() {
+            let mut guard = state.borrow_mut();
+            let (sink, fed) = &mut *guard;
+            fed.take(first.take(), sink);
+        }
+        let mut source = Source::Fed;
+        loop {
+            let order = match source {
+                Source::Fed => Order::Stored,
+                Source::Own(order) => order,
+            };
+            state.borrow_mut().1.taking = source == Source::Fed;
+            // Scans as stored come back to no page: a small cache (as the
+            // ingestion's readers have, NsysDb::for_stored_scans); SQLite's
+            // sorter sizes its runs by it, so sorted reads keep the default.
+            let cache_kib = if order == Order::Stored { 256 } else { 2000 };
+            db.conn()
+                .pragma_update(None, "cache_size", -cache_kib)
+                .map_err(|e| db.sql_error("PRAGMA cache_size", e))?;
+            let (mut held, mut stopped) = (true, false);
             let calls_sql = db.blocking_query(order)?;
             let sql = |e| db.sql_error("CUPTI_ACTIVITY_KIND_RUNTIME", e);
             let mut calls = calls_sql.as_deref().map(|q| Rows::query(db.conn(), q)).transpose().map_err(sql)?;
             // The start of the last call read; a call read past `now`, held.
             let (mut call_until, mut next_call): (i64, Option<(i64, i64, i64)>) = (i64::MIN, None);
             let mut failed = None;
-            db.each_activity(order, &mut classify, |a| {
+            let mut fed_kernel = || {
+                let mut guard = state.borrow_mut();
+                let (sink, fed) = &mut *guard;
+                loop {
+                    if let Some(k) = fed.next_kernel() {
+                        return Some(k.activity());
+                    }
+                    if fed.ended || fed.broken() {
+                        return None;
+                    }
+                    fed.take(feed.recv().ok(), sink);
+                }
+            };
+            let fed_kernels =
+                (source == Source::Fed).then_some(&mut fed_kernel as &mut dyn FnMut() -> Option<Activity>);
+            db.each_activity(order, &mut classify, fed_kernels, |a| {
+                let mut guard = state.borrow_mut();
+                let (sink, fed) = &mut *guard;
+                if fed.broken() {
+                    stopped = true;
+                    return false;
+                }
                 loop {
                     if let Some((pid, start, end)) = next_call {
                         if start > a.start {
@@ -172,17 +359,11 @@ pub fn read_beside<S: ActivitySink>(
                         }
                     }
                 }
-                while !ended && until <= a.start {
-                    match feed.recv() {
-                        Ok(WindowFeed::Window(w)) => {
-                            until = S::start_of(&w);
-                            sink.window(w);
-                        }
-                        Ok(WindowFeed::End) | Err(_) => ended = true,
-                        Ok(WindowFeed::Restart) => {
-                            restart = true;
-                            return false;
-                        }
+                while !fed.ended && fed.until <= a.start {
+                    fed.take(feed.recv().ok(), sink);
+                    if fed.broken() {
+                        stopped = true;
+                        return false;
                     }
                 }
                 held = sink.add(a);
@@ -191,21 +372,43 @@ pub fn read_beside<S: ActivitySink>(
             if let Some(e) = failed {
                 return Err(e);
             }
-            if restart {
+            let mut guard = state.borrow_mut();
+            let (sink, fed) = &mut *guard;
+            if let Some(msg) = fed.later.take() {
+                (pass, first) = (pass_of(&msg), Some(msg));
                 continue 'restart;
             }
-            if held {
-                while !ended {
-                    match feed.recv() {
-                        Ok(WindowFeed::Window(w)) => sink.window(w),
-                        Ok(WindowFeed::End) | Err(_) => ended = true,
-                        Ok(WindowFeed::Restart) => continue 'restart,
+            if source == Source::Fed && fed.overflow {
+                tracing::debug!(
+                    "{}: more than {} kernels came before their windows: reading the kernel table here",
+                    path.display(),
+                    fed.held_at_most
+                );
+                sink.clear_activity();
+                source = Source::Own(Order::Stored);
+                continue;
+            }
+            if held && !stopped {
+                if source == Source::Fed {
+                    tracing::debug!("time breakdown: kernels from the ingestion's reader, at most {} held", fed.most);
+                }
+                fed.taking = false;
+                while !fed.ended {
+                    fed.take(feed.recv().ok(), sink);
+                    if let Some(msg) = fed.later.take() {
+                        (pass, first) = (pass_of(&msg), Some(msg));
+                        continue 'restart;
                     }
                 }
-                return Ok(sink);
+                drop(guard);
+                return Ok((state.into_inner().0, source));
+            }
+            if source == Source::Own(Order::Sorted) {
+                break;
             }
             tracing::debug!("{}: GPU activity out of start order: reading it again, sorted", path.display());
             sink.clear_activity();
+            source = Source::Own(Order::Sorted);
         }
         return Err(Error::new(
             crate::error::ErrorKind::Internal,
@@ -215,16 +418,27 @@ pub fn read_beside<S: ActivitySink>(
     }
 }
 
+/// The pass a message belongs to (`End` ends every pass).
+fn pass_of<W>(msg: &Feed<W>) -> u32 {
+    match msg {
+        Feed::Window(p, _) | Feed::Upto(p, _) | Feed::Kernels(p, _) => *p,
+        Feed::End => u32::MAX,
+    }
+}
+
 const TABLES: [&str; 3] = ["CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"];
 
 impl NsysDb {
     /// Every kernel, copy and memset to `each`, the three tables merged by
     /// start (each read as `order` says), until `each` returns false.
     /// `classify` names a kernel's class from its name, once per name.
+    /// `fed`: the kernels from elsewhere, in place of the kernel table's
+    /// (None: no more).
     pub(crate) fn each_activity(
         &self,
         order: Order,
         mut classify: impl FnMut(&str) -> u8,
+        mut fed: Option<&mut dyn FnMut() -> Option<Activity>>,
         mut each: impl FnMut(Activity) -> bool,
     ) -> Result<(), Error> {
         let enums = Enums::read(self);
@@ -232,7 +446,7 @@ impl NsysDb {
         let sql = |e| self.sql_error(what, e);
         let mut streams = Vec::new();
         for (i, table) in TABLES.iter().enumerate() {
-            if !self.has_table(table) {
+            if !self.has_table(table) || (i == 0 && fed.is_some()) {
                 continue;
             }
             let cols = self.columns(table);
@@ -264,12 +478,19 @@ impl NsysDb {
             classes.insert(id, c);
             Ok(c)
         };
-        // The head row of each stream, merged by start.
-        let mut heads: Vec<Option<Activity>> = vec![None; streams.len()];
-        let mut read = |k: usize, streams: &mut Vec<(usize, Rows)>, classify: &mut dyn FnMut(&str) -> u8| {
+        // The head row of each stream, merged by start; the fed kernels' last.
+        let fed_at = streams.len();
+        let mut heads: Vec<Option<Activity>> = vec![None; streams.len() + 1];
+        let mut read = |k: usize,
+                        streams: &mut Vec<(usize, Rows)>,
+                        classify: &mut dyn FnMut(&str) -> u8,
+                        fed: &mut Option<&mut dyn FnMut() -> Option<Activity>>| {
+            if k == fed_at {
+                return Ok::<_, Error>(fed.as_mut().and_then(|f| f()));
+            }
             let (table, rows) = &mut streams[k];
             if !rows.step().map_err(sql)? {
-                return Ok::<_, Error>(None);
+                return Ok(None);
             }
             let what = match table {
                 0 => What::Kernel(name(rows.int(4), classify)?),
@@ -288,7 +509,7 @@ impl NsysDb {
             Ok(Some(Activity { pid: rows.int(0), device: rows.int(1), start: rows.int(2), end: rows.int(3), what }))
         };
         for (k, head) in heads.iter_mut().enumerate() {
-            *head = read(k, &mut streams, &mut classify)?;
+            *head = read(k, &mut streams, &mut classify, &mut fed)?;
         }
         loop {
             let next = heads.iter().enumerate().filter_map(|(k, h)| h.map(|a| (a.start, k))).min();
@@ -297,7 +518,7 @@ impl NsysDb {
             if !each(a) {
                 return Ok(());
             }
-            heads[k] = read(k, &mut streams, &mut classify)?;
+            heads[k] = read(k, &mut streams, &mut classify, &mut fed)?;
         }
     }
 

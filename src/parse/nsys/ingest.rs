@@ -28,8 +28,9 @@ pub trait Timeline {
 
 /// Where every kernel of the kernel table goes, on the launch reader's thread.
 pub trait KernelSink: Send {
-    /// `strings`: the export's string ids, interned (a kernel's short name).
-    fn add(&mut self, kernel: Kernel, strings: &HashMap<i64, u32>);
+    /// `strings`: the export's string ids, interned (a kernel's short name)
+    /// into `names` (a kernel's name).
+    fn add(&mut self, kernel: Kernel, strings: &HashMap<i64, u32>, names: &Names);
     /// The first error the sink met (writing its durations to disk), if any.
     fn take_error(&mut self) -> Option<Error>;
 }
@@ -147,7 +148,7 @@ fn pass<T: Timeline, K: KernelSink>(
                 plan.order,
                 plan.kernels,
                 strings,
-                |k| kernels.add(k, strings),
+                |k| kernels.add(k, strings, names),
                 |l| launch_out.push(l),
             )?;
             if held {

@@ -112,9 +112,12 @@ pub struct Kernel {
     /// nodes, `--cuda-graph-trace=node`); its launch call is the graph's.
     pub(crate) graph: bool,
     /// Its process (0 when the export does not say) and CUDA device (None
-    /// when not read: one process, or the export does not say).
+    /// when not asked for: one process, or the export does not say).
     pub(crate) pid: i64,
     pub(crate) device: Option<i64>,
+    /// Its CUDA device, always read (0 when the export does not say): the
+    /// time breakdown's key, beside the process.
+    pub(crate) gpu: i64,
 }
 
 /// Whether `start..end` is a possible time span: an end before the start, or
@@ -172,13 +175,12 @@ struct KernelTable {
 
 impl KernelTable {
     /// (process, correlation id, start, end, name id, short name id or -1,
-    /// graph node or 0, device or NULL); the device only `with_device` (6%
-    /// of an ingestion: asked only where several processes ran kernels,
-    /// whose ranks it tells apart).
-    fn rows(&self, with_device: bool) -> String {
-        let Self { id, name, short, graph, .. } = self;
+    /// graph node or 0, device or NULL). The time breakdown keys kernels by
+    /// device, so it is always read; [`Kernel::device`] has it only where
+    /// several processes ran kernels, whose ranks it tells apart.
+    fn rows(&self) -> String {
+        let Self { id, name, short, graph, device, .. } = self;
         let pid = if self.by_process { "globalPid >> 24" } else { "0" };
-        let device = if with_device { self.device } else { "NULL" };
         format!(
             "SELECT {pid}, {id}, start, end, {name}, COALESCE({short}, -1), COALESCE({graph}, 0), {device} \
              FROM CUPTI_ACTIVITY_KIND_KERNEL"
@@ -202,7 +204,7 @@ impl KernelTable {
 
     /// The kernel of a `rows` row; the short name's id stays raw (interned
     /// only where needed) and is read without a type check.
-    fn kernel(r: &Rows, strings: &FxHashMap<i64, u32>) -> Kernel {
+    fn kernel(r: &Rows, strings: &FxHashMap<i64, u32>, with_device: bool) -> Kernel {
         Kernel {
             start: r.int(2),
             end: r.int(3),
@@ -211,7 +213,8 @@ impl KernelTable {
             graph: r.int(6) != 0,
             // The query's `globalPid >> 24` keeps the bits above the process id.
             pid: r.int(0) & 0xFF_FFFF,
-            device: r.opt_int(7),
+            device: if with_device { r.opt_int(7) } else { None },
+            gpu: r.int(7),
         }
     }
 }
@@ -537,9 +540,9 @@ impl NsysDb {
         mut each: impl FnMut(Kernel) -> bool,
     ) -> Result<(), Error> {
         let what = "CUPTI_ACTIVITY_KIND_KERNEL";
-        let mut rows = Rows::query(&self.conn, &table.rows(with_device)).map_err(|e| self.sql_error(what, e))?;
+        let mut rows = Rows::query(&self.conn, &table.rows()).map_err(|e| self.sql_error(what, e))?;
         while rows.step().map_err(|e| self.sql_error(what, e))? {
-            if !each(KernelTable::kernel(&rows, strings)) {
+            if !each(KernelTable::kernel(&rows, strings, with_device)) {
                 break;
             }
         }
@@ -627,7 +630,7 @@ impl NsysDb {
         });
         // The launch calls' disorder is measured only if the join asks.
         let call_order = || ids(&calls);
-        let kernel_rows = table.rows(with_device);
+        let kernel_rows = table.rows();
         // The kernel table is read on a thread of its own, on a connection of
         // its own, which gives every kernel to `every_kernel` and sends those
         // with an id to the join here.
@@ -638,7 +641,7 @@ impl NsysDb {
                 let sql = |e| db.sql_error(what, e);
                 let mut rows = Rows::query(&db.conn, &kernel_rows).map_err(sql)?;
                 while rows.step().map_err(sql)? {
-                    let kernel = KernelTable::kernel(&rows, strings);
+                    let kernel = KernelTable::kernel(&rows, strings, with_device);
                     every_kernel(kernel);
                     if let Some(id) = rows.opt_int(1) {
                         if !out.push(launch_join::Executed { pid: rows.int(0), id, span: kernel }) {
