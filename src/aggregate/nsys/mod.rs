@@ -967,13 +967,6 @@ mod feed_tests {
         })
     }
 
-    fn pass_of(m: &Msg) -> u32 {
-        match m {
-            Feed::Window(p, _) | Feed::Upto(p, _) | Feed::Kernels(p, _) => *p,
-            Feed::End => u32::MAX,
-        }
-    }
-
     fn forward(from: Receiver<Msg>, to: SyncSender<Msg>) {
         for m in from {
             let _ = to.send(m);
@@ -1049,8 +1042,8 @@ mod feed_tests {
         // reading is void, not added to the second.
         let twice = |from: Receiver<Msg>, to: SyncSender<Msg>| {
             let all: Vec<Msg> = from.iter().take_while(|m| !matches!(m, Feed::End)).collect();
-            let kept = all.iter().map(pass_of).max().unwrap();
-            let all: Vec<Msg> = all.into_iter().filter(|m| pass_of(m) == kept).collect();
+            let kept = all.iter().filter_map(Msg::pass).max().unwrap();
+            let all: Vec<Msg> = all.into_iter().filter(|m| m.pass() == Some(kept)).collect();
             for pass in [7, 8] {
                 for m in all.iter().cloned() {
                     let m = match m {

@@ -125,12 +125,23 @@ pub enum Feed<W> {
     End,
 }
 
+impl<W> Feed<W> {
+    /// The pass the message belongs to; None for `End`, which ends every pass.
+    pub(crate) fn pass(&self) -> Option<u32> {
+        match self {
+            Feed::Window(p, _) | Feed::Upto(p, _) | Feed::Kernels(p, _) => Some(*p),
+            Feed::End => None,
+        }
+    }
+}
+
 /// Kernels held by the reader, received but not yet judged (32 bytes each),
 /// for [`read_beside`]: past this (the range sweep far behind the kernel
 /// reader: kernels read before the launch calls were, or with none to join),
 /// the reader reads the kernel table itself. The ingestion's readers run a
-/// few batches ahead of the sweep (at most 49,155 held at 10M ranges + 10M
-/// kernels of the generator's export).
+/// few batches ahead of the sweep: at most 49,155 held at 10M ranges + 10M
+/// kernels of the generator's export (`llmperf -v import nsys`, its
+/// "time breakdown: kernels from the ingestion's reader" line).
 pub const FED_KERNELS_HELD: usize = 1 << 19;
 
 /// Where the activity goes, beside the windows it is cut by.
@@ -213,12 +224,9 @@ impl<W> Fed<W> {
             self.ended = true;
             return;
         };
-        let pass = match &msg {
-            Feed::Window(p, _) | Feed::Upto(p, _) | Feed::Kernels(p, _) => *p,
-            Feed::End => {
-                self.ended = true;
-                return;
-            }
+        let Some(pass) = msg.pass() else {
+            self.ended = true;
+            return;
         };
         if pass > self.pass {
             self.later = Some(msg);
@@ -375,7 +383,7 @@ pub(crate) fn read_beside<S: ActivitySink>(
             let mut guard = state.borrow_mut();
             let (sink, fed) = &mut *guard;
             if let Some(msg) = fed.later.take() {
-                (pass, first) = (pass_of(&msg), Some(msg));
+                (pass, first) = (msg.pass().unwrap_or(u32::MAX), Some(msg));
                 continue 'restart;
             }
             if source == Source::Fed && fed.overflow {
@@ -396,7 +404,7 @@ pub(crate) fn read_beside<S: ActivitySink>(
                 while !fed.ended {
                     fed.take(feed.recv().ok(), sink);
                     if let Some(msg) = fed.later.take() {
-                        (pass, first) = (pass_of(&msg), Some(msg));
+                        (pass, first) = (msg.pass().unwrap_or(u32::MAX), Some(msg));
                         continue 'restart;
                     }
                 }
@@ -415,14 +423,6 @@ pub(crate) fn read_beside<S: ActivitySink>(
             format!("{}: GPU activity still out of order after SQLite sorted it", path.display()),
         )
         .with_hint("a bug in llmperf: please report it with the export's nsys version"));
-    }
-}
-
-/// The pass a message belongs to (`End` ends every pass).
-fn pass_of<W>(msg: &Feed<W>) -> u32 {
-    match msg {
-        Feed::Window(p, _) | Feed::Upto(p, _) | Feed::Kernels(p, _) => *p,
-        Feed::End => u32::MAX,
     }
 }
 
