@@ -196,8 +196,10 @@ mod tests {
             // ncu spells that GEMV without its namespace: its parameter type says it.
             ("enable_if<!T7, void>::type kernel<int, int, __nv_bfloat16, __nv_bfloat16, __nv_bfloat16, float, 0, 1, 1, 0, 6, 0, cublasGemvParamsEx<int, cublasGemvTensorStridedBatched<const __nv_bfloat16>, cublasGemvTensorStridedBatched<const __nv_bfloat16>, cublasGemvTensorStridedBatched<__nv_bfloat16>, float>>(T13)", Category::Gemm),
             ("std::enable_if<", Category::Other),
-            // A user's physics kernel through thrust::for_each: honestly other.
-            ("void thrust::cuda_cub::core::_kernel_agent<thrust::cuda_cub::__parallel_for::ParallelForAgent<for_each_f<graupel>>>(T2, T3)", Category::Other),
+            // ICON's physics lambda through thrust::for_each: a map, like ATen's elementwise_kernel<lambda>;
+            // its reduction (a CUB DeviceReduce of another lambda) is a reduction.
+            ("void thrust::THRUST_200300_89_NS::cuda_cub::core::_kernel_agent<thrust::THRUST_200300_89_NS::cuda_cub::__parallel_for::ParallelForAgent<thrust::THRUST_200300_89_NS::cuda_cub::for_each_f<__gnu_cxx::__normal_iterator<unsigned long *, std::vector<unsigned long, std::allocator<unsigned long>>>, thrust::THRUST_200300_89_NS::detail::wrapped_function<graupel(unsigned long &, double &)::[lambda(unsigned long) (instance 2)], void>>, long>>(T2, T3)", Category::Elementwise),
+            ("void cub::CUB_200300_89_NS::DeviceReduceKernel<cub::CUB_200300_89_NS::DeviceReducePolicy<unsigned long, unsigned int, std::plus<unsigned long>>::Policy600, thrust::THRUST_200300_89_NS::cuda_cub::transform_input_iterator_t<unsigned long, __gnu_cxx::__normal_iterator<unsigned long *, std::vector<unsigned long, std::allocator<unsigned long>>>, graupel(unsigned long &)::[lambda(unsigned long) (instance 1)]>, unsigned int, std::plus<unsigned long>, unsigned long>(T2, T5 *, T3, cub::CUB_200300_89_NS::GridEvenShare<T3>, T4)", Category::Reduction),
         ] {
             assert_eq!(c.of(name), want, "{name}");
         }
