@@ -26,7 +26,7 @@ pub use model::*;
 
 use super::runs::{self, Runs};
 use crate::error::Error;
-use crate::parse::nsys::activity::{FedKernel, Feed};
+use crate::parse::nsys::activity::{CallTap, FedCalls, FedKernel, Feed};
 use crate::parse::nsys::batched::Stream;
 use crate::parse::nsys::ingest::{Ingest, KernelSink, Timeline};
 use crate::parse::nsys::sqlite::{odd_note, pid_of, plausible, tid_of, Kernel, Launched, Names, NvtxRange};
@@ -61,6 +61,21 @@ pub fn reports(read: Ingest<Sweep, KernelTotals>, strip: &[String], top_n: usize
         instances: r.instances,
     });
     read.timeline.finish(read.names, normalized, read.kernels, top_n)
+}
+
+/// The blocking calls the launch reader meets, on to the time breakdown
+/// through its feed (the [`KernelTap`]'s, of the same pass).
+struct CallFeed {
+    feed: Option<std::sync::mpsc::SyncSender<Feed<breakdown::Window>>>,
+    pass: u32,
+}
+
+impl CallTap for CallFeed {
+    fn tell(&mut self, what: FedCalls) {
+        if self.feed.as_ref().is_some_and(|f| f.send(Feed::Calls(self.pass, what)).is_err()) {
+            self.feed = None;
+        }
+    }
 }
 
 /// A process id and a CUDA device (None when not read).
@@ -115,6 +130,11 @@ impl KernelSink for KernelTap<'_> {
     fn take_error(&mut self) -> Option<Error> {
         self.flush();
         self.totals.take_error()
+    }
+
+    fn call_tap(&self) -> Option<Box<dyn CallTap>> {
+        let (feed, pass) = self.feed.clone()?;
+        Some(Box::new(CallFeed { feed: Some(feed), pass }))
     }
 
     #[inline]
@@ -927,7 +947,7 @@ mod feed_tests {
     use super::breakdown::{Breakdown, BreakdownReport, Window};
     use super::{KernelTap, Sweep};
     use crate::aggregate::categories::Categories;
-    use crate::parse::nsys::activity::{read_beside, Feed, Source};
+    use crate::parse::nsys::activity::{read_beside, FedCalls, Feed, Source};
     use crate::parse::nsys::sqlite::NsysDb;
 
     const EXPORT: &str = "real/nsys-ai/mfu_2gpu_before.sqlite";
@@ -996,8 +1016,10 @@ mod feed_tests {
         // Two processes ran kernels, so the ingestion gives up its first
         // pass (it assumes one) and reads again: what the first sent is void.
         let (fed, source) = through(&path, usize::MAX, forward);
-        assert_eq!(source, Source::Fed);
+        assert_eq!(source, Source::FedWithCalls);
         assert_eq!(fed.devices.len(), 2, "two processes, a GPU each");
+        // Its cudaStreamSynchronize calls make sync stalls: the calls count.
+        assert!(fed.devices.iter().all(|d| d.span.idle_sync_ns > 0), "{:?}", fed.devices[0].span);
         let kernels: usize = fed.devices.iter().flat_map(|d| &d.categories).map(|c| c.kernels).sum();
         let sql = "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL";
         let count: i64 = rusqlite::Connection::open(&path).unwrap().query_row(sql, [], |r| r.get(0)).unwrap();
@@ -1050,6 +1072,7 @@ mod feed_tests {
                         Feed::Window(_, w) => Feed::Window(pass, w),
                         Feed::Upto(_, t) => Feed::Upto(pass, t),
                         Feed::Kernels(_, k) => Feed::Kernels(pass, k),
+                        Feed::Calls(_, c) => Feed::Calls(pass, c),
                         Feed::End => Feed::End,
                     };
                     to.send(m).unwrap();
@@ -1058,7 +1081,47 @@ mod feed_tests {
             to.send(Feed::End).unwrap();
         };
         let (again, source) = through(&path, usize::MAX, twice);
-        assert_eq!(source, Source::Fed);
+        assert_eq!(source, Source::FedWithCalls);
         assert_eq!(again, fed);
+
+        // The launch reader stops sending calls (its rows out of start
+        // order): the calls taken are void, and the reader reads them itself.
+        let stopped = |from: Receiver<Msg>, to: SyncSender<Msg>| {
+            let mut stopped = false;
+            for m in from {
+                let m = match m {
+                    Feed::Calls(p, FedCalls::Calls(batch, _)) if !stopped && !batch.is_empty() => {
+                        stopped = true;
+                        Feed::Calls(p, FedCalls::Stopped)
+                    }
+                    m => m,
+                };
+                let _ = to.send(m);
+            }
+        };
+        let (own_calls, source) = through(&path, usize::MAX, stopped);
+        assert_eq!(source, Source::Own(crate::parse::nsys::sqlite::Order::Stored));
+        assert_eq!(own_calls, fed);
+
+        // Calls that never come, or that say so: read here, the same.
+        let no_calls = |from: Receiver<Msg>, to: SyncSender<Msg>| {
+            for m in from {
+                let m = match m {
+                    Feed::Calls(p, FedCalls::Coming(_)) => Feed::Calls(p, FedCalls::Coming(false)),
+                    Feed::Calls(..) => continue,
+                    m => m,
+                };
+                let _ = to.send(m);
+            }
+        };
+        let (read_here, source) = through(&path, usize::MAX, no_calls);
+        assert_eq!(source, Source::Fed);
+        assert_eq!(read_here, fed);
+
+        // The export as nsys stored it, 5 runtime rows out of start order:
+        // the ingestion reads its pass again sorted, the calls then hold.
+        let (as_stored, source) = through(&real, usize::MAX, forward);
+        assert_eq!(source, Source::FedWithCalls);
+        assert_eq!(as_stored, fed);
     }
 }

@@ -8,7 +8,8 @@
 //!   reads them as stored and the consumer checks the order, and where it does
 //!   not hold the caller reads again with SQLite sorting ([`Order::Sorted`]).
 //! - Blocking calls: rows of `CUPTI_ACTIVITY_KIND_RUNTIME` whose function waits
-//!   for the GPU ([`BLOCKING`]), per process.
+//!   for the GPU ([`BLOCKING`]), per process: met by the ingestion's launch
+//!   reader as it reads the table ([`CallBatches`]), else read here.
 use rustc_hash::FxHashMap;
 use std::cell::RefCell;
 use std::path::Path;
@@ -121,15 +122,103 @@ pub enum Feed<W> {
     /// Kernels of the kernel table, from the ingestion's kernel reader, in
     /// the order it read them.
     Kernels(u32, Vec<FedKernel>),
+    /// The blocking calls, from the ingestion's launch reader ([`CallTap`]).
+    Calls(u32, FedCalls),
     /// The pass kept: everything of it has come.
     End,
+}
+
+/// What the launch reader says of the blocking calls ([`CallTap`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FedCalls {
+    /// Whether they will come: the launch reader reads the runtime table
+    /// whole, row by row (else it has SQLite join, or reads none).
+    Coming(bool),
+    /// Blocking calls (process, start, end) in start order; every blocking
+    /// call that starts before `upto` has come (`i64::MAX`: all).
+    Calls(Vec<(i64, i64, i64)>, i64),
+    /// The runtime rows were not in start order (or a blocking call's start
+    /// or end was not an integer): no more come, the reader reads them itself.
+    Stopped,
+}
+
+/// Where the ingestion's launch reader, reading every row of the runtime
+/// table for the launch calls, hands on the blocking calls ([`BLOCKING`]) it
+/// meets: the time breakdown's, so that the table is read once.
+pub trait CallTap {
+    /// What [`FedCalls`] says, sent on.
+    fn tell(&mut self, what: FedCalls);
+}
+
+/// The launch reader's side of a [`CallTap`]: the blocking calls of the runtime
+/// rows as they are read, in batches, each with how far the rows have come.
+pub(crate) struct CallBatches<'t> {
+    tap: &'t mut dyn CallTap,
+    /// The names that block (StringIds ids).
+    blocking: Vec<i64>,
+    batch: Vec<(i64, i64, i64)>,
+    /// The start of the last row read.
+    last: i64,
+    rows: usize,
+    stopped: bool,
+}
+
+/// Runtime rows between two batches of blocking calls.
+const CALL_ROWS_PER_BATCH: usize = 4096;
+
+impl<'t> CallBatches<'t> {
+    /// `blocking`: the names that block ([`NsysDb::blocking_ids`]).
+    pub(crate) fn new(tap: &'t mut dyn CallTap, blocking: Vec<i64>) -> Self {
+        tap.tell(FedCalls::Coming(true));
+        CallBatches { tap, blocking, batch: Vec::new(), last: i64::MIN, rows: 0, stopped: false }
+    }
+
+    /// One runtime row: its start, its name's id (read unchecked: see
+    /// [`Rows::raw`]), and, asked only for a blocking one, its process,
+    /// start and end as integers (None where one is not).
+    #[inline]
+    pub(crate) fn row(&mut self, start: i64, name: i64, call: impl FnOnce() -> Option<(i64, i64, i64)>) {
+        if self.stopped {
+            return;
+        }
+        if start < self.last {
+            return self.stop();
+        }
+        self.last = start;
+        if self.blocking.contains(&name) {
+            match call() {
+                Some(c) => self.batch.push(c),
+                None => return self.stop(),
+            }
+        }
+        self.rows += 1;
+        if self.rows % CALL_ROWS_PER_BATCH == 0 {
+            // Every call starting before this row's start has been read.
+            let batch = std::mem::take(&mut self.batch);
+            self.tap.tell(FedCalls::Calls(batch, start));
+        }
+    }
+
+    fn stop(&mut self) {
+        self.stopped = true;
+        self.batch = Vec::new();
+        self.tap.tell(FedCalls::Stopped);
+    }
+
+    /// Every row has been read.
+    pub(crate) fn all_read(mut self) {
+        if !self.stopped {
+            let batch = std::mem::take(&mut self.batch);
+            self.tap.tell(FedCalls::Calls(batch, i64::MAX));
+        }
+    }
 }
 
 impl<W> Feed<W> {
     /// The pass the message belongs to; None for `End`, which ends every pass.
     pub(crate) fn pass(&self) -> Option<u32> {
         match self {
-            Feed::Window(p, _) | Feed::Upto(p, _) | Feed::Kernels(p, _) => Some(*p),
+            Feed::Window(p, _) | Feed::Upto(p, _) | Feed::Kernels(p, _) | Feed::Calls(p, _) => Some(*p),
             Feed::End => None,
         }
     }
@@ -143,6 +232,10 @@ impl<W> Feed<W> {
 /// kernels of the generator's export (`llmperf -v import nsys`, its
 /// "time breakdown: kernels from the ingestion's reader" line).
 pub const FED_KERNELS_HELD: usize = 1 << 19;
+
+/// Blocking calls held by the reader, received but not yet given to the
+/// sink (24 bytes each): past this, the reader reads them itself.
+pub const FED_CALLS_HELD: usize = 1 << 18;
 
 /// Where the activity goes, beside the windows it is cut by.
 pub trait ActivitySink {
@@ -181,6 +274,15 @@ struct Fed<W> {
     held: usize,
     most: usize,
     held_at_most: usize,
+    /// Whether the launch reader sends the blocking calls (None: not said yet).
+    calls_coming: Option<bool>,
+    /// Every blocking call starting before this has come.
+    calls_until: i64,
+    /// The launch reader stopped sending them, or more than
+    /// [`FED_CALLS_HELD`] were held: those taken are void.
+    calls_stopped: bool,
+    calls: std::collections::VecDeque<std::vec::IntoIter<(i64, i64, i64)>>,
+    calls_held: usize,
 }
 
 impl<W> Fed<W> {
@@ -196,25 +298,28 @@ impl<W> Fed<W> {
             kernels: Default::default(),
             held: 0,
             most: 0,
+            calls_coming: None,
+            calls_until: i64::MIN,
+            calls_stopped: false,
+            calls: Default::default(),
+            calls_held: 0,
         }
+    }
+
+    /// The next blocking call held, if any.
+    fn next_call(&mut self) -> Option<(i64, i64, i64)> {
+        next_held(&mut self.calls, &mut self.calls_held)
     }
 
     /// The next kernel held, if any.
     fn next_kernel(&mut self) -> Option<FedKernel> {
-        while let Some(batch) = self.kernels.front_mut() {
-            if let Some(k) = batch.next() {
-                self.held -= 1;
-                return Some(k);
-            }
-            self.kernels.pop_front();
-        }
-        None
+        next_held(&mut self.kernels, &mut self.held)
     }
 
     /// Whether this pass's reading stops here: a later pass began, or the
     /// kernels it took overflowed.
     fn broken(&self) -> bool {
-        self.later.is_some() || (self.taking && self.overflow)
+        self.later.is_some() || (self.taking && (self.overflow || self.calls_stopped))
     }
 
     /// One message (`first`, else the next of `feed`): windows to `sink`,
@@ -250,36 +355,76 @@ impl<W> Fed<W> {
                     (self.kernels, self.held) = (Default::default(), 0);
                 }
             }
-            Feed::Kernels(..) | Feed::End => {}
+            Feed::Calls(_, FedCalls::Coming(coming)) => self.calls_coming = Some(coming),
+            Feed::Calls(_, FedCalls::Calls(batch, upto)) if self.taking && !self.calls_stopped => {
+                self.calls_held += batch.len();
+                self.calls.push_back(batch.into_iter());
+                self.calls_until = self.calls_until.max(upto);
+                if self.calls_held > FED_CALLS_HELD {
+                    self.calls_stopped = true;
+                }
+            }
+            Feed::Calls(_, FedCalls::Stopped) => self.calls_stopped = true,
+            Feed::Kernels(..) | Feed::Calls(..) | Feed::End => {}
+        }
+        if self.calls_stopped {
+            (self.calls, self.calls_held) = (Default::default(), 0);
         }
     }
+}
+
+/// The first item of batches held as they came (`held` of them in all).
+fn next_held<T>(batches: &mut std::collections::VecDeque<std::vec::IntoIter<T>>, held: &mut usize) -> Option<T> {
+    while let Some(batch) = batches.front_mut() {
+        if let Some(item) = batch.next() {
+            *held -= 1;
+            return Some(item);
+        }
+        batches.pop_front();
+    }
+    None
+}
+
+/// Where a reading of the activity takes its blocking calls from.
+enum Calls<'c> {
+    /// Fed kernels, and the launch reader has not said yet whether it sends the calls.
+    Undecided,
+    /// From the launch reader, through the feed.
+    Fed,
+    /// This reader's own scan of the runtime table (None: no more).
+    Own(Option<Rows<'c>>),
 }
 
 /// Where a reading of the activity took its kernels from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Source {
     /// The ingestion's kernel reader, through the feed (copies and memsets
-    /// from this reader's own scan, as stored).
+    /// from this reader's own scan, as stored, and the blocking calls too).
     Fed,
-    /// This reader's own scan of the three tables.
+    /// As `Fed`, the blocking calls from the ingestion's launch reader.
+    FedWithCalls,
+    /// This reader's own scan of the three tables (and of the blocking calls).
     Own(Order),
 }
 
 /// The export's activity into a sink `new` makes, beside what `feed` brings
 /// from the ingestion's pass running at the same time on other threads: the
-/// windows, from the range sweep, and the kernels, from its kernel reader, so
-/// that the kernel table is read once. Copies, memsets and the blocking calls
-/// are read here, on a statement each. Before each operation, the windows and
-/// the calls up to its start. Where the fed kernels do not hold (out of start
-/// order on a device, or too many held before their windows came), the three
-/// tables are read here, as stored, and again sorted by SQLite where the stored
+/// windows, from the range sweep, the kernels, from its kernel reader, and
+/// the blocking calls, from its launch reader where that reads the runtime
+/// table whole ([`CallTap`]), so that each table is read once. Copies and
+/// memsets are read here, on a statement each, and the blocking calls where
+/// the launch reader does not send them. Before each operation, the windows
+/// and the calls up to its start. Where what is fed does not hold (kernels out
+/// of start order on a device, too many kernels or calls held before their
+/// windows came, runtime rows out of start order), the three tables and the
+/// calls are read here, as stored, and again sorted by SQLite where the stored
 /// order did not hold (of the operations on a device, or of the calls). From
 /// the start with a new sink when a message of a later pass comes. A feed that
 /// closes without `End` (the pass failed) ends the windows. `classify` gives a
 /// kernel name its class (once per name), in this reader's own scan.
 /// `held_at_most`: the fed kernels held at once before the kernel table is
 /// read here ([`FED_KERNELS_HELD`]). On its own connection. Returns the sink
-/// and where its kernels came from.
+/// and where its kernels and calls came from.
 pub(crate) fn read_beside<S: ActivitySink>(
     path: &Path,
     mut new: impl FnMut() -> S,
@@ -300,7 +445,7 @@ pub(crate) fn read_beside<S: ActivitySink>(
         let mut source = Source::Fed;
         loop {
             let order = match source {
-                Source::Fed => Order::Stored,
+                Source::Fed | Source::FedWithCalls => Order::Stored,
                 Source::Own(order) => order,
             };
             state.borrow_mut().1.taking = source == Source::Fed;
@@ -312,9 +457,14 @@ pub(crate) fn read_beside<S: ActivitySink>(
                 .pragma_update(None, "cache_size", -cache_kib)
                 .map_err(|e| db.sql_error("PRAGMA cache_size", e))?;
             let (mut held, mut stopped) = (true, false);
-            let calls_sql = db.blocking_query(order)?;
             let sql = |e| db.sql_error("CUPTI_ACTIVITY_KIND_RUNTIME", e);
-            let mut calls = calls_sql.as_deref().map(|q| Rows::query(db.conn(), q)).transpose().map_err(sql)?;
+            let own_calls = || -> Result<Calls<'_>, Error> {
+                let query = db.blocking_query(order)?;
+                Ok(Calls::Own(query.as_deref().map(|q| Rows::query(db.conn(), q)).transpose().map_err(sql)?))
+            };
+            // Fed kernels come with the blocking calls from the launch reader,
+            // where it reads the runtime table whole; it says whether it does.
+            let mut calls = if source == Source::Fed { Calls::Undecided } else { own_calls()? };
             // The start of the last call read; a call read past `now`, held.
             let (mut call_until, mut next_call): (i64, Option<(i64, i64, i64)>) = (i64::MIN, None);
             let mut failed = None;
@@ -340,6 +490,25 @@ pub(crate) fn read_beside<S: ActivitySink>(
                     stopped = true;
                     return false;
                 }
+                if let Calls::Undecided = calls {
+                    while fed.calls_coming.is_none() && !fed.ended {
+                        fed.take(feed.recv().ok(), sink);
+                        if fed.broken() {
+                            stopped = true;
+                            return false;
+                        }
+                    }
+                    calls = match fed.calls_coming {
+                        Some(true) => Calls::Fed,
+                        _ => match own_calls() {
+                            Ok(own) => own,
+                            Err(e) => {
+                                failed = Some(e);
+                                return false;
+                            }
+                        },
+                    };
+                }
                 loop {
                     if let Some((pid, start, end)) = next_call {
                         if start > a.start {
@@ -348,10 +517,30 @@ pub(crate) fn read_beside<S: ActivitySink>(
                         sink.blocking(pid, start, end, a.start);
                         next_call = None;
                     }
-                    let Some(rows) = calls.as_mut() else { break };
-                    match rows.step() {
+                    let rows = match &mut calls {
+                        Calls::Undecided => break,
+                        Calls::Fed => {
+                            // In start order: the launch reader stops sending where they are not.
+                            if let Some(call) = fed.next_call() {
+                                next_call = Some(call);
+                                continue;
+                            }
+                            if fed.calls_until > a.start || fed.ended {
+                                break;
+                            }
+                            fed.take(feed.recv().ok(), sink);
+                            if fed.broken() {
+                                stopped = true;
+                                return false;
+                            }
+                            continue;
+                        }
+                        Calls::Own(rows) => rows,
+                    };
+                    let Some(own) = rows.as_mut() else { break };
+                    match own.step() {
                         Ok(true) => {
-                            let call = (rows.int(0), rows.int(1), rows.int(2));
+                            let call = (own.int(0), own.int(1), own.int(2));
                             if call.1 < call_until {
                                 // Not in start order: read again, sorted.
                                 held = false;
@@ -360,7 +549,7 @@ pub(crate) fn read_beside<S: ActivitySink>(
                             call_until = call.1;
                             next_call = Some(call);
                         }
-                        Ok(false) => calls = None,
+                        Ok(false) => *rows = None,
                         Err(e) => {
                             failed = Some(sql(e));
                             return false;
@@ -386,26 +575,44 @@ pub(crate) fn read_beside<S: ActivitySink>(
                 (pass, first) = (msg.pass().unwrap_or(u32::MAX), Some(msg));
                 continue 'restart;
             }
-            if source == Source::Fed && fed.overflow {
-                tracing::debug!(
-                    "{}: more than {} kernels came before their windows: reading the kernel table here",
-                    path.display(),
-                    fed.held_at_most
-                );
-                sink.clear_activity();
-                source = Source::Own(Order::Stored);
-                continue;
-            }
             if held && !stopped {
-                if source == Source::Fed {
-                    tracing::debug!("time breakdown: kernels from the ingestion's reader, at most {} held", fed.most);
-                }
                 fed.taking = false;
                 while !fed.ended {
                     fed.take(feed.recv().ok(), sink);
                     if let Some(msg) = fed.later.take() {
                         (pass, first) = (msg.pass().unwrap_or(u32::MAX), Some(msg));
                         continue 'restart;
+                    }
+                }
+            }
+            // Calls stopped after the last operation count too: rows out of
+            // order there may be calls missed before it.
+            if source == Source::Fed && (fed.overflow || fed.calls_stopped) {
+                if fed.overflow {
+                    tracing::debug!(
+                        "{}: more than {} kernels came before their windows: reading the kernel table here",
+                        path.display(),
+                        fed.held_at_most
+                    );
+                } else {
+                    tracing::debug!(
+                        "{}: the launch reader's blocking calls did not hold: reading them here",
+                        path.display()
+                    );
+                }
+                sink.clear_activity();
+                source = Source::Own(Order::Stored);
+                continue;
+            }
+            if held && !stopped {
+                if source == Source::Fed {
+                    tracing::debug!(
+                        "time breakdown: kernels from the ingestion's reader, at most {} held; blocking calls {}",
+                        fed.most,
+                        if fed.calls_coming == Some(true) { "from its launch reader" } else { "read here" }
+                    );
+                    if fed.calls_coming == Some(true) {
+                        source = Source::FedWithCalls;
                     }
                 }
                 drop(guard);
@@ -532,8 +739,24 @@ impl NsysDb {
         if !["nameId", "globalTid", "start", "end"].iter().all(|c| cols.contains(*c)) {
             return Ok(None);
         }
-        let what = "CUPTI_ACTIVITY_KIND_RUNTIME";
-        let sql = |e| self.sql_error(what, e);
+        let ids = self.blocking_ids()?;
+        if ids.is_empty() {
+            return Ok(None);
+        }
+        let ids: Vec<String> = ids.iter().map(i64::to_string).collect();
+        let order_by = if order == Order::Sorted { "ORDER BY start" } else { "" };
+        Ok(Some(format!(
+            "SELECT (globalTid >> 24) & 16777215, start, end FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({}) {order_by}",
+            ids.join(", ")
+        )))
+    }
+
+    /// The ids (StringIds) of the functions that block ([`is_blocking`]).
+    pub(crate) fn blocking_ids(&self) -> Result<Vec<i64>, Error> {
+        if !self.has_table("StringIds") {
+            return Ok(Vec::new());
+        }
+        let sql = |e| self.sql_error("StringIds", e);
         let mut ids = Vec::new();
         let mut stmt = self
             .conn()
@@ -543,17 +766,10 @@ impl NsysDb {
         while let Some(r) = rows.next().map_err(sql)? {
             let (id, name): (i64, String) = (r.get(0).map_err(sql)?, r.get(1).map_err(sql)?);
             if is_blocking(&name) {
-                ids.push(id.to_string());
+                ids.push(id);
             }
         }
-        if ids.is_empty() {
-            return Ok(None);
-        }
-        let order_by = if order == Order::Sorted { "ORDER BY start" } else { "" };
-        Ok(Some(format!(
-            "SELECT (globalTid >> 24) & 16777215, start, end FROM {what} WHERE nameId IN ({}) {order_by}",
-            ids.join(", ")
-        )))
+        Ok(ids)
     }
 }
 
@@ -607,6 +823,47 @@ impl Enums {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl CallTap for Vec<FedCalls> {
+        fn tell(&mut self, what: FedCalls) {
+            self.push(what);
+        }
+    }
+
+    /// The launch reader's side: blocking calls only, each batch saying how
+    /// far the rows came; rows out of start order, or a blocking call whose
+    /// values are not integers, stop it.
+    #[test]
+    fn call_batches_say_how_far_the_rows_came_and_stop_where_they_do_not_hold() {
+        let rows = CALL_ROWS_PER_BATCH as i64;
+        let mut told = Vec::new();
+        let mut b = CallBatches::new(&mut told, vec![7]);
+        for start in 0..rows + 2 {
+            let name = if start % 1000 == 0 { 7 } else { 3 };
+            b.row(start, name, || Some((1, start, start + 5)));
+        }
+        b.all_read();
+        let first: Vec<_> = (0..rows).step_by(1000).map(|t| (1, t, t + 5)).collect();
+        assert_eq!(
+            told,
+            [FedCalls::Coming(true), FedCalls::Calls(first, rows - 1), FedCalls::Calls(Vec::new(), i64::MAX),]
+        );
+
+        let mut told = Vec::new();
+        let mut b = CallBatches::new(&mut told, vec![7]);
+        b.row(10, 7, || Some((1, 10, 12)));
+        b.row(9, 3, || None);
+        b.row(11, 7, || Some((1, 11, 12)));
+        b.all_read();
+        assert_eq!(told, [FedCalls::Coming(true), FedCalls::Stopped]);
+
+        let mut told = Vec::new();
+        let mut b = CallBatches::new(&mut told, vec![7]);
+        b.row(10, 3, || None);
+        b.row(11, 7, || None);
+        b.all_read();
+        assert_eq!(told, [FedCalls::Coming(true), FedCalls::Stopped]);
+    }
 
     #[test]
     fn blocking_functions_are_known_with_their_version_suffix() {

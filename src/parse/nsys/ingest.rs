@@ -14,6 +14,7 @@ use rustc_hash::FxHashMap as HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use super::activity::CallTap;
 use super::batched::{self, Stream};
 use super::sqlite::{Kernel, KernelOrder, Launched, Names, NsysDb, NvtxRange, Order};
 use crate::error::{Error, ErrorKind};
@@ -33,6 +34,11 @@ pub trait KernelSink: Send {
     fn add(&mut self, kernel: Kernel, strings: &HashMap<i64, u32>, names: &Names);
     /// The first error the sink met (writing its durations to disk), if any.
     fn take_error(&mut self) -> Option<Error>;
+    /// Where the launch reader sends the blocking calls of the runtime
+    /// table as it reads it (on the launch reader's thread), if anywhere.
+    fn call_tap(&self) -> Option<Box<dyn CallTap>> {
+        None
+    }
 }
 
 /// What the range reader's renaming did: ranges that PyTorch named with
@@ -143,11 +149,13 @@ fn pass<T: Timeline, K: KernelSink>(
         let launches = s.spawn(move || {
             // Made on the thread that fills it, as its memory is.
             let mut kernels = new_kernels(names);
+            let mut calls = kernels.call_tap();
             let db = open()?;
             let held = db.each_launched(
                 plan.order,
                 plan.kernels,
                 strings,
+                calls.as_mut().map(|c| &mut **c as &mut dyn CallTap),
                 |k| kernels.add(k, strings, names),
                 |l| launch_out.push(l),
             )?;

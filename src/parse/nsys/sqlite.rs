@@ -14,6 +14,7 @@ use rustc_hash::FxHashMap;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
+use super::activity;
 use super::batched;
 use super::launch_join;
 use super::sqlite_rows::Rows;
@@ -565,19 +566,33 @@ impl NsysDb {
     /// id order. An export that strays further than
     /// [`launch_join::MAX_DISORDER`] is joined by SQLite (slower: it indexes
     /// the kernels for every query).
+    ///
+    /// `call_tap`: where the blocking calls of the runtime rows go, where
+    /// they are read whole ([`activity::CallTap`]; it is told whether they come).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn each_launched(
         &self,
         order: Order,
         kernel_order: KernelOrder,
         strings: &FxHashMap<i64, u32>,
+        call_tap: Option<&mut dyn activity::CallTap>,
         mut every_kernel: impl FnMut(Kernel) + Send,
         mut each: impl FnMut(Launched) -> bool,
     ) -> Result<bool, Error> {
+        // The blocking calls come from the join's reading of the runtime table, where it has one.
+        let mut call_tap = call_tap;
+        let no_calls = |tap: &mut Option<&mut dyn activity::CallTap>| {
+            if let Some(tap) = tap.take() {
+                tap.tell(activity::FedCalls::Coming(false));
+            }
+        };
         if !self.has_table("CUPTI_ACTIVITY_KIND_KERNEL") {
+            no_calls(&mut call_tap);
             return Ok(true);
         }
         let table = self.kernel_table();
         if !self.has_table("CUPTI_ACTIVITY_KIND_RUNTIME") {
+            no_calls(&mut call_tap);
             // No launch calls to join: a rare export, whose devices are read.
             self.each_kernel(&table, strings, true, |k| {
                 every_kernel(k);
@@ -610,6 +625,7 @@ impl NsysDb {
                         "{}: correlation ids {worst} out of order: SQLite joins the kernels",
                         self.path.display()
                     );
+                    no_calls(&mut call_tap);
                     self.each_kernel(&table, strings, measured.len() > 1, |k| {
                         every_kernel(k);
                         true
@@ -623,10 +639,48 @@ impl NsysDb {
         // Devices tell the processes' kernels apart; one process needs none
         // (an assumed bound holds only for one).
         let with_device = matches!(bound, launch_join::Bound::Measured(order) if order.len() > 1);
-        let mut c_rows = Rows::query(&self.conn, &calls).map_err(sql)?;
-        let c_rows = std::iter::from_fn(|| {
-            let call = |r: &Rows| launch_join::Call { pid: r.int(0), id: r.int(1), row: (r.int(2), r.int(3)) };
-            c_rows.step().map(|more| more.then(|| call(&c_rows))).map_err(sql).transpose()
+        // With a tap, the blocking calls too (those without a correlation id
+        // are no launch: the join does not see them).
+        let cols = self.columns("CUPTI_ACTIVITY_KIND_RUNTIME");
+        let blocking = match call_tap {
+            Some(_) if cols.contains("nameId") && cols.contains("end") => self.blocking_ids()?,
+            _ => Vec::new(),
+        };
+        if blocking.is_empty() {
+            no_calls(&mut call_tap);
+        }
+        let blocking_list: Vec<String> = blocking.iter().map(i64::to_string).collect();
+        let mut batches = call_tap.map(|tap| activity::CallBatches::new(tap, blocking));
+        let tapped = match batches {
+            Some(_) => {
+                format!(
+                    "SELECT {r_pid}, correlationId, globalTid, start, nameId, end FROM CUPTI_ACTIVITY_KIND_RUNTIME \
+                     WHERE correlationId IS NOT NULL OR nameId IN ({}) {order_by}",
+                    blocking_list.join(", ")
+                )
+            }
+            None => calls.clone(),
+        };
+        let mut c_rows = Rows::query(&self.conn, &tapped).map_err(sql)?;
+        let c_rows = std::iter::from_fn(|| loop {
+            match c_rows.step() {
+                Err(e) => return Some(Err(sql(e))),
+                Ok(false) => {
+                    if let Some(b) = batches.take() {
+                        b.all_read();
+                    }
+                    return None;
+                }
+                Ok(true) => {}
+            }
+            let r = &c_rows;
+            if let Some(b) = batches.as_mut() {
+                b.row(r.int(3), r.raw(4), || Some(((r.integer(2)? >> 24) & 16_777_215, r.integer(3)?, r.integer(5)?)));
+                if r.raw(1) == 0 && r.opt_int(1).is_none() {
+                    continue;
+                }
+            }
+            return Some(Ok(launch_join::Call { pid: r.int(0), id: r.int(1), row: (r.int(2), r.int(3)) }));
         });
         // The launch calls' disorder is measured only if the join asks.
         let call_order = || ids(&calls);

@@ -119,6 +119,26 @@ impl<'c> Rows<'c> {
         (!null).then(|| self.int(col))
     }
 
+    /// An integer column of the current row, None when it holds anything
+    /// else (NULL, text, …), without failing the next `step`: for a value
+    /// only a side reader wants, which reads it again itself where it is not
+    /// an integer.
+    #[inline]
+    pub(crate) fn integer(&self, col: c_int) -> Option<i64> {
+        // SAFETY: as for `int`.
+        let integer = unsafe { ffi::sqlite3_column_type(self.stmt, col) } == ffi::SQLITE_INTEGER;
+        integer.then(|| self.raw(col))
+    }
+
+    /// A column of the current row as SQLite converts it to an integer
+    /// (NULL and text that is no number read as 0), unchecked: for a value
+    /// only looked up, whose hits are read again with [`Rows::integer`].
+    #[inline]
+    pub(crate) fn raw(&self, col: c_int) -> i64 {
+        // SAFETY: as for `int`.
+        unsafe { ffi::sqlite3_column_int64(self.stmt, col) }
+    }
+
     /// A text column of the current row, None when NULL; invalid UTF-8 is
     /// replaced. Valid until the next `step`.
     pub(crate) fn text(&self, col: c_int) -> Option<std::borrow::Cow<'_, str>> {
