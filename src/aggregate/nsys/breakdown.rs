@@ -10,7 +10,7 @@
 //!   Communication and copies that ran beside compute are counted as
 //!   `*_overlapped_ns`, outside the sum.
 //! - **idle**: nothing ran. Each idle gap is one of: a sync stall (a blocking
-//!   call of the process, [`crate::parse::nsys::activity::BLOCKING`], was
+//!   call of the process, [`crate::parse::nsys::calls::BLOCKING`], was
 //!   waiting when the GPU went idle), a launch gap (no more than
 //!   `launch_gap_ns` between two operations: the host was launching), or
 //!   nothing queued (longer, or before the first and after the last operation).

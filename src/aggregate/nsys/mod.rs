@@ -26,8 +26,9 @@ pub use model::*;
 
 use super::runs::{self, Runs};
 use crate::error::Error;
-use crate::parse::nsys::activity::{CallTap, FedCalls, FedKernel, Feed};
+use crate::parse::nsys::activity::{FedKernel, Feed};
 use crate::parse::nsys::batched::Stream;
+use crate::parse::nsys::calls::{CallTap, FedCalls};
 use crate::parse::nsys::ingest::{Ingest, KernelSink, Timeline};
 use crate::parse::nsys::sqlite::{odd_note, pid_of, plausible, tid_of, Kernel, Launched, Names, NvtxRange};
 use crate::regions;
@@ -947,7 +948,8 @@ mod feed_tests {
     use super::breakdown::{Breakdown, BreakdownReport, Window};
     use super::{KernelTap, Sweep};
     use crate::aggregate::categories::Categories;
-    use crate::parse::nsys::activity::{read_beside, FedCalls, Feed, Source};
+    use crate::parse::nsys::activity::{read_beside, Feed, Source};
+    use crate::parse::nsys::calls::FedCalls;
     use crate::parse::nsys::sqlite::NsysDb;
 
     const EXPORT: &str = "real/nsys-ai/mfu_2gpu_before.sqlite";

@@ -8,51 +8,17 @@
 //!   reads them as stored and the consumer checks the order, and where it does
 //!   not hold the caller reads again with SQLite sorting ([`Order::Sorted`]).
 //! - Blocking calls: rows of `CUPTI_ACTIVITY_KIND_RUNTIME` whose function waits
-//!   for the GPU ([`BLOCKING`]), per process: met by the ingestion's launch
-//!   reader as it reads the table ([`CallBatches`]), else read here.
+//!   for the GPU ([`calls::BLOCKING`]), per process: met by the ingestion's launch
+//!   reader as it reads the table ([`calls::CallBatches`]), else read here.
 use rustc_hash::FxHashMap;
 use std::cell::RefCell;
 use std::path::Path;
 use std::sync::mpsc::Receiver;
 
+use super::calls::{self, FedCalls};
 use super::sqlite::{NsysDb, Order};
 use super::sqlite_rows::Rows;
 use crate::error::Error;
-
-/// Runtime and driver API functions that return only when the GPU has done
-/// the work they wait for: synchronizations and the copies that are not
-/// `Async` (nsys appends the version, `cudaStreamSynchronize_v3020`). Not
-/// `cudaMemset`: CUDA's "API synchronization behavior" has the synchronous
-/// memsets asynchronous with respect to the host (unless the target is
-/// pinned host memory or managed memory), so its call waits for nothing.
-pub const BLOCKING: &[&str] = &[
-    "cudaDeviceSynchronize",
-    "cudaStreamSynchronize",
-    "cudaEventSynchronize",
-    "cudaThreadSynchronize",
-    "cudaMemcpy",
-    "cudaMemcpy2D",
-    "cudaMemcpy3D",
-    "cudaMemcpyToSymbol",
-    "cudaMemcpyFromSymbol",
-    "cuCtxSynchronize",
-    "cuStreamSynchronize",
-    "cuEventSynchronize",
-    "cuMemcpyDtoH",
-    "cuMemcpyHtoD",
-    "cuMemcpyDtoD",
-    "cuMemcpy",
-];
-
-/// Whether a runtime function name (`cudaStreamSynchronize_v3020`) waits for the GPU.
-pub fn is_blocking(function: &str) -> bool {
-    let base =
-        function
-            .split_once("_v")
-            .map_or(function, |(b, v)| if v.chars().all(|c| c.is_ascii_digit()) { b } else { function });
-    let base = base.strip_suffix("_ptsz").or_else(|| base.strip_suffix("_ptds")).unwrap_or(base);
-    BLOCKING.contains(&base)
-}
 
 /// Which way a copy went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -122,96 +88,10 @@ pub enum Feed<W> {
     /// Kernels of the kernel table, from the ingestion's kernel reader, in
     /// the order it read them.
     Kernels(u32, Vec<FedKernel>),
-    /// The blocking calls, from the ingestion's launch reader ([`CallTap`]).
+    /// The blocking calls, from the ingestion's launch reader ([`calls::CallTap`]).
     Calls(u32, FedCalls),
     /// The pass kept: everything of it has come.
     End,
-}
-
-/// What the launch reader says of the blocking calls ([`CallTap`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FedCalls {
-    /// Whether they will come: the launch reader reads the runtime table
-    /// whole, row by row (else it has SQLite join, or reads none).
-    Coming(bool),
-    /// Blocking calls (process, start, end) in start order; every blocking
-    /// call that starts before `upto` has come (`i64::MAX`: all).
-    Calls(Vec<(i64, i64, i64)>, i64),
-    /// The runtime rows were not in start order (or a blocking call's start
-    /// or end was not an integer): no more come, the reader reads them itself.
-    Stopped,
-}
-
-/// Where the ingestion's launch reader, reading every row of the runtime
-/// table for the launch calls, hands on the blocking calls ([`BLOCKING`]) it
-/// meets: the time breakdown's, so that the table is read once.
-pub trait CallTap {
-    /// What [`FedCalls`] says, sent on.
-    fn tell(&mut self, what: FedCalls);
-}
-
-/// The launch reader's side of a [`CallTap`]: the blocking calls of the runtime
-/// rows as they are read, in batches, each with how far the rows have come.
-pub(crate) struct CallBatches<'t> {
-    tap: &'t mut dyn CallTap,
-    /// The names that block (StringIds ids).
-    blocking: Vec<i64>,
-    batch: Vec<(i64, i64, i64)>,
-    /// The start of the last row read.
-    last: i64,
-    rows: usize,
-    stopped: bool,
-}
-
-/// Runtime rows between two batches of blocking calls.
-const CALL_ROWS_PER_BATCH: usize = 4096;
-
-impl<'t> CallBatches<'t> {
-    /// `blocking`: the names that block ([`NsysDb::blocking_ids`]).
-    pub(crate) fn new(tap: &'t mut dyn CallTap, blocking: Vec<i64>) -> Self {
-        tap.tell(FedCalls::Coming(true));
-        CallBatches { tap, blocking, batch: Vec::new(), last: i64::MIN, rows: 0, stopped: false }
-    }
-
-    /// One runtime row: its start, its name's id (read unchecked: see
-    /// [`Rows::raw`]), and, asked only for a blocking one, its process,
-    /// start and end as integers (None where one is not).
-    #[inline]
-    pub(crate) fn row(&mut self, start: i64, name: i64, call: impl FnOnce() -> Option<(i64, i64, i64)>) {
-        if self.stopped {
-            return;
-        }
-        if start < self.last {
-            return self.stop();
-        }
-        self.last = start;
-        if self.blocking.contains(&name) {
-            match call() {
-                Some(c) => self.batch.push(c),
-                None => return self.stop(),
-            }
-        }
-        self.rows += 1;
-        if self.rows % CALL_ROWS_PER_BATCH == 0 {
-            // Every call starting before this row's start has been read.
-            let batch = std::mem::take(&mut self.batch);
-            self.tap.tell(FedCalls::Calls(batch, start));
-        }
-    }
-
-    fn stop(&mut self) {
-        self.stopped = true;
-        self.batch = Vec::new();
-        self.tap.tell(FedCalls::Stopped);
-    }
-
-    /// Every row has been read.
-    pub(crate) fn all_read(mut self) {
-        if !self.stopped {
-            let batch = std::mem::take(&mut self.batch);
-            self.tap.tell(FedCalls::Calls(batch, i64::MAX));
-        }
-    }
 }
 
 impl<W> Feed<W> {
@@ -411,7 +291,7 @@ pub(crate) enum Source {
 /// from the ingestion's pass running at the same time on other threads: the
 /// windows, from the range sweep, the kernels, from its kernel reader, and
 /// the blocking calls, from its launch reader where that reads the runtime
-/// table whole ([`CallTap`]), so that each table is read once. Copies and
+/// table whole ([`calls::CallTap`]), so that each table is read once. Copies and
 /// memsets are read here, on a statement each, and the blocking calls where
 /// the launch reader does not send them. Before each operation, the windows
 /// and the calls up to its start. Where what is fed does not hold (kernels out
@@ -729,7 +609,7 @@ impl NsysDb {
         }
     }
 
-    /// The query of the blocking calls ([`is_blocking`]): (process, start,
+    /// The query of the blocking calls ([`calls::is_blocking`]): (process, start,
     /// end), read as `order` says; None when the export names no such function.
     fn blocking_query(&self, order: Order) -> Result<Option<String>, Error> {
         if !self.has_table("CUPTI_ACTIVITY_KIND_RUNTIME") || !self.has_table("StringIds") {
@@ -739,7 +619,7 @@ impl NsysDb {
         if !["nameId", "globalTid", "start", "end"].iter().all(|c| cols.contains(*c)) {
             return Ok(None);
         }
-        let ids = self.blocking_ids()?;
+        let ids = calls::blocking_ids(self.conn()).map_err(|e| self.sql_error("StringIds", e))?;
         if ids.is_empty() {
             return Ok(None);
         }
@@ -749,27 +629,6 @@ impl NsysDb {
             "SELECT (globalTid >> 24) & 16777215, start, end FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({}) {order_by}",
             ids.join(", ")
         )))
-    }
-
-    /// The ids (StringIds) of the functions that block ([`is_blocking`]).
-    pub(crate) fn blocking_ids(&self) -> Result<Vec<i64>, Error> {
-        if !self.has_table("StringIds") {
-            return Ok(Vec::new());
-        }
-        let sql = |e| self.sql_error("StringIds", e);
-        let mut ids = Vec::new();
-        let mut stmt = self
-            .conn()
-            .prepare("SELECT id, value FROM StringIds WHERE value LIKE 'cu%Synchronize%' OR value LIKE 'cu%Memcpy%'")
-            .map_err(sql)?;
-        let mut rows = stmt.query([]).map_err(sql)?;
-        while let Some(r) = rows.next().map_err(sql)? {
-            let (id, name): (i64, String) = (r.get(0).map_err(sql)?, r.get(1).map_err(sql)?);
-            if is_blocking(&name) {
-                ids.push(id);
-            }
-        }
-        Ok(ids)
     }
 }
 
@@ -823,61 +682,4 @@ impl Enums {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    impl CallTap for Vec<FedCalls> {
-        fn tell(&mut self, what: FedCalls) {
-            self.push(what);
-        }
-    }
-
-    /// The launch reader's side: blocking calls only, each batch saying how
-    /// far the rows came; rows out of start order, or a blocking call whose
-    /// values are not integers, stop it.
-    #[test]
-    fn call_batches_say_how_far_the_rows_came_and_stop_where_they_do_not_hold() {
-        let rows = CALL_ROWS_PER_BATCH as i64;
-        let mut told = Vec::new();
-        let mut b = CallBatches::new(&mut told, vec![7]);
-        for start in 0..rows + 2 {
-            let name = if start % 1000 == 0 { 7 } else { 3 };
-            b.row(start, name, || Some((1, start, start + 5)));
-        }
-        b.all_read();
-        let first: Vec<_> = (0..rows).step_by(1000).map(|t| (1, t, t + 5)).collect();
-        assert_eq!(
-            told,
-            [FedCalls::Coming(true), FedCalls::Calls(first, rows - 1), FedCalls::Calls(Vec::new(), i64::MAX),]
-        );
-
-        let mut told = Vec::new();
-        let mut b = CallBatches::new(&mut told, vec![7]);
-        b.row(10, 7, || Some((1, 10, 12)));
-        b.row(9, 3, || None);
-        b.row(11, 7, || Some((1, 11, 12)));
-        b.all_read();
-        assert_eq!(told, [FedCalls::Coming(true), FedCalls::Stopped]);
-
-        let mut told = Vec::new();
-        let mut b = CallBatches::new(&mut told, vec![7]);
-        b.row(10, 3, || None);
-        b.row(11, 7, || None);
-        b.all_read();
-        assert_eq!(told, [FedCalls::Coming(true), FedCalls::Stopped]);
-    }
-
-    #[test]
-    fn blocking_functions_are_known_with_their_version_suffix() {
-        for f in ["cudaStreamSynchronize_v3020", "cudaDeviceSynchronize", "cudaMemcpy_v3020", "cuCtxSynchronize"] {
-            assert!(is_blocking(f), "{f}");
-        }
-        for f in [
-            "cudaMemcpyAsync_v3020",
-            "cudaLaunchKernel_v7000",
-            "cudaStreamWaitEvent_v3020",
-            "cudaMemsetAsync",
-            "cudaMemset_v3020",
-        ] {
-            assert!(!is_blocking(f), "{f}");
-        }
-    }
 }

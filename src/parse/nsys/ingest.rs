@@ -14,8 +14,8 @@ use rustc_hash::FxHashMap as HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::activity::CallTap;
 use super::batched::{self, Stream};
+use super::calls::CallTap;
 use super::sqlite::{Kernel, KernelOrder, Launched, Names, NsysDb, NvtxRange, Order};
 use crate::error::{Error, ErrorKind};
 use crate::regions;

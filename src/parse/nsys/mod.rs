@@ -8,9 +8,11 @@
 //!   a [`ingest::Timeline`] fed ranges and launches in time order, a
 //!   [`ingest::KernelSink`] fed every kernel, and the read order's retry;
 //! - [`activity`]: the GPU's activity (kernels, copies, memsets) per device in
-//!   time order, and the host's blocking calls, for the time breakdown.
+//!   time order, and the host's blocking calls, for the time breakdown;
+//! - [`calls`]: those blocking calls as the launch reader meets them.
 pub mod activity;
 pub(crate) mod batched;
+pub mod calls;
 pub mod ingest;
 pub mod launch_join;
 pub mod sqlite;

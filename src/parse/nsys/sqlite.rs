@@ -14,8 +14,8 @@ use rustc_hash::FxHashMap;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use super::activity;
 use super::batched;
+use super::calls;
 use super::launch_join;
 use super::sqlite_rows::Rows;
 use crate::error::{Error, ErrorKind};
@@ -568,22 +568,22 @@ impl NsysDb {
     /// the kernels for every query).
     ///
     /// `call_tap`: where the blocking calls of the runtime rows go, where
-    /// they are read whole ([`activity::CallTap`]; it is told whether they come).
+    /// they are read whole ([`calls::CallTap`]; it is told whether they come).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn each_launched(
         &self,
         order: Order,
         kernel_order: KernelOrder,
         strings: &FxHashMap<i64, u32>,
-        call_tap: Option<&mut dyn activity::CallTap>,
+        call_tap: Option<&mut dyn calls::CallTap>,
         mut every_kernel: impl FnMut(Kernel) + Send,
         mut each: impl FnMut(Launched) -> bool,
     ) -> Result<bool, Error> {
         // The blocking calls come from the join's reading of the runtime table, where it has one.
         let mut call_tap = call_tap;
-        let no_calls = |tap: &mut Option<&mut dyn activity::CallTap>| {
+        let no_calls = |tap: &mut Option<&mut dyn calls::CallTap>| {
             if let Some(tap) = tap.take() {
-                tap.tell(activity::FedCalls::Coming(false));
+                tap.tell(calls::FedCalls::Coming(false));
             }
         };
         if !self.has_table("CUPTI_ACTIVITY_KIND_KERNEL") {
@@ -643,14 +643,16 @@ impl NsysDb {
         // are no launch: the join does not see them).
         let cols = self.columns("CUPTI_ACTIVITY_KIND_RUNTIME");
         let blocking = match call_tap {
-            Some(_) if cols.contains("nameId") && cols.contains("end") => self.blocking_ids()?,
+            Some(_) if cols.contains("nameId") && cols.contains("end") && self.has_table("StringIds") => {
+                calls::blocking_ids(&self.conn).map_err(|e| self.sql_error("StringIds", e))?
+            }
             _ => Vec::new(),
         };
         if blocking.is_empty() {
             no_calls(&mut call_tap);
         }
         let blocking_list: Vec<String> = blocking.iter().map(i64::to_string).collect();
-        let mut batches = call_tap.map(|tap| activity::CallBatches::new(tap, blocking));
+        let mut batches = call_tap.map(|tap| calls::CallBatches::new(tap, blocking));
         let tapped = match batches {
             Some(_) => {
                 format!(
@@ -674,13 +676,15 @@ impl NsysDb {
                 Ok(true) => {}
             }
             let r = &c_rows;
+            // Each column read once: 11M rows at 10M kernels.
+            let (id, start) = (r.int(1), r.int(3));
             if let Some(b) = batches.as_mut() {
-                b.row(r.int(3), r.raw(4), || Some(((r.integer(2)? >> 24) & 16_777_215, r.integer(3)?, r.integer(5)?)));
-                if r.raw(1) == 0 && r.opt_int(1).is_none() {
+                b.row(start, r.raw(4), || Some(((r.integer(2)? >> 24) & 16_777_215, r.integer(3)?, r.integer(5)?)));
+                if id == 0 && r.opt_int(1).is_none() {
                     continue;
                 }
             }
-            return Some(Ok(launch_join::Call { pid: r.int(0), id: r.int(1), row: (r.int(2), r.int(3)) }));
+            return Some(Ok(launch_join::Call { pid: r.int(0), id, row: (r.int(2), start) }));
         });
         // The launch calls' disorder is measured only if the join asks.
         let call_order = || ids(&calls);
