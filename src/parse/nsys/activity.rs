@@ -81,8 +81,8 @@ impl FedKernel {
 /// voids what came before it.
 #[derive(Debug, Clone)]
 pub enum Feed<W> {
-    /// A window (a top-level range instance), from the range sweep, in start order.
-    Window(u32, W),
+    /// Windows (top-level range instances), from the range sweep, in start order.
+    Windows(u32, Vec<W>),
     /// From the range sweep: every window starting at or before this time has come.
     Upto(u32, i64),
     /// Kernels of the kernel table, from the ingestion's kernel reader, in
@@ -98,7 +98,7 @@ impl<W> Feed<W> {
     /// The pass the message belongs to; None for `End`, which ends every pass.
     pub(crate) fn pass(&self) -> Option<u32> {
         match self {
-            Feed::Window(p, _) | Feed::Upto(p, _) | Feed::Kernels(p, _) | Feed::Calls(p, _) => Some(*p),
+            Feed::Windows(p, _) | Feed::Upto(p, _) | Feed::Kernels(p, _) | Feed::Calls(p, _) => Some(*p),
             Feed::End => None,
         }
     }
@@ -221,9 +221,11 @@ impl<W> Fed<W> {
             return;
         }
         match msg {
-            Feed::Window(_, w) => {
-                self.until = self.until.max(S::start_of(&w));
-                sink.window(w);
+            Feed::Windows(_, windows) => {
+                for w in windows {
+                    self.until = self.until.max(S::start_of(&w));
+                    sink.window(w);
+                }
             }
             Feed::Upto(_, t) => self.until = self.until.max(t.saturating_add(1)),
             Feed::Kernels(_, batch) if self.taking && !self.overflow => {
@@ -677,9 +679,4 @@ impl Enums {
     fn direction(&self, kind: i64) -> Direction {
         self.by_kind.get(&kind).copied().unwrap_or(Direction::Other)
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
 }
