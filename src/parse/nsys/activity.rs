@@ -197,7 +197,7 @@ impl<W> Fed<W> {
     }
 
     /// Whether this pass's reading stops here: a later pass began, or the
-    /// kernels it took overflowed.
+    /// kernels it took overflowed, or the calls it took stopped.
     fn broken(&self) -> bool {
         self.later.is_some() || (self.taking && (self.overflow || self.calls_stopped))
     }
@@ -238,16 +238,19 @@ impl<W> Fed<W> {
                 }
             }
             Feed::Calls(_, FedCalls::Coming(coming)) => self.calls_coming = Some(coming),
-            Feed::Calls(_, FedCalls::Calls(batch, upto)) if self.taking && !self.calls_stopped => {
-                self.calls_held += batch.len();
-                self.calls.push_back(batch.into_iter());
+            Feed::Calls(_, FedCalls::Calls(batch, upto)) => {
+                // How far they came counts even once they are no longer taken.
                 self.calls_until = self.calls_until.max(upto);
-                if self.calls_held > FED_CALLS_HELD {
-                    self.calls_stopped = true;
+                if self.taking && !self.calls_stopped {
+                    self.calls_held += batch.len();
+                    self.calls.push_back(batch.into_iter());
+                    if self.calls_held > FED_CALLS_HELD {
+                        self.calls_stopped = true;
+                    }
                 }
             }
             Feed::Calls(_, FedCalls::Stopped) => self.calls_stopped = true,
-            Feed::Kernels(..) | Feed::Calls(..) | Feed::End => {}
+            Feed::Kernels(..) | Feed::End => {}
         }
         if self.calls_stopped {
             (self.calls, self.calls_held) = (Default::default(), 0);
@@ -468,7 +471,11 @@ pub(crate) fn read_beside<S: ActivitySink>(
                 }
             }
             // Calls stopped after the last operation count too: rows out of
-            // order there may be calls missed before it.
+            // order there may be calls missed before it. So do calls said to
+            // come whose last batch (every row read) never came.
+            if fed.calls_coming == Some(true) && fed.calls_until != i64::MAX {
+                fed.calls_stopped = true;
+            }
             if source == Source::Fed && (fed.overflow || fed.calls_stopped) {
                 if fed.overflow {
                     tracing::debug!(
