@@ -39,6 +39,24 @@ pub(crate) fn text(s: &str) -> String {
     out
 }
 
+/// A name or prose as HTML text (element content or a quoted attribute):
+/// `&`, `<`, `>` and `"` as entities, control characters shown as `\u{..}`
+/// as every other output shows them.
+pub(crate) fn html(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            c if c.is_control() => out.extend(c.escape_unicode()),
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// Control characters (C0, DEL, C1; newline and tab included) as `\u{..}`.
 pub(crate) fn visible(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -65,6 +83,11 @@ mod tests {
         assert_eq!(code("a\nb\x1b]0;pwned\x07"), "`a\\u{a}b\\u{1b}]0;pwned\\u{7}`");
         assert_eq!(code("<!-- x"), "`<!-- x`");
         assert_eq!(code(""), "`  `");
+    }
+
+    #[test]
+    fn html_text_holds_no_tag_no_attribute_end_and_no_control_byte() {
+        assert_eq!(html("<b a=\"x\">&\u{7}\n"), "&lt;b a=&quot;x&quot;&gt;&amp;\\u{7}\\u{a}");
     }
 
     #[test]

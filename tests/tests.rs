@@ -9,6 +9,7 @@ mod bad_inputs;
 mod breakdown;
 mod cli;
 mod compare;
+mod device_findings;
 mod findings;
 mod gpu_fixtures;
 mod hf;

@@ -422,9 +422,9 @@ fn breakdown_rows(a: &Loaded, b: &Loaded) -> Vec<BreakdownRow> {
     let mut rows = Vec::new();
     for key in keys {
         // (instances, parts, wall) of one run.
-        type Parted = (usize, crate::report::findings::BarParts, i64);
+        type Parted = (usize, crate::report::findings::tables::BarParts, i64);
         let side = |l: &Loaded| -> Option<Parted> {
-            l.breakdown.get(key).map(|(n, p)| (*n, crate::report::findings::bar_parts(p), p.wall_ns))
+            l.breakdown.get(key).map(|(n, p)| (*n, crate::report::findings::tables::bar_parts(p), p.wall_ns))
         };
         let (sa, sb) = (side(a), side(b));
         for part in 0..6 {

@@ -564,7 +564,7 @@ pub(crate) fn write_outputs(
         let breakdown = s.spawn(move || -> Result<_, Error> {
             let new = || aggregate::nsys::breakdown::Breakdown::new(gap);
             let held = crate::parse::nsys::activity::FED_KERNELS_HELD;
-            crate::parse::nsys::activity::read_beside(sqlite, new, classify, &from_pass, held).map(|(b, _)| b)
+            crate::parse::nsys::activity::read_beside(sqlite, new, classify, &from_pass, held)
         });
         // Each pass's sweep and kernel tap (one of each per pass) tell the
         // breakdown their pass's number: a message of a later pass voids
@@ -607,7 +607,10 @@ pub(crate) fn write_outputs(
     // made (an export this reader does not know), regions.json stands and
     // breakdown.json says why it is empty.
     let mut breakdown = match breakdown {
-        Ok(b) => b.finish(&done.window_names, categories.sources.clone()),
+        Ok((b, source)) => {
+            let spell = |n| crate::parse::nsys::activity::spell(&db, &done.names, source, n);
+            b.finish(&done.window_names, categories.sources.clone(), &spell)
+        }
         Err(e) => {
             tracing::warn!("time breakdown not computed: {}", e.message);
             aggregate::nsys::breakdown::BreakdownReport::not_computed(&e, categories.sources.clone())
@@ -616,6 +619,7 @@ pub(crate) fn write_outputs(
     for d in &mut breakdown.devices {
         d.rank = launched.iter().find(|l| l.process_id == d.process_id).map(|l| l.rank);
     }
+    aggregate::nsys::issued::add_issued(&mut breakdown, &done.regions, &categories);
     run.write_json(run_dir::NSYS_BREAKDOWN, &breakdown)?;
     tracing::debug!(
         "nsys ingestion: read and built {read:.2?} (the breakdown beside), written {:.2?}",

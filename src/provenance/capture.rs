@@ -16,6 +16,10 @@ pub(crate) struct CaptureHost {
     /// Where the capturing nsys was installed (its version is in the path).
     pub(crate) nsys_target_dir: Option<String>,
     pub(crate) gpus: Vec<CaptureGpu>,
+    /// The command nsys launched, as its argv (`META_DATA_CAPTURE`'s
+    /// `PROCESS_0:COMMAND` and `ARGUMENT_n`); empty when the export does not say.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) command: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]

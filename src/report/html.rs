@@ -35,116 +35,101 @@ td:first-child,th:first-child{text-align:left;max-width:640px;word-break:break-a
 svg text{font-size:11px;font-family:sans-serif}.note{color:#666}";
 
 pub(crate) fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    crate::markdown::html(s)
 }
 
-/// Colors of the breakdown's parts, in `findings::bar_parts` order.
+/// Colors of the breakdown's parts, in `findings::tables::bar_parts` order.
 const PART_COLORS: [&str; 6] = ["#4e79a7", "#e15759", "#f28e2b", "#edc948", "#b07aa1", "#bab0ac"];
 
-/// "What to fix first": the top findings, a stacked bar of each region's
-/// breakdown per device, and the category mix.
+/// "What to fix first": the findings' tables (as the summary has them), a
+/// stacked bar of each region's breakdown per device, and the category mix.
 fn fix_first(
     h: &mut String,
     f: &super::findings::FindingsReport,
     b: Option<&crate::aggregate::nsys::breakdown::BreakdownReport>,
 ) {
-    use super::findings::{bar_parts, category_mix, evidence_text, where_text, SHOWN};
+    use super::findings::tables;
     h.push_str("<h2>What to fix first</h2>\n");
-    if f.findings.is_empty() {
-        for n in &f.notes {
-            h.push_str(&format!("<p class=\"note\">{}</p>\n", esc(n)));
+    if !f.findings.is_empty() {
+        h.push_str(&format!(
+            "<p class=\"note\">{}; findings.json has how each bound was computed.</p>\n",
+            esc(tables::intro(f))
+        ));
+        h.push_str(&tables::findings(f).html());
+        h.push_str("<p class=\"note\">Where each lies, and what to try.</p>\n");
+        h.push_str(&tables::where_and_what(f).html());
+        for (i, line) in tables::ncu_commands(f) {
+            h.push_str(&format!("<p class=\"note\">ncu on the top kernel of #{i}:</p><pre>{}</pre>\n", esc(&line)));
         }
-    } else {
-        h.push_str("<p class=\"note\">Ranked by the time each could recover at most; findings.json has how each bound was computed.</p>\n");
-        h.push_str("<table><tr><th>finding</th><th>region</th><th>where</th><th>recoverable ms</th><th>of wall</th><th>confidence</th><th>evidence</th></tr>\n");
-        for x in f.findings.iter().take(SHOWN) {
-            let evidence: Vec<String> = x.evidence.iter().map(evidence_text).collect();
-            h.push_str(&format!(
-                "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{:.3}</td><td>{:.0}%</td><td>{:?}</td><td>{}</td></tr>\n",
-                esc(x.kind.title()),
-                esc(&x.region),
-                esc(&where_text(x)),
-                x.recoverable_ns as f64 / 1e6,
-                100.0 * x.share_of_wall,
-                x.confidence,
-                esc(&evidence.join("; "))
-            ));
-        }
-        h.push_str("</table>\n");
-        for x in f.findings.iter().take(SHOWN).filter(|x| !x.kernels.is_empty()) {
-            let names: Vec<String> =
-                x.kernels.iter().map(|k| format!("<code>{}</code>", esc(&super::findings::short_kernel(k)))).collect();
-            h.push_str(&format!("<p class=\"note\">{}: {}</p>\n", esc(x.kind.title()), names.join(", ")));
-        }
+    }
+    for n in &f.notes {
+        h.push_str(&format!("<p class=\"note\">{}</p>\n", esc(n)));
     }
     if !f.tensor_cores.is_empty() {
         h.push_str("<p class=\"note\">FLOPs on tensor cores per region (ncu's sm__ops_path_tensor_* counters).</p>\n");
-        h.push_str("<table><tr><th>region</th><th>results</th><th>tensor FLOPs by precision</th><th>share of the region's FLOPs</th></tr>\n");
-        for t in &f.tensor_cores {
-            h.push_str(&format!(
-                "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-                esc(&t.region),
-                t.launches,
-                esc(&super::findings::precisions(&t.ops_by_precision)),
-                esc(&t.share_text()),
-            ));
-        }
-        h.push_str("</table>\n");
+        h.push_str(&tables::tensor_cores(f).html());
     }
     if !f.ncu_advice.is_empty() {
-        h.push_str("<p class=\"note\">ncu's own advice on the kernels with the most GPU time (ncu/rules.json), by its Estimated Speedup weighted by each kernel's share of GPU time.</p>\n");
-        h.push_str("<table><tr><th>kernel</th><th>share</th><th>ncu rule</th><th>estimated speedup</th><th>weighted</th><th>ncu says</th></tr>\n");
-        for a in f.ncu_advice.iter().take(SHOWN) {
-            h.push_str(&format!(
-                "<tr><td><code title=\"{}\">{}</code></td><td>{:.1}%</td><td>{}</td><td>{}</td><td>{:.1}%</td><td>{}</td></tr>\n",
-                esc(&a.kernel_name),
-                esc(&a.kernel),
-                a.share_pct,
-                esc(&a.rule),
-                esc(&a.speedup_pct.map_or("–".to_string(), |s| format!("{s:.1}% {}", a.speedup_type))),
-                a.weighted_pct,
-                esc(&a.description)
-            ));
-        }
-        h.push_str("</table>\n");
+        h.push_str("<p class=\"note\">ncu's own advice on the kernels with the most GPU time (ncu/rules.json): per kernel, its headline reading first, then the rules by their Estimated Speedup.</p>\n");
+        h.push_str(&tables::ncu_advice(f).html());
     }
     let Some(b) = b.filter(|b| !b.devices.is_empty()) else { return };
-    // One bar per (device, region): each part's share of the region's wall time.
-    let rows: Vec<(String, &crate::aggregate::nsys::breakdown::Parts)> = b
-        .devices
-        .iter()
-        .flat_map(|d| {
-            let dev = format!("GPU {} (pid {})", d.device, d.process_id);
-            std::iter::once((format!("{dev}: device span"), &d.span))
-                .chain(d.regions.iter().take(8).map(move |r| (format!("{dev}: {}", r.name), &r.parts)))
-        })
-        .collect();
-    let (label_w, bar_w, row_h) = (300.0, 600.0, 18.0);
-    let height = row_h * rows.len() as f64 + 30.0;
-    h.push_str(&format!("<svg width=\"{}\" height=\"{height}\">\n", label_w + bar_w + 10.0));
-    for (i, (label, p)) in rows.iter().enumerate() {
-        let y = i as f64 * row_h;
-        let short: String = label.chars().take(48).collect();
-        h.push_str(&format!("<text x=\"0\" y=\"{}\">{}</text>", y + 12.0, esc(&short)));
+    breakdown_bars(h, b);
+    h.push_str(&tables::categories(b).html());
+}
+
+/// One bar per (device, region): each part's share of the region's wall
+/// time, with its milliseconds written beside the bar and an axis in %.
+fn breakdown_bars(h: &mut String, b: &crate::aggregate::nsys::breakdown::BreakdownReport) {
+    use super::findings::tables::{bar_parts, stretches};
+    let rows = stretches(b);
+    let (label_w, bar_w, ms_w, row_h, top) = (300.0, 480.0, 110.0, 18.0, 18.0);
+    let height = top + row_h * rows.len() as f64 + 30.0;
+    h.push_str(&format!("<svg width=\"{}\" height=\"{height}\">\n", label_w + bar_w + ms_w + 10.0));
+    for pct in [0, 25, 50, 75, 100] {
+        let x = label_w + bar_w * f64::from(pct) / 100.0;
+        h.push_str(&format!(
+            "<line x1=\"{x:.1}\" y1=\"{}\" x2=\"{x:.1}\" y2=\"{}\" stroke=\"#ccc\"/><text x=\"{x:.1}\" y=\"12\" text-anchor=\"middle\">{pct}%</text>",
+            top - 4.0,
+            top + row_h * rows.len() as f64
+        ));
+    }
+    for (i, (dev, name, p)) in rows.iter().enumerate() {
+        let y = top + i as f64 * row_h;
+        let label: String = format!("{dev}: {name}").chars().take(48).collect();
+        h.push_str(&format!(
+            "<text x=\"0\" y=\"{}\"><title>{}</title>{}</text>",
+            y + 12.0,
+            esc(&format!("{dev}: {name}")),
+            esc(&label)
+        ));
         let mut x = label_w;
-        for (k, (name, ns)) in bar_parts(p).iter().enumerate() {
+        for (k, (part, ns)) in bar_parts(p).iter().enumerate() {
             let w = if p.wall_ns > 0 { bar_w * *ns as f64 / p.wall_ns as f64 } else { 0.0 };
             if w > 0.0 {
                 h.push_str(&format!(
-                    "<rect x=\"{x:.1}\" y=\"{y}\" width=\"{w:.1}\" height=\"{}\" fill=\"{}\"><title>{}: {:.3} ms</title></rect>",
+                    "<rect x=\"{x:.1}\" y=\"{y}\" width=\"{w:.1}\" height=\"{}\" fill=\"{}\" data-part=\"{}\" data-ms=\"{}\"><title>{}: {:.3} ms</title></rect>",
                     row_h - 3.0,
                     PART_COLORS[k],
-                    esc(name),
+                    esc(part),
+                    *ns as f64 / 1e6,
+                    esc(part),
                     *ns as f64 / 1e6
                 ));
             }
             x += w;
         }
-        h.push('\n');
+        h.push_str(&format!(
+            "<text x=\"{}\" y=\"{}\" data-wall-ms=\"{}\">{:.3} ms</text>\n",
+            label_w + bar_w + 6.0,
+            y + 12.0,
+            p.wall_ns as f64 / 1e6,
+            p.wall_ns as f64 / 1e6
+        ));
     }
     let mut x = label_w;
+    let y = top + row_h * rows.len() as f64 + 8.0;
     for (k, (name, _)) in bar_parts(&Default::default()).iter().enumerate() {
-        let y = row_h * rows.len() as f64 + 8.0;
         h.push_str(&format!(
             "<rect x=\"{x}\" y=\"{y}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{}\" y=\"{}\">{}</text>",
             PART_COLORS[k],
@@ -152,17 +137,9 @@ fn fix_first(
             y + 9.0,
             esc(name)
         ));
-        x += 13.0 + 7.0 * name.len() as f64;
+        x += 13.0 + 6.5 * name.len() as f64;
     }
-    h.push_str("</svg>\n<table><tr><th>kernel category</th><th>kernels</th><th>ms</th><th>share</th></tr>\n");
-    for (c, kernels, ns, share) in category_mix(b) {
-        h.push_str(&format!(
-            "<tr><td>{}</td><td>{kernels}</td><td>{:.3}</td><td>{share:.1}%</td></tr>\n",
-            c.name(),
-            ns as f64 / 1e6
-        ));
-    }
-    h.push_str("</table>\n");
+    h.push_str("</svg>\n");
 }
 
 /// regions.json's `module_groups`: repeated modules as one row each, as regions.md has them.

@@ -11,6 +11,7 @@ pub(crate) mod ncu_regions;
 pub(crate) mod peaks;
 pub(crate) mod regions_md;
 pub(crate) mod summary;
+pub(crate) mod table;
 
 use std::fmt::Write;
 

@@ -39,6 +39,8 @@ pub(crate) struct Inputs {
     pub(crate) roofline: Option<Roofline>,
     /// `profile --launcher torchrun|mpirun`: each process's rank, from its launcher.
     pub(crate) launched: Vec<crate::plan::rank::LaunchedRank>,
+    /// The profiled command (inputs.yaml's argv of a user's command), else empty.
+    pub(crate) command: Vec<String>,
 }
 
 impl Inputs {
@@ -58,8 +60,43 @@ impl Inputs {
             ncu: run.read_json(run_dir::NCU_REGIONS_JSON),
             roofline: run.read_json(run_dir::ROOFLINE_JSON),
             launched: crate::plan::rank::read_launched(&run.join(run_dir::LAUNCHED_RANKS_DIR)),
+            command: profiled_command(run),
         }
     }
+}
+
+impl Inputs {
+    /// No input at all: what a test starts from.
+    #[cfg(test)]
+    pub(crate) fn empty() -> Inputs {
+        Inputs {
+            config: None,
+            env: None,
+            manifest: None,
+            timings: None,
+            baseline: None,
+            nsys_regions: None,
+            nsys_top: None,
+            nsys_breakdown: None,
+            ncu_rules: None,
+            capture: None,
+            ncu: None,
+            roofline: None,
+            launched: Vec::new(),
+            command: Vec::new(),
+        }
+    }
+}
+
+/// The argv of a user's command, from inputs.yaml (`workload: {kind: command, argv: [...]}`).
+fn profiled_command(run: &RunDir) -> Vec<String> {
+    let text = std::fs::read_to_string(run.join(run_dir::INPUTS_YAML)).unwrap_or_default();
+    let Ok(v) = serde_yaml::from_str::<serde_yaml::Value>(&text) else { return Vec::new() };
+    let w = &v["workload"];
+    if w["kind"].as_str() != Some("command") {
+        return Vec::new();
+    }
+    w["argv"].as_sequence().map_or(Vec::new(), |a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
 }
 
 /// `kernels.json`.
@@ -622,27 +659,53 @@ pub(crate) fn repeat_rows(t: &Timings) -> Vec<(String, String, String)> {
         .collect()
 }
 
-/// Kernel-family findings from ncu's counters, ranked in with the others.
-fn ncu_findings(inputs: &Inputs, roofline: &Roofline, findings: &mut super::findings::FindingsReport) {
+/// What to fix first, from every input that has something to say
+/// (findings.json); the category table loaded once here.
+fn findings_of(inputs: &Inputs, kernels: &KernelsReport) -> super::findings::FindingsReport {
+    use super::findings::{KernelShare, NcuCounters, Sources};
     let user = inputs.config.as_ref().and_then(|c| c.report.kernel_categories.as_deref());
+    let mut notes = Vec::new();
     let categories = match crate::aggregate::categories::Categories::load(user) {
-        Ok(c) => c,
+        Ok(c) => Some(c),
         Err(e) => {
-            findings.notes.push(format!("kernel-family findings not computed: {}", e.message));
-            return;
+            notes.push(format!("kernel families not read: {}", e.message));
+            None
         }
     };
     let table = peaks::table().unwrap_or_default();
     let gpu = user_gpu(inputs).and_then(|(name, _)| peaks::lookup(&table, &name));
-    let (found, tensor, notes) = super::findings::from_ncu(&super::findings::NcuCounters {
-        roofline,
-        regions: inputs.ncu.as_ref(),
-        categories: &categories,
+    let shares: Vec<KernelShare> = kernels
+        .kernels
+        .iter()
+        .map(|k| KernelShare {
+            name: &k.kernel_name,
+            label: &k.label,
+            calls: k.calls,
+            total_ms: k.total_ms,
+            share_pct: k.share_pct,
+        })
+        .collect();
+    let ncu = match (&inputs.roofline, &categories) {
+        (Some(roofline), Some(categories)) => {
+            Some(NcuCounters { roofline, regions: inputs.ncu.as_ref(), categories, gpu })
+        }
+        _ => None,
+    };
+    let command = match &inputs.capture {
+        Some(c) if inputs.command.is_empty() => c.command.as_slice(),
+        _ => inputs.command.as_slice(),
+    };
+    super::findings::build(Sources {
+        breakdown: inputs.nsys_breakdown.as_ref(),
+        regions: inputs.nsys_regions.as_ref(),
+        kernels: &shares,
+        rules: inputs.ncu_rules.as_ref(),
+        ncu,
+        categories: categories.as_ref(),
         gpu,
-    });
-    findings.rank_in(found);
-    findings.tensor_cores = tensor;
-    findings.notes.extend(notes);
+        command,
+        notes,
+    })
 }
 
 /// What the reports derive from their inputs, computed once for every renderer.
@@ -677,16 +740,7 @@ impl Derived {
         let ranks = inputs.nsys_regions.as_ref().and_then(|r| ranks_of_capture(inputs, r));
         let operators = operators(inputs, ranks.as_ref());
         let kernels = kernels(inputs);
-        let mut findings = super::findings::findings(inputs.nsys_breakdown.as_ref(), inputs.nsys_regions.as_ref());
-        let shares: Vec<super::findings::KernelShare> = kernels
-            .kernels
-            .iter()
-            .map(|k| super::findings::KernelShare { name: &k.kernel_name, label: &k.label, share_pct: k.share_pct })
-            .collect();
-        findings.ncu_advice = super::findings::ncu_advice(inputs.ncu_rules.as_ref(), &shares);
-        if let Some(roofline) = &inputs.roofline {
-            ncu_findings(inputs, roofline, &mut findings);
-        }
+        let findings = findings_of(inputs, &kernels);
         Derived { kernels, operators, peak, uses, unmatched_flops, join, ranks, findings }
     }
 }

@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use super::model::{Derived, Inputs, KernelsReport, OperatorsReport, StageUse};
 use super::peaks::Peak;
-use crate::markdown::code;
+use crate::markdown::{code, text};
 use crate::provenance::capture::CaptureHost;
 use crate::provenance::Env;
 use crate::regions::RangeStyle;
@@ -80,7 +80,7 @@ fn operator_table(md: &mut String, rows: &[crate::report::model::OperatorRow], n
 /// `stakeholder_summary.md`.
 pub(crate) fn stakeholder_summary(inputs: &Inputs, d: &Derived) -> String {
     let mut md = String::from("# Stakeholder summary\n\n");
-    super::findings::markdown(&mut md, &d.findings, inputs.nsys_breakdown.as_ref());
+    fix_first(&mut md, &d.findings, inputs.nsys_breakdown.as_ref());
     environment(&mut md, inputs);
     aggregates(&mut md, inputs);
     stages(&mut md, inputs);
@@ -95,6 +95,56 @@ pub(crate) fn stakeholder_summary(inputs: &Inputs, d: &Derived) -> String {
     }
     narrative(&mut md, inputs, d);
     md
+}
+
+/// "What to fix first": the findings' tables, their notes, ncu's advice and
+/// the breakdown (the same tables report.html writes).
+fn fix_first(
+    md: &mut String,
+    f: &super::findings::FindingsReport,
+    breakdown: Option<&crate::aggregate::nsys::breakdown::BreakdownReport>,
+) {
+    use super::findings::tables;
+    md.push_str("## What to fix first\n\n");
+    if !f.findings.is_empty() {
+        let _ = writeln!(
+            md,
+            "{} ([findings.json](findings.json) has the evidence and how each bound was computed).\n",
+            tables::intro(f)
+        );
+        md.push_str(&tables::findings(f).markdown());
+        md.push_str("\nWhere each lies, and what to try:\n\n");
+        md.push_str(&tables::where_and_what(f).markdown());
+        md.push('\n');
+        for (i, line) in tables::ncu_commands(f) {
+            let _ = writeln!(md, "ncu on the top kernel of #{i} (then `llmperf import ncu llmperf-….ncu-rep -o RUN`; with several processes, profile one rank):\n\n```sh\n{}\n```\n", crate::markdown::visible(&line));
+        }
+    }
+    let shown = f.findings.len().min(super::findings::tables::SHOWN_FINDINGS);
+    if f.findings.len() > shown {
+        let _ = writeln!(md, "- {} more findings in [findings.json](findings.json)", f.findings.len() - shown);
+    }
+    for n in &f.notes {
+        let _ = writeln!(md, "- {}", text(n));
+    }
+    md.push('\n');
+    if !f.tensor_cores.is_empty() {
+        md.push_str("FLOPs on tensor cores per region (ncu's `sm__ops_path_tensor_*` counters):\n\n");
+        md.push_str(&tables::tensor_cores(f).markdown());
+        md.push('\n');
+    }
+    if !f.ncu_advice.is_empty() {
+        md.push_str("ncu's own advice on the kernels with the most GPU time ([ncu/rules.json](ncu/rules.json)): per kernel, its headline reading first, then the rules by their Estimated Speedup (weighted: times the kernel's share of GPU time):\n\n");
+        md.push_str(&tables::ncu_advice(f).markdown());
+        md.push('\n');
+    }
+    if let Some(b) = breakdown.filter(|b| !b.devices.is_empty()) {
+        md.push_str("Where the wall time of each top-level region went ([nsys/breakdown.json](nsys/breakdown.json)), % of wall:\n\n");
+        md.push_str(&tables::breakdown(b).markdown());
+        md.push_str("\nKernel time by category (all devices):\n\n");
+        md.push_str(&tables::categories(b).markdown());
+        md.push('\n');
+    }
 }
 
 /// Regions of the Ranks table: the ones with the most time on their slowest rank.
@@ -894,21 +944,7 @@ mod tests {
         let inputs = |profiled: f64| {
             let mut t = timings();
             t.measured_ms = profiled;
-            Inputs {
-                config: None,
-                env: None,
-                manifest: None,
-                timings: Some(t),
-                baseline: Some(timings()),
-                nsys_regions: None,
-                nsys_top: None,
-                nsys_breakdown: None,
-                ncu_rules: None,
-                capture: None,
-                ncu: None,
-                roofline: None,
-                launched: Vec::new(),
-            }
+            Inputs { timings: Some(t), baseline: Some(timings()), ..Inputs::empty() }
         };
         // Baseline 50 ms. 60 ms profiled: +20%, no warning; 70 ms: +40%, a warning with the hint.
         let i = inputs(60.0);
@@ -928,17 +964,8 @@ mod tests {
         let inputs = |env: crate::provenance::Env| Inputs {
             config: Some(config.clone()),
             env: Some(env),
-            manifest: None,
             timings: Some(timings()),
-            baseline: None,
-            nsys_regions: None,
-            nsys_top: None,
-            nsys_breakdown: None,
-            ncu_rules: None,
-            capture: None,
-            ncu: None,
-            roofline: None,
-            launched: Vec::new(),
+            ..Inputs::empty()
         };
         let i = inputs(env);
         let md = stakeholder_summary(&i, &Derived::of(&i));

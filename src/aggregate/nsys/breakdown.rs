@@ -30,7 +30,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::aggregate::categories::Category;
-use crate::parse::nsys::activity::{Activity, ActivitySink, Direction, What};
+use crate::parse::nsys::activity::{Activity, ActivitySink, Direction, Named, What};
 
 pub(crate) const BREAKDOWN_SCHEMA: &str = "llmperf.nsys-breakdown/v1";
 
@@ -83,6 +83,14 @@ pub struct CategoryTime {
     pub category: Category,
     pub kernels: usize,
     pub ns: i64,
+    /// The busy time charged to the category, a partition of `compute_ns` +
+    /// `communication_exposed_ns` (never more than the wall time): a compute
+    /// segment where one category's kernels ran counts whole, one shared by
+    /// several categories is split by their numbers of kernels running; the
+    /// exposed communication is `communication`'s; communication beside
+    /// compute is charged nothing.
+    #[serde(default)]
+    pub charged_ns: i64,
 }
 
 /// Copies one way: their count, bytes and time; those from or to pageable host memory apart.
@@ -111,7 +119,26 @@ pub struct RegionBreakdown {
     pub categories: Vec<CategoryTime>,
     /// Time of copies from or to pageable memory inside the instances.
     pub pageable_copy_ns: i64,
+    /// Of `copy_ns`, the share charged to the pageable copies (copies with
+    /// no kernel running, split by the number of copies running).
+    #[serde(default)]
+    pub pageable_copy_exposed_ns: i64,
 }
+
+/// Sync-stall gaps of a device's span by the blocking call that was waiting
+/// and the operation whose end left the GPU idle (the work it waited for).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SyncStall {
+    /// The blocking function (`cudaStreamSynchronize`; of overlapping calls, the one that ended last).
+    pub call: String,
+    /// The kernel (by name) or the copy or memset that ended before the gap.
+    pub waited_for: String,
+    pub gaps: usize,
+    pub ns: i64,
+}
+
+/// Sync-stall rows kept per device, most time first.
+const SYNC_STALL_ROWS: usize = 10;
 
 /// One device of one process.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -127,8 +154,55 @@ pub struct DeviceBreakdown {
     /// The share of kernel time no rule named (`other`), 0..1; null without kernels.
     pub other_share: Option<f64>,
     pub copies: Vec<CopyTime>,
+    /// Of the span's `copy_ns`, the share charged to the pageable copies.
+    #[serde(default)]
+    pub pageable_copy_exposed_ns: i64,
+    /// The span's sync-stall time by blocking call and what it waited for,
+    /// most first (at most 10 rows).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sync_stalls: Vec<SyncStall>,
     /// The device's top-level regions, by wall time (empty when not computed: see notes).
     pub regions: Vec<RegionBreakdown>,
+    /// The kernels each top-level region issued on this device (launched
+    /// while it was open on the launching thread), wherever they ran; most
+    /// GPU time first ([`super::issued`]).
+    #[serde(default)]
+    pub(crate) issued: Vec<IssuedRegion>,
+    /// Kernels of the device no top-level region issued.
+    #[serde(default)]
+    pub(crate) issued_outside: IssuedOutside,
+    /// Why there is no issuing view, where there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) issued_note: Option<String>,
+}
+
+/// One category of the kernels a region issued: their number and GPU time (summed).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub(crate) struct IssuedCategory {
+    pub(crate) category: Category,
+    pub(crate) kernels: usize,
+    pub(crate) ns: i64,
+}
+
+/// The kernels one top-level region launched on a device (every thread of
+/// the process that opened a range of that name, as the wall-window rows).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub(crate) struct IssuedRegion {
+    pub(crate) name: String,
+    pub(crate) domain: String,
+    pub(crate) kernels: usize,
+    /// Their GPU time, summed over kernels (kernels on several streams at once count each).
+    pub(crate) gpu_time_ns: i64,
+    /// By category, most time first.
+    pub(crate) categories: Vec<IssuedCategory>,
+}
+
+/// Kernels of a device launched outside every top-level range (or whose
+/// launch call was not traced).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub(crate) struct IssuedOutside {
+    pub(crate) kernels: usize,
+    pub(crate) gpu_time_ns: i64,
 }
 
 /// `nsys/breakdown.json`.
@@ -195,11 +269,9 @@ enum BusyPart {
 impl Busy {
     /// The segment of the operations `n` (`mask`: the slots of `n` not 0), by priority.
     fn of(n: &[u32; SLOTS], mask: u32) -> Busy {
-        const KERNELS: u32 = (1 << KINDS) - 1;
-        const COPIES: u32 = ((1 << MEMSET) - 1) & !KERNELS;
         let comm = mask & (1 << COMM) != 0;
         let copy = mask & COPIES != 0;
-        let (part, comm_overlapped, copy_overlapped) = if mask & KERNELS & !(1 << COMM) != 0 {
+        let (part, comm_overlapped, copy_overlapped) = if mask & COMPUTE != 0 {
             (BusyPart::Compute, comm, copy)
         } else if comm {
             (BusyPart::Communication, false, copy)
@@ -212,6 +284,17 @@ impl Busy {
     }
 }
 
+/// The slots of a mask, lowest first.
+fn bits(mut mask: u32) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        (mask != 0).then(|| {
+            let s = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            s
+        })
+    })
+}
+
 #[derive(Clone, Copy, PartialEq)]
 enum IdleKind {
     Launch,
@@ -219,14 +302,23 @@ enum IdleKind {
     Nothing,
 }
 
-/// Accumulated over a stretch: its parts, and per slot the summed time.
+/// Accumulated over a stretch: its parts, per slot the summed time, and the
+/// busy time charged per kernel category and to pageable copies.
 #[derive(Clone, Default)]
 struct Acc {
     parts: Parts,
     slot_ns: [i64; SLOTS],
     kernels: [usize; KINDS],
+    charged: [i64; KINDS],
+    /// Of `copy_ns` (copies with no kernel running), the share of the pageable copies.
+    pageable_charged: i64,
     instances: usize,
 }
+
+/// The kernel slots but communication: what makes a segment compute.
+const COMPUTE: u32 = ((1 << KINDS) - 1) & !(1 << COMM);
+const COPIES: u32 = ((1 << MEMSET) - 1) & !((1 << KINDS) - 1);
+const PAGEABLES: u32 = ((1 << SLOTS) - 1) & !((1 << PAGEABLE) - 1);
 
 impl Acc {
     fn add(&mut self, seg: &Seg, len: i64) {
@@ -251,6 +343,7 @@ impl Acc {
                 }
                 p.communication_overlapped_ns += len * i64::from(b.comm_overlapped);
                 p.copy_overlapped_ns += len * i64::from(b.copy_overlapped);
+                self.charge(b, len);
                 let mut mask = b.mask;
                 while mask != 0 {
                     let s = mask.trailing_zeros() as usize;
@@ -261,10 +354,48 @@ impl Acc {
         }
     }
 
+    /// A busy segment's time, charged: a compute segment to the categories
+    /// running (split by their numbers of kernels, the remainder of the
+    /// division to the first), exposed communication to communication, a copy
+    /// segment's pageable share to the pageable copies.
+    fn charge(&mut self, b: &Busy, len: i64) {
+        match b.part {
+            BusyPart::Compute => {
+                let mask = b.mask & COMPUTE;
+                if mask.count_ones() == 1 {
+                    self.charged[mask.trailing_zeros() as usize] += len;
+                    return;
+                }
+                let total: i128 = bits(mask).map(|s| i128::from(b.n[s])).sum();
+                let mut given = 0;
+                for s in bits(mask) {
+                    let share = (i128::from(len) * i128::from(b.n[s]) / total) as i64;
+                    self.charged[s] += share;
+                    given += share;
+                }
+                self.charged[mask.trailing_zeros() as usize] += len - given;
+            }
+            BusyPart::Communication => self.charged[COMM] += len,
+            BusyPart::Copy => {
+                let count = |m: u32| bits(b.mask & m).map(|s| i128::from(b.n[s])).sum::<i128>();
+                let (pageable, all) = (count(PAGEABLES), count(COPIES));
+                if pageable > 0 {
+                    self.pageable_charged += (i128::from(len) * pageable / all) as i64;
+                }
+            }
+            BusyPart::Memset => {}
+        }
+    }
+
     fn categories(&self, every: bool) -> Vec<CategoryTime> {
         Category::ALL
             .iter()
-            .map(|&c| CategoryTime { category: c, kernels: self.kernels[c.index()], ns: self.slot_ns[c.index()] })
+            .map(|&c| CategoryTime {
+                category: c,
+                kernels: self.kernels[c.index()],
+                ns: self.slot_ns[c.index()],
+                charged_ns: self.charged[c.index()],
+            })
             .filter(|c| every || c.ns > 0 || c.kernels > 0)
             .collect()
     }
@@ -274,13 +405,19 @@ impl Acc {
 struct DeviceSweep {
     /// All before `t` has been cut into segments.
     t: i64,
-    /// Ends of the running operations, with their slot and whether a pageable copy.
-    running: BinaryHeap<Reverse<(i64, u8, bool)>>,
+    /// Ends of the running operations, with their slot, whether a pageable
+    /// copy, and what it is ([`Activity::name`]; a copy or memset by its slot).
+    running: BinaryHeap<Reverse<(i64, u8, bool, i64)>>,
     n: [u32; SLOTS],
     /// The slots of `n` not 0, a bit each.
     mask: u32,
-    /// Where the current idle gap began (None before the first operation).
+    /// Where the current idle gap began (None before the first operation),
+    /// and what ended then (the key of the last operation to end).
     idle_since: Option<i64>,
+    last_ended: i64,
+    /// Sync-stall gaps of the span by (blocking call's function, what ended
+    /// before the gap): (gaps, ns).
+    sync_by: HashMap<(i64, i64), (usize, i64)>,
     first_start: Option<i64>,
     last_start: i64,
     /// The next window of the process not yet open, and the open ones.
@@ -302,6 +439,8 @@ impl DeviceSweep {
             n: [0; SLOTS],
             mask: 0,
             idle_since: None,
+            last_ended: NOTHING,
+            sync_by: HashMap::default(),
             first_start: None,
             last_start: i64::MIN,
             next: 0,
@@ -320,7 +459,9 @@ impl DeviceSweep {
 /// that ended before any gap still to be judged dropped.
 struct Process {
     windows: Vec<Window>,
-    calls: VecDeque<(i64, i64)>,
+    /// (start, end, function) of the union's pieces: a piece keeps the
+    /// function of the call that ended last in it.
+    calls: VecDeque<(i64, i64, i64)>,
     /// Calls that ended before this were dropped.
     dropped_before: i64,
 }
@@ -414,7 +555,7 @@ impl ActivitySink for Breakdown {
         w.start
     }
 
-    fn blocking(&mut self, pid: i64, start: i64, end: i64, now: i64) {
+    fn blocking(&mut self, pid: i64, start: i64, end: i64, name: i64, now: i64) {
         let p = self.process(pid);
         if self.pids[p].calls.len() >= 64 {
             // No gap still to be judged on a device of the process began
@@ -435,8 +576,12 @@ impl ActivitySink for Breakdown {
         }
         let calls = &mut self.pids[p].calls;
         match calls.back_mut() {
-            Some(last) if start <= last.1 => last.1 = last.1.max(end),
-            _ => calls.push_back((start, end)),
+            Some(last) if start <= last.1 => {
+                if end > last.1 {
+                    (last.1, last.2) = (end, name);
+                }
+            }
+            _ => calls.push_back((start, end, name)),
         }
     }
 
@@ -507,7 +652,8 @@ impl ActivitySink for Breakdown {
             d.n[PAGEABLE + slot - COPY] += 1;
             d.mask |= 1 << (PAGEABLE + slot - COPY);
         }
-        d.running.push(Reverse((a.end, slot as u8, pageable)));
+        let key = if slot < KINDS { a.name } else { -1 - slot as i64 };
+        d.running.push(Reverse((a.end, slot as u8, pageable, key)));
         true
     }
 }
@@ -515,7 +661,13 @@ impl ActivitySink for Breakdown {
 impl Breakdown {
     /// The report: per device, its span and regions (by wall time), by process and device.
     /// `names`: (domain, name) by the range sweep's region id.
-    pub fn finish(mut self, names: &WindowNames, category_tables: Vec<String>) -> BreakdownReport {
+    /// `name_of` spells the blocking calls' functions and the kernels.
+    pub fn finish(
+        mut self,
+        names: &WindowNames,
+        category_tables: Vec<String>,
+        name_of: &dyn Fn(Named) -> String,
+    ) -> BreakdownReport {
         let gap = self.launch_gap_ns;
         let mut devices = Vec::new();
         self.devices.sort_unstable_by_key(|(key, _)| *key);
@@ -534,6 +686,7 @@ impl Breakdown {
                     parts: acc.parts,
                     categories: acc.categories(false),
                     pageable_copy_ns: acc.slot_ns[PAGEABLE..].iter().sum(),
+                    pageable_copy_exposed_ns: acc.pageable_charged,
                 };
                 match by_name.get(&(domain.clone(), name.clone())) {
                     Some(&i) => merge(&mut regions[i], row),
@@ -573,7 +726,12 @@ impl Breakdown {
                 categories: d.span.categories(true),
                 other_share: (kernel_ns > 0).then(|| other as f64 / kernel_ns as f64),
                 copies,
+                pageable_copy_exposed_ns: d.span.pageable_charged,
+                sync_stalls: sync_stalls(&d.sync_by, name_of),
                 regions,
+                issued: Vec::new(),
+                issued_outside: Default::default(),
+                issued_note: None,
             });
         }
         let mut notes = Vec::new();
@@ -607,6 +765,32 @@ impl BreakdownReport {
     }
 }
 
+/// The sync-stall rows of a device, spelled, most time first.
+fn sync_stalls(by: &HashMap<(i64, i64), (usize, i64)>, name_of: &dyn Fn(Named) -> String) -> Vec<SyncStall> {
+    let what = |key: i64| match key {
+        NOTHING => "(nothing ran before)".to_string(),
+        k if k >= 0 => name_of(Named::Kernel(k)),
+        k => match (-1 - k) as usize {
+            MEMSET => "memset".to_string(),
+            slot if (COPY..MEMSET).contains(&slot) => format!("copy {}", DIRECTIONS[slot - COPY]),
+            _ => "(an operation)".to_string(),
+        },
+    };
+    // Keys spelled alike (one function under several ids) are one row.
+    let mut spelled: std::collections::BTreeMap<(String, String), (usize, i64)> = Default::default();
+    for (&(call, key), &(gaps, ns)) in by {
+        let e = spelled.entry((name_of(Named::Call(call)), what(key))).or_default();
+        (e.0, e.1) = (e.0 + gaps, e.1 + ns);
+    }
+    let mut rows: Vec<SyncStall> =
+        spelled.into_iter().map(|((call, waited_for), (gaps, ns))| SyncStall { call, waited_for, gaps, ns }).collect();
+    rows.sort_by(|a, b| {
+        b.ns.cmp(&a.ns).then_with(|| a.call.cmp(&b.call)).then_with(|| a.waited_for.cmp(&b.waited_for))
+    });
+    rows.truncate(SYNC_STALL_ROWS);
+    rows
+}
+
 /// Rows of one region name from several threads of a process: summed.
 fn merge(into: &mut RegionBreakdown, row: RegionBreakdown) {
     into.instances += row.instances;
@@ -629,13 +813,19 @@ fn merge(into: &mut RegionBreakdown, row: RegionBreakdown) {
     }
     for c in row.categories {
         match into.categories.iter_mut().find(|x| x.category == c.category) {
-            Some(x) => (x.kernels, x.ns) = (x.kernels + c.kernels, x.ns + c.ns),
+            Some(x) => {
+                (x.kernels, x.ns, x.charged_ns) = (x.kernels + c.kernels, x.ns + c.ns, x.charged_ns + c.charged_ns)
+            }
             None => into.categories.push(c),
         }
     }
     into.categories.sort_by_key(|c| c.category);
     into.pageable_copy_ns += row.pageable_copy_ns;
+    into.pageable_copy_exposed_ns += row.pageable_copy_exposed_ns;
 }
+
+/// The key of "nothing ended yet" ([`DeviceSweep::last_ended`]).
+const NOTHING: i64 = i64::MIN;
 
 /// Open the windows that start before `before`.
 fn open_windows(d: &mut DeviceSweep, windows: &[Window], before: i64) {
@@ -652,8 +842,8 @@ fn open_windows(d: &mut DeviceSweep, windows: &[Window], before: i64) {
 
 /// Cut the time from `d.t` to `to` into segments: the running operations
 /// ending on the way, then idle time up to `to` when nothing runs.
-fn advance(d: &mut DeviceSweep, windows: &[Window], blocking: Option<&VecDeque<(i64, i64)>>, gap: i64, to: i64) {
-    while let Some(&Reverse((end, slot, pageable))) = d.running.peek() {
+fn advance(d: &mut DeviceSweep, windows: &[Window], blocking: Option<&VecDeque<(i64, i64, i64)>>, gap: i64, to: i64) {
+    while let Some(&Reverse((end, slot, pageable, key))) = d.running.peek() {
         if end > to {
             break;
         }
@@ -676,6 +866,7 @@ fn advance(d: &mut DeviceSweep, windows: &[Window], blocking: Option<&VecDeque<(
         }
         if d.running.is_empty() {
             d.idle_since = Some(d.t);
+            d.last_ended = key;
         }
     }
     if to <= d.t {
@@ -684,10 +875,15 @@ fn advance(d: &mut DeviceSweep, windows: &[Window], blocking: Option<&VecDeque<(
     if !d.running.is_empty() {
         emit(d, windows, Seg::Busy(Busy::of(&d.n, d.mask)), d.t, to);
     } else {
+        let call = d.idle_since.and_then(|since| blocked(blocking, since));
         let kind = match d.idle_since {
             None => IdleKind::Nothing,
             Some(_) if to == i64::MAX => IdleKind::Nothing,
-            Some(since) if blocked(blocking, since) => IdleKind::Sync,
+            Some(_) if call.is_some() => {
+                let e = d.sync_by.entry((call.unwrap_or_default(), d.last_ended)).or_default();
+                (e.0, e.1) = (e.0 + 1, e.1 + (to - d.t));
+                IdleKind::Sync
+            }
             Some(since) if to - since <= gap => IdleKind::Launch,
             Some(_) => IdleKind::Nothing,
         };
@@ -696,11 +892,12 @@ fn advance(d: &mut DeviceSweep, windows: &[Window], blocking: Option<&VecDeque<(
     d.t = to;
 }
 
-/// Whether a blocking call of the process was waiting at `t`.
-fn blocked(blocking: Option<&VecDeque<(i64, i64)>>, t: i64) -> bool {
-    let Some(calls) = blocking else { return false };
+/// The blocking call of the process (its function) that was waiting at
+/// `t`, if one was: of calls that overlapped, the one that ended last.
+fn blocked(blocking: Option<&VecDeque<(i64, i64, i64)>>, t: i64) -> Option<i64> {
+    let calls = blocking?;
     let started = calls.partition_point(|c| c.0 <= t);
-    started > 0 && calls[started - 1].1 >= t
+    (started > 0 && calls[started - 1].1 >= t).then(|| calls[started - 1].2)
 }
 
 /// Add a segment to the device's span (between its first and last operation)
@@ -725,7 +922,7 @@ mod tests {
     use super::*;
 
     fn kernel(start: i64, end: i64, c: Category) -> Activity {
-        Activity { pid: 1, device: 0, start, end, what: What::Kernel(c as u8) }
+        Activity { pid: 1, device: 0, start, end, what: What::Kernel(c as u8), name: c as i64 }
     }
 
     /// A breakdown of process 1 with windows of region 0 (`step`) at `spans`.
@@ -766,7 +963,7 @@ mod tests {
         ] {
             assert!(b.add(a));
         }
-        let r = b.finish(&names(), vec![]);
+        let r = b.finish(&names(), vec![], &|n| format!("{n:?}"));
         let (span, region) = one(&r);
         sums_hold(span);
         sums_hold(region);
@@ -781,6 +978,27 @@ mod tests {
         let cats = &r.devices[0].regions[0].categories;
         assert_eq!(cats.iter().find(|c| c.category == Category::Communication).unwrap().ns, 400);
         assert_eq!(cats.iter().find(|c| c.category == Category::Gemm).unwrap().kernels, 1);
+        // Charged: 250..260 shared by the GEMM and the elementwise kernel (5 each),
+        // the rest of the GEMM's whole; the exposed NCCL time to communication.
+        let charged = |c: Category| cats.iter().find(|x| x.category == c).unwrap().charged_ns;
+        assert_eq!(charged(Category::Gemm), 150 + 5 + 40);
+        assert_eq!(charged(Category::Elementwise), 5);
+        assert_eq!(charged(Category::Communication), 300);
+        assert_eq!(cats.iter().map(|c| c.charged_ns).sum::<i64>(), region.compute_ns + region.communication_exposed_ns);
+    }
+
+    #[test]
+    fn a_segment_shared_unevenly_is_charged_by_the_kernels_running_and_adds_up() {
+        let mut b = with_windows(&[(0, 100)], 50);
+        // 0..7: two GEMMs and one elementwise kernel: 7 split 2:1, the remainder to the GEMM.
+        for a in [kernel(0, 7, Category::Gemm), kernel(0, 7, Category::Gemm), kernel(0, 7, Category::Elementwise)] {
+            assert!(b.add(a));
+        }
+        let r = b.finish(&names(), vec![], &|n| format!("{n:?}"));
+        let cats = &r.devices[0].categories;
+        let charged = |c: Category| cats.iter().find(|x| x.category == c).unwrap().charged_ns;
+        assert_eq!((charged(Category::Gemm), charged(Category::Elementwise)), (5, 2));
+        assert_eq!(cats.iter().map(|c| c.charged_ns).sum::<i64>(), r.devices[0].span.compute_ns);
     }
 
     #[test]
@@ -789,16 +1007,23 @@ mod tests {
         for a in [kernel(0, 100, Category::Gemm), kernel(110, 200, Category::Gemm), kernel(300, 400, Category::Gemm)] {
             // The call is read before the first operation that starts after it began.
             if a.start == 300 {
-                b.blocking(1, 150, 205, a.start);
+                b.blocking(1, 150, 205, 9, a.start);
             }
             assert!(b.add(a));
         }
-        let r = b.finish(&names(), vec![]);
+        let r = b.finish(&names(), vec![], &|n| format!("{n:?}"));
         let (_, region) = one(&r);
         sums_hold(region);
         assert_eq!(region.idle_launch_ns, 10);
         assert_eq!(region.idle_sync_ns, 100);
         assert_eq!(region.idle_nothing_queued_ns, 0);
+        // The sync stall: the call that waited (function 9), after the GEMM that ended at 200.
+        let s = &r.devices[0].sync_stalls;
+        assert_eq!(s.len(), 1);
+        assert_eq!(
+            (s[0].call.as_str(), s[0].waited_for.as_str(), s[0].gaps, s[0].ns),
+            ("Call(9)", "Kernel(0)", 1, 100)
+        );
     }
 
     #[test]
@@ -810,10 +1035,11 @@ mod tests {
             start,
             end,
             what: What::Copy { direction, bytes: 8, pageable: true },
+            name: 0,
         };
         assert!(b.add(copy(0, 10, Direction::HostToDevice)));
         assert!(b.add(copy(20, 50, Direction::DeviceToHost)));
-        let r = b.finish(&names(), vec![]);
+        let r = b.finish(&names(), vec![], &|n| format!("{n:?}"));
         let c = &r.devices[0].copies;
         assert_eq!((c[0].direction.as_str(), c[0].pageable_ns), ("h2d", 10));
         assert_eq!((c[1].direction.as_str(), c[1].pageable_ns), ("d2h", 30));
@@ -832,7 +1058,7 @@ mod tests {
         let mut b = with_windows(&[(0, 100)], 20);
         b.window(Window { start: 50, end: 150, region: 1, pid: 1 });
         assert!(b.add(kernel(0, 150, Category::Gemm)));
-        let r = b.finish(&names(), vec![]);
+        let r = b.finish(&names(), vec![], &|n| format!("{n:?}"));
         assert_eq!(r.devices[0].regions.len(), 1);
         assert_eq!(r.devices[0].regions[0].instances, 2);
         assert_eq!(r.devices[0].regions[0].parts.compute_ns, 200);

@@ -20,6 +20,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 pub mod breakdown;
 mod groups;
+pub(crate) mod issued;
 mod model;
 pub(crate) use groups::{shape_of, shown};
 pub use model::*;
@@ -43,6 +44,8 @@ pub struct Ingested {
     pub kernels: usize,
     /// The names of the depth-0 push/pop regions, for the time breakdown ([`breakdown`]).
     pub window_names: breakdown::WindowNames,
+    /// The pass's interned names (the breakdown's fed kernels name theirs by id).
+    pub(crate) names: Names,
 }
 
 /// The three reports of one pass over an export
@@ -150,7 +153,15 @@ impl KernelSink for KernelTap<'_> {
             }
             // The process id is 24 bits (`globalPid >> 24 & 0xFFFFFF`).
             let pid = k.pid as u32;
-            self.batch.push(FedKernel { start: k.start, end: k.end, device: k.gpu, pid, class: self.classes[i] });
+            let device = i32::try_from(k.gpu).unwrap_or(i32::MAX);
+            self.batch.push(FedKernel {
+                start: k.start,
+                end: k.end,
+                device,
+                pid,
+                name: k.name,
+                class: self.classes[i],
+            });
             if self.batch.len() == TAP_BATCH {
                 self.flush();
             }
@@ -563,6 +574,7 @@ impl Sweep {
             samples: Samples::new(region_samples, kernel_samples),
             kernels: kernels.by_name.values().map(|k| k.0).sum(),
             window_names,
+            names,
         })
     }
 
@@ -1003,9 +1015,11 @@ mod feed_tests {
             )
             .expect("the pass");
             feed.send(Feed::End).expect("the relay reads");
-            drop((feed, pass));
+            let names = pass.names;
+            drop((feed, pass.timeline, pass.kernels));
             let (b, source) = reader.join().expect("the reader does not panic");
-            (b.finish(&Default::default(), Vec::new()), source)
+            let spell = |n| crate::parse::nsys::activity::spell(&db, &names, source, n);
+            (b.finish(&Default::default(), Vec::new(), &spell), source)
         })
     }
 

@@ -15,7 +15,7 @@ use std::cell::RefCell;
 use std::path::Path;
 use std::sync::mpsc::Receiver;
 
-use super::calls::{self, FedCalls};
+use super::calls::{self, Call, FedCalls};
 use super::sqlite::{NsysDb, Order};
 use super::sqlite_rows::Rows;
 use crate::error::Error;
@@ -54,6 +54,38 @@ pub struct Activity {
     pub start: i64,
     pub end: i64,
     pub what: What,
+    /// A kernel's name: the ingestion's interned id where the kernels were
+    /// fed, the export's StringIds id where this reader scanned them
+    /// ([`Source`] says which); 0 for a copy or memset.
+    pub name: i64,
+}
+
+/// What an activity sink's keys name: a blocking call's function (its
+/// StringIds id, [`ActivitySink::blocking`]) or a kernel ([`Activity::name`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Named {
+    Call(i64),
+    Kernel(i64),
+}
+
+/// The name a key stands for, as the reading that made it ([`Source`]) keys
+/// it: a fed kernel by the ingestion's interned `names`, the rest by the
+/// export's StringIds; a function without its version suffix
+/// (`cudaStreamSynchronize_v3020` → `cudaStreamSynchronize`).
+pub(crate) fn spell(db: &NsysDb, names: &super::sqlite::Names, source: Source, n: Named) -> String {
+    let string = |id: i64| {
+        db.conn()
+            .query_row("SELECT value FROM StringIds WHERE id = ?1", [id], |r| r.get::<_, String>(0))
+            .unwrap_or_else(|_| format!("(StringIds {id})"))
+    };
+    match (n, source) {
+        (Named::Kernel(k), Source::Fed | Source::FedWithCalls) => u32::try_from(k)
+            .ok()
+            .and_then(|k| names.all().get(k as usize).cloned())
+            .unwrap_or_else(|| format!("(name {k})")),
+        (Named::Kernel(k), Source::Own(_)) => string(k),
+        (Named::Call(id), _) => calls::base_name(&string(id)).to_string(),
+    }
 }
 
 /// A kernel as the ingestion's kernel reader hands it to the time breakdown
@@ -62,16 +94,26 @@ pub struct Activity {
 pub struct FedKernel {
     pub start: i64,
     pub end: i64,
-    pub device: i64,
+    /// The CUDA device (ids are small; one past i32 is read as i32::MAX).
+    pub device: i32,
     pub pid: u32,
+    /// Its name, interned by the ingestion.
+    pub name: u32,
     /// The class `classify` gave its name.
     pub class: u8,
 }
 
 impl FedKernel {
     fn activity(self) -> Activity {
-        let Self { start, end, device, pid, class } = self;
-        Activity { pid: i64::from(pid), device, start, end, what: What::Kernel(class) }
+        let Self { start, end, device, pid, name, class } = self;
+        Activity {
+            pid: i64::from(pid),
+            device: i64::from(device),
+            start,
+            end,
+            what: What::Kernel(class),
+            name: i64::from(name),
+        }
     }
 }
 
@@ -127,9 +169,10 @@ pub trait ActivitySink {
     /// operation's start comes before the operation.
     fn window(&mut self, w: Self::Window);
     fn start_of(w: &Self::Window) -> i64;
-    /// A blocking call of process `pid`, in start order; every call starting
-    /// at or before an operation's start comes before the operation (`now`).
-    fn blocking(&mut self, pid: i64, start: i64, end: i64, now: i64);
+    /// A blocking call of process `pid` (`name`: its function's StringIds
+    /// id), in start order; every call starting at or before an operation's
+    /// start comes before the operation (`now`).
+    fn blocking(&mut self, pid: i64, start: i64, end: i64, name: i64, now: i64);
     /// Forget the operations and the blocking calls, keep the windows.
     fn clear_activity(&mut self);
 }
@@ -161,7 +204,7 @@ struct Fed<W> {
     /// The launch reader stopped sending them, or more than
     /// [`FED_CALLS_HELD`] were held: those taken are void.
     calls_stopped: bool,
-    calls: std::collections::VecDeque<std::vec::IntoIter<(i64, i64, i64)>>,
+    calls: std::collections::VecDeque<std::vec::IntoIter<Call>>,
     calls_held: usize,
 }
 
@@ -187,7 +230,7 @@ impl<W> Fed<W> {
     }
 
     /// The next blocking call held, if any.
-    fn next_call(&mut self) -> Option<(i64, i64, i64)> {
+    fn next_call(&mut self) -> Option<Call> {
         next_held(&mut self.calls, &mut self.calls_held)
     }
 
@@ -351,7 +394,7 @@ pub(crate) fn read_beside<S: ActivitySink>(
             // where it reads the runtime table whole; it says whether it does.
             let mut calls = if source == Source::Fed { Calls::Undecided } else { own_calls()? };
             // The start of the last call read; a call read past `now`, held.
-            let (mut call_until, mut next_call): (i64, Option<(i64, i64, i64)>) = (i64::MIN, None);
+            let (mut call_until, mut next_call): (i64, Option<Call>) = (i64::MIN, None);
             let mut failed = None;
             let mut fed_kernel = || {
                 let mut guard = state.borrow_mut();
@@ -395,11 +438,11 @@ pub(crate) fn read_beside<S: ActivitySink>(
                     };
                 }
                 loop {
-                    if let Some((pid, start, end)) = next_call {
+                    if let Some((pid, start, end, name)) = next_call {
                         if start > a.start {
                             break;
                         }
-                        sink.blocking(pid, start, end, a.start);
+                        sink.blocking(pid, start, end, name, a.start);
                         next_call = None;
                     }
                     let rows = match &mut calls {
@@ -425,7 +468,7 @@ pub(crate) fn read_beside<S: ActivitySink>(
                     let Some(own) = rows.as_mut() else { break };
                     match own.step() {
                         Ok(true) => {
-                            let call = (own.int(0), own.int(1), own.int(2));
+                            let call = (own.int(0), own.int(1), own.int(2), own.int(3));
                             if call.1 < call_until {
                                 // Not in start order: read again, sorted.
                                 held = false;
@@ -602,7 +645,15 @@ impl NsysDb {
                 }
                 _ => What::Memset { bytes: rows.int(4) },
             };
-            Ok(Some(Activity { pid: rows.int(0), device: rows.int(1), start: rows.int(2), end: rows.int(3), what }))
+            let name = if *table == 0 { rows.int(4) } else { 0 };
+            Ok(Some(Activity {
+                pid: rows.int(0),
+                device: rows.int(1),
+                start: rows.int(2),
+                end: rows.int(3),
+                what,
+                name,
+            }))
         };
         for (k, head) in heads.iter_mut().enumerate() {
             *head = read(k, &mut streams, &mut classify, &mut fed)?;
@@ -619,7 +670,7 @@ impl NsysDb {
     }
 
     /// The query of the blocking calls ([`calls::is_blocking`]): (process, start,
-    /// end), read as `order` says; None when the export names no such function.
+    /// end, function), read as `order` says; None when the export names no such function.
     fn blocking_query(&self, order: Order) -> Result<Option<String>, Error> {
         if !self.has_table("CUPTI_ACTIVITY_KIND_RUNTIME") || !self.has_table("StringIds") {
             return Ok(None);
@@ -635,7 +686,7 @@ impl NsysDb {
         let ids: Vec<String> = ids.iter().map(i64::to_string).collect();
         let order_by = if order == Order::Sorted { "ORDER BY start" } else { "" };
         Ok(Some(format!(
-            "SELECT (globalTid >> 24) & 16777215, start, end FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({}) {order_by}",
+            "SELECT (globalTid >> 24) & 16777215, start, end, nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE nameId IN ({}) {order_by}",
             ids.join(", ")
         )))
     }

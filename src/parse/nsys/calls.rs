@@ -31,12 +31,17 @@ pub const BLOCKING: &[&str] = &[
 
 /// Whether a runtime function name (`cudaStreamSynchronize_v3020`) waits for the GPU.
 pub fn is_blocking(function: &str) -> bool {
+    BLOCKING.contains(&base_name(function))
+}
+
+/// A runtime function's name without nsys's version suffix and the
+/// per-thread stream suffixes (`cudaMemcpy_ptds_v7000` → `cudaMemcpy`).
+pub(crate) fn base_name(function: &str) -> &str {
     let base =
         function
             .split_once("_v")
             .map_or(function, |(b, v)| if v.chars().all(|c| c.is_ascii_digit()) { b } else { function });
-    let base = base.strip_suffix("_ptsz").or_else(|| base.strip_suffix("_ptds")).unwrap_or(base);
-    BLOCKING.contains(&base)
+    base.strip_suffix("_ptsz").or_else(|| base.strip_suffix("_ptds")).unwrap_or(base)
 }
 
 /// The ids (StringIds, which the caller has checked is there) of the
@@ -55,15 +60,18 @@ pub(crate) fn blocking_ids(conn: &Connection) -> Result<Vec<i64>, rusqlite::Erro
     Ok(ids)
 }
 
+/// A blocking call: (process, start, end, its function's StringIds id).
+pub type Call = (i64, i64, i64, i64);
+
 /// What the launch reader says of the blocking calls ([`CallTap`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FedCalls {
     /// Whether they will come: the launch reader reads the runtime table
     /// whole, row by row (else it has SQLite join, or reads none).
     Coming(bool),
-    /// Blocking calls (process, start, end) in start order; every blocking
-    /// call that starts before `upto` has come (`i64::MAX`: all).
-    Calls(Vec<(i64, i64, i64)>, i64),
+    /// Blocking calls in start order; every blocking call that starts
+    /// before `upto` has come (`i64::MAX`: all).
+    Calls(Vec<Call>, i64),
     /// The runtime rows were not in start order (or a blocking call's start
     /// or end was not an integer): no more come, the reader reads them itself.
     Stopped,
@@ -83,7 +91,7 @@ pub(crate) struct CallBatches<'t> {
     tap: &'t mut dyn CallTap,
     /// The names that block (StringIds ids).
     blocking: Vec<i64>,
-    batch: Vec<(i64, i64, i64)>,
+    batch: Vec<Call>,
     /// The start of the last row read.
     last: i64,
     rows: usize,
@@ -114,7 +122,7 @@ impl<'t> CallBatches<'t> {
         self.last = start;
         if self.blocking.contains(&name) {
             match call() {
-                Some(c) => self.batch.push(c),
+                Some((pid, start, end)) => self.batch.push((pid, start, end, name)),
                 None => return self.stop(),
             }
         }
@@ -164,7 +172,7 @@ mod tests {
             b.row(start, name, || Some((1, start, start + 5)));
         }
         b.all_read();
-        let first: Vec<_> = (0..rows).step_by(1000).map(|t| (1, t, t + 5)).collect();
+        let first: Vec<_> = (0..rows).step_by(1000).map(|t| (1, t, t + 5, 7)).collect();
         assert_eq!(
             told,
             [FedCalls::Coming(true), FedCalls::Calls(first, rows - 1), FedCalls::Calls(Vec::new(), i64::MAX),]

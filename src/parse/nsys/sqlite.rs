@@ -384,7 +384,30 @@ impl NsysDb {
             driver_version: env("NvDriverVersion"),
             nsys_target_dir: env("TargetInstallDir"),
             gpus,
+            command: self.captured_command(),
         }
+    }
+
+    /// The command nsys launched: `PROCESS_0:COMMAND` and its
+    /// `PROCESS_0:ARGUMENT_n` in n's order (META_DATA_CAPTURE, nsys 2023 and
+    /// later); empty without them.
+    fn captured_command(&self) -> Vec<String> {
+        if !self.has_table("META_DATA_CAPTURE") {
+            return Vec::new();
+        }
+        let rows = self
+            .conn
+            .prepare("SELECT name, value FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS_0:%'")
+            .and_then(|mut st| {
+                st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?.unwrap_or_default())))?
+                    .collect::<Result<Vec<_>, _>>()
+            });
+        let rows = rows.unwrap_or_default();
+        let Some((_, command)) = rows.iter().find(|(n, _)| n == "PROCESS_0:COMMAND") else { return Vec::new() };
+        let mut args: Vec<(u32, &String)> =
+            rows.iter().filter_map(|(n, v)| Some((n.strip_prefix("PROCESS_0:ARGUMENT_")?.parse().ok()?, v))).collect();
+        args.sort_by_key(|a| a.0);
+        std::iter::once(command.clone()).chain(args.into_iter().map(|(_, v)| v.clone())).collect()
     }
 
     /// Event type numbers from the export's own enum table, falling back to the 2022.4 values.
