@@ -17,6 +17,7 @@ mod html;
 mod launchers;
 mod layout;
 mod link;
+mod narrative;
 mod ncu_bad_inputs;
 mod ncu_csv;
 mod ncu_fast;

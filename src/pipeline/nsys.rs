@@ -691,15 +691,27 @@ fn ingest(
         let diagnoses = report
             .notes
             .iter()
-            .map(|n| Diagnosis {
-                code: "nsys_empty".into(),
-                message: n.clone(),
-                hint: "trace cuda and nvtx (pipeline.nsys.trace) and run kernels inside NVTX ranges".into(),
-            })
+            .map(|n| Diagnosis { code: "nsys_empty".into(), message: n.clone(), hint: empty_hint(n) })
             .collect();
         let files = [run_dir::NSYS_REGIONS, run_dir::NSYS_TOP_KERNELS, run_dir::NSYS_SAMPLES];
         Ok(Done::ok(files.map(String::from).to_vec()).diagnoses(diagnoses))
     })
+}
+
+/// The hint of a note on an empty capture: a capture without kernels made
+/// on a host without an NVIDIA driver is what such a host gives.
+fn empty_hint(note: &str) -> String {
+    let no_driver = crate::provenance::host::counter_access() == crate::provenance::host::CounterAccess::NoDriver;
+    if note.starts_with("no CUDA kernels") && no_driver {
+        return "this host has no NVIDIA driver (/proc/driver/nvidia absent): a run here has no CUDA kernels, and regions are timed on the host alone; on a GPU host, trace cuda (pipeline.nsys.trace)".into();
+    }
+    if note.starts_with("no CUDA kernels") {
+        return "trace cuda (pipeline.nsys.trace) and check that the program ran on a GPU (device=cuda:0)".into();
+    }
+    if note.contains("end before they start") {
+        return "the export holds rows with impossible times, left out of every total: export the capture again (nsys export --type sqlite)".into();
+    }
+    "trace nvtx (pipeline.nsys.trace) and run the work inside NVTX ranges (--annotate modules gives a Python program module ranges with no code change)".into()
 }
 
 #[cfg(test)]

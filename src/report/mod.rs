@@ -7,6 +7,7 @@ pub(crate) mod findings;
 pub(crate) mod html;
 pub(crate) mod join;
 pub(crate) mod model;
+pub(crate) mod narrative;
 pub(crate) mod ncu_regions;
 pub(crate) mod peaks;
 pub(crate) mod regions_md;

@@ -8,6 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::peaks::{self, Peak};
+use crate::aggregate::categories::Categories;
 use crate::aggregate::ncu::RegionReportFile;
 use crate::aggregate::nsys::{RegionsReport, TopKernel};
 use crate::aggregate::roofline::Roofline;
@@ -424,6 +425,10 @@ fn sorted(mut rows: Vec<OperatorRow>) -> Vec<OperatorRow> {
 pub(crate) struct StageUse {
     pub(crate) stage: String,
     pub(crate) flops_per_call: f64,
+    /// The time per call the utilization is over: the median (a few slow
+    /// calls, a warm-up or a noisy host, move the mean far from it).
+    pub(crate) median_ms: f64,
+    /// Beside it, the mean.
     pub(crate) mean_ms: f64,
     pub(crate) achieved_flops: f64,
     pub(crate) mfu_pct: Option<f64>,
@@ -439,25 +444,28 @@ pub(crate) fn utilization(t: &Timings, peak: &Peak) -> Vec<StageUse> {
         .iter()
         .filter_map(|(stage, &flops)| {
             let s = t.stages.get(stage)?;
-            let achieved = flops / (s.mean_ms / 1e3);
+            let achieved = flops / (s.median_ms / 1e3);
             let bytes = t.decode_bytes.as_ref().filter(|_| stage.ends_with("decode_step")).map(|b| b.total_bytes_mean);
             Some(StageUse {
                 stage: stage.clone(),
                 flops_per_call: flops,
+                median_ms: s.median_ms,
                 mean_ms: s.mean_ms,
                 achieved_flops: achieved,
                 mfu_pct: peak.flops.map(|p| 100.0 * achieved / p),
                 bytes_per_call: bytes,
-                mbu_pct: bytes.zip(peak.bytes_per_s).map(|(b, p)| 100.0 * b / (s.mean_ms / 1e3) / p),
+                mbu_pct: bytes.zip(peak.bytes_per_s).map(|(b, p)| 100.0 * b / (s.median_ms / 1e3) / p),
             })
         })
         .collect()
 }
 
 /// MFU per region of a user's command: `workload.flops` (FLOPs of one
-/// instance, by region selector) over nsys's mean wall time per instance of
-/// the regions it names (instances of every process and thread pooled).
-/// Selectors that name no region of the capture are returned apart.
+/// instance, by region selector) over nsys's median wall time per instance
+/// of the region it names (where it names several, of every process or
+/// thread, the median of their medians, weighted by instances, is not a
+/// median: their mean is used, and said). Selectors that name no region of
+/// the capture are returned apart.
 pub(crate) fn region_utilization(
     flops: &std::collections::BTreeMap<String, f64>,
     regions: &RegionsReport,
@@ -475,10 +483,15 @@ pub(crate) fn region_utilization(
             continue;
         }
         let mean_ms = wall_ns as f64 / instances as f64 / 1e6;
-        let achieved = per_call / (mean_ms / 1e3);
+        let median_ms = match hits.as_slice() {
+            [one] => one.median_ns as f64 / 1e6,
+            _ => mean_ms,
+        };
+        let achieved = per_call / (median_ms / 1e3);
         uses.push(StageUse {
             stage: selector.clone(),
             flops_per_call: per_call,
+            median_ms,
             mean_ms,
             achieved_flops: achieved,
             mfu_pct: peak.flops.map(|p| 100.0 * achieved / p),
@@ -659,19 +672,22 @@ pub(crate) fn repeat_rows(t: &Timings) -> Vec<(String, String, String)> {
         .collect()
 }
 
-/// What to fix first, from every input that has something to say
-/// (findings.json); the category table loaded once here.
-fn findings_of(inputs: &Inputs, kernels: &KernelsReport) -> super::findings::FindingsReport {
-    use super::findings::{KernelShare, NcuCounters, Sources};
+/// The run's kernel category table (a user's before the shipped one), once
+/// per run; or why it could not be read.
+fn categories_of(inputs: &Inputs) -> Result<Categories, String> {
     let user = inputs.config.as_ref().and_then(|c| c.report.kernel_categories.as_deref());
-    let mut notes = Vec::new();
-    let categories = match crate::aggregate::categories::Categories::load(user) {
-        Ok(c) => Some(c),
-        Err(e) => {
-            notes.push(format!("kernel families not read: {}", e.message));
-            None
-        }
-    };
+    Categories::load(user).map_err(|e| format!("kernel families not read: {}", e.message))
+}
+
+/// What to fix first, from every input that has something to say (findings.json).
+fn findings_of(
+    inputs: &Inputs,
+    kernels: &KernelsReport,
+    categories: &Result<Categories, String>,
+) -> super::findings::FindingsReport {
+    use super::findings::{KernelShare, NcuCounters, Sources};
+    let notes: Vec<String> = categories.as_ref().err().cloned().into_iter().collect();
+    let categories = categories.as_ref().ok();
     let table = peaks::table().unwrap_or_default();
     let gpu = user_gpu(inputs).and_then(|(name, _)| peaks::lookup(&table, &name));
     let shares: Vec<KernelShare> = kernels
@@ -685,7 +701,7 @@ fn findings_of(inputs: &Inputs, kernels: &KernelsReport) -> super::findings::Fin
             share_pct: k.share_pct,
         })
         .collect();
-    let ncu = match (&inputs.roofline, &categories) {
+    let ncu = match (&inputs.roofline, categories) {
         (Some(roofline), Some(categories)) => {
             Some(NcuCounters { roofline, regions: inputs.ncu.as_ref(), categories, gpu })
         }
@@ -701,7 +717,7 @@ fn findings_of(inputs: &Inputs, kernels: &KernelsReport) -> super::findings::Fin
         kernels: &shares,
         rules: inputs.ncu_rules.as_ref(),
         ncu,
-        categories: categories.as_ref(),
+        categories,
         gpu,
         command,
         notes,
@@ -722,6 +738,8 @@ pub(crate) struct Derived {
     pub(crate) ranks: Option<crate::aggregate::ranks::RanksReport>,
     /// What to fix first (findings.json).
     pub(crate) findings: super::findings::FindingsReport,
+    /// The kernel category table of the run, where it could be read.
+    pub(crate) categories: Option<Categories>,
 }
 
 impl Derived {
@@ -740,7 +758,9 @@ impl Derived {
         let ranks = inputs.nsys_regions.as_ref().and_then(|r| ranks_of_capture(inputs, r));
         let operators = operators(inputs, ranks.as_ref());
         let kernels = kernels(inputs);
-        let findings = findings_of(inputs, &kernels);
-        Derived { kernels, operators, peak, uses, unmatched_flops, join, ranks, findings }
+        let categories = categories_of(inputs);
+        let findings = findings_of(inputs, &kernels, &categories);
+        let categories = categories.ok();
+        Derived { kernels, operators, peak, uses, unmatched_flops, join, ranks, findings, categories }
     }
 }

@@ -470,11 +470,17 @@ fn aggregates(md: &mut String, inputs: &Inputs) {
         }
         None => md.push_str("| GPU busy time | – (no nsys capture) |\n| kernels | – |\n"),
     }
+    // Throughputs of the kinds the workload has: a ResNet has samples, no tokens.
     let tp = t.map(|t| &t.throughput);
-    let num = |v: Option<f64>, unit: &str| v.map_or("–".to_string(), |v| format!("{v:.1} {unit}"));
-    let _ = writeln!(md, "| decode tokens/s | {} |", num(tp.and_then(|t| t.decode_tokens_per_s), "tokens/s"));
-    let _ = writeln!(md, "| prefill tokens/s | {} |", num(tp.and_then(|t| t.prefill_tokens_per_s), "tokens/s"));
-    let _ = writeln!(md, "| samples/s | {} |", num(tp.and_then(|t| t.samples_per_s), "samples/s"));
+    for (name, v, unit) in [
+        ("decode tokens/s", tp.and_then(|t| t.decode_tokens_per_s), "tokens/s"),
+        ("prefill tokens/s", tp.and_then(|t| t.prefill_tokens_per_s), "tokens/s"),
+        ("samples/s", tp.and_then(|t| t.samples_per_s), "samples/s"),
+    ] {
+        if let Some(v) = v {
+            let _ = writeln!(md, "| {name} | {v:.1} {unit} |");
+        }
+    }
     let warning = overhead(md, inputs);
     md.push('\n');
     if let Some(w) = warning {
@@ -523,7 +529,15 @@ fn stages(md: &mut String, inputs: &Inputs) {
             s.total_ms
         );
     }
-    md.push_str("\n`decode_all::decode_step` is one decode step; other stages of other models appear under their NVTX names.\n\n");
+    if let Some(step) = t.stages.keys().find(|s| s.ends_with("decode_step")) {
+        let _ = writeln!(
+            md,
+            "\n{} is one decode step; its mean and median are over every step of every sequence.\n",
+            code(step)
+        );
+    } else {
+        md.push('\n');
+    }
     repeats(md, t);
 }
 
@@ -581,14 +595,15 @@ fn mfu(md: &mut String, inputs: &Inputs, d: &Derived) {
         );
         return;
     }
-    md.push_str("| stage | FLOPs per call | mean ms | achieved FLOP/s | MFU | bytes per call | MBU |\n|---|---:|---:|---:|---:|---:|---:|\n");
+    md.push_str("| stage | FLOPs per call | median ms | mean ms | achieved FLOP/s | MFU | bytes per call | MBU |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
     for u in uses {
         let pct = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.2}%"));
         let _ = writeln!(
             md,
-            "| {} | {} | {:.4} | {} | {} | {} | {} |",
+            "| {} | {} | {:.4} | {:.4} | {} | {} | {} | {} |",
             code(&u.stage),
             eng(u.flops_per_call),
+            u.median_ms,
             u.mean_ms,
             eng(u.achieved_flops),
             pct(u.mfu_pct),
@@ -600,7 +615,7 @@ fn mfu(md: &mut String, inputs: &Inputs, d: &Derived) {
     if let Some(b) = &t.decode_bytes {
         let _ = writeln!(md, "Bytes per decode step: {}.", b.formula);
     }
-    md.push_str("Achieved FLOP/s = FLOPs per call / mean wall time of the stage (NVTX range, workload clock).\n\n");
+    md.push_str("Achieved FLOP/s = FLOPs per call / median wall time of the stage's calls (NVTX range, workload clock); the mean beside it, which a few slow calls move.\n\n");
 }
 
 /// MFU of a user's command, per region named in `workload.flops`.
@@ -613,14 +628,15 @@ fn user_mfu(md: &mut String, peak: &Peak, uses: &[StageUse], unmatched: &[String
             let _ = writeln!(md, "Peak: {} FLOP/s, from {}.\n", eng(peak.flops.unwrap_or(0.0)), peak.source);
         }
     }
-    md.push_str("| region | FLOPs per instance | mean ms | achieved FLOP/s | MFU |\n|---|---:|---:|---:|---:|\n");
+    md.push_str("| region | FLOPs per instance | median ms | mean ms | achieved FLOP/s | MFU |\n|---|---:|---:|---:|---:|---:|\n");
     for u in uses {
         let mfu = u.mfu_pct.map_or("–".to_string(), |v| format!("{v:.2}%"));
         let _ = writeln!(
             md,
-            "| {} | {} | {:.4} | {} | {mfu} |",
+            "| {} | {} | {:.4} | {:.4} | {} | {mfu} |",
             code(&u.stage),
             eng(u.flops_per_call),
+            u.median_ms,
             u.mean_ms,
             eng(u.achieved_flops)
         );
@@ -632,7 +648,7 @@ fn user_mfu(md: &mut String, peak: &Peak, uses: &[StageUse], unmatched: &[String
             unmatched.iter().map(|u| code(u)).collect::<Vec<_>>().join(", ")
         );
     }
-    md.push_str("\nFLOPs per instance: workload.flops (configuration). Mean ms: the region's wall time in the nsys capture over its instances (every process and thread pooled). Achieved FLOP/s = FLOPs per instance / mean wall time.\n\n");
+    md.push_str("\nFLOPs per instance: workload.flops (configuration). Median and mean ms: the region's wall time per instance in the nsys capture (a selector that names regions of several threads or processes pools their instances: the median column is then their mean). Achieved FLOP/s = FLOPs per instance / median wall time.\n\n");
 }
 
 /// 1.23e9 → "1.23 G".
@@ -717,140 +733,11 @@ pub(crate) fn point_of<'a>(
 }
 
 fn narrative(md: &mut String, inputs: &Inputs, d: &Derived) {
-    let (ops, k, uses) = (&d.operators, &d.kernels, d.uses.as_slice());
     md.push_str("## Narrative\n\n");
-    let mut lines = Vec::new();
-    if let Some(t) = &inputs.timings {
-        let mut stages: Vec<(&String, &crate::stats::Stats)> =
-            t.stages.iter().filter(|(n, _)| !n.contains(crate::regions::SEP)).collect();
-        stages.sort_by(|a, b| b.1.total_ms.total_cmp(&a.1.total_ms));
-        let whole: f64 = stages.iter().map(|s| s.1.total_ms).sum();
-        if let Some((name, s)) = stages.first().filter(|_| whole > 0.0) {
-            let share = 100.0 * s.total_ms / whole;
-            let step = uses.iter().find(|u| u.stage.ends_with("decode_step"));
-            let reading = match step {
-                Some(u) if name.starts_with("decode") && u.mbu_pct.unwrap_or(0.0) > u.mfu_pct.unwrap_or(0.0) => format!(
-                    "decode is memory bound (MBU {:.2}% > MFU {:.2}% per step): batching more sequences per step and a smaller KV cache footprint (fp16/bf16, shorter context) raise throughput",
-                    u.mbu_pct.unwrap_or(0.0),
-                    u.mfu_pct.unwrap_or(0.0)
-                ),
-                _ if name.starts_with("decode") => "one token per step: batch more sequences per step to use the device better".into(),
-                _ => "the largest stage: optimize it first".into(),
-            };
-            lines.push(format!(
-                "{} takes {share:.1}% of the stage time ({:.3} ms of {whole:.3} ms): {reading}.",
-                code(name),
-                s.total_ms
-            ));
-        }
-    }
-    // The operator whose own kernels take the most GPU time: a range around the
-    // whole run (TensorRT's `ExecutionContext::execute`) or a wrapper (`FlashAttnFunc`
-    // around `_flash_attn_forward`) holds all its callees' time, not its own.
-    let own = |o: &&crate::report::model::OperatorRow| o.gpu_self_ms.unwrap_or(-1.0);
-    let first = match ops.ranked_by.as_str() {
-        "gpu_time" => ops.operators.iter().max_by(|a, b| own(a).total_cmp(&own(b)).then_with(|| b.name.cmp(&a.name))),
-        _ => ops.operators.first(),
-    };
-    if let Some(op) = first {
-        let on = op.rank.as_deref().map(|r| format!(" on {}", crate::markdown::text(r))).unwrap_or_default();
-        let lead = match op.gpu_ms {
-            Some(g) if g < 0.5 * op.total_ms => format!(
-                "its kernels run {g:.3} ms of its {:.3} ms: the rest is host time (launch overhead, Python/framework work, synchronization); CUDA graphs or fusing small kernels help",
-                op.total_ms
-            ),
-            Some(g) if g > op.total_ms => format!(
-                "its kernels run {g:.3} ms on the GPU, launched in {:.3} ms of host time (launches are asynchronous): the device is busy there; look at its kernels' counters",
-                op.total_ms
-            ),
-            Some(g) => format!("its kernels run {g:.3} ms of its {:.3} ms: the device is busy there; look at its kernels' counters", op.total_ms),
-            None => format!("{} calls at {:.4} ms each", op.calls, op.mean_ms),
-        };
-        lines.push(match op.gpu_ms {
-            Some(_) => format!(
-                "The operator whose own kernels take the most GPU time is {}{on} ({:.3} ms of its own); {lead}.",
-                code(&op.name),
-                op.gpu_self_ms.unwrap_or(0.0)
-            ),
-            None => {
-                format!("The largest operator is {}{on} with {:.3} ms in all; {lead}.", code(&op.name), op.total_ms)
-            }
-        });
-    }
-    if let Some(top) = k.kernels.first() {
-        let point = point_of(inputs.roofline.as_ref(), d.join.as_ref(), &top.kernel_name);
-        // Why there is no point: ncu measured no FLOP/DRAM counters at all (a report without
-        // the SpeedOfLight section), or none under this kernel's name (nsys and ncu name it apart).
-        let none = match inputs.roofline.as_ref() {
-            Some(r) if r.source == "ncu" || r.launches > 0 => match r.launches_with_counters {
-                0 => format!("ncu measured no FLOP or DRAM counters in this run (none of its {} launches had them; a roofline needs the SpeedOfLight section, e.g. --set roofline)", r.launches),
-                _ => "ncu has no FLOP or DRAM counters for this kernel by name".to_string(),
-            },
-            _ => "no ncu counters for it in this run".to_string(),
-        };
-        let reading = match (point, sm_throughput(inputs)) {
-            (Some(p), _) => kernel_reading(p),
-            (None, Some((region, v))) if v < 20.0 => format!("{none}; the ncu region {}, which holds most profiled GPU time, runs at {v:.1}% SM throughput: low, which points at launch overhead or occupancy rather than compute", code(&region)),
-            (None, Some((region, v))) => format!("{none}; the ncu region {}, which holds most profiled GPU time, runs at {v:.1}% SM throughput", code(&region)),
-            (None, None) => none,
-        };
-        lines.push(format!(
-            "The top kernel {} takes {:.1}% of GPU time ({:.3} ms over {} calls); {reading}.",
-            code(&top.label),
-            top.share_pct,
-            top.total_ms,
-            top.calls
-        ));
-    } else {
-        lines.push(format!("{}.", k.note.as_deref().unwrap_or("No kernels")));
-    }
-    for (i, l) in lines.iter().enumerate() {
+    for (i, l) in super::narrative::sentences(inputs, d).iter().enumerate() {
         let _ = writeln!(md, "{}. {l}", i + 1);
     }
     md.push('\n');
-}
-
-/// A rule-based reading of one kernel's ncu counters (roofline.json): which
-/// unit is busy, and what usually helps.
-fn kernel_reading(p: &crate::aggregate::roofline::Point) -> String {
-    let shape = match p.arithmetic_intensity {
-        Some(ai) => format!("{ai:.2} FLOP/byte"),
-        None => "FLOPs not counted".to_string(),
-    };
-    match (p.sm_throughput_pct, p.dram_throughput_pct) {
-        (Some(sm), Some(dram)) if dram >= 60.0 && dram >= sm => format!(
-            "ncu: DRAM throughput {dram:.1}% vs SM {sm:.1}% of peak ({shape}): memory bound; fusing it with its neighbours, reusing data on chip or moving fewer bytes (lower precision) helps"
-        ),
-        (Some(sm), Some(dram)) if sm >= 60.0 => format!(
-            "ncu: SM throughput {sm:.1}% vs DRAM {dram:.1}% of peak ({shape}): compute bound; tensor cores and lower precision are the levers"
-        ),
-        (Some(sm), Some(dram)) if sm < 20.0 && dram < 20.0 => format!(
-            "ncu: SM {sm:.1}% and DRAM {dram:.1}% of peak ({shape}): neither is busy, which points at launch overhead, a small grid or low occupancy"
-        ),
-        (Some(sm), Some(dram)) => format!(
-            "ncu: SM {sm:.1}% and DRAM {dram:.1}% of peak ({shape}): latency bound; its occupancy and scheduler statistics say why"
-        ),
-        _ => format!("ncu: {shape}, no throughput counters"),
-    }
-}
-
-/// `sm__throughput.avg.pct_of_peak_sustained_elapsed` of the busiest top-level region (ncu), with its name.
-fn sm_throughput(inputs: &Inputs) -> Option<(String, f64)> {
-    let scope = inputs.ncu.as_ref()?.scopes.first()?;
-    let region = scope
-        .regions
-        .iter()
-        .filter(|r| r.depth == 0)
-        .max_by(|a, b| a.inclusive.gpu_time_ms.total_cmp(&b.inclusive.gpu_time_ms))?;
-    region
-        .metrics
-        .iter()
-        .find(|m| {
-            m.name == "sm__throughput.avg.pct_of_peak_sustained_elapsed"
-                || crate::aggregate::roofline::SM_PCT_LABELS.contains(&m.name.as_str())
-        })
-        .and_then(|m| m.value)
-        .map(|v| (region.name.clone(), v))
 }
 
 #[cfg(test)]
@@ -915,31 +802,6 @@ mod tests {
     }
 
     #[test]
-    fn kernel_readings_follow_the_busier_unit() {
-        let point = |sm: Option<f64>, dram: Option<f64>| crate::aggregate::roofline::Point {
-            kernel_name: "k".into(),
-            device: "0".into(),
-            calls: 1,
-            gpu_time_ns: 1000.0,
-            flops: Some(2000.0),
-            dram_bytes: Some(1000.0),
-            arithmetic_intensity: Some(2.0),
-            achieved_flop_per_s: Some(2e12),
-            sm_throughput_pct: sm,
-            dram_throughput_pct: dram,
-            tensor: None,
-        };
-        let read = |sm, dram| kernel_reading(&point(sm, dram));
-        assert!(read(Some(30.0), Some(85.0))
-            .starts_with("ncu: DRAM throughput 85.0% vs SM 30.0% of peak (2.00 FLOP/byte): memory bound"));
-        assert!(read(Some(90.0), Some(40.0)).contains("compute bound"));
-        assert!(read(Some(70.0), Some(70.0)).contains("memory bound"), "DRAM wins a tie");
-        assert!(read(Some(5.0), Some(3.0)).contains("launch overhead, a small grid or low occupancy"));
-        assert!(read(Some(40.0), Some(30.0)).contains("latency bound"));
-        assert_eq!(read(None, Some(30.0)), "ncu: 2.00 FLOP/byte, no throughput counters");
-    }
-
-    #[test]
     fn overhead_is_disclosed_and_warned_past_25_percent() {
         let inputs = |profiled: f64| {
             let mut t = timings();
@@ -982,7 +844,9 @@ mod tests {
         }
         assert!(md.contains("from H100 SXM5, FP16/BF16 tensor"), "{md}");
         assert!(
-            md.contains("| `decode_all::decode_step` | 2.000 G | 2.0000 | 1.000 T | 0.10% | 1.000 G | 14.93% |"),
+            md.contains(
+                "| `decode_all::decode_step` | 2.000 G | 2.0000 | 2.0000 | 1.000 T | 0.10% | 1.000 G | 14.93% |"
+            ),
             "{md}"
         );
         let unknown =

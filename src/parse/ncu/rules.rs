@@ -1,10 +1,12 @@
 //! parse: ncu's own advice in a `--page details` CSV: the rule rows
 //! (`Rule Name`, `Rule Type`, `Rule Description`, `Estimated Speedup Type`,
 //! `Estimated Speedup`; ncu 2023 and later) of the kinds that ask for a
-//! change, `OPT` and `WRN`. The region reader keeps metric rows; this one
-//! reads only the lines that hold such a rule (found by their `","OPT","` or
-//! `","WRN","` cell before they are parsed), so a file of millions of metric
-//! rows costs a byte search.
+//! change, `OPT` and `WRN`, and ncu's reading of the busiest pipeline
+//! (`HighPipeUtilization`, an `INF`), which the summary's narrative quotes.
+//! The region reader keeps metric rows; this one reads only the lines that
+//! hold such a rule (found by their `","OPT","`, `","WRN","` or `","INF","`
+//! cell before they are parsed), so a file of millions of metric rows costs a
+//! byte search.
 use std::path::Path;
 
 use super::rows::open_file;
@@ -16,7 +18,7 @@ pub struct RuleRow {
     pub kernel: String,
     pub section: String,
     pub rule: String,
-    /// `OPT` or `WRN`.
+    /// `OPT`, `WRN`, or `INF` (`HighPipeUtilization` only).
     pub kind: String,
     pub description: String,
     /// `global` (ncu's estimate of the kernel's duration) or `local` (of the
@@ -26,10 +28,14 @@ pub struct RuleRow {
     pub speedup_pct: Option<f64>,
 }
 
-const KINDS: [&[u8]; 2] = [b"\",\"OPT\",\"", b"\",\"WRN\",\""];
+const KINDS: [&[u8]; 3] = [b"\",\"OPT\",\"", b"\",\"WRN\",\"", b"\",\"INF\",\""];
 
-/// The `OPT` and `WRN` rule rows of a details CSV; none when it has no
-/// `Rule Name` column (ncu before 2023, or the raw page).
+/// The `INF` rule kept: ncu's reading of the busiest pipeline.
+pub const PIPE_RULE: &str = "HighPipeUtilization";
+
+/// The `OPT` and `WRN` rule rows of a details CSV, and its
+/// `HighPipeUtilization` rows; none when it has no `Rule Name` column (ncu
+/// before 2023, or the raw page).
 pub fn read(path: &Path) -> Result<Vec<RuleRow>, Error> {
     let mut file = open_file(path)?;
     // Mapped where it can be (a details CSV can be hundreds of MB); read otherwise.
@@ -76,7 +82,7 @@ pub fn read(path: &Path) -> Result<Vec<RuleRow>, Error> {
         let row = fields(&bytes[start..end]);
         let cell = |i: usize| row.get(i).cloned().unwrap_or_default();
         let k = cell(kind);
-        if k != "OPT" && k != "WRN" {
+        if k != "OPT" && k != "WRN" && !(k == "INF" && cell(rule) == PIPE_RULE) {
             continue;
         }
         out.push(RuleRow {
@@ -127,11 +133,13 @@ mod tests {
                 "\"0\",\"k\",\"SpeedOfLight\",\"Duration\",\"ns\",\"5\"\n",
                 "\"0\",\"k\",\"Occupancy\",\"\",\"\",\"\",\"TheoreticalOccupancy\",\"OPT\",\"Only 2 \"\"warps\"\", see\",\"global\",\"80.34\"\n",
                 "\"0\",\"k\",\"SpeedOfLight_RooflineChart\",\"\",\"\",\"\",\"SOLFPRoofline\",\"INF\",\"fp32 ratio\",\"\",\"\"\n",
+                "\"0\",\"k\",\"ComputeWorkloadAnalysis\",\"\",\"\",\"\",\"HighPipeUtilization\",\"INF\",\"ALU is the highest-utilized pipeline (55.7%)\",\"\",\"\"\n",
             ),
         )
         .unwrap();
         let rows = read(&p).unwrap();
-        assert_eq!(rows.len(), 1);
+        assert_eq!(rows.len(), 2);
+        assert_eq!((rows[1].rule.as_str(), rows[1].kind.as_str()), ("HighPipeUtilization", "INF"));
         assert_eq!(rows[0].rule, "TheoreticalOccupancy");
         assert_eq!(rows[0].description, "Only 2 \"warps\", see");
         assert_eq!(rows[0].speedup_pct, Some(80.34));

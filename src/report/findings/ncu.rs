@@ -320,6 +320,7 @@ pub(crate) fn ncu_advice(rules: Option<&RulesReport>, kernels: &[KernelShare]) -
     let mut out: Vec<NcuAdvice> = rules
         .rules
         .iter()
+        .filter(|r| r.kind != "INF")
         .filter_map(|r| {
             let k = kernels
                 .iter()
