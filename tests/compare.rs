@@ -557,6 +557,78 @@ fn slower_flash_attention_kernels_fail_the_check_naming_the_kernel_and_its_regio
     }
 }
 
+/// The FSDP capture against a copy whose most common cuBLASLt GEMM
+/// (`nvjet_tst_192x192…`) takes 1.3 times as long: `aten::linear`'s GPU time
+/// changes by the change of its summed GPU time, which SQL gives (each
+/// instance's kernels by their launch calls inside it: +11.41 ms), not by its
+/// median ratio times its total (+29.3% of it: +16.90 ms, as before); and the
+/// failing rows come first in check.json, check.md, stdout and the JUnit file.
+#[test]
+fn slower_gemms_change_a_region_by_the_change_of_its_summed_gpu_time_failing_rows_first() {
+    let test = crate::this_test!();
+    let root = tempfile::tempdir().unwrap();
+    let Some(base) = flash_copy(&test, root.path(), "base", 1.0) else { return };
+    let dir = root.path().join("slow.db");
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = crate::common::corpus_copy(&test, "real/nsys-ai/mfu_2gpu_before.sqlite", &dir).unwrap();
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let edited = conn
+        .execute(
+            "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = start + CAST(1.3 * (end - start) AS INTEGER) \
+             WHERE shortName IN (SELECT id FROM StringIds WHERE value LIKE 'nvjet_tst_192x192%')",
+            [],
+        )
+        .unwrap();
+    assert_eq!(edited, 235);
+    drop(conn);
+    let slow = root.path().join("slow");
+    crate::common::import_nsys(&db, &slow, &[]);
+    // SQL: the GPU time of the kernels launched inside every top-level `aten::linear`.
+    let linear_gpu = |db: &Path| -> i64 {
+        rusqlite::Connection::open(db)
+            .unwrap()
+            .query_row(
+                "WITH calls AS MATERIALIZED (SELECT correlationId AS cid, (globalTid >> 24) & 16777215 AS pid, MIN(globalTid) AS tid, MIN(start) AS t
+                                             FROM CUPTI_ACTIVITY_KIND_RUNTIME GROUP BY 1, 2),
+                      named AS MATERIALIZED (SELECT rowid AS id, globalTid AS tid, start AS ws, end AS we, text FROM NVTX_EVENTS WHERE eventType = 59),
+                      nested AS MATERIALIZED (SELECT *, MAX(we) OVER (PARTITION BY tid ORDER BY ws, we DESC, id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before FROM named),
+                      top AS MATERIALIZED (SELECT * FROM nested WHERE (before IS NULL OR ws >= before) AND (text = 'aten::linear' OR text LIKE 'aten::linear,%'))
+                 SELECT SUM(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k
+                 JOIN calls c ON c.cid = k.correlationId AND c.pid = (k.globalPid >> 24) & 16777215
+                 JOIN top w ON w.tid = c.tid AND w.ws <= c.t AND c.t < w.we",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    let want_ms = (linear_gpu(&db) - linear_gpu(&root.path().join("base.db/mfu_2gpu_before.sqlite"))) as f64 / 1e6;
+    assert!((11.0..12.0).contains(&want_ms), "{want_ms}");
+    let junit = root.path().join("check.xml");
+    let out =
+        llmperf().arg("check").arg(&slow).arg("--baseline").arg(&base).arg("--junit").arg(&junit).output().unwrap();
+    assert_eq!(out.status.code(), Some(8));
+    let c = json(&slow.join("check/check.json"));
+    let linear = row(&c, "gpu", "aten::linear");
+    assert_eq!(linear["outcome"], "regression");
+    let delta = linear["row"]["change"]["delta_ms"].as_f64().unwrap();
+    assert!((delta - want_ms).abs() < 1e-6, "{delta} vs SQL {want_ms}");
+    // Failing rows first, everywhere.
+    let fails: Vec<bool> = c["checks"].as_array().unwrap().iter().map(|x| x["fails"].as_bool().unwrap()).collect();
+    let n = fails.iter().filter(|f| **f).count();
+    assert!(n > 0 && fails[..n].iter().all(|f| *f), "{fails:?}");
+    let md = std::fs::read_to_string(slow.join("check/check.md")).unwrap();
+    let rows: Vec<&str> =
+        md.lines().filter(|l| l.starts_with("| ✅") || l.starts_with("| ❌") || l.starts_with("| ⚠️")).collect();
+    assert!(rows[..n].iter().all(|l| l.starts_with("| ❌")), "{md}");
+    assert!(rows.iter().any(|l| l.contains(&format!("(+{want_ms:.3} ms)")) && l.contains("`aten::linear`")), "{md}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let first = stdout.lines().find(|l| l.starts_with("| ✅") || l.starts_with("| ❌")).unwrap();
+    assert!(first.starts_with("| ❌"), "{stdout}");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let first_case = xml.find("<testcase").unwrap();
+    assert!(xml[first_case..].split("</testcase>").next().unwrap().contains("<failure"), "{xml}");
+}
+
 /// A gate fails closed: a baseline or run that cannot be read is an error
 /// naming the file (exit 6), a run whose own status is failed is no
 /// measurement (exit 5), comparing nothing is exit 7 unless

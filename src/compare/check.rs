@@ -241,6 +241,9 @@ pub(crate) fn check(args: &CheckArgs) -> Result<CheckReport, Error> {
         };
         checks.push(Checked { outcome, fails, thresholds, row });
     }
+    // Failing rows first, then the rows that did not pass, then the rest, each
+    // in the diff's order: stdout, check.md and the JUnit file open with what fails.
+    checks.sort_by_key(|c| (!c.fails, c.outcome == Outcome::Pass));
     let limit = budgets.defaults.over(super::verdict::Thresholds::default()).relative_pct;
     let shifts: Vec<CheckedShift> = diff
         .shifts

@@ -488,7 +488,8 @@ fn judge_few(rows: &mut [Row], judged: &[verdict::Thresholds], shifts: &[Shift])
                 continue;
             }
             let apart = ((1.0 + c.change_pct / 100.0) / (1.0 + shift.median_change_pct / 100.0) - 1.0) * 100.0;
-            let past = c.change_pct.abs() > c.threshold_pct && c.delta_ms.abs() > t.absolute_ms;
+            let past =
+                c.change_pct.abs() > c.threshold_pct && (c.change_pct / 100.0 * a.total_ms).abs() > t.absolute_ms;
             if !(past && apart.abs() > c.threshold_pct.max(5.0 * mad) && apart.signum() == c.change_pct.signum()) {
                 continue;
             }

@@ -118,7 +118,9 @@ pub(crate) struct Change {
     /// Hodges–Lehmann estimate, the median of the ratios of every pair of an
     /// instance of A and one of B.
     pub(crate) change_pct: f64,
-    /// What that change comes to over the run: `change_pct` of A's total time.
+    /// How B's total time (over its instances) differs from A's: the change
+    /// of the sum, not the estimate's share of it (a slowdown of some
+    /// instances moves the median ratio and the sum by different amounts).
     pub(crate) delta_ms: f64,
     /// The 95% distribution-free interval of `change_pct` (None with fewer
     /// than 2 samples on a side).
@@ -143,7 +145,7 @@ pub(crate) fn compare(a: &[f64], b: &[f64], a_side: &Side, b_side: &Side, t: &Th
     let ms = |pct: f64| pct / 100.0 * total_a;
     let mut c = Change {
         change_pct,
-        delta_ms: ms(change_pct),
+        delta_ms: b_side.total_ms - a_side.total_ms,
         ci_low_pct: shift.map(|s| pct(s.low)),
         ci_high_pct: shift.map(|s| pct(s.high)),
         threshold_pct,
