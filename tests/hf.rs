@@ -134,7 +134,7 @@ fn under_nsys_the_hf_model_has_the_decoder_stages_and_its_module_ranges() {
     let out = llmperf()
         .arg("profile")
         .args(NSYS_HANG)
-        .args(["--model", "hf", "--no-ncu", "--annotate", "modules", "annotate.depth=1", "-o"])
+        .args(["--model", "hf", "--no-ncu", "--annotate", "modules", "annotate.depth=3", "-o"])
         .arg(root.path())
         .arg(python())
         .timeout(Duration::from_secs(900))
@@ -154,12 +154,19 @@ fn under_nsys_the_hf_model_has_the_decoder_stages_and_its_module_ranges() {
     };
     assert_eq!(instances("LLM", "prefill"), Some(3));
     assert_eq!(instances("LLM", "decode_all::decode_step"), Some(21));
-    // The module ranges nest in the workload's own: 3 measured generations,
-    // and, outside every LLM range, the warm-up's one.
-    assert_eq!(instances("llmperf.modules", "prefill::prefill::LlamaForCausalLM"), Some(3));
-    assert_eq!(instances("llmperf.modules", "decode_all::decode_step::decode_step::LlamaForCausalLM"), Some(21));
-    assert_eq!(instances("llmperf.modules", "prefill::LlamaForCausalLM"), Some(1));
-    assert_eq!(instances("llmperf.modules", "decode_step::LlamaForCausalLM"), Some(7));
+    // The module ranges nest in the workload's own phases (the bootstrap adds
+    // none of its own: no `decode_step::decode_step`): 3 measured
+    // generations; the warm-up's one (1 prefill, 7 steps) inside `warmup`,
+    // apart from the measured phases.
+    assert_eq!(instances("llmperf.modules", "prefill::LlamaForCausalLM"), Some(3));
+    assert_eq!(instances("llmperf.modules", "decode_all::decode_step::LlamaForCausalLM"), Some(21));
+    assert_eq!(instances("LLM", "warmup"), Some(1));
+    assert_eq!(instances("llmperf.modules", "warmup::LlamaForCausalLM"), Some(8));
+    for r in regions["regions"].as_array().unwrap() {
+        let path = r["path"].as_str().unwrap();
+        assert!(!path.contains("prefill::prefill") && !path.contains("decode_step::decode_step"), "{path}");
+        assert!(!(r["depth"] == 0 && r["domain"] == "llmperf.modules"), "a module range outside every phase: {path}");
+    }
     // SQL on nsys's export: the LLM domain's decode_step pushes.
     let db = rusqlite::Connection::open(dir.join("nsys/report.sqlite")).unwrap();
     let steps: i64 = db
@@ -171,6 +178,14 @@ fn under_nsys_the_hf_model_has_the_decoder_stages_and_its_module_ranges() {
         )
         .unwrap();
     assert_eq!(steps, 21);
+    // The summary names, per phase, the repeated module with the most time.
+    let summary = std::fs::read_to_string(dir.join("stakeholder_summary.md")).unwrap();
+    for phase in ["`prefill`", "`decode_all`"] {
+        assert!(
+            summary.lines().any(|l| l.contains(&format!("In {phase}, the repeated module with the most"))),
+            "{phase}: {summary}"
+        );
+    }
 }
 
 /// `model.path`: a checkpoint saved by transformers in the test (config.json

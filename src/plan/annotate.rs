@@ -97,8 +97,16 @@ pub(crate) fn check_program(cfg: &Annotate, argv: &[OsString]) -> Result<(), Err
 /// NAME=VALUE… CMD`; `LLMPERF_BOOTSTRAP_*`, not `LLMPERF_ANNOTATE*`, which an
 /// llmperf inside the command, `--model hf`'s `llmperf workload`, would read
 /// as the config key `annotate`): `dir` first on PYTHONPATH, ahead of `pythonpath` (the
-/// caller's own).
-pub(crate) fn wrap(cfg: &Annotate, dir: &Path, pythonpath: Option<&OsString>, argv: Vec<OsString>) -> Vec<OsString> {
+/// caller's own). `own_phases`: the application marks its prefill and decode
+/// steps itself (`--model hf`), so the bootstrap adds no phase ranges of its
+/// own (they would nest in the application's: `decode_step::decode_step`).
+pub(crate) fn wrap(
+    cfg: &Annotate,
+    dir: &Path,
+    pythonpath: Option<&OsString>,
+    argv: Vec<OsString>,
+    own_phases: bool,
+) -> Vec<OsString> {
     if cfg.mode == AnnotateMode::Off {
         return argv;
     }
@@ -116,6 +124,9 @@ pub(crate) fn wrap(cfg: &Annotate, dir: &Path, pythonpath: Option<&OsString>, ar
     if let Some(pattern) = &cfg.include {
         out.push(format!("LLMPERF_BOOTSTRAP_INCLUDE={pattern}").into());
     }
+    if own_phases {
+        out.push("LLMPERF_BOOTSTRAP_PHASES=0".into());
+    }
     out.extend(argv);
     out
 }
@@ -132,7 +143,7 @@ mod tests {
     fn the_command_runs_under_env_with_the_bootstrap_first_on_pythonpath() {
         let argv = vec![OsString::from("python3"), "infer.py".into(), "--x=1".into()];
         let old = OsString::from("/opt/lib");
-        let got = wrap(&modules(), Path::new("/r/annotate"), Some(&old), argv.clone());
+        let got = wrap(&modules(), Path::new("/r/annotate"), Some(&old), argv.clone(), false);
         let got: Vec<&str> = got.iter().map(|a| a.to_str().unwrap()).collect();
         assert_eq!(
             got,
@@ -149,10 +160,11 @@ mod tests {
             ]
         );
         let off = Annotate::default();
-        assert_eq!(wrap(&off, Path::new("/r/annotate"), None, argv.clone()), argv);
-        let plain = wrap(&Annotate { include: None, ..modules() }, Path::new("/r/a"), None, argv);
+        assert_eq!(wrap(&off, Path::new("/r/annotate"), None, argv.clone(), false), argv);
+        let plain = wrap(&Annotate { include: None, ..modules() }, Path::new("/r/a"), None, argv, true);
         assert_eq!(plain[1], "PYTHONPATH=/r/a");
         assert!(!plain.iter().any(|a| a.to_string_lossy().starts_with("LLMPERF_BOOTSTRAP_INCLUDE")));
+        assert!(plain.iter().any(|a| a == "LLMPERF_BOOTSTRAP_PHASES=0"), "an application with its own phases");
     }
 
     #[test]
@@ -171,8 +183,13 @@ mod tests {
             assert_eq!(resolve(&auto, false).mode, AnnotateMode::Off);
         }
         assert_eq!(resolve(&modules(), false), modules(), "only auto is settled");
-        let ops =
-            wrap(&Annotate { mode: AnnotateMode::Ops, ..modules() }, Path::new("/r"), None, vec!["python3".into()]);
+        let ops = wrap(
+            &Annotate { mode: AnnotateMode::Ops, ..modules() },
+            Path::new("/r"),
+            None,
+            vec!["python3".into()],
+            false,
+        );
         assert_eq!(ops[2], "LLMPERF_BOOTSTRAP=ops");
         assert_eq!(ops[3], "LLMPERF_BOOTSTRAP_DOMAIN=", "operators nest under modules in one domain");
     }

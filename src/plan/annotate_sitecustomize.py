@@ -42,6 +42,8 @@ def _install(torch):
         _say("no NVTX C library (libnvToolsExt, libnvtx3interop) next to torch: no module ranges are recorded")
         return
     depth_limit = int(os.environ.get("LLMPERF_BOOTSTRAP_DEPTH", "4"))
+    # An application that marks its own prefill and decode steps (--model hf) gets no phase ranges here.
+    with_phases = os.environ.get("LLMPERF_BOOTSTRAP_PHASES", "1") != "0"
     pattern = os.environ.get("LLMPERF_BOOTSTRAP_INCLUDE") or None
     include = re.compile(pattern) if pattern else None
     # id(module) -> its range, prepared once (False: the filter leaves it out),
@@ -98,7 +100,7 @@ def _install(torch):
             # Below the depth limit: no range, and its submodules are deeper still.
             return original(module, *args, **kwargs)
         pushed = 0
-        if depth == 0:
+        if depth == 0 and with_phases:
             phase = phase_of(module, kwargs)
             if phase is not None:
                 domain.push(phase)

@@ -195,7 +195,9 @@ impl RunPlan {
         };
         let inner = self.app_argv(run, timings);
         let dir = absolute(&run.join(run_dir::ANNOTATE_DIR));
-        let inner = annotate::wrap(&self.annotate, &dir, self.pythonpath.as_ref(), inner);
+        // The built-in workload that annotates (`--model hf`) marks its own phases.
+        let own_phases = matches!(self.app, App::Builtin { .. });
+        let inner = annotate::wrap(&self.annotate, &dir, self.pythonpath.as_ref(), inner, own_phases);
         match &self.launch {
             Some(_) if profiler == Profiler::Ncu && self.ncu_inputs.inside_rank.is_some() => inner,
             Some(l) => l.around(Some(&run.join(record)), None, &inner),

@@ -144,7 +144,7 @@ fn breakdown_bars(h: &mut String, b: &crate::aggregate::nsys::breakdown::Breakdo
 
 /// regions.json's `module_groups`: repeated modules as one row each, as regions.md has them.
 fn module_groups_table(h: &mut String, inputs: &Inputs) {
-    use super::regions_md::{coverage_sentence, group_figures, GROUP_ROWS};
+    use super::regions_md::{coverage_sentence, group_figures, short_path, GROUP_ROWS};
     let Some(g) = inputs.nsys_regions.as_ref().and_then(|r| r.module_groups.as_ref()) else { return };
     if g.groups.is_empty() {
         return;
@@ -159,9 +159,11 @@ fn module_groups_table(h: &mut String, inputs: &Inputs) {
     for r in g.groups.iter().take(GROUP_ROWS) {
         let cells: String = group_figures(r).iter().map(|f| format!("<td>{}</td>", esc(f))).collect();
         h.push_str(&format!(
-            "<tr><td><code>{}</code></td>{cells}<td><code>{}</code></td></tr>\n",
+            "<tr><td><code title=\"{}\">{}</code></td>{cells}<td><code title=\"{}\">{}</code></td></tr>\n",
             esc(&r.path),
-            esc(&r.slowest)
+            esc(&short_path(&r.path)),
+            esc(&r.slowest),
+            esc(&short_path(&r.slowest))
         ));
     }
     h.push_str("</table>\n");

@@ -292,7 +292,12 @@ pub(crate) fn operators(inputs: &Inputs, ranks: Option<&crate::aggregate::ranks:
         .filter(|k| !k.contains(crate::regions::SEP))
         .map(String::as_str)
         .collect();
-    let is_operator = |r: &&crate::aggregate::nsys::Region| r.depth > 0 || !stages.contains(r.name.as_str());
+    // And their warm-up (`--model hf`): not measured, so no operator of it either.
+    let warmup = |r: &crate::aggregate::nsys::Region| {
+        !stages.is_empty() && r.names().first().is_some_and(|n| n == crate::regions::WARMUP)
+    };
+    let is_operator =
+        |r: &&crate::aggregate::nsys::Region| (r.depth > 0 || !stages.contains(r.name.as_str())) && !warmup(r);
     if let Some(regions) = inputs.nsys_regions.as_ref().filter(|r| r.regions.iter().any(|r| is_operator(&r))) {
         let rank_of = process_labels(regions, ranks);
         // By nested names, not by their `::` spelling: `aten::to` inside

@@ -21,6 +21,7 @@ pub(crate) const IDLE_PCT: f64 = 20.0;
 pub(crate) fn sentences(inputs: &Inputs, d: &Derived) -> Vec<String> {
     let mut lines = Vec::new();
     lines.extend(largest_stage(inputs, &d.uses));
+    lines.extend(top_module_groups(inputs));
     lines.extend(top_operator(d));
     lines.push(top_kernel(inputs, d));
     lines
@@ -76,6 +77,53 @@ pub(crate) fn utilization_reading(u: &StageUse) -> String {
         ),
         (None, _) => "the largest stage: optimize it first".to_string(),
     }
+}
+
+/// Per phase (the first name of the repeated modules' paths: `prefill`,
+/// `decode_all`, …), the repeated module (a group of regions.json's
+/// `module_groups` with no group inside it) that takes the most time: GPU
+/// time where the groups launched kernels, else wall time.
+fn top_module_groups(inputs: &Inputs) -> Vec<String> {
+    let Some(r) = inputs.nsys_regions.as_ref() else { return Vec::new() };
+    let Some(g) = r.module_groups.as_ref() else { return Vec::new() };
+    let groups = &g.groups;
+    let leaf = |x: &&crate::aggregate::nsys::ModuleGroup| {
+        let inner = format!("{}{}", x.path, crate::regions::SEP);
+        !groups.iter().any(|y| y.process_id == x.process_id && y.path.starts_with(&inner))
+    };
+    let time = |x: &crate::aggregate::nsys::ModuleGroup| if x.gpu_time_ns > 0 { x.gpu_time_ns } else { x.inclusive_ns };
+    let mut by_phase: std::collections::BTreeMap<&str, &crate::aggregate::nsys::ModuleGroup> = Default::default();
+    for x in groups.iter().filter(leaf) {
+        let phase = x.path.split(crate::regions::SEP).next().unwrap_or_default();
+        if phase == crate::regions::WARMUP && inputs.timings.is_some() {
+            continue;
+        }
+        let best = by_phase.entry(phase).or_insert(x);
+        if time(x) > time(best) {
+            *best = x;
+        }
+    }
+    by_phase
+        .into_iter()
+        .map(|(phase, x)| {
+            let what = if x.gpu_time_ns > 0 { "GPU" } else { "wall" };
+            // The phase's own time of the same kind, over every process's instances.
+            let whole: i64 = r
+                .regions
+                .iter()
+                .filter(|p| p.depth == 0 && p.path == phase && p.process_id == x.process_id)
+                .map(|p| if x.gpu_time_ns > 0 { p.gpu_time_ns } else { p.inclusive_ns })
+                .sum();
+            let share = if whole > 0 { format!(", {:.1}% of the phase's", 100.0 * time(x) as f64 / whole as f64) } else { String::new() };
+            format!(
+                "In {}, the repeated module with the most {what} time is {} ({} members, {:.3} ms{share}): look at it first.",
+                code(phase),
+                code(&super::regions_md::short_path(&x.path)),
+                x.members,
+                time(x) as f64 / 1e6
+            )
+        })
+        .collect()
 }
 
 /// The operator whose own kernels take the most GPU time (a range around the

@@ -127,6 +127,36 @@ pub(crate) fn group_figures(r: &crate::aggregate::nsys::ModuleGroup) -> [String;
     ]
 }
 
+/// The longest group path a table shows whole.
+const SHORT_PATH: usize = 60;
+
+/// A group's (or region's) path for a table: whole up to 60 characters, else
+/// its first name (the phase) and as much of its end as fits, `…` between:
+/// `prefill::…::model.layers.[0-31].mlp`. The whole path is in regions.json
+/// (and report.html's tooltip).
+pub(crate) fn short_path(path: &str) -> String {
+    let tail = |s: &str, n: usize| -> String {
+        let chars: Vec<char> = s.chars().collect();
+        chars[chars.len().saturating_sub(n)..].iter().collect()
+    };
+    if path.chars().count() <= SHORT_PATH {
+        return path.to_string();
+    }
+    let names: Vec<&str> = path.split(crate::regions::SEP).collect();
+    let (first, last) = (names[0], names[names.len() - 1]);
+    let head = match names.len() {
+        1 => String::new(),
+        _ if first.chars().count() < SHORT_PATH / 3 => format!("{first}::…::"),
+        _ => "…::".to_string(),
+    };
+    let room = SHORT_PATH - head.chars().count();
+    if last.chars().count() <= room {
+        format!("{head}{last}")
+    } else {
+        format!("{head}…{}", tail(last, room - 1))
+    }
+}
+
 /// `## Repeated modules`: regions.json's module_groups, and the coverage.
 fn module_groups_md(md: &mut String, g: &crate::aggregate::nsys::ModuleGroups, labels: &BTreeMap<i64, String>) {
     md.push_str("## Repeated modules\n\n");
@@ -138,7 +168,7 @@ fn module_groups_md(md: &mut String, g: &crate::aggregate::nsys::ModuleGroups, l
     }
     let _ = writeln!(
         md,
-        "Regions whose paths differ only in an index (`layers.0`, `layers.1`, …) as one row, `[0-31]` the indices seen; per member (one index tuple), its total time: GPU where the group launched kernels, else wall. Largest first, at most {GROUP_ROWS} (all in nsys/regions.json, `module_groups`).\n"
+        "Regions whose paths differ only in an index (`layers.0`, `layers.1`, …) as one row, `[0-31]` the indices seen; per member (one index tuple), its total time: GPU where the group launched kernels, else wall. Largest first, at most {GROUP_ROWS}; paths past 60 characters cut in the middle (whole in nsys/regions.json, `module_groups`).\n"
     );
     md.push_str("| group | process | members | calls | GPU ms | wall ms | per member min / median / max ms | largest member |\n|---|---|---:|---:|---:|---:|---|---|\n");
     for r in g.groups.iter().take(GROUP_ROWS) {
@@ -146,10 +176,10 @@ fn module_groups_md(md: &mut String, g: &crate::aggregate::nsys::ModuleGroups, l
         let _ = writeln!(
             md,
             "| {} | {} | {} | {} |",
-            code(&r.path),
+            code(&short_path(&r.path)),
             crate::markdown::text(&process),
             group_figures(r).join(" | "),
-            code(&r.slowest)
+            code(&short_path(&r.slowest))
         );
     }
     md.push('\n');
@@ -179,4 +209,20 @@ fn line(md: &mut String, names: &[String], r: &Row, labels: &BTreeMap<&str, &str
         r.calls,
         if kernels.is_empty() { "–".to_string() } else { kernels.join(", ") }
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::short_path;
+
+    #[test]
+    fn a_long_group_path_keeps_its_phase_and_its_end() {
+        assert_eq!(short_path("prefill::M::model.layers.[0-1]"), "prefill::M::model.layers.[0-1]");
+        let long = "decode_all::decode_step::LlamaForCausalLM::model::model.layers.[0-31]::model.layers.[0-31].self_attn::model.layers.[0-31].self_attn.q_proj";
+        let s = short_path(long);
+        assert_eq!(s, "decode_all::…::model.layers.[0-31].self_attn.q_proj");
+        assert!(s.chars().count() <= 60);
+        let one = "x".repeat(100);
+        assert_eq!(short_path(&one).chars().count(), 60);
+    }
 }
