@@ -152,3 +152,100 @@ fn report_html_opens_in_headless_chromium() {
         assert!(dom.contains(id), "{id} not in the rendered DOM");
     }
 }
+
+/// What a page looks like in headless Chromium: a screenshot, and each
+/// table's columns with their rendered widths (px) beside the width of 12
+/// characters of the tables' font, measured by a script added to a copy of
+/// the page (report.html itself runs none).
+fn rendered_columns(page: &std::path::Path, dir: &std::path::Path) -> (f64, Vec<(usize, usize, f64, String)>) {
+    const MEASURE: &str = "<script>(function(){const p=document.createElement('span');\
+p.style.cssText='font-size:13px;font-family:sans-serif;position:absolute;visibility:hidden;white-space:pre';\
+p.textContent='000000000000';document.body.appendChild(p);const ch12=p.getBoundingClientRect().width;const cols=[];\
+document.querySelectorAll('table').forEach((t,ti)=>{const r=t.rows[0];if(!r)return;\
+Array.from(r.cells).forEach((c,ci)=>cols.push([ti,ci,c.getBoundingClientRect().width,c.textContent]));});\
+const pre=document.createElement('pre');pre.id='widths';pre.textContent=JSON.stringify({ch12:ch12,cols:cols});\
+document.body.appendChild(pre);})();</script>";
+    let html = std::fs::read_to_string(page).unwrap();
+    let measured = dir.join("measure.html");
+    std::fs::write(&measured, html.replace("</body></html>", &format!("{MEASURE}</body></html>"))).unwrap();
+    let common = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1000,2400",
+    ];
+    let profile = format!("--user-data-dir={}", dir.join("chromium-profile").display());
+    let shot = dir.join("page.png");
+    let out = std::process::Command::new("chromium")
+        .args(common)
+        .arg(&profile)
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("chromium is installed by scripts/setup.sh");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let png = std::fs::read(&shot).unwrap();
+    assert!(png.starts_with(b"\x89PNG") && png.len() > 20_000, "a real screenshot: {} bytes", png.len());
+    let dom = std::process::Command::new("chromium")
+        .args(common)
+        .arg(&profile)
+        .arg("--dump-dom")
+        .arg(format!("file://{}", measured.display()))
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    let at = dom.find("<pre id=\"widths\">").expect("the measuring script ran") + "<pre id=\"widths\">".len();
+    let text = &dom[at..at + dom[at..].find("</pre>").unwrap()];
+    let text = text.replace("&quot;", "\"").replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&");
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let cols = v["cols"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let u = |i: usize| c[i].as_u64().unwrap() as usize;
+            (u(0), u(1), c[2].as_f64().unwrap(), c[3].as_str().unwrap().to_string())
+        })
+        .collect();
+    (v["ch12"].as_f64().unwrap(), cols)
+}
+
+/// report.html of the two-process FSDP capture and of an ncu import (the
+/// DeepSeek-OCR CSVs, with ncu's advice table of long sentences) in
+/// Chromium: no table column narrower than 12 characters (the long cells
+/// used to squeeze the name column to 3–8); the breakdown's bars carry their
+/// milliseconds and a % axis; the ncu import's kernels show SM and DRAM %.
+#[test]
+fn report_html_keeps_every_table_column_readable_in_chromium() {
+    let test = crate::this_test!();
+    let root = tempfile::tempdir().unwrap();
+    let Some(db) = corpus_copy(&test, "real/nsys-ai/mfu_2gpu_before.sqlite", root.path()) else { return };
+    let fsdp = root.path().join("fsdp");
+    import_nsys(&db, &fsdp, &[]);
+    let Some(csvs) = dsocr_ncu(&test, root.path()) else { return };
+    let ncu = root.path().join("ncu");
+    llmperf().args(["-q", "import", "ncu"]).args(&csvs).arg("-o").arg(&ncu).assert().success();
+    for run in [&fsdp, &ncu] {
+        let (ch12, cols) = rendered_columns(&run.join("report.html"), run);
+        assert!(cols.len() > 15, "{}: {} columns", run.display(), cols.len());
+        let narrow: Vec<_> = cols.iter().filter(|c| c.2 < ch12).collect();
+        assert!(narrow.is_empty(), "{}: columns narrower than 12 characters ({ch12:.1} px): {narrow:?}", run.display());
+    }
+    let html = std::fs::read_to_string(fsdp.join("report.html")).unwrap();
+    let labels = regex::Regex::new(r#"data-wall-ms="([0-9.]+)">([0-9.]+) ms</text>"#).unwrap();
+    let breakdown = json(&fsdp.join("nsys/breakdown.json"));
+    let span0 = breakdown["devices"][0]["span"]["wall_ns"].as_f64().unwrap() / 1e6;
+    let first: Vec<f64> = labels.captures_iter(&html).map(|c| c[1].parse().unwrap()).collect();
+    assert!((first[0] - span0).abs() < 1e-6, "{first:?} vs {span0}");
+    for axis in [">0%</text>", ">50%</text>", ">100%</text>"] {
+        assert!(html.contains(axis), "{axis}");
+    }
+    let page = std::fs::read_to_string(ncu.join("report.html")).unwrap();
+    assert!(page.contains("<th>SM % (ncu)</th><th>DRAM % (ncu)</th>"), "the ncu import's kernels");
+    assert!(page.contains("compute capability (12.0, in ncu's CSV)"), "why the roofline has no ceilings");
+}

@@ -49,6 +49,11 @@ pub struct Roofline {
     /// The counters summed into `flops`, as found in the files.
     pub flop_metrics: Vec<String>,
     pub points: Vec<Point>,
+    /// The profiled GPU's compute capability, as ncu's CSV says it (`CC`,
+    /// 2024.1 and later), where it does: `12.0`. It names a GPU family, not
+    /// one GPU with one set of peaks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_capability: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
@@ -453,6 +458,7 @@ impl RooflineAcc {
             launches_with_counters: self.counted,
             flop_metrics: self.flop_metrics.into_iter().collect(),
             points,
+            compute_capability: None,
         }
     }
 }

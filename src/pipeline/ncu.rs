@@ -702,6 +702,8 @@ fn build(inputs: &[Input], opts: Options, stamp: Stamp, run: &RunDir) -> Result<
             .collect(),
     };
     let scopes = builder.finish(&stamp);
+    let mut roofline = roofline.finish();
+    roofline.compute_capability = inputs.iter().find_map(|i| crate::parse::ncu::compute_capability(&i.csv));
     let report = RegionReportFile {
         schema: REPORT_SCHEMA.into(),
         generated_at: stamp.generated_at,
@@ -712,7 +714,7 @@ fn build(inputs: &[Input], opts: Options, stamp: Stamp, run: &RunDir) -> Result<
         metrics,
         scopes,
     };
-    Ok((report, roofline.finish()))
+    Ok((report, roofline))
 }
 
 /// A details CSV file on every core (parse::ncu's fast reader); anything else

@@ -28,10 +28,15 @@ pub(crate) fn render(inputs: &Inputs, d: &Derived) -> String {
     h
 }
 
+/// The page's stylesheet. Tables keep every column readable: at least 12
+/// characters wide (the first, which names the row, 24), long names and
+/// prose broken where they must be, never a column squeezed to a few letters.
 pub(crate) const STYLE: &str = "body{font-family:sans-serif;margin:2em;max-width:960px;color:#222}\
 h2{margin-top:2em;border-bottom:1px solid #ccc}\
-table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;padding:3px 6px;text-align:right}\
-td:first-child,th:first-child{text-align:left;max-width:640px;word-break:break-all}code{font-size:12px}\
+table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ddd;padding:3px 6px;text-align:right;\
+min-width:12ch;overflow-wrap:anywhere;vertical-align:top}\
+td:first-child,th:first-child{text-align:left;min-width:24ch;max-width:640px}code{font-size:12px}\
+pre{white-space:pre-wrap;overflow-wrap:anywhere;font-size:12px;background:#f6f6f6;padding:6px}\
 svg text{font-size:11px;font-family:sans-serif}.note{color:#666}";
 
 pub(crate) fn esc(s: &str) -> String {
@@ -519,11 +524,19 @@ fn roofline(h: &mut String, inputs: &Inputs, uses: &[StageUse], peak: Option<&Pe
             r.flop_metrics.join(" + ")
         ));
     }
+    let drawn = points.iter().filter(|p| p.attr == "kernel").count();
+    if ncu.len() > drawn {
+        notes.push(format!(
+            "{drawn} of {} kernels drawn: the others have no FLOP count or no DRAM bytes in ncu's counters (their SM and DRAM throughputs are in the Kernels table)",
+            ncu.len()
+        ));
+    }
     if ceiling.is_none() {
-        notes.push(
-            "no ceilings: no peak FLOP/s and bandwidth for this device (see the MFU section of stakeholder_summary.md)"
-                .into(),
-        );
+        let cc = inputs.roofline.as_ref().and_then(|r| r.compute_capability.as_deref());
+        notes.push(match cc {
+            Some(cc) => format!("no ceilings: the GPU is not named and its compute capability ({cc}, in ncu's CSV) is shared by several GPUs with other peaks; hardware.gpu=NAME names it"),
+            None => "no ceilings: no peak FLOP/s and bandwidth for this device (see the MFU section of stakeholder_summary.md)".into(),
+        });
     }
     let _ = writeln!(h, "<p class=\"note\">{}.</p>", esc(&notes.join("; ")));
 }
@@ -546,12 +559,21 @@ fn tables(h: &mut String, inputs: &Inputs, k: &KernelsReport, ops: &OperatorsRep
         h.push_str("</table>\n");
     }
     if !k.kernels.is_empty() {
-        h.push_str("<h2>Kernels</h2>\n<table><tr><th>kernel</th><th>total ms</th><th>calls</th><th>mean ms</th><th>share</th></tr>\n");
+        // ncu's throughputs beside each kernel where roofline.json has its counters (as the summary's Top Kernels).
+        let point = |name: &str| super::summary::point_of(inputs.roofline.as_ref(), None, name);
+        let counters = k.kernels.iter().take(30).any(|r| point(&r.kernel_name).is_some());
+        h.push_str(
+            "<h2>Kernels</h2>\n<table><tr><th>kernel</th><th>total ms</th><th>calls</th><th>mean ms</th><th>share</th>",
+        );
+        if counters {
+            h.push_str("<th>SM % (ncu)</th><th>DRAM % (ncu)</th><th>FLOP/byte (ncu)</th>");
+        }
+        h.push_str("</tr>\n");
         for r in k.kernels.iter().take(30) {
             let (total, mean, share) = r.time_cells();
-            let _ = writeln!(
+            let _ = write!(
                 h,
-                "<tr><td><code title=\"{}\">{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td><code title=\"{}\">{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
                 esc(&r.kernel_name),
                 esc(&r.label),
                 esc(&total),
@@ -559,6 +581,18 @@ fn tables(h: &mut String, inputs: &Inputs, k: &KernelsReport, ops: &OperatorsRep
                 esc(&mean),
                 esc(&share)
             );
+            if counters {
+                let p = point(&r.kernel_name);
+                let cell = |v: Option<f64>, d: usize| v.map_or("–".to_string(), |v| format!("{v:.d$}"));
+                let _ = write!(
+                    h,
+                    "<td>{}</td><td>{}</td><td>{}</td>",
+                    cell(p.and_then(|p| p.sm_throughput_pct), 1),
+                    cell(p.and_then(|p| p.dram_throughput_pct), 1),
+                    cell(p.and_then(|p| p.arithmetic_intensity), 2)
+                );
+            }
+            h.push_str("</tr>\n");
         }
         h.push_str("</table>\n");
     }

@@ -82,18 +82,21 @@ pub(crate) fn utilization_reading(u: &StageUse) -> String {
 /// Per phase (the first name of the repeated modules' paths: `prefill`,
 /// `decode_all`, …), the repeated module (a group of regions.json's
 /// `module_groups` with no group inside it) that takes the most time: GPU
-/// time where the groups launched kernels, else wall time.
+/// time where the groups launched kernels, else wall time. Only for the
+/// module ranges `--annotate` records: a program's own ranges that differ in
+/// an index are no modules, and their names may hold `::`.
 fn top_module_groups(inputs: &Inputs) -> Vec<String> {
     let Some(r) = inputs.nsys_regions.as_ref() else { return Vec::new() };
     let Some(g) = r.module_groups.as_ref() else { return Vec::new() };
-    let groups = &g.groups;
-    let leaf = |x: &&crate::aggregate::nsys::ModuleGroup| {
+    let modules = crate::plan::annotate::domain_of(crate::config::schema::AnnotateMode::Modules);
+    let groups: Vec<&crate::aggregate::nsys::ModuleGroup> = g.groups.iter().filter(|x| x.domain == modules).collect();
+    let leaf = |x: &&&crate::aggregate::nsys::ModuleGroup| {
         let inner = format!("{}{}", x.path, crate::regions::SEP);
         !groups.iter().any(|y| y.process_id == x.process_id && y.path.starts_with(&inner))
     };
     let time = |x: &crate::aggregate::nsys::ModuleGroup| if x.gpu_time_ns > 0 { x.gpu_time_ns } else { x.inclusive_ns };
     let mut by_phase: std::collections::BTreeMap<&str, &crate::aggregate::nsys::ModuleGroup> = Default::default();
-    for x in groups.iter().filter(leaf) {
+    for &x in groups.iter().filter(leaf) {
         let phase = x.path.split(crate::regions::SEP).next().unwrap_or_default();
         if phase == crate::regions::WARMUP && inputs.timings.is_some() {
             continue;

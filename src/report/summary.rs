@@ -300,10 +300,15 @@ fn imported_gpu(inputs: &Inputs) -> String {
         .filter_map(|s| s.scope.strip_prefix("device:"))
         .map(crate::markdown::text)
         .collect();
+    let cc = inputs
+        .roofline
+        .as_ref()
+        .and_then(|r| r.compute_capability.as_deref())
+        .map_or(String::new(), |cc| format!("; compute capability {} (ncu's CSV)", crate::markdown::text(cc)));
     match devices.is_empty() {
-        true => "not recorded (an import; hardware.gpu=NAME names it)".to_string(),
+        true => format!("not recorded (an import; hardware.gpu=NAME names it){cc}"),
         false => format!(
-            "not recorded: an import, and ncu's results name device {} only (hardware.gpu=NAME names the GPU for the peak table)",
+            "not recorded: an import, and ncu's results name device {} only (hardware.gpu=NAME names the GPU for the peak table){cc}",
             devices.join(", ")
         ),
     }

@@ -12,6 +12,7 @@ use std::path::Path;
 
 pub use details::{open, DetailsReader};
 pub use fast::{ingest, ingest_blocks};
+pub(crate) use rows::compute_capability;
 pub use rows::{with_view, Launch, LaunchSink, LaunchView, Metric, MetricRef, NvtxFrame};
 
 use crate::error::Error;

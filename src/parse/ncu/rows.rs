@@ -163,6 +163,25 @@ pub(crate) fn open_file(path: &Path) -> Result<std::fs::File, Error> {
     crate::parse::input::open_text(path)
 }
 
+/// The `CC` (compute capability) cell of the first result of an ncu CSV
+/// (2024.1 and later print the column; the raw page's second row holds
+/// units, so the first result with a value counts), if the file has one.
+/// Reads the first lines only.
+pub(crate) fn compute_capability(path: &Path) -> Option<String> {
+    use std::io::BufRead;
+    let file = open_file(path).ok()?;
+    let mut lines = std::io::BufReader::new(file).lines().map_while(Result::ok).take(64);
+    let header = lines.find(|l| l.starts_with("\"ID\","))?;
+    let cells = |line: &str| -> Vec<String> {
+        let mut r = csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(line.as_bytes());
+        r.records().next().and_then(Result::ok).map(|r| r.iter().map(str::to_string).collect()).unwrap_or_default()
+    };
+    let at = cells(&header).iter().position(|h| h == "CC")?;
+    lines
+        .map(|l| cells(&l).get(at).cloned().unwrap_or_default())
+        .find(|cc| !cc.is_empty() && cc.chars().all(|c| c.is_ascii_digit() || c == '.'))
+}
+
 /// `129325  "<default domain>:run_test:none:none:RGB:0xff00ff00:ASCII:run_test"  "..." `:
 /// a thread id, then one quoted `domain:name:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg`
 /// tuple per open range, outermost first.
