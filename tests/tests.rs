@@ -26,6 +26,7 @@ mod ncu_live;
 mod ncu_matching;
 mod nsys_live;
 mod nsys_regions;
+mod null_inputs;
 mod pytorch_names;
 mod ranks;
 mod region_join;

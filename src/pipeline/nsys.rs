@@ -593,6 +593,9 @@ pub(crate) fn write_outputs(
         (pass, breakdown.join().expect("the breakdown reader does not panic"))
     });
     let mut done = pass?;
+    if let Some(note) = db.join_note() {
+        done.regions.notes.push(note);
+    }
     let read = t.elapsed();
     signals::check()?;
     // `profile --launcher`: each process's rank, as its launcher gave it.

@@ -303,6 +303,8 @@ pub struct Sweep {
     failed: Option<Error>,
     ranges: usize,
     odd_ranges: usize,
+    /// Ranges nsys left without an end (open when the capture stopped).
+    unended: usize,
     attributed: (usize, i64),
     attributed_graph: (usize, i64),
     /// Where the depth-0 push/pop instances go, as they start, with the
@@ -324,6 +326,7 @@ impl Default for Sweep {
             failed: None,
             ranges: 0,
             odd_ranges: 0,
+            unended: 0,
             attributed: (0, 0),
             attributed_graph: (0, 0),
             feed: None,
@@ -386,6 +389,10 @@ impl Timeline for Sweep {
             if take_range {
                 let range = r.take().expect("a range is next");
                 r = ranges.next();
+                if !range.ended {
+                    self.unended += 1;
+                    continue;
+                }
                 if !plausible(range.start, range.end) {
                     self.odd_ranges += 1;
                     continue;
@@ -597,8 +604,16 @@ impl Sweep {
                 notes.push(note);
             }
         }
-        if self.ranges == 0 {
+        if self.unended > 0 {
+            notes.push(format!(
+                "{} NVTX ranges never ended (nsys left their end empty: still open when the capture stopped): left out",
+                self.unended
+            ));
+        }
+        if self.ranges == 0 && self.unended == 0 {
             notes.push("no NVTX ranges in the capture (not traced, or the application emitted none)".into());
+        } else if self.ranges == 0 {
+            notes.push("no NVTX range of the capture ended: no regions".into());
         }
         if kernels.by_name.is_empty() {
             notes.push("no CUDA kernels in the capture (CUDA not traced, or nothing ran on a GPU)".into());
@@ -912,8 +927,15 @@ mod tests {
         let (decode, step, g1, g2, k) =
             (names.intern("decode"), names.intern("step"), names.intern("g1"), names.intern("g2"), names.intern("k"));
         let tid = (7 << 24) | 7;
-        let range =
-            |start, end, name| NvtxRange { start, end, name, domain: 0, style: RangeStyle::PushPop, global_tid: tid };
+        let range = |start, end, name| NvtxRange {
+            start,
+            end,
+            name,
+            domain: 0,
+            style: RangeStyle::PushPop,
+            ended: true,
+            global_tid: tid,
+        };
         let launched =
             |launch, start, name, graph| Launched { global_tid: tid, launch, start, end: start + 10, name, graph };
         let launches = vec![

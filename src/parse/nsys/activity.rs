@@ -600,8 +600,9 @@ impl NsysDb {
                 _ => "bytes, NULL, NULL".to_string(),
             };
             let order_by = if order == Order::Sorted { "ORDER BY start" } else { "" };
-            let q =
-                format!("SELECT {pid}, COALESCE({}, 0), start, end, {extra} FROM {table} {order_by}", has("deviceId"));
+            // A missing deviceId column is device 0; a NULL in it is refused, as in start and end.
+            let device = if cols.contains("deviceId") { "deviceId" } else { "0" };
+            let q = format!("SELECT {pid}, {device}, start, end, {extra} FROM {table} {order_by}");
             streams.push((i, Rows::query(self.conn(), &q).map_err(sql)?));
         }
         let mut classes: FxHashMap<i64, u8> = FxHashMap::default();
@@ -632,20 +633,23 @@ impl NsysDb {
                 return Ok(None);
             }
             let what = match table {
-                0 => What::Kernel(name(rows.int(4), classify)?),
+                // A kernel's name id may be missing (no name column): then "" (other).
+                0 => What::Kernel(name(rows.opt_int(4).unwrap_or(0), classify)?),
                 1 => {
-                    let (src, dst) = (rows.int(6) / 256, rows.int(6) % 256);
+                    // srcKind and dstKind may be missing: then no copy is pageable.
+                    let kinds = rows.opt_int(6);
+                    let (src, dst) = kinds.map_or((-1, -1), |k| (k / 256, k % 256));
                     let direction = enums.direction(rows.int(5));
                     let pageable = match direction {
                         Direction::HostToDevice => src == enums.pageable,
                         Direction::DeviceToHost => dst == enums.pageable,
                         _ => false,
-                    } && rows.opt_int(6).is_some();
+                    } && kinds.is_some();
                     What::Copy { direction, bytes: rows.int(4), pageable }
                 }
                 _ => What::Memset { bytes: rows.int(4) },
             };
-            let name = if *table == 0 { rows.int(4) } else { 0 };
+            let name = if *table == 0 { rows.opt_int(4).unwrap_or(0) } else { 0 };
             Ok(Some(Activity {
                 pid: rows.int(0),
                 device: rows.int(1),

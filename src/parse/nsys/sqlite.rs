@@ -75,11 +75,14 @@ impl Names {
 #[derive(Debug, Clone, Copy)]
 pub struct NvtxRange {
     pub(crate) start: i64,
+    /// `start` where the range never ended (`ended` false).
     pub(crate) end: i64,
     pub(crate) name: u32,
     /// 0 (empty) for the default domain.
     pub(crate) domain: u32,
     pub(crate) style: RangeStyle,
+    /// False for a range whose end nsys left NULL: still open when the capture stopped.
+    pub(crate) ended: bool,
     pub(crate) global_tid: i64,
 }
 
@@ -464,7 +467,7 @@ impl NsysDb {
         let order_by = if order == Order::Sorted { "ORDER BY e.start, e.end DESC" } else { "" };
         let sql = format!(
             "SELECT e.start, e.end, e.eventType, e.text, {text_id}, {domain}, e.globalTid FROM NVTX_EVENTS e \
-             WHERE (e.eventType IN ({push_pop}, {start_end}) AND e.end IS NOT NULL) OR e.eventType = {create} {order_by}"
+             WHERE e.eventType IN ({push_pop}, {start_end}, {create}) {order_by}"
         );
         let what = "NVTX_EVENTS";
         let mut domains: FxHashMap<i64, u32> = FxHashMap::default();
@@ -495,10 +498,15 @@ impl NsysDb {
                 }
                 (_, None) => 0,
             };
+            // nsys leaves `end` NULL for a range still open when the capture
+            // stopped (its schema allows it); any other NULL is refused.
+            let start = rows.int(0);
+            let end = rows.opt_int(1);
             let range = NvtxRange {
-                start: rows.int(0),
-                end: rows.int(1),
+                start,
+                end: end.unwrap_or(start),
                 style: if kind == push_pop { RangeStyle::PushPop } else { RangeStyle::StartEnd },
+                ended: end.is_some(),
                 name,
                 domain,
                 global_tid: rows.int(6),
@@ -536,8 +544,18 @@ impl NsysDb {
             // one among the export's strings there are none, and the column (late
             // in a wide row) is not read: 4% of an ingestion.
             graph: if cols.contains("graphNodeId") && self.has_graph_launches() { "graphNodeId" } else { "NULL" },
-            device: has("deviceId"),
+            // A missing column reads as device 0; a NULL in it is refused.
+            device: if cols.contains("deviceId") { "deviceId" } else { "0" },
         }
+    }
+
+    /// Why no kernel could be joined to its launch call, where the export
+    /// says so by its columns: a kernel table without `correlationId`.
+    pub(crate) fn join_note(&self) -> Option<String> {
+        let kernels = "CUPTI_ACTIVITY_KIND_KERNEL";
+        (self.has_table(kernels) && !self.columns(kernels).contains("correlationId")).then(|| {
+            format!("{kernels} has no correlationId column: no kernel can be joined to the call that launched it, so every kernel is unattributed (export the capture with an nsys that records it)")
+        })
     }
 
     /// Whether the export names a CUDA graph launch call (runtime or driver API).
@@ -700,13 +718,12 @@ impl NsysDb {
             }
             let r = &c_rows;
             // Each column read once: 11M rows at 10M kernels.
-            let (id, start) = (r.int(1), r.int(3));
+            // A blocking call without a correlation id (the tap's rows) is no launch.
+            let (id, start) = (r.opt_int(1), r.int(3));
             if let Some(b) = batches.as_mut() {
                 b.row(start, r.raw(4), || Some(((r.integer(2)? >> 24) & 16_777_215, r.integer(3)?, r.integer(5)?)));
-                if id == 0 && r.opt_int(1).is_none() {
-                    continue;
-                }
             }
+            let Some(id) = id else { continue };
             return Some(Ok(launch_join::Call { pid: r.int(0), id, row: (r.int(2), start) }));
         });
         // The launch calls' disorder is measured only if the join asks.

@@ -4,14 +4,16 @@
 //! `sqlite3_column_type`, then the read): 12% of the CPU of ingesting a
 //! 1M-range export (issue 18). These loops read integer columns that nsys
 //! never leaves NULL, and one text column, so they step the statement and
-//! read the columns directly. A NULL integer reads as 0 with [`Rows::int`].
+//! read the columns directly.
 //!
-//! A value of another type in an integer column (text, a blob, a fraction:
-//! an export edited by hand or written by another tool) reads as 0 through
-//! `sqlite3_column_int64`, which would make a kernel that started at "0" run
-//! for its whole end timestamp. Every 0 read is therefore checked for its
-//! type (a rare path: these columns hold timestamps and ids), and the next
-//! `step` fails naming the table, column, row and value.
+//! A NULL, or a value of another type (text, a blob, a fraction: an export
+//! edited by hand or written by another tool), in an integer column reads as
+//! 0 through `sqlite3_column_int64`, which would make a kernel that started at
+//! "0" run for its whole end timestamp (one NULL start among 4,010 launches
+//! gave 113 times the GPU time). Every 0 [`Rows::int`] reads is therefore
+//! checked for its type (a rare path: these columns hold timestamps and ids),
+//! and the next `step` fails naming the table, column, row and value. A
+//! column nsys's schema lets be NULL is read with [`Rows::opt_int`].
 use rusqlite::{ffi, Connection};
 use std::cell::RefCell;
 use std::ffi::{c_int, CString};
@@ -67,8 +69,8 @@ impl<'c> Rows<'c> {
         }
     }
 
-    /// An integer column of the current row (NULL reads as 0; a value of
-    /// another type fails the next `step`).
+    /// An integer column of the current row that must hold one (NULL or a
+    /// value of another type fails the next `step`).
     #[inline] // per column of every row: keep it in the readers' loops wherever they land
     pub(crate) fn int(&self, col: c_int) -> i64 {
         // SAFETY: called only after `step` returned a row; an out-of-range column reads 0.
@@ -84,10 +86,11 @@ impl<'c> Rows<'c> {
     fn zero(&self, col: c_int) {
         // SAFETY: as for `int`.
         let kind = unsafe { ffi::sqlite3_column_type(self.stmt, col) };
-        if kind == ffi::SQLITE_INTEGER || kind == ffi::SQLITE_NULL || self.wrong_type.borrow().is_some() {
+        if kind == ffi::SQLITE_INTEGER || self.wrong_type.borrow().is_some() {
             return;
         }
         let (type_name, ty) = match kind {
+            ffi::SQLITE_NULL => ("NULL", rusqlite::types::Type::Null),
             ffi::SQLITE_TEXT => ("text", rusqlite::types::Type::Text),
             ffi::SQLITE_FLOAT => ("a real number", rusqlite::types::Type::Real),
             _ => ("a blob", rusqlite::types::Type::Blob),
@@ -101,9 +104,12 @@ impl<'c> Rows<'c> {
                 std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned()
             }
         };
-        let value: String = self.text(col).unwrap_or_default().chars().take(40).collect();
+        let value = match kind {
+            ffi::SQLITE_NULL => String::new(),
+            _ => format!(" {:?}", self.text(col).unwrap_or_default().chars().take(40).collect::<String>()),
+        };
         let message = format!(
-            "table {}, column {name}, row {} (in the query's order): {type_name} {value:?} where an integer belongs",
+            "table {}, column {name}, row {} (in the query's order): {type_name}{value} where an integer belongs",
             self.table, self.row
         );
         *self.wrong_type.borrow_mut() =
@@ -183,9 +189,9 @@ mod tests {
         let mut rows = Rows::query(&conn, "SELECT a, b, c FROM t ORDER BY rowid").unwrap();
         let mut got = Vec::new();
         while rows.step().unwrap() {
-            got.push((rows.int(0), rows.opt_int(1), rows.int(1), rows.text(2).map(|t| t.into_owned())));
+            got.push((rows.int(0), rows.opt_int(1), rows.text(2).map(|t| t.into_owned())));
         }
-        assert_eq!(got, vec![(7, None, 0, Some("x".to_string())), (-1, Some(2), 2, None)]);
+        assert_eq!(got, vec![(7, None, Some("x".to_string())), (-1, Some(2), None)]);
         // Past the end it stays there; SQLite itself would start again at (7, ...).
         assert!(!rows.step().unwrap());
         assert!(!rows.step().unwrap());
@@ -193,13 +199,15 @@ mod tests {
         assert!(err.to_string().contains("no such column: nope"), "{err}");
     }
 
-    /// Text, a fraction or a blob where an integer belongs: the next step
-    /// fails naming table, column, row and value, never a silent 0.
+    /// Text, a fraction, a blob or NULL where an integer belongs: the next
+    /// step fails naming table, column, row and value, never a silent 0.
     #[test]
     fn a_value_of_another_type_is_an_error_not_a_zero() {
         let conn = Connection::open_in_memory().unwrap();
         conn.execute_batch("CREATE TABLE k (start INTEGER, end INTEGER)").unwrap();
-        for (bad, says) in [("'soon'", "text \"soon\""), ("0.5", "a real number \"0.5\""), ("x'00'", "a blob")] {
+        for (bad, says) in
+            [("'soon'", "text \"soon\""), ("0.5", "a real number \"0.5\""), ("x'00'", "a blob"), ("NULL", "NULL")]
+        {
             conn.execute_batch(&format!("DELETE FROM k; INSERT INTO k VALUES (1, 2), ({bad}, 3);")).unwrap();
             let mut rows = Rows::query(&conn, "SELECT start, end FROM k ORDER BY rowid").unwrap();
             assert!(rows.step().unwrap());
