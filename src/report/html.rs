@@ -560,7 +560,7 @@ fn tables(h: &mut String, inputs: &Inputs, k: &KernelsReport, ops: &OperatorsRep
     }
     if !k.kernels.is_empty() {
         // ncu's throughputs beside each kernel where roofline.json has its counters (as the summary's Top Kernels).
-        let point = |name: &str| super::summary::point_of(inputs.roofline.as_ref(), None, name);
+        let point = |name: &str| super::join::point_of(inputs.roofline.as_ref(), None, name);
         let counters = k.kernels.iter().take(30).any(|r| point(&r.kernel_name).is_some());
         h.push_str(
             "<h2>Kernels</h2>\n<table><tr><th>kernel</th><th>total ms</th><th>calls</th><th>mean ms</th><th>share</th>",

@@ -291,6 +291,20 @@ fn clocks(ncu: &RegionReportFile, configured: Option<crate::config::schema::Cloc
     }
 }
 
+/// The ncu counters of an nsys kernel: roofline.json's point under the same
+/// name, else under the ncu name that joined it (region_join.json).
+pub(crate) fn point_of<'a>(
+    roofline: Option<&'a crate::aggregate::roofline::Roofline>,
+    join: Option<&RegionJoin>,
+    kernel: &str,
+) -> Option<&'a crate::aggregate::roofline::Point> {
+    let points = &roofline?.points;
+    points.iter().find(|p| p.kernel_name == kernel).or_else(|| {
+        let ncu = join?.kernels.iter().find(|k| k.nsys_name.as_deref() == Some(kernel))?;
+        points.iter().find(|p| p.kernel_name == ncu.ncu_name)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -167,7 +167,7 @@ fn top_kernel(inputs: &Inputs, d: &Derived) -> String {
     let Some(top) = d.kernels.kernels.first() else {
         return no_kernels(inputs, d);
     };
-    let point = super::summary::point_of(inputs.roofline.as_ref(), d.join.as_ref(), &top.kernel_name);
+    let point = super::join::point_of(inputs.roofline.as_ref(), d.join.as_ref(), &top.kernel_name);
     // Why there is no point: ncu measured no FLOP/DRAM counters at all (a report without
     // the SpeedOfLight section), or none under this kernel's name (nsys and ncu name it apart).
     let none = match inputs.roofline.as_ref() {

@@ -696,7 +696,7 @@ fn top_kernels(
         return;
     }
     let top = &k.kernels[..k.kernels.len().min(10)];
-    let found: Vec<_> = top.iter().map(|r| point_of(roofline, join, &r.kernel_name)).collect();
+    let found: Vec<_> = top.iter().map(|r| super::join::point_of(roofline, join, &r.kernel_name)).collect();
     let points = found.iter().any(Option::is_some);
     md.push_str("| kernel | total ms | calls | mean ms | share |");
     if points {
@@ -723,20 +723,6 @@ fn top_kernels(
 }
 
 /// Three biggest costs by time, each read by a rule; every number is in a table above.
-/// The ncu counters of an nsys kernel: roofline.json's point under the same
-/// name, else under the ncu name that joined it (region_join.json).
-pub(crate) fn point_of<'a>(
-    roofline: Option<&'a crate::aggregate::roofline::Roofline>,
-    join: Option<&super::join::RegionJoin>,
-    kernel: &str,
-) -> Option<&'a crate::aggregate::roofline::Point> {
-    let points = &roofline?.points;
-    points.iter().find(|p| p.kernel_name == kernel).or_else(|| {
-        let ncu = join?.kernels.iter().find(|k| k.nsys_name.as_deref() == Some(kernel))?;
-        points.iter().find(|p| p.kernel_name == ncu.ncu_name)
-    })
-}
-
 fn narrative(md: &mut String, inputs: &Inputs, d: &Derived) {
     md.push_str("## Narrative\n\n");
     for (i, l) in super::narrative::sentences(inputs, d).iter().enumerate() {
