@@ -232,7 +232,8 @@ impl<'a> ManifestWriter<'a> {
 
 /// The run and its running stages `interrupted`, written over `path`.
 fn mark_interrupted(path: &std::path::Path) {
-    let Some(mut m) = std::fs::read(path).ok().and_then(|b| serde_json::from_slice::<Manifest>(&b).ok()) else {
+    let Some(mut m) = crate::run_dir::read_regular(path).ok().and_then(|b| serde_json::from_str::<Manifest>(&b).ok())
+    else {
         return;
     };
     let now = utc_now();

@@ -351,7 +351,13 @@ impl RunDir {
 
     /// An existing run directory (for `report` and `validate`).
     pub fn open(path: &Path) -> Result<Self, Error> {
-        if !path.join(MANIFEST_JSON).is_file() {
+        let manifest = path.join(MANIFEST_JSON);
+        if let Ok(kind) = std::fs::metadata(&manifest).map(|m| m.file_type()) {
+            if !kind.is_file() {
+                return Err(damaged(&manifest, &format!("it is {}, not a regular file", kind_name(kind))));
+            }
+        }
+        if !manifest.is_file() {
             return Err(Error::usage(format!("{} is not a run directory (no {MANIFEST_JSON})", path.display()))
                 .with_hint("pass a directory created by `llmperf profile`, e.g. tmp/profile-output/<run_id>"));
         }
@@ -407,7 +413,7 @@ impl RunDir {
     /// range). A gate that read such a file as "nothing" would pass.
     pub(crate) fn read_json_checked<T: serde::de::DeserializeOwned>(&self, rel: &str) -> Result<Option<T>, Error> {
         let path = self.join(rel);
-        let text = match std::fs::read_to_string(&path) {
+        let text = match read_regular(&path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(damaged(&path, &e.to_string())),
@@ -484,12 +490,42 @@ pub(crate) fn absolute(p: &Path) -> PathBuf {
     std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
 }
 
-/// Write `bytes` to `path` through a temporary sibling and a rename.
 /// A JSON file, if present and readable as `T`.
 pub(crate) fn read_json_file<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
-    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+    serde_json::from_str(&read_regular(path).ok()?).ok()
 }
 
+/// A file's text, only if it is a regular file: opened without blocking and
+/// checked, so that a FIFO (or a device) left where a run's file belongs is
+/// an error naming what it is, never a read that waits for ever.
+pub(crate) fn read_regular(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
+    let kind = file.metadata()?.file_type();
+    if !kind.is_file() {
+        return Err(std::io::Error::other(format!("it is {}, not a regular file", kind_name(kind))));
+    }
+    let mut text = String::new();
+    file.read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// What a file that is not a regular file is, in words.
+fn kind_name(kind: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_dir() {
+        "a directory"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "a device"
+    }
+}
+
+/// Write `bytes` to `path` through a temporary sibling and a rename.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| io_error(dir, "create", &e))?;
@@ -555,11 +591,27 @@ fn write_in_place(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     (&file).write_all(bytes).map_err(|e| io_error(path, "write", &e))
 }
 
-/// Append to a file a CI system gave us (`$GITHUB_STEP_SUMMARY`).
+/// Append to a file a CI system gave us (`$GITHUB_STEP_SUMMARY`): opened
+/// without blocking, so that a FIFO nobody reads is an error (as for
+/// `--junit`), not a wait for ever.
 pub(crate) fn append(path: &Path, bytes: &[u8]) -> Result<(), Error> {
-    let mut f =
-        std::fs::OpenOptions::new().append(true).create(true).open(path).map_err(|e| io_error(path, "open", &e))?;
-    f.write_all(bytes).map_err(|e| io_error(path, "append to", &e))
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new().append(true).create(true).custom_flags(libc::O_NONBLOCK).open(path).map_err(
+        |e| {
+            if e.raw_os_error() == Some(libc::ENXIO) {
+                Error::usage(format!("{} is a FIFO that no one reads", path.display()))
+                    .with_hint("start the reader first, or name a regular file (GITHUB_STEP_SUMMARY)")
+            } else {
+                io_error(path, "open", &e)
+            }
+        },
+    )?;
+    // SAFETY: fcntl on a descriptor this function owns; blocking again: a pipe that fills is waited on.
+    unsafe {
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&f);
+        libc::fcntl(fd, libc::F_SETFL, libc::fcntl(fd, libc::F_GETFL) & !libc::O_NONBLOCK);
+    }
+    (&f).write_all(bytes).map_err(|e| io_error(path, "append to", &e))
 }
 
 /// `value` as pretty JSON with a final newline, written through [`write_atomic`].

@@ -169,7 +169,7 @@ pub(crate) fn validate(dir: &Path) -> Result<Vec<Check>, Error> {
 
 fn check(dir: &Path, rel: String) -> Check {
     let Some(artifact) = artifact_of(&rel) else { return Check { path: rel, spec: None, errors: Vec::new() } };
-    let errors = match std::fs::read_to_string(dir.join(&rel))
+    let errors = match crate::run_dir::read_regular(&dir.join(&rel))
         .map_err(|e| e.to_string())
         .and_then(|t| serde_json::from_str::<Value>(&t).map_err(|e| format!("not JSON: line {}: {e}", e.line())))
     {

@@ -10,6 +10,7 @@ mod breakdown;
 mod cli;
 mod compare;
 mod device_findings;
+mod fifo_inputs;
 mod findings;
 mod gpu_fixtures;
 mod hf;

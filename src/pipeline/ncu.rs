@@ -659,7 +659,7 @@ pub(crate) fn build_for_run(
     cfg: &Config,
     inputs: &[Input],
 ) -> Result<(RegionReportFile, Roofline), Error> {
-    let config_yaml = std::fs::read_to_string(run.join(run_dir::CONFIG_YAML)).unwrap_or_default();
+    let config_yaml = run_dir::read_regular(&run.join(run_dir::CONFIG_YAML)).unwrap_or_default();
     let stamp = Stamp { generated_at: run_dir::utc_now(), config_fingerprint: fingerprint(&config_yaml) };
     build(inputs, options(cfg, run)?, stamp, run)
 }

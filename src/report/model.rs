@@ -91,7 +91,7 @@ impl Inputs {
 
 /// The argv of a user's command, from inputs.yaml (`workload: {kind: command, argv: [...]}`).
 fn profiled_command(run: &RunDir) -> Vec<String> {
-    let text = std::fs::read_to_string(run.join(run_dir::INPUTS_YAML)).unwrap_or_default();
+    let text = run_dir::read_regular(&run.join(run_dir::INPUTS_YAML)).unwrap_or_default();
     let Ok(v) = serde_yaml::from_str::<serde_yaml::Value>(&text) else { return Vec::new() };
     let w = &v["workload"];
     if w["kind"].as_str() != Some("command") {
