@@ -250,6 +250,8 @@ enum Seg {
 #[derive(Clone, Copy)]
 struct Busy {
     part: BusyPart,
+    /// The compute slot, where exactly one runs (the common case: charged whole).
+    single: Option<u8>,
     /// NCCL kernels beside compute; copies beside a kernel.
     comm_overlapped: bool,
     copy_overlapped: bool,
@@ -280,7 +282,18 @@ impl Busy {
         } else {
             (BusyPart::Memset, false, false)
         };
-        Busy { part, comm_overlapped, copy_overlapped, mask, n: *n }
+        let compute = mask & COMPUTE;
+        let single = (compute.count_ones() == 1).then(|| compute.trailing_zeros() as u8);
+        Busy { part, single, comm_overlapped, copy_overlapped, mask, n: *n }
+    }
+}
+
+/// `len × part / whole`, rounded down, in i64 where the product fits (a
+/// segment's length times a count of running operations always has).
+fn share_of(len: i64, part: i64, whole: i64) -> i64 {
+    match len.checked_mul(part) {
+        Some(p) => p / whole,
+        None => (i128::from(len) * i128::from(part) / i128::from(whole)) as i64,
     }
 }
 
@@ -361,15 +374,15 @@ impl Acc {
     fn charge(&mut self, b: &Busy, len: i64) {
         match b.part {
             BusyPart::Compute => {
-                let mask = b.mask & COMPUTE;
-                if mask.count_ones() == 1 {
-                    self.charged[mask.trailing_zeros() as usize] += len;
+                if let Some(s) = b.single {
+                    self.charged[s as usize] += len;
                     return;
                 }
-                let total: i128 = bits(mask).map(|s| i128::from(b.n[s])).sum();
+                let mask = b.mask & COMPUTE;
+                let total: i64 = bits(mask).map(|s| i64::from(b.n[s])).sum();
                 let mut given = 0;
                 for s in bits(mask) {
-                    let share = (i128::from(len) * i128::from(b.n[s]) / total) as i64;
+                    let share = share_of(len, i64::from(b.n[s]), total);
                     self.charged[s] += share;
                     given += share;
                 }
@@ -377,10 +390,10 @@ impl Acc {
             }
             BusyPart::Communication => self.charged[COMM] += len,
             BusyPart::Copy => {
-                let count = |m: u32| bits(b.mask & m).map(|s| i128::from(b.n[s])).sum::<i128>();
+                let count = |m: u32| bits(b.mask & m).map(|s| i64::from(b.n[s])).sum::<i64>();
                 let (pageable, all) = (count(PAGEABLES), count(COPIES));
                 if pageable > 0 {
-                    self.pageable_charged += (i128::from(len) * pageable / all) as i64;
+                    self.pageable_charged += share_of(len, pageable, all);
                 }
             }
             BusyPart::Memset => {}
@@ -405,9 +418,12 @@ impl Acc {
 struct DeviceSweep {
     /// All before `t` has been cut into segments.
     t: i64,
-    /// Ends of the running operations, with their slot, whether a pageable
-    /// copy, and what it is ([`Activity::name`]; a copy or memset by its slot).
-    running: BinaryHeap<Reverse<(i64, u8, bool, i64)>>,
+    /// Ends of the running operations, with their slot and whether a pageable copy.
+    running: BinaryHeap<Reverse<(i64, u8, bool)>>,
+    /// The running operation that ends last, and what it is
+    /// ([`Activity::name`]; a copy or memset by its slot): when nothing runs
+    /// any more, the one whose end left the GPU idle.
+    latest: (i64, i64),
     n: [u32; SLOTS],
     /// The slots of `n` not 0, a bit each.
     mask: u32,
@@ -440,6 +456,7 @@ impl DeviceSweep {
             mask: 0,
             idle_since: None,
             last_ended: NOTHING,
+            latest: (i64::MIN, NOTHING),
             sync_by: HashMap::default(),
             first_start: None,
             last_start: i64::MIN,
@@ -652,8 +669,10 @@ impl ActivitySink for Breakdown {
             d.n[PAGEABLE + slot - COPY] += 1;
             d.mask |= 1 << (PAGEABLE + slot - COPY);
         }
-        let key = if slot < KINDS { a.name } else { -1 - slot as i64 };
-        d.running.push(Reverse((a.end, slot as u8, pageable, key)));
+        if a.end >= d.latest.0 || d.running.is_empty() {
+            d.latest = (a.end, if slot < KINDS { a.name } else { -1 - slot as i64 });
+        }
+        d.running.push(Reverse((a.end, slot as u8, pageable)));
         true
     }
 }
@@ -843,7 +862,7 @@ fn open_windows(d: &mut DeviceSweep, windows: &[Window], before: i64) {
 /// Cut the time from `d.t` to `to` into segments: the running operations
 /// ending on the way, then idle time up to `to` when nothing runs.
 fn advance(d: &mut DeviceSweep, windows: &[Window], blocking: Option<&VecDeque<(i64, i64, i64)>>, gap: i64, to: i64) {
-    while let Some(&Reverse((end, slot, pageable, key))) = d.running.peek() {
+    while let Some(&Reverse((end, slot, pageable))) = d.running.peek() {
         if end > to {
             break;
         }
@@ -866,7 +885,7 @@ fn advance(d: &mut DeviceSweep, windows: &[Window], blocking: Option<&VecDeque<(
         }
         if d.running.is_empty() {
             d.idle_since = Some(d.t);
-            d.last_ended = key;
+            d.last_ended = d.latest.1;
         }
     }
     if to <= d.t {

@@ -467,7 +467,7 @@ impl NsysDb {
         let order_by = if order == Order::Sorted { "ORDER BY e.start, e.end DESC" } else { "" };
         let sql = format!(
             "SELECT e.start, e.end, e.eventType, e.text, {text_id}, {domain}, e.globalTid FROM NVTX_EVENTS e \
-             WHERE e.eventType IN ({push_pop}, {start_end}, {create}) {order_by}"
+             WHERE e.eventType = {push_pop} OR e.eventType = {start_end} OR e.eventType = {create} {order_by}"
         );
         let what = "NVTX_EVENTS";
         let mut domains: FxHashMap<i64, u32> = FxHashMap::default();

@@ -117,12 +117,21 @@ impl<'c> Rows<'c> {
     }
 
     /// An integer column of the current row, None when NULL (another type
-    /// fails the next `step`, as for `int`).
+    /// fails the next `step`, as for `int`). The type is asked only of a 0,
+    /// as `int` asks it.
     #[inline]
     pub(crate) fn opt_int(&self, col: c_int) -> Option<i64> {
         // SAFETY: as for `int`.
-        let null = unsafe { ffi::sqlite3_column_type(self.stmt, col) } == ffi::SQLITE_NULL;
-        (!null).then(|| self.int(col))
+        let v = unsafe { ffi::sqlite3_column_int64(self.stmt, col) };
+        if v != 0 {
+            return Some(v);
+        }
+        // SAFETY: as for `int`.
+        if unsafe { ffi::sqlite3_column_type(self.stmt, col) } == ffi::SQLITE_NULL {
+            return None;
+        }
+        self.zero(col);
+        Some(0)
     }
 
     /// An integer column of the current row, None when it holds anything
