@@ -6,6 +6,7 @@
 mod common;
 mod annotate;
 mod bad_inputs;
+mod bounds;
 mod breakdown;
 mod cli;
 mod compare;

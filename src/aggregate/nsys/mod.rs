@@ -280,15 +280,52 @@ struct Acc {
     exclusive_kernels: Vec<(u32, usize, i64)>,
 }
 
-/// A push/pop range instance still open on its thread.
+/// A push/pop range instance still open on its thread, with the kernels
+/// launched while it was open (its own and its children's, handed up when a
+/// child closes: a launch touches only the innermost instance, so the cost
+/// does not grow with the depth).
 struct Open {
     end: i64,
     region: u32,
     first_kernel: i64,
     last_kernel: i64,
+    kernels: usize,
     /// GPU time of the kernels launched while this instance was open.
     gpu_ns: i64,
+    graph_kernels: usize,
+    graph_ns: i64,
 }
+
+impl Open {
+    fn new(end: i64, region: u32) -> Open {
+        Open {
+            end,
+            region,
+            first_kernel: i64::MAX,
+            last_kernel: i64::MIN,
+            kernels: 0,
+            gpu_ns: 0,
+            graph_kernels: 0,
+            graph_ns: 0,
+        }
+    }
+
+    /// A closed child's kernels, now this instance's too.
+    fn take(&mut self, child: &Open) {
+        self.first_kernel = self.first_kernel.min(child.first_kernel);
+        self.last_kernel = self.last_kernel.max(child.last_kernel);
+        self.kernels += child.kernels;
+        self.gpu_ns = self.gpu_ns.saturating_add(child.gpu_ns);
+        self.graph_kernels += child.graph_kernels;
+        self.graph_ns = self.graph_ns.saturating_add(child.graph_ns);
+    }
+}
+
+/// How deep push/pop ranges nest on one thread before the deeper ones are
+/// folded into their ancestor at this depth (and counted in a note): each
+/// region's path names every level above it, so paths cost the square of the
+/// depth. PyTorch's `emit_nvtx` operators nest a few dozen deep.
+pub const MAX_DEPTH: usize = 256;
 
 /// The time sweep: per thread the stack of open ranges, per region its
 /// accumulator; the [`Timeline`] of a pass.
@@ -305,6 +342,8 @@ pub struct Sweep {
     odd_ranges: usize,
     /// Ranges nsys left without an end (open when the capture stopped).
     unended: usize,
+    /// Ranges nested deeper than [`MAX_DEPTH`]: folded into their ancestor.
+    folded: usize,
     attributed: (usize, i64),
     attributed_graph: (usize, i64),
     /// Where the depth-0 push/pop instances go, as they start, with the
@@ -327,6 +366,7 @@ impl Default for Sweep {
             ranges: 0,
             odd_ranges: 0,
             unended: 0,
+            folded: 0,
             attributed: (0, 0),
             attributed_graph: (0, 0),
             feed: None,
@@ -434,8 +474,16 @@ impl Sweep {
     fn close(stack: &mut Vec<Open>, regions: &mut [Acc], gpu: &mut Runs, failed: &mut Option<Error>, t: i64) {
         while stack.last().is_some_and(|o| o.end <= t) {
             let o = stack.pop().expect("checked above");
+            let acc = &mut regions[o.region as usize];
             if o.first_kernel <= o.last_kernel {
-                regions[o.region as usize].span_ns += o.last_kernel - o.first_kernel;
+                acc.span_ns += o.last_kernel - o.first_kernel;
+            }
+            acc.kernels += o.kernels;
+            acc.gpu_ns = acc.gpu_ns.saturating_add(o.gpu_ns);
+            acc.graph_kernels += o.graph_kernels;
+            acc.graph_ns = acc.graph_ns.saturating_add(o.graph_ns);
+            if let Some(parent) = stack.last_mut() {
+                parent.take(&o);
             }
             if failed.is_none() {
                 *failed = gpu.push(o.region, o.gpu_ns).err();
@@ -448,6 +496,11 @@ impl Sweep {
         let stack = self.stacks.entry(r.global_tid).or_default();
         let parent = if r.style == RangeStyle::PushPop {
             Self::close(stack, &mut self.regions, &mut self.gpu_durations, &mut self.failed, r.start);
+            if stack.len() >= MAX_DEPTH {
+                // Its time stays in the ancestor's own time; its kernels go to that ancestor.
+                self.folded += 1;
+                return Ok(());
+            }
             stack.last().map(|o| o.region)
         } else {
             // Start/end ranges cannot be put on a thread's stack.
@@ -491,7 +544,7 @@ impl Sweep {
             p.child_ns = p.child_ns.saturating_add(ns);
         }
         if r.style == RangeStyle::PushPop {
-            stack.push(Open { end: r.end, region, first_kernel: i64::MAX, last_kernel: i64::MIN, gpu_ns: 0 });
+            stack.push(Open::new(r.end, region));
             if parent.is_none() && self.feed.is_some() {
                 let pid = pid_of(r.global_tid);
                 self.windows.push(breakdown::Window { start: r.start, end: r.end, region, pid });
@@ -520,16 +573,13 @@ impl Sweep {
             Err(i) => acc.exclusive_kernels.insert(i, (k.name, 1, ns)),
         }
         let graph = usize::from(k.graph);
-        for o in stack.iter_mut() {
-            let acc = &mut self.regions[o.region as usize];
-            acc.kernels += 1;
-            acc.gpu_ns = acc.gpu_ns.saturating_add(ns);
-            acc.graph_kernels += graph;
-            acc.graph_ns = acc.graph_ns.saturating_add(ns * graph as i64);
-            o.first_kernel = o.first_kernel.min(k.start);
-            o.last_kernel = o.last_kernel.max(k.end);
-            o.gpu_ns = o.gpu_ns.saturating_add(ns);
-        }
+        let o = stack.last_mut().expect("checked above");
+        o.kernels += 1;
+        o.gpu_ns = o.gpu_ns.saturating_add(ns);
+        o.graph_kernels += graph;
+        o.graph_ns = o.graph_ns.saturating_add(ns * graph as i64);
+        o.first_kernel = o.first_kernel.min(k.start);
+        o.last_kernel = o.last_kernel.max(k.end);
         self.attributed = (self.attributed.0 + 1, self.attributed.1.saturating_add(ns));
         if k.graph {
             self.attributed_graph = (self.attributed_graph.0 + 1, self.attributed_graph.1.saturating_add(ns));
@@ -604,6 +654,13 @@ impl Sweep {
                 notes.push(note);
             }
         }
+        if self.folded > 0 {
+            notes.push(format!(
+                "{} NVTX ranges nested deeper than {MAX_DEPTH} levels on their thread: not regions of their own; their time is in the own (exclusive) time of their ancestor at depth {}, and their kernels are its kernels",
+                self.folded,
+                MAX_DEPTH - 1
+            ));
+        }
         if self.unended > 0 {
             notes.push(format!(
                 "{} NVTX ranges never ended (nsys left their end empty: still open when the capture stopped): left out",
@@ -627,17 +684,26 @@ impl Sweep {
     fn kernels_rolled_up(&self) -> (Vec<HashMap<u32, (usize, i64)>>, HashMap<u32, (usize, i64)>) {
         let mut inclusive: Vec<HashMap<u32, (usize, i64)>> = vec![HashMap::default(); self.regions.len()];
         let mut attributed_by_name: HashMap<u32, (usize, i64)> = HashMap::default();
-        let pairs =
-            self.regions.iter().enumerate().flat_map(|(r, a)| a.exclusive_kernels.iter().map(move |e| (r as u32, e)));
-        for (region, &(name, calls, ns)) in pairs {
-            let mut at = Some(region);
-            while let Some(r) = at {
-                let e = inclusive[r as usize].entry(name).or_insert((0, 0));
-                *e = (e.0 + calls, e.1.saturating_add(ns));
-                at = self.regions[r as usize].parent;
-            }
-            let e = attributed_by_name.entry(name).or_insert((0, 0));
+        let add = |map: &mut HashMap<u32, (usize, i64)>, name: u32, calls: usize, ns: i64| {
+            let e = map.entry(name).or_insert((0, 0));
             *e = (e.0 + calls, e.1.saturating_add(ns));
+        };
+        for (r, a) in self.regions.iter().enumerate() {
+            for &(name, calls, ns) in &a.exclusive_kernels {
+                add(&mut inclusive[r], name, calls, ns);
+                add(&mut attributed_by_name, name, calls, ns);
+            }
+        }
+        // A parent is created before its children: from the last region up,
+        // each hands its whole subtree to its parent once (not a walk to the
+        // root per kernel name, which costs the square of the depth).
+        for r in (1..self.regions.len()).rev() {
+            if let Some(p) = self.regions[r].parent {
+                let (lower, upper) = inclusive.split_at_mut(r);
+                for (&name, &(calls, ns)) in &upper[0] {
+                    add(&mut lower[p as usize], name, calls, ns);
+                }
+            }
         }
         (inclusive, attributed_by_name)
     }
