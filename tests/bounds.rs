@@ -97,3 +97,71 @@ fn ranges_nested_ten_thousand_deep_cost_what_the_capture_costs() {
     let sum = |key: &str| top.iter().map(|r| r[key].as_i64().unwrap()).sum::<i64>();
     assert_eq!((sum("inclusive_ns"), sum("kernel_count"), sum("gpu_time_ns")), (wall_ns, kernels, gpu_ns));
 }
+
+/// The exit code and stderr of `cmd`, which must end well before a parser bomb would.
+fn quick(cmd: &mut assert_cmd::Command) -> (Option<i32>, String) {
+    let started = Instant::now();
+    let out = cmd.timeout(Duration::from_secs(60)).output().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(20), "took {:?}", started.elapsed());
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// A budgets file nested 200,000 deep in 400 kB (was > 150 s in the YAML
+/// parser, time ~ the cube of the depth), one nested 70 levels in blocks, one
+/// of 2 MiB: each refused at once, naming the file, the line and the bound.
+#[test]
+fn budgets_past_the_nesting_and_size_bounds_are_refused_before_parsing() {
+    let test = crate::this_test!();
+    let root = tempfile::tempdir().unwrap();
+    let Some(run) = import_memfusion(&test, root.path()) else { return };
+    let deep = root.path().join("deep.yaml");
+    std::fs::write(&deep, format!("defaults:\n  relative_pct: 5\nregions: {}{}\n", "[".repeat(200_000), "]".repeat(200_000)))
+        .unwrap();
+    let blocks = root.path().join("blocks.yaml");
+    std::fs::write(&blocks, (0..70).map(|d| format!("{}k{d}:\n", "  ".repeat(d))).collect::<String>()).unwrap();
+    let big = root.path().join("big.yaml");
+    std::fs::write(&big, format!("defaults:\n  relative_pct: 5\n{}", "# padding\n".repeat(210_000))).unwrap();
+    for (file, says) in [
+        (&deep, "deep.yaml:3: YAML nested deeper than 64 levels".to_string()),
+        (&blocks, "blocks.yaml:65: YAML nested deeper than 64 levels".to_string()),
+        (&big, format!("big.yaml is {} bytes, more than the 1048576 llmperf reads", 10 * 210_000 + 28)),
+    ] {
+        let (code, err) = quick(llmperf().arg("check").arg(&run).arg("--baseline").arg(&run).arg("--budgets").arg(file));
+        assert_eq!(code, Some(3), "{err}");
+        assert!(err.contains(&says) && err.contains("hint:"), "{says}: {err}");
+    }
+}
+
+/// A `--config-dir` file nested 50,000 deep (5–10 s before its error), and
+/// one that is binary, not text: refused at once, naming the file.
+#[test]
+fn config_dir_files_past_the_bounds_or_binary_are_refused_with_a_hint() {
+    let test = crate::this_test!();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("runner")).unwrap();
+    let file = dir.path().join("runner/default.yaml");
+    std::fs::write(&file, format!("run: {}1{}\n", "{a: ".repeat(50_000), "}".repeat(50_000))).unwrap();
+    let (code, err) = quick(llmperf().arg("--config-dir").arg(dir.path()).args(["config", "show"]));
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("runner/default.yaml:1: YAML nested deeper than 64 levels"), "{err}");
+    // A binary file (the start of a real export) in the YAML's place.
+    let Some(corpus) = corpus_file(&test, "real/memfusion/report1.sqlite") else { return };
+    let bytes = std::fs::read(corpus).unwrap();
+    std::fs::write(&file, &bytes[..4096]).unwrap();
+    let (code, err) = quick(llmperf().arg("--config-dir").arg(dir.path()).args(["config", "show"]));
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("runner/default.yaml: not UTF-8 text") && err.contains("hint: name a YAML file"), "{err}");
+}
+
+/// `report` of a run copied without its config.yaml: the run is called
+/// damaged, with the hint to copy it again (was an error with no hint).
+#[test]
+fn report_of_a_run_without_its_configuration_says_what_is_missing() {
+    let test = crate::this_test!();
+    let root = tempfile::tempdir().unwrap();
+    let Some(run) = import_memfusion(&test, root.path()) else { return };
+    std::fs::remove_file(run.join("config.yaml")).unwrap();
+    let (code, err) = quick(llmperf().arg("report").arg(&run));
+    assert_eq!(code, Some(6), "{err}");
+    assert!(err.contains("config.yaml: missing") && err.contains("hint: the run directory is damaged"), "{err}");
+}

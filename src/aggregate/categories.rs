@@ -115,11 +115,7 @@ impl Categories {
         let shipped =
             crate::config::tree::ConfTree::embedded_data("analysis/kernel_categories.yaml").unwrap_or_default();
         let Some(path) = user else { return Categories::new(shipped, None) };
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            Error::config(format!("report.kernel_categories: cannot read {}: {e}", path.display())).with_hint(
-                "give the path of a YAML file in the format of conf/analysis/kernel_categories.yaml, or null",
-            )
-        })?;
+        let text = crate::config::bounded::read_yaml(path, "report.kernel_categories")?;
         Categories::new(shipped, Some((&path.display().to_string(), &text)))
     }
 

@@ -66,15 +66,7 @@ impl Rule {
 impl Budgets {
     /// Read a budgets file; a mistake names the file and line.
     pub(crate) fn load(path: &Path) -> Result<Budgets, Error> {
-        // A FIFO without a writer would block the read for ever; a directory or device is no file.
-        if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
-            return Err(Error::usage(format!("budgets file {} is not a regular file", path.display()))
-                .with_hint("pass --budgets FILE naming a YAML file (docs/ci.md shows one)"));
-        }
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            Error::usage(format!("cannot read budgets file {}: {e}", path.display()))
-                .with_hint("pass --budgets FILE naming a YAML file (docs/ci.md shows one)")
-        })?;
+        let text = crate::config::bounded::read_yaml(path, "--budgets")?;
         let b: Budgets = serde_yaml::from_str(&text).map_err(|e| {
             let at = e.location().map(|l| format!(":{}", l.line())).unwrap_or_default();
             Error::config(format!("{}{at}: {e}", path.display())).with_hint(

@@ -5,6 +5,7 @@
 //!
 //! Each layer is a named figment provider, so `config show --origin` can say
 //! where every value came from.
+pub(crate) mod bounded;
 mod compose;
 mod overrides;
 pub mod schema;
@@ -120,12 +121,7 @@ pub fn load(opts: &LoadOptions) -> Result<Resolved, Error> {
 /// A configuration already resolved and written by llmperf (a run's
 /// `config.yaml`), read as is: no composition, no layers.
 pub(crate) fn load_resolved(path: &std::path::Path) -> Result<Config, Error> {
-    // A FIFO left in its place would be waited on for ever: regular files only.
-    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
-        return Err(Error::config(format!("cannot read {}: not a regular file", path.display())));
-    }
-    let text =
-        std::fs::read_to_string(path).map_err(|e| Error::config(format!("cannot read {}: {e}", path.display())))?;
+    let text = bounded::read_yaml(path, "the resolved configuration")?;
     serde_yaml::from_str(&text).map_err(|e| compose::yaml_error(&path.display().to_string(), &e))
 }
 

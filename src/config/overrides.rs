@@ -85,6 +85,7 @@ fn parse_value(text: &str) -> Result<Value, String> {
             return items.map(parse_value).collect::<Result<Vec<_>, _>>().map(Value::Sequence);
         }
     }
+    super::bounded::check_nesting("the value", text).map_err(|e| e.message)?;
     serde_yaml::from_str(text).map_err(|e| format!("value is not valid YAML: {e}"))
 }
 

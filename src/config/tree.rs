@@ -43,11 +43,27 @@ impl ConfTree {
             files.push(ConfFile { label: format!("conf/{rel} (embedded)"), text });
         }
         if let Some(path) = self.user_path(rel).filter(|p| p.is_file()) {
-            let text = std::fs::read_to_string(&path)
-                .map_err(|e| Error::config(format!("cannot read {}: {e}", path.display())))?;
+            let text = super::bounded::read_yaml(&path, "--config-dir")?;
             files.push(ConfFile { label: path.display().to_string(), text });
         }
         Ok(files)
+    }
+
+    /// Every YAML file of the embedded tree.
+    #[cfg(test)]
+    pub(crate) fn embedded_files() -> Vec<ConfFile> {
+        fn walk(dir: &'static Dir<'static>, out: &mut Vec<ConfFile>) {
+            for f in dir.files().filter(|f| f.path().extension().is_some_and(|e| e == "yaml")) {
+                let text = f.contents_utf8().unwrap_or_default().to_string();
+                out.push(ConfFile { label: format!("conf/{}", f.path().display()), text });
+            }
+            for d in dir.dirs() {
+                walk(d, out);
+            }
+        }
+        let mut out = Vec::new();
+        walk(&EMBEDDED, &mut out);
+        out
     }
 
     /// An embedded data file (not a configuration layer), e.g. `hardware/gpu_peaks.yaml`.

@@ -224,7 +224,11 @@ pub(crate) fn import_ncu(
 pub(crate) fn report(dir: &Path) -> Result<PathBuf, Error> {
     let run = RunDir::open(dir)?;
     let _lock = run.lock()?;
-    let cfg = crate::config::load_resolved(&run.join(run_dir::CONFIG_YAML))?;
+    let config = run.join(run_dir::CONFIG_YAML);
+    if !config.exists() {
+        return Err(run_dir::damaged(&config, "missing: the run's resolved configuration, which `report` rebuilds from"));
+    }
+    let cfg = crate::config::load_resolved(&config)?;
     let top_n = cfg.runner.run.top_n_kernels as usize;
     if run.join(run_dir::NSYS_SQLITE).is_file() {
         nsys::write_outputs(&run, &run.join(run_dir::NSYS_SQLITE), &nsys::Ingest::of(&cfg))?;
