@@ -445,20 +445,32 @@ fn exit_of(status: ExitStatus) -> Exit {
     }
 }
 
-/// SIGTERM the child's group and descendants, give them a moment, then SIGKILL.
+/// SIGTERM the child's group and descendants, give them a moment, then
+/// SIGKILL; then its companions once more: nsys names its agent's session
+/// after its own pid, so an agent started while nsys was being stopped is
+/// found after nsys is gone.
 fn kill_tree(child: &mut Child, companions: Companions) {
     let pid = child.id() as i32;
     let family = family(pid, companions);
     signal_all(pid, &family, libc::SIGTERM);
     let deadline = Instant::now() + GRACE;
+    let mut stopped = false;
     while Instant::now() < deadline {
         if matches!(child.try_wait(), Ok(Some(_))) && family.iter().all(|p| !alive(*p)) {
-            return;
+            stopped = true;
+            break;
         }
         std::thread::sleep(POLL);
     }
-    signal_all(pid, &family, libc::SIGKILL);
-    let _ = child.wait();
+    if !stopped {
+        signal_all(pid, &family, libc::SIGKILL);
+        let _ = child.wait();
+    }
+    let late: Vec<i32> = companions.map(|find| find(pid)).unwrap_or_default().into_iter().filter(|p| alive(*p)).collect();
+    if !late.is_empty() {
+        tracing::warn!("stopping {} process(es) started by the child {pid} while it was stopped: {late:?}", late.len());
+        stop_each(late);
+    }
 }
 
 /// After a child exited by itself: what it left running, its companions
@@ -483,12 +495,24 @@ fn stop_leftovers(pid: i32, companions: Companions) {
         return;
     }
     tracing::warn!("stopping {} process(es) the finished child {pid} left behind: {left:?}", left.len());
-    signal_each(&left, libc::SIGTERM);
-    let deadline = Instant::now() + GRACE;
-    while Instant::now() < deadline && left.iter().any(|p| alive(*p)) {
-        std::thread::sleep(POLL);
+    stop_each(left);
+    // One started as the others stopped (an agent of a finishing nsys).
+    let late: Vec<i32> = companions.map(|find| find(pid)).unwrap_or_default().into_iter().filter(|p| alive(*p)).collect();
+    stop_each(late);
+}
+
+/// SIGTERM each of `pids`, give them [`GRACE`], then SIGKILL those left.
+pub(crate) fn stop_each(mut pids: Vec<i32>) {
+    if pids.is_empty() {
+        return;
     }
-    signal_each(&left, libc::SIGKILL);
+    signal_each(&pids, libc::SIGTERM);
+    let deadline = Instant::now() + GRACE;
+    while Instant::now() < deadline && !pids.is_empty() {
+        std::thread::sleep(POLL);
+        pids.retain(|p| alive(*p));
+    }
+    signal_each(&pids, libc::SIGKILL);
 }
 
 /// A child's descendants and its companions: what is stopped with it.
@@ -515,7 +539,14 @@ fn signal_each(pids: &[i32], sig: i32) {
     }
 }
 
-fn alive(pid: i32) -> bool {
+/// Whether `pid` runs as this process's user (signals reach it).
+pub(crate) fn owned_by_us(pid: i32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: getuid(2) has no preconditions.
+    std::fs::metadata(format!("/proc/{pid}")).is_ok_and(|m| m.uid() == unsafe { libc::getuid() })
+}
+
+pub(crate) fn alive(pid: i32) -> bool {
     // SAFETY: signal 0 only checks that the process exists.
     unsafe { libc::kill(pid, 0) == 0 }
 }

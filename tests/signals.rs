@@ -6,6 +6,7 @@
 //! nsys lock: two nsys sessions at once hang here.
 use crate::common::*;
 use std::path::{Path, PathBuf};
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -330,4 +331,101 @@ fn a_signal_during_native_ingestion_ends_the_run_interrupted() {
         return;
     }
     panic!("the signal never landed during ingestion in 5 attempts");
+}
+
+/// A stand-in nsys that starts an agent as nsys does (detached, its session
+/// named `profile-<app>-<its own pid>`), then does `then`.
+fn nsys_leaving_an_agent(dir: &Path, mark: &str, then: &str) -> PathBuf {
+    let path = dir.join("nsys");
+    write_executable(
+        &path,
+        &format!(
+            r#"#!/bin/bash
+case "$1" in --version) echo 'NVIDIA Nsight Systems version 2022.4.2.1-df9881f'; exit 0;; esac
+[ "$2" = "--help" ] && exit 0
+agent() {{ setsid bash -c "exec -a nsys python3 -c 'import time; time.sleep(600)' --start-agent --session-name=profile-llmperf-$$ --shm-name={mark}" </dev/null >/dev/null 2>&1 & }}
+{then}
+"#
+        ),
+    );
+    path
+}
+
+/// The nsys agent llmperf's nsys started is stopped on every path: nsys
+/// exits by itself, reaches its timeout, starts the agent only as it is
+/// stopped, or llmperf is interrupted. Agents left running at 99% CPU made
+/// every later nsys session hang.
+#[test]
+fn the_agent_of_our_nsys_is_stopped_on_every_path() {
+    let _nsys = nsys_lock();
+    for (i, (path, then)) in [
+        ("exit", "agent; sleep 0.5; exit 3"),
+        ("timeout", "agent; exec sleep 600"),
+        ("late", "trap 'agent; sleep 0.5; exit 1' TERM; sleep 600 & wait"),
+        ("signal", "agent; exec sleep 600"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let tools = tempfile::tempdir().unwrap();
+        let mark = format!("llmperf-agent-test-{}-{i}", std::process::id());
+        let nsys = nsys_leaving_an_agent(tools.path(), &mark, then);
+        let root = tempfile::tempdir().unwrap();
+        let executable = format!("pipeline.nsys.executable={}", nsys.display());
+        let child = spawn(
+            &["profile", "--no-ncu", &executable, "pipeline.nsys.timeout_s=3", "pipeline.nsys.hang_retries=0", "--", "true"],
+            root.path(),
+        );
+        if path == "signal" {
+            let started = Instant::now();
+            while alive(&format!("--shm-name={mark}")).is_empty() {
+                assert!(started.elapsed() < Duration::from_secs(30), "the stand-in's agent never started");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            signal(&child, libc::SIGINT);
+        }
+        let (code, err) = finish(child, Duration::from_secs(60));
+        assert_ne!(code, Some(0), "{path}: {err}");
+        let left = alive(&format!("--shm-name={mark}"));
+        for c in &left {
+            let _ = Command::new("pkill").arg("-f").arg(format!("--shm-name={mark}")).status();
+            panic!("{path}: the agent outlived llmperf: {c}\n{err}");
+        }
+    }
+}
+
+/// An agent left by an nsys that is gone (a llmperf killed with SIGKILL
+/// cannot stop it): stopped, with a warning, before the next nsys starts.
+#[test]
+fn an_agent_whose_nsys_is_gone_is_stopped_before_nsys_starts() {
+    let _nsys = nsys_lock();
+    let gone = Command::new("true").spawn().unwrap();
+    let gone_pid = gone.id();
+    let _ = gone.wait_with_output();
+    let mark = format!("llmperf-orphan-test-{}", std::process::id());
+    let mut orphan = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "exec -a nsys python3 -c 'import time; time.sleep(600)' --start-agent --session-name=profile-llmperf-{gone_pid} --shm-name={mark}"
+        ))
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let tools = tempfile::tempdir().unwrap();
+    let nsys = nsys_leaving_an_agent(tools.path(), &format!("{mark}-own"), "exit 3");
+    let root = tempfile::tempdir().unwrap();
+    let executable = format!("pipeline.nsys.executable={}", nsys.display());
+    let child = spawn(&["profile", "--no-ncu", &executable, "--", "true"], root.path());
+    let (code, err) = finish(child, Duration::from_secs(60));
+    let stopped = orphan.try_wait().unwrap().is_some() || {
+        std::thread::sleep(Duration::from_millis(500));
+        orphan.try_wait().unwrap().is_some()
+    };
+    if !stopped {
+        let _ = orphan.kill();
+    }
+    let _ = orphan.wait();
+    assert_eq!(code, Some(5), "{err}");
+    assert!(stopped, "the orphaned agent outlived the run: {err}");
+    assert!(err.contains(&format!("(session profile-llmperf-{gone_pid}): the nsys that started it is gone")), "{err}");
 }

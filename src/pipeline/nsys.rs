@@ -44,6 +44,7 @@ pub(crate) fn capture(
     let mut resolved = nsys_cfg.clone();
     resolved.cuda_graph_trace = nsys::resolve_graph_trace(nsys_cfg, || tool.has_cuda_graph_trace());
     let nsys_cfg = &resolved;
+    stop_orphaned_agents();
     let spec = Spawn::new(nsys::profile_argv(&tool.path, nsys_cfg, &base, app))
         .stdout(Sink::File(run.join(run_dir::NSYS_STDOUT)))
         .stderr(Sink::File(run.join(run_dir::NSYS_STDERR)))
@@ -150,6 +151,19 @@ fn keep_attempt_logs(run: &RunDir, attempt: u32) -> Vec<String> {
         }
     }
     kept
+}
+
+/// Stop the nsys agents of nsys processes that are gone, before starting
+/// nsys: beside one, the new session hangs (REFERENCE §1).
+fn stop_orphaned_agents() {
+    let orphans = nsys::orphaned_agents();
+    if orphans.is_empty() {
+        return;
+    }
+    for (pid, session) in &orphans {
+        tracing::warn!("stopping nsys agent {pid} (session {session}): the nsys that started it is gone, and nsys hangs beside it");
+    }
+    process::stop_each(orphans.into_iter().map(|(pid, _)| pid).collect());
 }
 
 /// nsys exits with the application's status (128+N when a signal killed it)

@@ -101,6 +101,29 @@ pub(crate) fn agents_of(nsys_pid: i32) -> Vec<i32> {
     })
 }
 
+/// nsys agents whose `nsys profile` is gone (a llmperf or an nsys killed
+/// with SIGKILL cannot stop its agent): (pid, session name). Such an agent
+/// spins and makes every later nsys session on the machine hang; no nsys can
+/// use it, since its session is named after an nsys that no longer runs.
+pub(crate) fn orphaned_agents() -> Vec<(i32, String)> {
+    let session = |cmd: &str| -> Option<(String, i32)> {
+        let name = cmd.split_whitespace().find_map(|a| a.strip_prefix("--session-name="))?;
+        let pid = name.strip_prefix("profile-")?.rsplit('-').next()?.parse().ok()?;
+        Some((name.to_string(), pid))
+    };
+    let mut out = Vec::new();
+    for pid in crate::process::find_processes(|cmd| cmd.contains("--start-agent") && session(cmd).is_some()) {
+        let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else { continue };
+        let cmd = String::from_utf8_lossy(&raw).replace('\0', " ");
+        if let Some((name, owner)) = session(&cmd) {
+            if !crate::process::alive(owner) && crate::process::owned_by_us(pid) {
+                out.push((pid, name));
+            }
+        }
+    }
+    out
+}
+
 /// The application under `nsys profile`: what `nsys-launcher` started
 /// (`nsys profile` → `nsys-launcher` → the application, beside `nsys-tee`).
 pub(crate) fn application_of(nsys_pid: i32) -> Vec<i32> {
