@@ -466,7 +466,8 @@ fn kill_tree(child: &mut Child, companions: Companions) {
         signal_all(pid, &family, libc::SIGKILL);
         let _ = child.wait();
     }
-    let late: Vec<i32> = companions.map(|find| find(pid)).unwrap_or_default().into_iter().filter(|p| alive(*p)).collect();
+    let late: Vec<i32> =
+        companions.map(|find| find(pid)).unwrap_or_default().into_iter().filter(|p| alive(*p)).collect();
     if !late.is_empty() {
         tracing::warn!("stopping {} process(es) started by the child {pid} while it was stopped: {late:?}", late.len());
         stop_each(late);
@@ -497,7 +498,8 @@ fn stop_leftovers(pid: i32, companions: Companions) {
     tracing::warn!("stopping {} process(es) the finished child {pid} left behind: {left:?}", left.len());
     stop_each(left);
     // One started as the others stopped (an agent of a finishing nsys).
-    let late: Vec<i32> = companions.map(|find| find(pid)).unwrap_or_default().into_iter().filter(|p| alive(*p)).collect();
+    let late: Vec<i32> =
+        companions.map(|find| find(pid)).unwrap_or_default().into_iter().filter(|p| alive(*p)).collect();
     stop_each(late);
 }
 

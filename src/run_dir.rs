@@ -549,6 +549,12 @@ pub(crate) fn damaged(path: &Path, why: &str) -> Error {
     )
 }
 
+/// A run file of a schema this llmperf does not read (`llmperf.x/999`).
+pub(crate) fn unknown_schema(path: &Path, found: &str, known: &str) -> Error {
+    Error::new(ErrorKind::Unparseable, format!("{}: schema {found:?}, and this llmperf reads {known:?}", path.display()))
+        .with_hint("another llmperf version wrote it: rebuild the run's reports with this one (`llmperf report DIR`), or use the llmperf that wrote it")
+}
+
 pub(crate) fn io_error(path: &Path, what: &str, e: &std::io::Error) -> Error {
     Error::new(ErrorKind::Internal, format!("cannot {what} {}: {e}", path.display())).with_hint(
         "check that the directory is writable and the disk is not full (-o/--output-root picks another place)",
@@ -559,10 +565,21 @@ pub(crate) fn io_error(path: &Path, what: &str, e: &std::io::Error) -> Error {
 /// A path that is (or links to) something other than a regular file, such
 /// as `/dev/stdout`, `/dev/null`, a terminal or a FIFO, is written in place:
 /// renaming over it would replace a device node with a file. A FIFO with no
-/// reader is refused, not waited on. Otherwise the text goes to a temporary
-/// file beside the path and is renamed over it, so a link to a regular file
-/// is replaced, never written through, and a reader never sees half a file.
+/// reader is refused, not waited on. A link to a regular file is refused:
+/// writing through it would change a file the user did not name, and
+/// replacing it would remove their link. Otherwise the text goes to a
+/// temporary file beside the path and is renamed over it, so that a reader
+/// never sees half a file.
 pub(crate) fn write_new_file(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    let link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+    if link && std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        let target = std::fs::read_link(path).map(|t| t.display().to_string()).unwrap_or_default();
+        return Err(Error::usage(format!(
+            "{} is a symbolic link to the file {target}: llmperf neither writes through a link nor replaces it",
+            path.display()
+        ))
+        .with_hint("name the file itself, or a new path"));
+    }
     match std::fs::metadata(path) {
         Ok(m) if !m.is_file() && !m.is_dir() => write_in_place(path, bytes),
         Ok(m) if m.is_dir() => Err(Error::usage(format!("{} is a directory", path.display()))

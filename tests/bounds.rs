@@ -115,8 +115,11 @@ fn budgets_past_the_nesting_and_size_bounds_are_refused_before_parsing() {
     let root = tempfile::tempdir().unwrap();
     let Some(run) = import_memfusion(&test, root.path()) else { return };
     let deep = root.path().join("deep.yaml");
-    std::fs::write(&deep, format!("defaults:\n  relative_pct: 5\nregions: {}{}\n", "[".repeat(200_000), "]".repeat(200_000)))
-        .unwrap();
+    std::fs::write(
+        &deep,
+        format!("defaults:\n  relative_pct: 5\nregions: {}{}\n", "[".repeat(200_000), "]".repeat(200_000)),
+    )
+    .unwrap();
     let blocks = root.path().join("blocks.yaml");
     std::fs::write(&blocks, (0..70).map(|d| format!("{}k{d}:\n", "  ".repeat(d))).collect::<String>()).unwrap();
     let big = root.path().join("big.yaml");
@@ -126,7 +129,8 @@ fn budgets_past_the_nesting_and_size_bounds_are_refused_before_parsing() {
         (&blocks, "blocks.yaml:65: YAML nested deeper than 64 levels".to_string()),
         (&big, format!("big.yaml is {} bytes, more than the 1048576 llmperf reads", 10 * 210_000 + 28)),
     ] {
-        let (code, err) = quick(llmperf().arg("check").arg(&run).arg("--baseline").arg(&run).arg("--budgets").arg(file));
+        let (code, err) =
+            quick(llmperf().arg("check").arg(&run).arg("--baseline").arg(&run).arg("--budgets").arg(file));
         assert_eq!(code, Some(3), "{err}");
         assert!(err.contains(&says) && err.contains("hint:"), "{says}: {err}");
     }

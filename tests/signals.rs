@@ -5,8 +5,8 @@
 //! ends the run `interrupted`, not `ok`. Every test that starts nsys holds the
 //! nsys lock: two nsys sessions at once hang here.
 use crate::common::*;
-use std::path::{Path, PathBuf};
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -373,7 +373,15 @@ fn the_agent_of_our_nsys_is_stopped_on_every_path() {
         let root = tempfile::tempdir().unwrap();
         let executable = format!("pipeline.nsys.executable={}", nsys.display());
         let child = spawn(
-            &["profile", "--no-ncu", &executable, "pipeline.nsys.timeout_s=3", "pipeline.nsys.hang_retries=0", "--", "true"],
+            &[
+                "profile",
+                "--no-ncu",
+                &executable,
+                "pipeline.nsys.timeout_s=3",
+                "pipeline.nsys.hang_retries=0",
+                "--",
+                "true",
+            ],
             root.path(),
         );
         if path == "signal" {

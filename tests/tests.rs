@@ -37,5 +37,6 @@ mod signals;
 mod snapshots;
 mod specs;
 mod user_mfu;
+mod weak_words;
 mod workflows;
 mod workload;

@@ -221,6 +221,13 @@ impl Loaded {
             }
             return Ok(());
         };
+        if s.schema != crate::aggregate::nsys::SAMPLES_SCHEMA {
+            return Err(run_dir::unknown_schema(
+                &self.dir.join(run_dir::NSYS_SAMPLES),
+                &s.schema,
+                crate::aggregate::nsys::SAMPLES_SCHEMA,
+            ));
+        }
         let mut processes: BTreeMap<String, std::collections::BTreeSet<i64>> = BTreeMap::new();
         let ms = |v: &[i64]| v.iter().map(|ns| *ns as f64 / 1e6).collect::<Vec<f64>>();
         for r in s.regions {

@@ -23,7 +23,8 @@ pub(crate) const MAX_YAML_DEPTH: usize = 64;
 /// text, a configuration error (exit 3).
 pub(crate) fn read_yaml(path: &Path, what: &str) -> Result<String, Error> {
     let unreadable = |why: String| {
-        Error::usage(format!("{what}: cannot read {}: {why}", path.display())).with_hint(format!("give {what} the path of a YAML file"))
+        Error::usage(format!("{what}: cannot read {}: {why}", path.display()))
+            .with_hint(format!("give {what} the path of a YAML file"))
     };
     let meta = std::fs::metadata(path).map_err(|e| unreadable(e.to_string()))?;
     // A FIFO without a writer would block the read for ever; a directory or device is no file.
@@ -41,8 +42,12 @@ pub(crate) fn read_yaml(path: &Path, what: &str) -> Result<String, Error> {
     }
     let bytes = std::fs::read(path).map_err(|e| unreadable(e.to_string()))?;
     let text = String::from_utf8(bytes).map_err(|e| {
-        Error::config(format!("{what}: {}: not UTF-8 text (byte {} is not)", path.display(), e.utf8_error().valid_up_to()))
-            .with_hint("name a YAML file (text), not a binary one")
+        Error::config(format!(
+            "{what}: {}: not UTF-8 text (byte {} is not)",
+            path.display(),
+            e.utf8_error().valid_up_to()
+        ))
+        .with_hint("name a YAML file (text), not a binary one")
     })?;
     check_nesting(&path.display().to_string(), &text)?;
     Ok(text)

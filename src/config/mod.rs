@@ -105,6 +105,19 @@ pub fn load(opts: &LoadOptions) -> Result<Resolved, Error> {
     }
     let figment = layers.layers.into_iter().fold(Figment::new(), |f, l| f.merge(l));
     let config: Config = figment.extract().map_err(|e| figment_error(&e))?;
+    if config.infer.iters == 0 {
+        return Err(Error::config("invalid value `0` for infer.iters: nothing would be timed")
+            .with_hint("infer.iters=1 times one iteration; the default preset times more"));
+    }
+    let layers = match &config.model {
+        schema::ModelConfig::Hf(h) => h.layers.map(|l| ("model.layers", l)),
+        schema::ModelConfig::DecoderLlm(l) => Some(("model.n_layers", l.n_layers)),
+        _ => None,
+    };
+    if let Some((key, n)) = layers.filter(|(_, n)| *n < 1) {
+        return Err(Error::config(format!("invalid value `{n}` for {key}: a model needs at least one layer"))
+            .with_hint(format!("{key}=1 builds the smallest model of this architecture")));
+    }
     if config.runner.run.repeat == 0 {
         return Err(Error::config("invalid value `0` for runner.run.repeat: the measured loop must run at least once")
             .with_hint("runner.run.repeat=1 runs it once; runner.run.repeat=5 gives five times the samples"));

@@ -41,6 +41,74 @@ pub(crate) fn open(path: &Path) -> Result<File, Error> {
     File::open(path).map_err(|e| unreadable(path, &e))
 }
 
+/// What a file is by its first bytes: enough to tell a user who passed the
+/// wrong kind of file what they passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Magic {
+    /// Compressed: its name and the command that decompresses it.
+    Compressed(&'static str, &'static str),
+    Sqlite,
+    /// `NVR\0`: an Nsight Compute report.
+    NcuReport,
+    /// `NVIDIA Tegra Pro…`: an Nsight Systems report (.nsys-rep, .qdrep).
+    NsysReport,
+    Other,
+}
+
+/// The [`Magic`] of `path` (Other when it cannot be read).
+pub(crate) fn magic(path: &Path) -> Magic {
+    let mut head = [0u8; 16];
+    let n = File::open(path).and_then(|f| f.take(16).read(&mut head)).unwrap_or(0);
+    let head = &head[..n];
+    let table: [(&[u8], Magic); 8] = [
+        (b"\x1f\x8b", Magic::Compressed("gzip", "gunzip -k")),
+        (b"\x28\xb5\x2f\xfd", Magic::Compressed("zstd", "zstd -d")),
+        (b"\xfd7zXZ\0", Magic::Compressed("xz", "xz -dk")),
+        (b"BZh", Magic::Compressed("bzip2", "bunzip2 -k")),
+        (b"PK\x03\x04", Magic::Compressed("zip", "unzip")),
+        (b"SQLite format 3\0", Magic::Sqlite),
+        (b"NVR\0", Magic::NcuReport),
+        (b"NVIDIA Tegra Pro", Magic::NsysReport),
+    ];
+    table.into_iter().find(|(m, _)| head.starts_with(m)).map_or(Magic::Other, |(_, kind)| kind)
+}
+
+/// `path` is a regular file that `llmperf import <importer>` can read, as far
+/// as its first bytes tell.
+pub(crate) fn check_kind(path: &Path, importer: &str) -> Result<(), Error> {
+    check(path)?;
+    wrong_kind(path, magic(path), importer).map_or(Ok(()), Err)
+}
+
+/// An error for a file `import KIND` cannot read because of what it is, or
+/// None when `magic` is something that importer reads.
+fn wrong_kind(path: &Path, magic: Magic, importer: &str) -> Option<Error> {
+    let shown = path.display();
+    let (what, hint) = match (magic, importer) {
+        (Magic::Compressed(name, cmd), _) => (
+            format!("a {name}-compressed file"),
+            format!("decompress it first (`{cmd} {shown}`), then import what it holds"),
+        ),
+        (Magic::Sqlite, "ncu") => {
+            ("a SQLite database (an nsys export?)".into(), format!("import it with `llmperf import nsys {shown}`"))
+        }
+        (Magic::NsysReport, "ncu") => {
+            ("an Nsight Systems report".into(), format!("import it with `llmperf import nsys {shown}`"))
+        }
+        (Magic::NcuReport, "nsys") => {
+            ("an Nsight Compute report".into(), format!("import it with `llmperf import ncu {shown}`"))
+        }
+        _ => return None,
+    };
+    Some(
+        Error::new(
+            ErrorKind::Unparseable,
+            format!("{shown} is {what}, which `llmperf import {importer}` does not read"),
+        )
+        .with_hint(hint),
+    )
+}
+
 /// A text file opened after its UTF-8 byte-order mark, if it has one.
 /// UTF-16 and CR-only files are refused with the command that converts them.
 pub(crate) fn open_text(path: &Path) -> Result<File, Error> {

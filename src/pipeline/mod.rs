@@ -136,7 +136,7 @@ pub(crate) fn import_nsys(
     argv: Vec<String>,
 ) -> Result<Outcome, Error> {
     let cfg = &resolved.config;
-    crate::parse::input::check(file)?;
+    crate::parse::input::check_kind(file, "nsys")?;
     let run = output_dir(out, cfg)?;
     let _lock = run.lock()?;
     run.write(run_dir::CONFIG_YAML, resolved.to_yaml().as_bytes())?;
@@ -161,7 +161,7 @@ pub(crate) fn import_nsys_ranks(
 ) -> Result<Outcome, Error> {
     let ranked = crate::plan::rank::ranks_of_files(files)?;
     for (_, file) in &ranked {
-        crate::parse::input::check(file)?;
+        crate::parse::input::check_kind(file, "nsys")?;
     }
     let job = match out {
         Some(dir) => {
@@ -206,7 +206,7 @@ pub(crate) fn import_ncu(
     argv: Vec<String>,
 ) -> Result<Outcome, Error> {
     for file in files {
-        crate::parse::input::check(file)?;
+        crate::parse::input::check_kind(file, "ncu")?;
     }
     let cfg = &resolved.config;
     let run = output_dir(out, cfg)?;
@@ -226,7 +226,10 @@ pub(crate) fn report(dir: &Path) -> Result<PathBuf, Error> {
     let _lock = run.lock()?;
     let config = run.join(run_dir::CONFIG_YAML);
     if !config.exists() {
-        return Err(run_dir::damaged(&config, "missing: the run's resolved configuration, which `report` rebuilds from"));
+        return Err(run_dir::damaged(
+            &config,
+            "missing: the run's resolved configuration, which `report` rebuilds from",
+        ));
     }
     let cfg = crate::config::load_resolved(&config)?;
     let top_n = cfg.runner.run.top_n_kernels as usize;
@@ -234,8 +237,21 @@ pub(crate) fn report(dir: &Path) -> Result<PathBuf, Error> {
         nsys::write_outputs(&run, &run.join(run_dir::NSYS_SQLITE), &nsys::Ingest::of(&cfg))?;
     } else if let Some(csv) = run_dir::nsys_kernel_summary(&run) {
         nsys::write_summary_outputs(&run, &csv, top_n)?;
+    } else if nsys_reports_were_made(&run) && !run.join(run_dir::NSYS_REGIONS).is_file() {
+        // An import of a .sqlite reads the user's file where it lies: nothing here rebuilds them.
+        return Err(Error::new(
+            crate::error::ErrorKind::Unparseable,
+            format!(
+                "{}: missing, and the run holds no {} to rebuild it from",
+                run.join(run_dir::NSYS_REGIONS).display(),
+                run_dir::NSYS_SQLITE
+            ),
+        )
+        .with_hint(
+            "import the capture again (`llmperf import nsys FILE -o DIR`), or copy the run with its nsys/ files",
+        ));
     }
-    let inputs = ncu::saved_inputs(&run);
+    let inputs = ncu::saved_inputs(&run)?;
     if !inputs.is_empty() || run.join(run_dir::NCU_PLAN).is_file() {
         let (report, roofline) = ncu::build_for_run(&run, &cfg, &inputs)?;
         crate::report::write_ncu_regions(&run, &report, &roofline)?;
@@ -243,6 +259,12 @@ pub(crate) fn report(dir: &Path) -> Result<PathBuf, Error> {
     crate::report::write_summaries(&run)?;
     crate::report::write_index(&run)?;
     Ok(run.path().to_path_buf())
+}
+
+/// Whether the run's manifest says its nsys reports were written.
+fn nsys_reports_were_made(run: &RunDir) -> bool {
+    run.read_json::<crate::manifest::Manifest>(run_dir::MANIFEST_JSON)
+        .is_some_and(|m| m.stages.iter().any(|s| s.name == "nsys_regions" && s.status == crate::manifest::Status::Ok))
 }
 
 /// The run directory of an import: `-o DIR` (new, empty, or a run directory

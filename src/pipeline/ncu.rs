@@ -458,7 +458,8 @@ pub(crate) fn import(
         )));
     }
     for (file, pass) in files.iter().zip(added) {
-        let is_report = file.extension().is_some_and(|e| e == "ncu-rep");
+        let is_report = file.extension().is_some_and(|e| e == "ncu-rep")
+            || crate::parse::input::magic(file) == crate::parse::input::Magic::NcuReport;
         let copy = run.join(&pass_file(&pass.name, if is_report { PassFile::Report } else { PassFile::ImportedCsv }));
         if !is_report {
             copies.push((file.clone(), copy, pass.name.clone()));
@@ -567,9 +568,11 @@ pub(crate) struct Input {
 
 /// The CSVs that a run's ncu passes or `import ncu` left (per ncu/plan.json),
 /// with how their results find regions: what `llmperf report` reads again.
-pub(crate) fn saved_inputs(run: &RunDir) -> Vec<Input> {
-    let Some(plan) = run.read_json::<NcuPlan>(run_dir::NCU_PLAN) else { return Vec::new() };
-    plan.passes.iter().filter_map(|p| input_of(run, p)).collect()
+/// A plan.json that is there and not a plan is an error: its passes' CSVs
+/// would be left out in silence.
+pub(crate) fn saved_inputs(run: &RunDir) -> Result<Vec<Input>, Error> {
+    let Some(plan) = run.read_json_checked::<NcuPlan>(run_dir::NCU_PLAN)? else { return Ok(Vec::new()) };
+    Ok(plan.passes.iter().filter_map(|p| input_of(run, p)).collect())
 }
 
 fn input_of(run: &RunDir, pass: &Pass) -> Option<Input> {
@@ -585,7 +588,7 @@ pub(crate) fn regions(
     manifest: &mut ManifestWriter,
     cfg: &Config,
 ) -> Result<(StageOutcome, Option<RegionReportFile>), Error> {
-    regions_of(run, manifest, cfg, &saved_inputs(run))
+    regions_of(run, manifest, cfg, &saved_inputs(run)?)
 }
 
 /// [`regions`] of the given inputs.

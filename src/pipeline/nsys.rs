@@ -161,7 +161,9 @@ fn stop_orphaned_agents() {
         return;
     }
     for (pid, session) in &orphans {
-        tracing::warn!("stopping nsys agent {pid} (session {session}): the nsys that started it is gone, and nsys hangs beside it");
+        tracing::warn!(
+            "stopping nsys agent {pid} (session {session}): the nsys that started it is gone, and nsys hangs beside it"
+        );
     }
     process::stop_each(orphans.into_iter().map(|(pid, _)| pid).collect());
 }
@@ -429,7 +431,9 @@ pub(crate) fn analyze(
         verdict.add(outcome);
         return Ok(());
     }
-    let sqlite = if report.extension().is_some_and(|e| e == "sqlite") {
+    let magic = crate::parse::input::magic(report);
+    // A SQLite export is read as such whatever its name (nsys names it .sqlite).
+    let sqlite = if report.extension().is_some_and(|e| e == "sqlite") || magic == crate::parse::input::Magic::Sqlite {
         report.to_path_buf()
     } else {
         let Some(tool) = tool else {

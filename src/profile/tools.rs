@@ -147,11 +147,33 @@ impl Tool {
     /// Locate `executable` (a name looked up on PATH, or a path) and probe its version.
     pub(crate) fn probe(kind: Kind, executable: &str) -> Result<Tool, Error> {
         let path = process::find_executable(executable).ok_or_else(|| {
-            Error::new(
-                ErrorKind::ProfilerUnavailable,
-                format!("{} not found: `{executable}` is not on PATH", kind.name()),
-            )
-            .with_hint(kind.install_hint())
+            let given = std::path::Path::new(executable);
+            // A path (not a name looked up on PATH) that is there but cannot be run.
+            let why = match std::fs::metadata(given) {
+                Ok(m) if executable.contains('/') && m.is_dir() => Some("is a directory"),
+                Ok(m) if executable.contains('/') => {
+                    use std::os::unix::fs::PermissionsExt;
+                    (m.permissions().mode() & 0o111 == 0).then_some("is not executable")
+                }
+                Err(_) if executable.contains('/') => Some("does not exist"),
+                _ => None,
+            };
+            match why {
+                Some(why) => Error::new(
+                    ErrorKind::ProfilerUnavailable,
+                    format!("{} not found: `{executable}` {why}", kind.name()),
+                )
+                .with_hint(format!(
+                    "point pipeline.{}.executable at the {} program itself (or a name on PATH)",
+                    kind.name(),
+                    kind.name()
+                )),
+                None => Error::new(
+                    ErrorKind::ProfilerUnavailable,
+                    format!("{} not found: `{executable}` is not on PATH", kind.name()),
+                )
+                .with_hint(kind.install_hint()),
+            }
         })?;
         let spec = Spawn::new([path.as_os_str(), "--version".as_ref()])
             .stdout(Sink::Capture)

@@ -8,7 +8,7 @@ use crate::regions;
 use crate::regions::RangeStyle;
 
 pub(crate) const REGIONS_SCHEMA: &str = "llmperf.nsys-regions/v1";
-const SAMPLES_SCHEMA: &str = "llmperf.nsys-samples/v1";
+pub(crate) const SAMPLES_SCHEMA: &str = "llmperf.nsys-samples/v1";
 
 /// `nsys/samples.json`: the per-instance durations behind regions.json and
 /// top_kernels.json, for `llmperf diff` and `llmperf check`. A series with

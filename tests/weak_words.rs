@@ -1,0 +1,166 @@
+//! Issue 43's list 7: outcomes that were right with the wrong words or the
+//! wrong record. Each case is a copy of a real corpus file (or a run made
+//! from one), changed in the test; each assertion names what was wrong.
+use std::path::Path;
+use std::time::Duration;
+
+use crate::common::*;
+
+fn run(cmd: &mut assert_cmd::Command) -> (Option<i32>, String) {
+    let out = cmd.timeout(Duration::from_secs(120)).output().unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn gzip(from: &Path, to: &Path) {
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("gzip -c '{}' > '{}'", from.display(), to.display()))
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// A gzip'd CSV or a SQLite given to `import ncu`, a gzip'd SQLite or an
+/// .ncu-rep given to `import nsys`: each named for what it is, with the
+/// command to use; an extension-less SQLite export is simply read.
+#[test]
+fn a_file_of_the_wrong_kind_is_named_for_what_it_is() {
+    let test = crate::this_test!();
+    let root = tempfile::tempdir().unwrap();
+    let Some(db) = corpus_copy(&test, "real/memfusion/report1.sqlite", root.path()) else { return };
+    let Some(csv) = corpus_copy(&test, "real/derived/nsight-training/manual_nvtx.ncu2022.3.details.csv", root.path())
+    else {
+        return;
+    };
+    let Some(rep) = corpus_copy(&test, "real/nsight-training/manual_nvtx.ncu-rep", root.path()) else { return };
+    let (csv_gz, db_gz) = (root.path().join("details.csv.gz"), root.path().join("report1.sqlite.gz"));
+    gzip(&csv, &csv_gz);
+    gzip(&db, &db_gz);
+    let no_ncu = "pipeline.ncu.executable=/nonexistent/ncu";
+    let no_nsys = "pipeline.nsys.executable=/nonexistent/nsys";
+    for (importer, file, says) in [
+        ("ncu", &csv_gz, "is a gzip-compressed file, which `llmperf import ncu` does not read"),
+        ("ncu", &db, "is a SQLite database (an nsys export?), which `llmperf import ncu` does not read"),
+        ("nsys", &db_gz, "is a gzip-compressed file, which `llmperf import nsys` does not read"),
+        ("nsys", &rep, "is an Nsight Compute report, which `llmperf import nsys` does not read"),
+    ] {
+        let out = root.path().join(format!("run-{importer}-{}", file.file_name().unwrap().to_string_lossy()));
+        let (code, err) =
+            run(llmperf().args(["import", importer]).arg(file).arg("-o").arg(&out).args([no_ncu, no_nsys]));
+        assert_eq!(code, Some(6), "{err}");
+        assert!(err.contains(says) && err.contains("hint:"), "{says}: {err}");
+        assert!(!out.exists(), "{}: a run directory for a file that cannot be read", out.display());
+    }
+    let hint = run(llmperf().args(["import", "ncu"]).arg(&db).arg("-o").arg(root.path().join("x")).arg(no_ncu)).1;
+    assert!(hint.contains(&format!("hint: import it with `llmperf import nsys {}`", db.display())), "{hint}");
+    // An export without its extension is read as the SQLite it is.
+    let bare = root.path().join("capture");
+    std::fs::copy(&db, &bare).unwrap();
+    let run_dir = root.path().join("bare");
+    let (code, err) = run(llmperf().args(["import", "nsys"]).arg(&bare).arg("-o").arg(&run_dir).arg(no_nsys));
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(json(&run_dir.join("nsys/regions.json"))["unattributed"]["kernel_count"], 0);
+}
+
+/// pipeline.nsys.executable naming a directory, a file that cannot be run,
+/// or a path that does not exist: said so, not "not on PATH".
+#[test]
+fn a_profiler_path_that_cannot_run_says_why() {
+    let root = tempfile::tempdir().unwrap();
+    let file = root.path().join("nsys");
+    std::fs::write(&file, "#!/bin/sh\n").unwrap();
+    for (path, says) in [
+        (root.path().to_path_buf(), "is a directory"),
+        (file, "is not executable"),
+        (root.path().join("missing/nsys"), "does not exist"),
+    ] {
+        let out = llmperf()
+            .args(["profile", "--no-ncu", "-o"])
+            .arg(root.path().join("runs"))
+            .arg(format!("pipeline.nsys.executable={}", path.display()))
+            .args(["--", "true"])
+            .timeout(Duration::from_secs(120))
+            .output()
+            .unwrap();
+        let dir = run_dir(&out.stdout);
+        let nsys = stage(&json(&dir.join("manifest.json")), "nsys").clone();
+        let reason = nsys["reason"].as_str().unwrap_or_default();
+        assert!(reason.contains(&format!("`{}` {says}", path.display())), "{says}: {nsys}");
+        assert!(!reason.contains("not on PATH"), "{nsys}");
+    }
+}
+
+/// A run's files damaged in place: a garbage ncu/plan.json, samples.json of a
+/// schema this llmperf does not know, a run whose nsys JSON is gone with no
+/// SQLite to rebuild it from: each an error naming the file (each was exit 0).
+#[test]
+fn damaged_run_files_are_named_not_skipped() {
+    let test = crate::this_test!();
+    let root = tempfile::tempdir().unwrap();
+    let Some(run_dir) = import_memfusion(&test, root.path()) else { return };
+    let copy = |name: &str| {
+        let to = root.path().join(name);
+        copy_dir(&run_dir, &to);
+        to
+    };
+    let plan = copy("plan");
+    std::fs::create_dir_all(plan.join("ncu")).unwrap();
+    std::fs::write(plan.join("ncu/plan.json"), b"{\"passes\": 7}").unwrap();
+    let (code, err) = run(llmperf().arg("report").arg(&plan));
+    assert_eq!(code, Some(6), "{err}");
+    assert!(err.contains("ncu/plan.json"), "{err}");
+    let newer = copy("newer");
+    let samples = newer.join("nsys/samples.json");
+    let text =
+        std::fs::read_to_string(&samples).unwrap().replace("llmperf.nsys-samples/v1", "llmperf.nsys-samples/999");
+    std::fs::write(&samples, text).unwrap();
+    let (code, err) = run(llmperf().arg("diff").arg(&run_dir).arg(&newer));
+    assert_eq!(code, Some(6), "{err}");
+    assert!(
+        err.contains("schema \"llmperf.nsys-samples/999\"") && err.contains("hint: another llmperf version"),
+        "{err}"
+    );
+    // memfusion's import read the user's SQLite where it lay: with the JSON gone, nothing rebuilds it.
+    let gone = copy("gone");
+    for f in ["regions.json", "samples.json", "top_kernels.json"] {
+        std::fs::remove_file(gone.join("nsys").join(f)).unwrap();
+    }
+    assert!(!gone.join("nsys/report.sqlite").exists());
+    let (code, err) = run(llmperf().arg("report").arg(&gone));
+    assert_eq!(code, Some(6), "{err}");
+    assert!(err.contains("nsys/regions.json: missing, and the run holds no nsys/report.sqlite"), "{err}");
+}
+
+/// `--junit` at a symbolic link to a regular file: refused, and neither the
+/// link nor its target changes (the link was replaced by a file).
+#[test]
+fn junit_at_a_link_to_a_file_changes_neither() {
+    let test = crate::this_test!();
+    let root = tempfile::tempdir().unwrap();
+    let Some(run_dir) = import_memfusion(&test, root.path()) else { return };
+    let target = root.path().join("mine.xml");
+    std::fs::write(&target, "mine").unwrap();
+    let link = root.path().join("link.xml");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let (code, err) =
+        run(llmperf().arg("check").arg(&run_dir).arg("--baseline").arg(&run_dir).arg("--junit").arg(&link));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("is a symbolic link to the file"), "{err}");
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "mine");
+}
+
+/// `infer.iters=0` and a model of no layers time nothing: refused before anything runs (were exit 0).
+#[test]
+fn a_run_that_would_time_nothing_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    for (args, says) in [
+        (vec!["--model", "nvtx_regions", "infer.iters=0"], "invalid value `0` for infer.iters"),
+        (vec!["--model", "hf", "model.layers=0"], "invalid value `0` for model.layers"),
+        (vec!["--model", "llm_tiny", "model.n_layers=0"], "invalid value `0` for model.n_layers"),
+    ] {
+        let (code, err) = run(llmperf().args(["profile", "--no-nsys", "--no-ncu", "-o"]).arg(root.path()).args(&args));
+        assert_eq!(code, Some(3), "{args:?}: {err}");
+        assert!(err.contains(says) && err.contains("hint:"), "{args:?}: {err}");
+    }
+}
