@@ -164,3 +164,31 @@ fn a_run_that_would_time_nothing_is_refused() {
         assert!(err.contains(says) && err.contains("hint:"), "{args:?}: {err}");
     }
 }
+
+/// Budgets whose ignore rules leave out every row: "nothing compared",
+/// naming the budgets (the run was blamed: "nothing profiled"); a threshold of
+/// 1e400 is a number out of range (was "a string").
+#[test]
+fn budgets_that_ignore_everything_or_overflow_are_named() {
+    let test = crate::this_test!();
+    let root = tempfile::tempdir().unwrap();
+    let Some(run_dir) = import_memfusion(&test, root.path()) else { return };
+    // memfusion's region paths are 1 to 4 levels deep ("onnx::Conv_194" is two).
+    let levels: String =
+        (1..=4).map(|n| format!("  - match: \"TensorRT@{}\"\n    ignore: true\n", vec!["*"; n].join("::"))).collect();
+    let all = root.path().join("all.yaml");
+    std::fs::write(&all, format!("regions:\n{levels}kernels:\n  - match: \"*\"\n    ignore: true\n")).unwrap();
+    let (code, err) =
+        run(llmperf().arg("check").arg(&run_dir).arg("--baseline").arg(&run_dir).arg("--budgets").arg(&all));
+    assert_eq!(code, Some(7), "{err}");
+    assert!(err.contains("the ignore rules of") && err.contains("leave out every row of the run"), "{err}");
+    assert!(!err.contains("nothing profiled"), "{err}");
+    let check = json(&run_dir.join("check/check.json"));
+    assert!(check["ignored"].as_u64().unwrap() > 0, "{check}");
+    let big = root.path().join("big.yaml");
+    std::fs::write(&big, "defaults:\n  relative_pct: 1e400\n").unwrap();
+    let (code, err) =
+        run(llmperf().arg("check").arg(&run_dir).arg("--baseline").arg(&run_dir).arg("--budgets").arg(&big));
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("big.yaml:2: 1e400 is a number out of the range of a threshold"), "{err}");
+}

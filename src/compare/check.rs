@@ -69,6 +69,15 @@ impl Budgets {
         let text = crate::config::bounded::read_yaml(path, "--budgets")?;
         let b: Budgets = serde_yaml::from_str(&text).map_err(|e| {
             let at = e.location().map(|l| format!(":{}", l.line())).unwrap_or_default();
+            // YAML reads a number past f64's range (1e400) as text: say what it is.
+            let said = e.to_string();
+            let number = regex::Regex::new(r#"invalid type: string "([+-]?(?:\d+\.?\d*|\.\d+)[eE][+-]?\d+)""#)
+                .ok()
+                .and_then(|re| re.captures(&said).map(|c| c[1].to_string()));
+            if let Some(n) = number {
+                return Error::config(format!("{}{at}: {n} is a number out of the range of a threshold (at most about 1.8e308)", path.display()))
+                    .with_hint("relative_pct is a percentage (10 = 10%), absolute_ms milliseconds");
+            }
             Error::config(format!("{}{at}: {e}", path.display())).with_hint(
                 "keys are defaults, regions and kernels; a rule has match, relative_pct, absolute_ms, min_samples, ignore (docs/ci.md)",
             )
@@ -144,6 +153,9 @@ pub(crate) struct CheckReport {
     #[serde(default)]
     pub(crate) shifts: Vec<CheckedShift>,
     pub(crate) notes: Vec<String>,
+    /// Rows the budgets' `ignore` rules left out.
+    #[serde(default)]
+    pub(crate) ignored: usize,
     /// pass, or fail.
     pub(crate) status: String,
     pub(crate) exit_code: i32,
@@ -193,7 +205,15 @@ pub(crate) fn check(args: &CheckArgs) -> Result<CheckReport, Error> {
     if args.allow_empty_baseline && !args.baseline.join(crate::run_dir::MANIFEST_JSON).exists() {
         return first_run(args, &budgets);
     }
-    let judge = |s: Source, n: &str| budgets.judge(s, n);
+    // Rows an `ignore` rule leaves out, by name: a check of nothing but those is the budgets' doing.
+    let ignored = std::cell::RefCell::new(std::collections::BTreeSet::new());
+    let judge = |s: Source, n: &str| {
+        let j = budgets.judge(s, n);
+        if j.is_none() {
+            ignored.borrow_mut().insert((s.as_str(), n.to_string()));
+        }
+        j
+    };
     let options = super::diff::Options { top: 0, discount_shift: args.discount_shift };
     let diff: Diff = super::diff::diff(args.baseline, args.run, options, &judge)?;
     for (which, run) in [("run", &diff.b), ("baseline", &diff.a)] {
@@ -249,9 +269,13 @@ pub(crate) fn check(args: &CheckArgs) -> Result<CheckReport, Error> {
         })
         .collect();
     let mut notes = diff.notes;
+    let ignored = ignored.into_inner().len();
     let run_empty = checks.iter().all(|c| c.row.b.is_none()) && new.is_empty();
     let compared = checks.iter().filter(|c| c.row.change.is_some()).count();
-    let exit_code = if run_empty {
+    let exit_code = if run_empty && ignored > 0 {
+        notes.push(format!("nothing compared: the budgets' ignore rules leave out every row ({ignored})"));
+        ErrorKind::Empty.exit_code()
+    } else if run_empty {
         notes.push(format!(
             "nothing profiled: {} has no samples to check (no workload/timings.json samples, no nsys/samples.json)",
             diff.b.path
@@ -279,6 +303,7 @@ pub(crate) fn check(args: &CheckArgs) -> Result<CheckReport, Error> {
         new,
         shifts,
         notes,
+        ignored,
         status: if exit_code == 0 { "pass".into() } else { "fail".into() },
         exit_code,
     })
@@ -318,6 +343,7 @@ fn first_run(args: &CheckArgs, budgets: &Budgets) -> Result<CheckReport, Error> 
         new,
         shifts: Vec::new(),
         notes: vec![note],
+        ignored: 0,
         status: if exit_code == 0 { "pass".into() } else { "fail".into() },
         exit_code,
     })
@@ -350,7 +376,19 @@ pub(crate) fn junit(report: &CheckReport) -> Result<String, Error> {
 pub(crate) fn failure(report: &CheckReport) -> Option<Error> {
     if report.exit_code == ErrorKind::Empty.exit_code() {
         let empty = report.checks.iter().all(|c| c.row.b.is_none()) && report.new.is_empty();
-        return Some(if empty {
+        return Some(if empty && report.ignored > 0 {
+            Error::new(
+                ErrorKind::Empty,
+                format!(
+                    "nothing compared: the ignore rules of {} leave out every row of the run ({} rows)",
+                    report.budgets.as_deref().unwrap_or("the budgets"),
+                    report.ignored
+                ),
+            )
+            .with_hint(
+                "narrow the budgets' `ignore: true` rules (their `match` patterns) so that some rows are checked",
+            )
+        } else if empty {
             Error::new(ErrorKind::Empty, format!("nothing profiled: {} holds no samples to check", report.run.path))
                 .with_hint(
                     "profile a workload with NVTX ranges (nsys on, or the built-in workload), then check that run",
