@@ -346,7 +346,35 @@ impl RunDir {
                 return Err(io_error(&path, "lock", &std::io::Error::last_os_error()));
             }
         }
+        self.remove_stale_temporaries();
         Ok(Lock { _file: file })
+    }
+
+    /// Temporaries of atomic writes (`.llmperf-*.tmp`) that a killed llmperf
+    /// left (a SIGKILLed import left a 6 MB one that every later import kept).
+    /// Called with the lock held, so no import writes them now; one written
+    /// in the last minute is left alone in case a `profile` (which holds no
+    /// lock) is writing it.
+    fn remove_stale_temporaries(&self) {
+        fn walk(dir: &Path, depth: usize) {
+            let Ok(entries) = std::fs::read_dir(dir) else { return };
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let Ok(kind) = e.file_type() else { continue };
+                if kind.is_dir() && depth < 4 {
+                    walk(&e.path(), depth + 1);
+                } else if kind.is_file() && name.starts_with(".llmperf-") && name.ends_with(".tmp") {
+                    let old = e
+                        .metadata()
+                        .and_then(|m| m.modified())
+                        .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > std::time::Duration::from_secs(60)));
+                    if old && std::fs::remove_file(e.path()).is_ok() {
+                        tracing::info!("removed {}, a temporary file a stopped llmperf left", e.path().display());
+                    }
+                }
+            }
+        }
+        walk(&self.path, 0);
     }
 
     /// An existing run directory (for `report` and `validate`).

@@ -230,9 +230,10 @@ fn a_signal_during_an_import_stops_its_child() {
         std::fs::copy(&rep, &copy).unwrap();
         copy
     };
-    let db = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/runs/cpu_llm_tiny/nsys/report.sqlite");
+    // A real .nsys-rep (a SQLite renamed .nsys-rep is now read as the SQLite it is, with no export).
+    let Some(rep_nsys) = corpus!("real/DD2360-llm.c/report1.nsys-rep") else { return };
     let report = tools.path().join("report.nsys-rep");
-    std::fs::copy(&db, &report).unwrap();
+    std::fs::copy(&rep_nsys, &report).unwrap();
     let nsys = hanging_tool(tools.path(), "nsys", "NVIDIA Nsight Systems version 2022.4.2.1-df9881f", "613.1");
     let ncu = hanging_tool(
         tools.path(),

@@ -192,3 +192,29 @@ fn budgets_that_ignore_everything_or_overflow_are_named() {
     assert_eq!(code, Some(3), "{err}");
     assert!(err.contains("big.yaml:2: 1e400 is a number out of the range of a threshold"), "{err}");
 }
+
+/// A temporary file that a killed import left in a run directory (a SIGKILLed
+/// import left a 6 MB one that every later import kept): removed by the next
+/// llmperf that takes the run's lock; a fresh one (a writer may be at it) stays.
+#[test]
+fn a_killed_imports_temporary_file_is_removed_by_the_next_import() {
+    let test = crate::this_test!();
+    let root = tempfile::tempdir().unwrap();
+    let Some(run_dir) = import_memfusion(&test, root.path()) else { return };
+    let stale = run_dir.join("nsys/.llmperf-Ab12Cd.tmp");
+    let fresh = run_dir.join("nsys/.llmperf-Ef34Gh.tmp");
+    std::fs::write(&stale, vec![0u8; 1 << 20]).unwrap();
+    std::fs::write(&fresh, b"being written").unwrap();
+    let hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    std::fs::File::options().write(true).open(&stale).unwrap().set_modified(hour_ago).unwrap();
+    let db = run_dir.parent().unwrap().join("report1.sqlite");
+    let (code, err) = run(llmperf()
+        .args(["import", "nsys"])
+        .arg(&db)
+        .arg("-o")
+        .arg(&run_dir)
+        .arg("pipeline.nsys.executable=/nonexistent"));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!stale.exists(), "the stale temporary file was kept");
+    assert!(fresh.exists(), "a fresh temporary file was removed");
+}

@@ -237,7 +237,7 @@ pub(crate) fn report(dir: &Path) -> Result<PathBuf, Error> {
         nsys::write_outputs(&run, &run.join(run_dir::NSYS_SQLITE), &nsys::Ingest::of(&cfg))?;
     } else if let Some(csv) = run_dir::nsys_kernel_summary(&run) {
         nsys::write_summary_outputs(&run, &csv, top_n)?;
-    } else if nsys_reports_were_made(&run) && !run.join(run_dir::NSYS_REGIONS).is_file() {
+    } else if nsys_reports_were_made(&run) && !run.join(run_dir::NSYS_REGIONS).exists() {
         // An import of a .sqlite reads the user's file where it lies: nothing here rebuilds them.
         return Err(Error::new(
             crate::error::ErrorKind::Unparseable,

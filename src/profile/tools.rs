@@ -159,6 +159,11 @@ impl Tool {
                 _ => None,
             };
             match why {
+                Some(why @ "does not exist") => Error::new(
+                    ErrorKind::ProfilerUnavailable,
+                    format!("{} not found: `{executable}` {why}", kind.name()),
+                )
+                .with_hint(kind.install_hint()),
                 Some(why) => Error::new(
                     ErrorKind::ProfilerUnavailable,
                     format!("{} not found: `{executable}` {why}", kind.name()),
