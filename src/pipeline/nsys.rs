@@ -154,7 +154,8 @@ fn keep_attempt_logs(run: &RunDir, attempt: u32) -> Vec<String> {
 }
 
 /// Stop the nsys agents of nsys processes that are gone, before starting
-/// nsys: beside one, the new session hangs (REFERENCE §1).
+/// nsys: an agent still running makes a new nsys 2022.4 session hang, as
+/// two sessions at once always do on this project's machines.
 fn stop_orphaned_agents() {
     let orphans = nsys::orphaned_agents();
     if orphans.is_empty() {
