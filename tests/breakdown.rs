@@ -30,17 +30,7 @@ const WINDOWS: &str = "named AS (
 
 /// Every GPU operation: kind 0 kernel (comm 1 for NCCL), 1 copy, 2 memset.
 fn activity(conn: &Connection) -> String {
-    let has = |t: &str| conn.query_row("SELECT 1 FROM sqlite_master WHERE name = ?1", [t], |_| Ok(())).is_ok();
-    let mut parts = vec!["SELECT (k.globalPid >> 24) & 16777215 AS pid, k.deviceId AS dev, k.start AS s, k.end AS e, \
-         CASE WHEN n.value LIKE 'nccl%' THEN 1 ELSE 0 END AS comm, 0 AS kind \
-         FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds n ON n.id = k.demangledName"
-        .to_string()];
-    for (table, kind) in [("CUPTI_ACTIVITY_KIND_MEMCPY", 1), ("CUPTI_ACTIVITY_KIND_MEMSET", 2)] {
-        if has(table) {
-            parts.push(format!("SELECT (globalPid >> 24) & 16777215, deviceId, start, end, 0, {kind} FROM {table}"));
-        }
-    }
-    format!("act AS ({})", parts.join(" UNION ALL "))
+    format!("act AS ({})", crate::common::gpu_activity_sql(conn, "nccl%"))
 }
 
 /// The union of the operations `keep` selects (a condition on `comm` and

@@ -69,23 +69,14 @@ const BLOCKING: &str = "(n.value LIKE 'cudaDeviceSynchronize%' OR n.value LIKE '
         AND n.value NOT LIKE '%Peer%' AND n.value NOT LIKE '%Array%'))";
 
 fn device_sql(conn: &Connection, launch_gap_ns: i64) -> BTreeMap<(i64, i64), DeviceSql> {
-    let has = |t: &str| conn.query_row("SELECT 1 FROM sqlite_master WHERE name = ?1", [t], |_| Ok(())).is_ok();
-    let mut act = vec!["SELECT (k.globalPid >> 24) & 16777215 AS pid, k.deviceId AS dev, k.start AS s, k.end AS e, \
-        CASE WHEN n.value LIKE '%nccl%' THEN 1 ELSE 0 END AS comm, 0 AS kind \
-        FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds n ON n.id = k.demangledName"
-        .to_string()];
-    for (table, kind) in [("CUPTI_ACTIVITY_KIND_MEMCPY", 1), ("CUPTI_ACTIVITY_KIND_MEMSET", 2)] {
-        if has(table) {
-            act.push(format!("SELECT (globalPid >> 24) & 16777215, deviceId, start, end, 0, {kind} FROM {table}"));
-        }
-    }
+    let act = crate::common::gpu_activity_sql(conn, "%nccl%");
     let union = |keep: &str| -> String {
         format!(
             "WITH act AS ({}), iv AS (SELECT pid, dev, s, e FROM act WHERE {keep}),
              o AS (SELECT *, MAX(e) OVER (PARTITION BY pid, dev ORDER BY s, e ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS pm FROM iv),
              g AS (SELECT *, SUM(CASE WHEN pm IS NULL OR s > pm THEN 1 ELSE 0 END) OVER (PARTITION BY pid, dev ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS isl FROM o),
              islands AS (SELECT pid, dev, isl, MIN(s) AS s, MAX(e) AS e FROM g GROUP BY 1, 2, 3)",
-            act.join(" UNION ALL ")
+            act
         )
     };
     let mut out: BTreeMap<(i64, i64), DeviceSql> = BTreeMap::new();

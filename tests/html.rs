@@ -102,6 +102,19 @@ fn roofline_points_equal_roofline_json() {
     }
 }
 
+/// Headless Chromium with nothing reaching the network, and a tall window.
+const HEADLESS: [&str; 9] = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1000,2400",
+];
+
 #[test]
 fn report_html_opens_in_headless_chromium() {
     let chromium = ["chromium", "chromium-browser"]
@@ -113,20 +126,9 @@ fn report_html_opens_in_headless_chromium() {
     let page = format!("file://{}", dir.join("report.html").display());
     let shot = root.path().join("report.png");
     let profile = root.path().join("chromium-profile");
-    let common = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--enable-logging=stderr",
-        "--window-size=1000,2400",
-    ];
     let out = std::process::Command::new(chromium)
-        .args(common)
+        .args(HEADLESS)
+        .arg("--enable-logging=stderr")
         .arg(format!("--user-data-dir={}", profile.display()))
         .arg(format!("--screenshot={}", shot.display()))
         .arg(&page)
@@ -141,7 +143,7 @@ fn report_html_opens_in_headless_chromium() {
     assert!(png.starts_with(b"\x89PNG") && png.len() > 20_000, "a real screenshot: {} bytes", png.len());
     // The DOM chromium built holds the charts.
     let dom = std::process::Command::new(chromium)
-        .args(common)
+        .args(HEADLESS)
         .arg(format!("--user-data-dir={}", profile.display()))
         .arg("--dump-dom")
         .arg(&page)
@@ -168,21 +170,10 @@ document.body.appendChild(pre);})();</script>";
     let html = std::fs::read_to_string(page).unwrap();
     let measured = dir.join("measure.html");
     std::fs::write(&measured, html.replace("</body></html>", &format!("{MEASURE}</body></html>"))).unwrap();
-    let common = [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1000,2400",
-    ];
     let profile = format!("--user-data-dir={}", dir.join("chromium-profile").display());
     let shot = dir.join("page.png");
     let out = std::process::Command::new("chromium")
-        .args(common)
+        .args(HEADLESS)
         .arg(&profile)
         .arg(format!("--screenshot={}", shot.display()))
         .arg(format!("file://{}", page.display()))
@@ -192,7 +183,7 @@ document.body.appendChild(pre);})();</script>";
     let png = std::fs::read(&shot).unwrap();
     assert!(png.starts_with(b"\x89PNG") && png.len() > 20_000, "a real screenshot: {} bytes", png.len());
     let dom = std::process::Command::new("chromium")
-        .args(common)
+        .args(HEADLESS)
         .arg(&profile)
         .arg("--dump-dom")
         .arg(format!("file://{}", measured.display()))

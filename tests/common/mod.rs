@@ -326,3 +326,21 @@ pub fn assert_kernel_labels_unique(run: &Path) {
         assert_eq!(names.len(), if what == "kernels.md" { labels.len() } else { labels.len().min(10) }, "{what}");
     }
 }
+
+/// Every GPU operation of an nsys export, as SQL selecting (pid, dev, s, e,
+/// comm, kind): kind 0 a kernel (comm 1 when its demangled name is LIKE
+/// `comm_like`), 1 a copy, 2 a memset (where the export has those tables).
+pub fn gpu_activity_sql(conn: &rusqlite::Connection, comm_like: &str) -> String {
+    let has = |t: &str| conn.query_row("SELECT 1 FROM sqlite_master WHERE name = ?1", [t], |_| Ok(())).is_ok();
+    let mut parts = vec![format!(
+        "SELECT (k.globalPid >> 24) & 16777215 AS pid, k.deviceId AS dev, k.start AS s, k.end AS e, \
+         CASE WHEN n.value LIKE '{comm_like}' THEN 1 ELSE 0 END AS comm, 0 AS kind \
+         FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds n ON n.id = k.demangledName"
+    )];
+    for (table, kind) in [("CUPTI_ACTIVITY_KIND_MEMCPY", 1), ("CUPTI_ACTIVITY_KIND_MEMSET", 2)] {
+        if has(table) {
+            parts.push(format!("SELECT (globalPid >> 24) & 16777215, deviceId, start, end, 0, {kind} FROM {table}"));
+        }
+    }
+    parts.join(" UNION ALL ")
+}
