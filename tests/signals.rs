@@ -338,13 +338,14 @@ fn a_signal_during_native_ingestion_ends_the_run_interrupted() {
 /// named `profile-<app>-<its own pid>`), then does `then`.
 fn nsys_leaving_an_agent(dir: &Path, mark: &str, then: &str) -> PathBuf {
     let path = dir.join("nsys");
+    let started = dir.join("agent-started").display().to_string();
     write_executable(
         &path,
         &format!(
             r#"#!/bin/bash
 case "$1" in --version) echo 'NVIDIA Nsight Systems version 2022.4.2.1-df9881f'; exit 0;; esac
 [ "$2" = "--help" ] && exit 0
-agent() {{ setsid bash -c "exec -a nsys python3 -c 'import time; time.sleep(600)' --start-agent --session-name=profile-llmperf-$$ --shm-name={mark}" </dev/null >/dev/null 2>&1 & }}
+agent() {{ setsid bash -c "exec -a nsys python3 -c 'import time; time.sleep(600)' --start-agent --session-name=profile-llmperf-$$ --shm-name={mark}" </dev/null >/dev/null 2>&1 & touch '{started}'; }}
 {then}
 "#
         ),
@@ -362,7 +363,8 @@ fn the_agent_of_our_nsys_is_stopped_on_every_path() {
     for (i, (path, then)) in [
         ("exit", "agent; sleep 0.5; exit 3"),
         ("timeout", "agent; exec sleep 600"),
-        ("late", "trap 'agent; sleep 0.5; exit 1' TERM; sleep 600 & wait"),
+        // SIGINT (llmperf's stop of the application) ignored: the agent starts on the SIGTERM after it.
+        ("late", "trap '' INT; trap 'agent; sleep 0.5; exit 1' TERM; sleep 600 & wait"),
         ("signal", "agent; exec sleep 600"),
     ]
     .into_iter()
@@ -395,6 +397,7 @@ fn the_agent_of_our_nsys_is_stopped_on_every_path() {
         }
         let (code, err) = finish(child, Duration::from_secs(60));
         assert_ne!(code, Some(0), "{path}: {err}");
+        assert!(tools.path().join("agent-started").exists(), "{path}: the stand-in never started its agent: {err}");
         let left = alive(&format!("--shm-name={mark}"));
         for c in &left {
             let _ = Command::new("pkill").arg("-f").arg(format!("--shm-name={mark}")).status();
