@@ -60,6 +60,13 @@ fn a_file_of_the_wrong_kind_is_named_for_what_it_is() {
     let (code, err) = run(llmperf().args(["import", "nsys"]).arg(&bare).arg("-o").arg(&run_dir).arg(no_nsys));
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(json(&run_dir.join("nsys/regions.json"))["unattributed"]["kernel_count"], 0);
+    // An nsys report named .sqlite is exported as the report it is (was "file is not a database").
+    let Some(rep_nsys) = corpus_copy(&test, "real/DD2360-llm.c/report1.nsys-rep", root.path()) else { return };
+    let misnamed = root.path().join("report1.sqlite.copy.sqlite");
+    std::fs::rename(&rep_nsys, &misnamed).unwrap();
+    let (_, err) =
+        run(llmperf().args(["import", "nsys"]).arg(&misnamed).arg("-o").arg(root.path().join("m")).arg(no_nsys));
+    assert!(err.contains("nsys is needed to export a .nsys-rep/.qdrep to SQLite"), "{err}");
 }
 
 /// pipeline.nsys.executable naming a directory, a file that cannot be run,
@@ -181,7 +188,10 @@ fn budgets_that_ignore_everything_or_overflow_are_named() {
     let (code, err) =
         run(llmperf().arg("check").arg(&run_dir).arg("--baseline").arg(&run_dir).arg("--budgets").arg(&all));
     assert_eq!(code, Some(7), "{err}");
-    assert!(err.contains("the ignore rules of") && err.contains("leave out every row of the run"), "{err}");
+    assert!(
+        err.contains("the ignore rules of") && err.contains("leave out every row of the run and the baseline"),
+        "{err}"
+    );
     assert!(!err.contains("nothing profiled"), "{err}");
     let check = json(&run_dir.join("check/check.json"));
     assert!(check["ignored"].as_u64().unwrap() > 0, "{check}");

@@ -273,7 +273,7 @@ pub(crate) fn check(args: &CheckArgs) -> Result<CheckReport, Error> {
     let run_empty = checks.iter().all(|c| c.row.b.is_none()) && new.is_empty();
     let compared = checks.iter().filter(|c| c.row.change.is_some()).count();
     let exit_code = if run_empty && ignored > 0 {
-        notes.push(format!("nothing compared: the budgets' ignore rules leave out every row ({ignored})"));
+        notes.push(format!("nothing compared: the budgets' ignore rules leave out every row there was ({ignored})"));
         ErrorKind::Empty.exit_code()
     } else if run_empty {
         notes.push(format!(
@@ -380,7 +380,7 @@ pub(crate) fn failure(report: &CheckReport) -> Option<Error> {
             Error::new(
                 ErrorKind::Empty,
                 format!(
-                    "nothing compared: the ignore rules of {} leave out every row of the run ({} rows)",
+                    "nothing compared: the ignore rules of {} leave out every row of the run and the baseline ({} rows)",
                     report.budgets.as_deref().unwrap_or("the budgets"),
                     report.ignored
                 ),

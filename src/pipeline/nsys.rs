@@ -433,8 +433,13 @@ pub(crate) fn analyze(
         return Ok(());
     }
     let magic = crate::parse::input::magic(report);
-    // A SQLite export is read as such whatever its name (nsys names it .sqlite).
-    let sqlite = if report.extension().is_some_and(|e| e == "sqlite") || magic == crate::parse::input::Magic::Sqlite {
+    // What the file is, by its first bytes, before what its name says.
+    let is_sqlite = match magic {
+        crate::parse::input::Magic::Sqlite => true,
+        crate::parse::input::Magic::NsysReport => false,
+        _ => report.extension().is_some_and(|e| e == "sqlite"),
+    };
+    let sqlite = if is_sqlite {
         report.to_path_buf()
     } else {
         let Some(tool) = tool else {
