@@ -293,8 +293,32 @@ fn budgets_with_mistakes_name_the_file_and_line() {
 /// Real nsys captures made here: the regions demo twice, then with extra
 /// work in B. nsys's NVTX instances and the workload's timings both find B,
 /// and only B; diff writes its three files and they hold the same rows.
+///
+/// Finding B is asserted on every capture. That nothing else is called
+/// slower is a false-alarm claim about wall time on this shared 2-core
+/// machine, where one unchanged region can move by itself beyond the budget
+/// (CI, 2026-11-26 and 2026-11-27: `A` of an unchanged run "slower"); such a
+/// false alarm gets one fresh set of captures, and a second one fails the
+/// test. The false-alarm rate itself is measured by
+/// `bench/check_false_alarms.sh`, not here.
 #[test]
 fn diff_and_check_of_nsys_captures_find_the_slowed_region() {
+    let mut alarms = Vec::new();
+    for attempt in 1..=2 {
+        match captures_find_the_slowed_region() {
+            Ok(()) => return,
+            Err(alarm) => {
+                eprintln!("attempt {attempt}: a false alarm on an unchanged region: {alarm}");
+                alarms.push(alarm);
+            }
+        }
+    }
+    panic!("false alarms in both sets of captures: {alarms:#?}");
+}
+
+/// One set of three captures: panics when B is not found; `Err` names a
+/// false alarm on a region that did not change.
+fn captures_find_the_slowed_region() -> Result<(), String> {
     let root = tempfile::tempdir().unwrap();
     let profile = |extra: &str| {
         let out = llmperf()
@@ -327,9 +351,8 @@ fn diff_and_check_of_nsys_captures_find_the_slowed_region() {
 
     // Three captures on this shared 2-core machine: the whole run can move by tens of percent
     // between them (docs/ci.md), which diff reports as a shift; the question here is which
-    // region moved apart from it.
-    // One region can also move by itself up to 36% here: diff's threshold is the shared-CPU
-    // budget's 50%, and B with 4 matmuls instead of 1 is several times that.
+    // region moved apart from it. diff's threshold is the shared-CPU budget's 50%, and B with
+    // 4 matmuls instead of 1 is several times that.
     let out =
         llmperf().arg("diff").arg(&a).arg(&slow).args(["--discount-shift", "--relative-pct", "50"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
@@ -344,24 +367,32 @@ fn diff_and_check_of_nsys_captures_find_the_slowed_region() {
     };
     assert_eq!(verdict("nsys", "B"), "slower");
     assert_eq!(verdict("workload", "B"), "slower");
-    for source in ["nsys", "workload"] {
-        for name in ["A", "A::A1"] {
-            assert_ne!(verdict(source, name), "slower", "{source} {name}");
-        }
-    }
     let md = std::fs::read_to_string(slow.join("diff/diff.md")).unwrap();
     assert_eq!(md, stdout);
     let html = std::fs::read_to_string(slow.join("diff/diff.html")).unwrap();
     assert!(html.starts_with("<!DOCTYPE html>") && html.contains("<td><code>B</code></td>"), "{html}");
+    for source in ["nsys", "workload"] {
+        for name in ["A", "A::A1"] {
+            if verdict(source, name) == "slower" {
+                return Err(format!("diff: {source} {name} slower\n{stdout}"));
+            }
+        }
+    }
     assert_eq!(html.matches("<b>slower</b>").count(), 2, "{html}");
 
-    let (code, c, stderr) = check(&b, &a, &["--budgets", BUDGETS, "--discount-shift"]);
-    assert_eq!(code, 0, "{stderr}");
-    assert_eq!(outcomes(&c).len(), 6);
     let (code, c, _) = check(&slow, &a, &["--budgets", BUDGETS, "--discount-shift"]);
     assert_eq!(code, 8);
     let failing: Vec<_> = outcomes(&c).into_iter().filter(|o| o.2 == "regression").map(|o| (o.0, o.1)).collect();
-    assert_eq!(failing, [("workload".to_string(), "B".to_string()), ("nsys".into(), "B".into())]);
+    assert!(failing.contains(&("workload".into(), "B".into())) && failing.contains(&("nsys".into(), "B".into())));
+    if failing != [("workload".to_string(), "B".to_string()), ("nsys".into(), "B".into())] {
+        return Err(format!("check of the slowed run: {failing:?} failed"));
+    }
+    let (code, c, stderr) = check(&b, &a, &["--budgets", BUDGETS, "--discount-shift"]);
+    assert_eq!(outcomes(&c).len(), 6);
+    if code != 0 {
+        return Err(format!("check of an unchanged run: exit {code}: {stderr}"));
+    }
+    Ok(())
 }
 
 /// A real two-process capture (torchrun on two H100s, nsys 2026.2; corpus

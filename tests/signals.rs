@@ -30,18 +30,23 @@ fn long_capture(root: &Path, extra: &[&str]) -> Child {
     spawn(&args, root)
 }
 
-fn cmdlines() -> Vec<String> {
+/// Every process's pid and command line.
+fn processes() -> Vec<(u32, String)> {
     std::fs::read_dir("/proc")
         .unwrap()
-        .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
-        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
-        .filter(|c| !c.is_empty())
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let pid = e.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            Some((pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")))
+        })
+        .filter(|(_, c)| !c.is_empty())
         .collect()
 }
 
 /// Processes whose command line names `needle` (a run directory, a marker).
 fn alive(needle: &str) -> Vec<String> {
-    cmdlines().into_iter().filter(|c| c.contains(needle)).collect()
+    processes().into_iter().map(|(_, c)| c).filter(|c| c.contains(needle)).collect()
 }
 
 /// The run directory under `root`, once llmperf has made it.
@@ -56,15 +61,34 @@ fn the_run(root: &Path) -> PathBuf {
     }
 }
 
-/// Wait until the workload has run a while under nsys (its process names the run directory).
+/// Wait until the workload has run a while under nsys (its process names the
+/// run directory): 4 s of its own CPU time, past loading libtorch and nsys's
+/// injection, so ranges have closed even when other tests load the machine
+/// (a wall-clock wait of 2 s once signalled a workload that had not begun its
+/// loop, and the capture rightly held no range).
 fn wait_for_workload(run: &Path) {
     let needle = format!("workload --run-dir {}", run.display());
     let started = Instant::now();
-    while !cmdlines().iter().any(|c| c.contains(&needle) && !c.contains("nsys")) {
-        assert!(started.elapsed() < Duration::from_secs(120), "the workload never started");
+    loop {
+        let busy = processes().into_iter().find(|(_, c)| c.contains(&needle) && !c.contains("nsys"));
+        if busy.is_some_and(|(pid, _)| cpu_seconds(pid) >= 4.0) {
+            return;
+        }
+        assert!(started.elapsed() < Duration::from_secs(180), "the workload never ran 4 s of CPU time");
         std::thread::sleep(Duration::from_millis(100));
     }
-    std::thread::sleep(Duration::from_secs(2));
+}
+
+/// User and system CPU time of a process, from /proc/PID/stat (0 once it is gone).
+fn cpu_seconds(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return 0.0 };
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of stat(5); `fields` starts at field 3.
+    // SAFETY: sysconf(3) has no memory-safety preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (ticks(11) + ticks(12)) / hz
 }
 
 fn signal(child: &Child, sig: i32) {
