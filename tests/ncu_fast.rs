@@ -104,6 +104,80 @@ fn broken_files_fail_with_file_and_line() {
     assert!(e.message.contains(&format!("latin1.csv:{line}: invalid UTF-8")), "{} (want line {line})", e.message);
 }
 
+/// Copies of a real details file, each edited the way a damaged or
+/// hand-edited export would be: a negative GPU time, a result whose rows
+/// resume after another's, a metric row cut before its value. Both readers
+/// (the streaming one and the parallel one, whatever its blocks) refuse each
+/// with the file, the line and what is wrong; none is summed or counted.
+#[test]
+fn edited_results_are_refused_by_both_readers_at_their_line() {
+    let Some(source) = corpus!(NVTX_DETAILS) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(source).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let id = |l: &str| l.split(',').next().unwrap().trim_matches('"').to_string();
+    // 1-based line numbers of each result's rows.
+    let of = |want: &str| -> Vec<usize> { (1..lines.len()).filter(|&i| id(lines[i]) == want).map(|i| i + 1).collect() };
+    let (zero, one) = (of("0"), of("1"));
+    assert_eq!((zero.len(), one.len()), (34, 34), "the corpus file's results");
+    let write = |name: &str, rows: Vec<String>| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, rows.join("\n") + "\n").unwrap();
+        path
+    };
+    let owned = |v: &[&str]| v.iter().map(|l| l.to_string()).collect::<Vec<_>>();
+
+    // Result 1's Duration (84.48 us) made negative: its line is the result's first.
+    let mut negative = owned(&lines);
+    let at = one.iter().map(|l| l - 1).find(|&i| lines[i].contains(r#""Duration","usecond","#)).unwrap();
+    negative[at] = lines[at].replace(r#""Duration","usecond",""#, r#""Duration","usecond","-"#);
+    let negative = (write("negative.csv", negative), one[0], "result ID 1 has a negative GPU time (-");
+
+    // The second half of result 0's rows moved after result 1's.
+    let half = zero.len() / 2;
+    let mut order: Vec<&str> = vec![lines[0]];
+    order.extend(zero[..half].iter().map(|l| lines[l - 1]));
+    order.extend(one.iter().map(|l| lines[l - 1]));
+    order.extend(zero[half..].iter().map(|l| lines[l - 1]));
+    order.extend(lines[one[one.len() - 1]..].iter().copied());
+    let resumed_at = 1 + half + one.len() + 1;
+    let resumed = (write("resumed.csv", owned(&order)), resumed_at, "result ID 0 again, after other results");
+
+    // A metric row of result 1 cut after its Metric Name (its unit and value gone).
+    let mut short = owned(&lines);
+    let row = one[3] - 1;
+    // A metric row ends `,"Metric Unit","Metric Value",` (an empty Rule Name last).
+    short[row] = lines[row].rsplitn(4, ',').last().unwrap().to_string();
+    let short = (
+        write("short.csv", short),
+        one[3],
+        "a row of 12 field(s) that stops before the Metric Value column (field 14)",
+    );
+
+    for (path, line, what) in [negative, resumed, short] {
+        let want = format!("{}:{line}: {what}", path.display());
+        let streamed = reader::open_any(&path).unwrap().1.collect::<Result<Vec<_>, _>>().unwrap_err();
+        assert!(streamed.message.starts_with(&want), "streaming: {}\nwant {want}", streamed.message);
+        assert!(streamed.hint.is_some());
+        for block in [1 << 20, 4096, 64] {
+            let e = fast(&path, Attribution::NvtxStack, &[], block).unwrap_err();
+            assert!(e.message.starts_with(&want), "block {block}: {}\nwant {want}", e.message);
+            assert!(e.hint.is_some());
+        }
+        // The command exits 6 (unparseable input) and writes no report of the file.
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_llmperf"))
+            .args(["-q", "import", "ncu"])
+            .arg(&path)
+            .arg("-o")
+            .arg(dir.path().join(format!("run-{line}")))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(6), "{stderr}");
+        assert!(stderr.contains(&want), "{stderr}");
+    }
+}
+
 #[test]
 fn files_it_does_not_handle_are_left_to_the_streaming_reader() {
     // A raw page, and a details file behind `==PROF==` lines.

@@ -13,8 +13,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::rows::{
-    csv_error, is_log_line, open_file, parse_nvtx_stack, parse_start_end, repeated_header, skip_to_header, truncated,
-    Launch, Metric, Records, Rows,
+    csv_error, is_log_line, parse_nvtx_stack, parse_start_end, repeated_header, short_row, truncated, Launch, Metric,
+    Records, Rows,
 };
 use crate::error::{Error, ErrorKind};
 use crate::units::{self, Locale};
@@ -73,7 +73,7 @@ impl Columns {
 }
 
 /// Launches of a details CSV, one at a time.
-pub struct DetailsReader<R: Read> {
+pub(crate) struct DetailsReader<R: Read> {
     path: PathBuf,
     rows: Records<R>,
     done: bool,
@@ -82,18 +82,7 @@ pub struct DetailsReader<R: Read> {
     pending: Option<Launch>,
 }
 
-pub fn open(path: &Path) -> Result<DetailsReader<std::fs::File>, Error> {
-    DetailsReader::new(open_file(path)?, path)
-}
-
 impl<R: Read> DetailsReader<R> {
-    pub(crate) fn new(input: R, path: &Path) -> Result<Self, Error> {
-        let mut rdr = skip_to_header(input, path)?;
-        let head = rdr.headers().map_err(|e| csv_error(path, &e))?.clone();
-        let cols = Columns::from_header(&head, path)?;
-        Ok(Self::from_rows(rdr, cols, path))
-    }
-
     pub(super) fn from_rows(rdr: Rows<R>, cols: Columns, path: &Path) -> Self {
         DetailsReader {
             path: path.to_path_buf(),
@@ -162,6 +151,16 @@ impl<R: Read> Iterator for DetailsReader<R> {
                 Some(Ok(row)) => row,
             };
             let line = row.position().map_or(0, |p| p.line());
+            if row.len() <= self.cols.value {
+                self.done = true;
+                // The last row of a file cut short is short too: say it was cut.
+                let cut = match self.rows.next() {
+                    None => truncated(&self.rows, &self.path),
+                    Some(_) => None,
+                };
+                let short = || short_row(&self.path, line, row.len(), self.cols.value + 1, "Metric Value");
+                return Some(Err(cut.unwrap_or_else(short)));
+            }
             let id = row.get(self.cols.id).unwrap_or_default();
             if id == "ID" {
                 self.done = true;

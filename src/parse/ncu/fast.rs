@@ -76,7 +76,7 @@ pub fn ingest_blocks<S: LaunchSink>(
     std::thread::scope(|scope| -> Result<(), Error> {
         // Owned here, so that any early return hangs up on the workers.
         let to_workers = to_workers;
-        let (to_main, results) = std::sync::mpsc::channel::<(usize, Result<S, (usize, Bad)>)>();
+        let (to_main, results) = std::sync::mpsc::channel::<(usize, Result<Part<S>, (usize, Bad)>)>();
         for _ in 0..WORKERS {
             let (from_reader, to_main) = (&from_reader, to_main.clone());
             let template = sink.split();
@@ -84,7 +84,7 @@ pub fn ingest_blocks<S: LaunchSink>(
                 let job = from_reader.lock().map(|r| r.recv());
                 let Ok(Ok((seq, range))) = job else { return };
                 let mut b = template.split();
-                let r = parse_block(&data[range.clone()], cols, &mut b, how, regions).map(|_| b);
+                let r = parse_block(&data[range.clone()], cols, &mut b, how, regions).map(|ids| (b, ids));
                 // Done with those pages: the resident size stays at the blocks in flight.
                 map.release(skip + range.start..skip + range.end);
                 if to_main.send((seq, r)).is_err() {
@@ -127,28 +127,44 @@ pub fn ingest_blocks<S: LaunchSink>(
     Ok(true)
 }
 
+/// What a worker made of one block: its sink, and the ID and block offset of
+/// each result it read, in order (IDs are checked across blocks in the merge).
+type Part<S> = (S, Vec<(Box<[u8]>, usize)>);
+
 /// Partial results folded into the sink in block order (so sums do not
 /// depend on scheduling, and the first broken row is the one reported).
 struct InOrder<S> {
     next: usize,
-    pending: std::collections::BTreeMap<usize, Result<S, (usize, Bad)>>,
+    pending: std::collections::BTreeMap<usize, Result<Part<S>, (usize, Bad)>>,
     /// Byte offset of each block in the file, for error lines.
     starts: Vec<u64>,
+    /// IDs of the results folded in so far: one seen again is an error.
+    seen: rustc_hash::FxHashSet<Box<[u8]>>,
 }
 
 impl<S> Default for InOrder<S> {
     fn default() -> Self {
-        InOrder { next: 0, pending: Default::default(), starts: Vec::new() }
+        InOrder { next: 0, pending: Default::default(), starts: Vec::new(), seen: Default::default() }
     }
 }
 
 impl<S: LaunchSink> InOrder<S> {
-    fn take(&mut self, i: usize, r: Result<S, (usize, Bad)>, into: &mut S, path: &Path) -> Result<(), Error> {
+    fn take(&mut self, i: usize, r: Result<Part<S>, (usize, Bad)>, into: &mut S, path: &Path) -> Result<(), Error> {
         self.pending.insert(i, r);
         while let Some(r) = self.pending.remove(&self.next) {
+            let start = self.starts[self.next];
             match r {
-                Ok(b) => into.absorb(b),
-                Err((at, e)) => return Err(locate(e, path, self.starts[self.next] + at as u64)),
+                Ok((b, ids)) => {
+                    for (id, at) in ids {
+                        if self.seen.contains(&id) {
+                            let line = line_at(path, start + at as u64).unwrap_or(0);
+                            return Err(super::rows::id_again(path, line, &String::from_utf8_lossy(&id)));
+                        }
+                        self.seen.insert(id);
+                    }
+                    into.absorb(b)
+                }
+                Err((at, e)) => return Err(locate(e, path, start + at as u64)),
             }
             self.next += 1;
         }
@@ -283,6 +299,8 @@ fn id_at(buf: &[u8], start: usize, id_col: usize) -> Option<&[u8]> {
 
 /// One launch being gathered: identity from its first row, metric rows borrowed.
 struct Gather<'a> {
+    /// Where its first row starts in the block.
+    start: usize,
     prefix: &'a [u8],
     /// Bytes of the ID field and its comma at the start of every row.
     id_field_len: usize,
@@ -312,14 +330,16 @@ struct Template<'a> {
 
 type Templates<'a> = Vec<Option<Template<'a>>>;
 
-/// Parse whole launches in `buf` into `b`. Err((position, error)) names the place.
+/// Parse whole launches in `buf` into `b`: the ID and offset of each, in
+/// order. Err((position, error)) names the place.
 fn parse_block<S: LaunchSink>(
     buf: &[u8],
     cols: Cols,
     b: &mut S,
     how: Attribution,
     regions: &[String],
-) -> Result<(), (usize, Bad)> {
+) -> Result<Vec<(Box<[u8]>, usize)>, (usize, Bad)> {
+    let mut ids = Vec::new();
     let mut locale: Option<Locale> = None;
     let mut pos = 0;
     let mut current: Option<Gather> = None;
@@ -334,7 +354,12 @@ fn parse_block<S: LaunchSink>(
                     g.metrics.push(metric);
                     next
                 }
-                None => tail(buf, at, g, &mut locale, &mut templates)?,
+                None => tail(buf, at, g, &mut locale, &mut templates).map_err(|(p, bad)| match bad {
+                    Bad::Short { fields, .. } => {
+                        (pos, Bad::Short { fields: fields + cols.section, needed: cols.section + 4 })
+                    }
+                    _ => (p, bad),
+                })?,
             };
             g.rows += 1;
             continue;
@@ -345,19 +370,25 @@ fn parse_block<S: LaunchSink>(
             continue;
         }
         let (fields, end) = record(buf, pos).map_err(|p| (p, Bad::Row))?;
+        // Section Name, Metric Name, Unit and Value: every metric and rule row reaches the value.
+        if fields.len() < cols.section + 4 {
+            return Err((pos, Bad::Short { fields: fields.len(), needed: cols.section + 4 }));
+        }
         let field_text = |i: usize| fields.get(i).map(|f| f.text(buf)).transpose().map_err(|p| (p, Bad::Utf8));
         let id = fields.get(cols.id).map(|f| &buf[f.start..f.end]).unwrap_or_default();
         if id == b"ID" {
             return Err((pos, Bad::Header));
         }
         if current.as_ref().is_some_and(|g| g.id != id) {
-            flush(current.take(), b, how, regions);
+            flush(current.take(), b, how, regions)?;
         }
         if current.is_none() {
+            ids.push((Box::from(id), pos));
             let nvtx = field_text(cols.nvtx.unwrap_or(usize::MAX))?.map(|c| parse_nvtx_stack(&c)).unwrap_or_default();
             let start_end =
                 field_text(cols.start_end.unwrap_or(usize::MAX))?.map(|c| parse_start_end(&c)).unwrap_or_default();
             current = Some(Gather {
+                start: pos,
                 prefix: &buf[pos..fields.get(cols.section).map_or(end, |f| f.raw)],
                 id_field_len: fields.get(cols.id + 1).map_or(0, |f| f.raw - pos),
                 id,
@@ -376,8 +407,8 @@ fn parse_block<S: LaunchSink>(
         g.rows += 1;
         pos = end;
     }
-    flush(current, b, how, regions);
-    Ok(())
+    flush(current, b, how, regions)?;
+    Ok(ids)
 }
 
 /// Ask for the cache lines of about one row from `from` on (a hint: nothing is
@@ -443,7 +474,10 @@ fn tail<'a>(
             (Some(b'\r'), Some(b'\n')) => next + 2,
             _ => return Err(bad_row(next)),
         };
-        add_metric(buf, &fields[..n.min(4)], g, locale, templates).map_err(|p| (p, Bad::Utf8))?;
+        if n < 4 {
+            return Err((pos, Bad::Short { fields: n, needed: 4 }));
+        }
+        add_metric(buf, &fields[..4], g, locale, templates).map_err(|p| (p, Bad::Utf8))?;
         return Ok(after);
     }
 }
@@ -508,8 +542,14 @@ fn value_of(raw: &str, locale: &mut Option<Locale>) -> Value {
     units::parse_value(raw, locale.unwrap_or_default())
 }
 
-fn flush<S: LaunchSink>(g: Option<Gather>, b: &mut S, how: Attribution, regions: &[String]) {
-    let Some(g) = g else { return };
+/// Hand a gathered launch to the sink; a negative GPU time is an error at its first row.
+fn flush<S: LaunchSink>(
+    g: Option<Gather>,
+    b: &mut S,
+    how: Attribution,
+    regions: &[String],
+) -> Result<(), (usize, Bad)> {
+    let Some(g) = g else { return Ok(()) };
     let view = LaunchView {
         process_id: &g.process_id,
         kernel_name: &g.kernel,
@@ -518,17 +558,31 @@ fn flush<S: LaunchSink>(g: Option<Gather>, b: &mut S, how: Attribution, regions:
         start_end: &g.start_end,
         metrics: &g.metrics,
     };
+    if let Some(ns) = view.duration_ns().filter(|ns| *ns < 0.0) {
+        return Err((g.start, Bad::NegativeDuration { ns, id: String::from_utf8_lossy(g.id).into() }));
+    }
     b.add(&view, how, regions);
+    Ok(())
 }
 
 /// What is wrong at a place in a block; [`locate`] names the file and line.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Bad {
     /// A quote out of place, or the end of input inside a row.
     Row,
     Utf8,
     /// The header line again, mid-file.
     Header,
+    /// A row of `fields` fields that stops before Metric Value (field `needed`).
+    Short {
+        fields: usize,
+        needed: usize,
+    },
+    /// A result whose GPU time is below zero (at its first row).
+    NegativeDuration {
+        ns: f64,
+        id: Box<str>,
+    },
 }
 
 /// The error of a block-relative problem, with the file and line in front.
@@ -536,6 +590,8 @@ fn locate(bad: Bad, path: &Path, offset: u64) -> Error {
     let line = line_at(path, offset).unwrap_or(0);
     let what = match bad {
         Bad::Header => return super::rows::repeated_header(path, line),
+        Bad::Short { fields, needed } => return super::rows::short_row(path, line, fields, needed, "Metric Value"),
+        Bad::NegativeDuration { ns, id } => return super::rows::negative_duration(path, line, &id, ns),
         Bad::Row => "malformed CSV row (a quote out of place, or the file ends inside a row)",
         Bad::Utf8 => "invalid UTF-8",
     };

@@ -9,8 +9,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::rows::{
-    csv_error, is_log_line, parse_nvtx_stack, parse_start_end, repeated_header, truncated, Launch, Metric, Records,
-    Rows,
+    csv_error, is_log_line, parse_nvtx_stack, parse_start_end, repeated_header, short_row, truncated, Launch, Metric,
+    Records, Rows,
 };
 use crate::error::{Error, ErrorKind};
 use crate::units::{self, Locale};
@@ -160,6 +160,18 @@ impl<R: Read> Iterator for RawReader<R> {
             Some(Ok(row)) if row.get(0) == Some("ID") => {
                 self.done = true;
                 Some(Err(repeated_header(&self.path, row.position().map_or(0, |p| p.line()))))
+            }
+            Some(Ok(row)) if row.len() < self.header.len() => {
+                self.done = true;
+                // The last row of a file cut short is short too: say it was cut.
+                let cut = match self.rows.next() {
+                    None => truncated(&self.rows, &self.path),
+                    Some(_) => None,
+                };
+                let last = self.header.last().cloned().unwrap_or_default();
+                Some(Err(
+                    cut.unwrap_or_else(|| short_row(&self.path, line_of(&row), row.len(), self.header.len(), &last))
+                ))
             }
             Some(Ok(row)) => Some(Ok(self.launch_of(&row))),
         }

@@ -257,6 +257,63 @@ pub(crate) fn repeated_header(path: &Path, line: u64) -> Error {
     .with_hint("import each export as a file of its own: llmperf import ncu a.csv b.csv")
 }
 
+/// A row that stops before the column a reader needs (`fields` of them,
+/// `needed` wanted): ncu writes every metric row up to Metric Value, and every
+/// raw row whole, so the row was cut or edited. Counting it as a result (or a
+/// rule) would hide that.
+pub(crate) fn short_row(path: &Path, line: u64, fields: usize, needed: usize, column: &str) -> Error {
+    Error::new(
+        ErrorKind::Unparseable,
+        format!(
+            "{}:{line}: a row of {fields} field(s) that stops before the {column} column (field {needed})",
+            path.display()
+        ),
+    )
+    .with_hint(RENDER_AGAIN)
+}
+
+/// A result whose rows resume after another result's: ncu writes the rows of
+/// one ID together, so two exports were joined or the file was edited.
+pub(crate) fn id_again(path: &Path, line: u64, id: &str) -> Error {
+    Error::new(
+        ErrorKind::Unparseable,
+        format!("{}:{line}: result ID {id} again, after other results (ncu writes each result's rows together)", path.display()),
+    )
+    .with_hint("two exports joined into one, or an edited file? import each export as a file of its own, or render it again from the .ncu-rep: ncu --import R.ncu-rep --csv --page details --print-units base")
+}
+
+/// A result whose GPU time is below zero: no ncu writes one. Summing it
+/// would shrink its kernel's and region's time.
+pub(crate) fn negative_duration(path: &Path, line: u64, id: &str, ns: f64) -> Error {
+    Error::new(
+        ErrorKind::Unparseable,
+        format!("{}:{line}: result ID {id} has a negative GPU time ({ns} ns); ncu never writes one", path.display()),
+    )
+    .with_hint(RENDER_AGAIN)
+}
+
+const RENDER_AGAIN: &str = "the file was cut or edited; render it again from the .ncu-rep: ncu --import R.ncu-rep --csv --page details --print-units base";
+
+/// The checks every result passes whichever reader made it: its ID not seen
+/// before (`seen`, the IDs of the results read so far) and a GPU time that
+/// is not negative. `line` names the result's first row.
+pub(crate) fn check_result(
+    path: &Path,
+    seen: &mut rustc_hash::FxHashSet<Box<[u8]>>,
+    id: &[u8],
+    line: u64,
+    duration_ns: Option<f64>,
+) -> Result<(), Error> {
+    let text = || String::from_utf8_lossy(id).into_owned();
+    if !seen.insert(id.into()) {
+        return Err(id_again(path, line, &text()));
+    }
+    match duration_ns {
+        Some(ns) if ns < 0.0 => Err(negative_duration(path, line, &text(), ns)),
+        _ => Ok(()),
+    }
+}
+
 pub(crate) fn csv_error(path: &Path, e: &csv::Error) -> Error {
     let line = e.position().map(|p| format!(":{}", p.line())).unwrap_or_default();
     Error::new(ErrorKind::Unparseable, format!("{}{line}: malformed CSV: {e}", path.display()))
