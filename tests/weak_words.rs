@@ -228,3 +228,31 @@ fn a_killed_imports_temporary_file_is_removed_by_the_next_import() {
     assert!(!stale.exists(), "the stale temporary file was kept");
     assert!(fresh.exists(), "a fresh temporary file was removed");
 }
+
+/// An ncu that crashes rendering a report is named as crashing, with its last
+/// words, not taken for a report too new for it (the report here is an old
+/// one any ncu reads; a stand-in ncu dies of SIGSEGV on `--import`).
+#[test]
+fn a_crashing_ncu_is_named_not_blamed_on_the_report() {
+    let test = crate::this_test!();
+    let root = tempfile::tempdir().unwrap();
+    let Some(rep) = corpus_copy(&test, "real/nsight-training/manual_nvtx.ncu-rep", root.path()) else { return };
+    let fake = root.path().join("ncu");
+    write_executable(
+        &fake,
+        "#!/bin/sh\ncase \" $* \" in *\" --import \"*) echo 'Segmentation fault in libReport' >&2; kill -SEGV $$;; esac\nexec ncu \"$@\"\n",
+    );
+    let out = root.path().join("run");
+    let (code, err) = run(llmperf()
+        .args(["import", "ncu"])
+        .arg(&rep)
+        .arg("-o")
+        .arg(&out)
+        .arg(format!("pipeline.ncu.executable={}", fake.display())));
+    assert_eq!(code, Some(5), "{err}");
+    let says = format!("failed rendering {} to the raw page", out.join("ncu/import.ncu-rep").display());
+    assert!(err.contains(&format!("error: {} ", fake.display())) && err.contains(&says), "{err}");
+    assert!(err.contains("killed by signal 11 (SIGSEGV); its last words: Segmentation fault in libReport"), "{err}");
+    assert!(err.contains("hint: ncu itself failed"), "{err}");
+    assert!(!err.contains("newer"), "a crash blamed on the report's version: {err}");
+}

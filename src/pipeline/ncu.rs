@@ -359,7 +359,7 @@ fn run_pass(
         let report = run.join(&pass_file(name, PassFile::Report));
         if report.is_file() {
             artifacts.push(pass_file(name, PassFile::Report));
-            artifacts.extend(render_csv(run, tool, &report, name)?);
+            artifacts.extend(render_csv(run, tool, &report, name)?.made);
         }
         let no_permission = diagnoses.iter().any(|d| d.code == ncu::code::COUNTER_PERMISSION);
         seen = diagnoses.clone();
@@ -402,8 +402,8 @@ fn pass_spec(run: &RunDir, with: &PassRun, name: &str) -> Spawn {
 }
 
 /// `ncu --import` a report to the raw and details CSV layouts, next to it.
-fn render_csv(run: &RunDir, tool: &Tool, report: &Path, pass: &str) -> Result<Vec<String>, Error> {
-    let mut made = Vec::new();
+fn render_csv(run: &RunDir, tool: &Tool, report: &Path, pass: &str) -> Result<Rendered, Error> {
+    let mut rendered = Rendered::default();
     let mut pages = vec![Page::Raw, Page::Details];
     if tool.has_session_page() {
         pages.push(Page::Session);
@@ -420,12 +420,55 @@ fn render_csv(run: &RunDir, tool: &Tool, report: &Path, pass: &str) -> Result<Ve
             return Err(signals::interrupted());
         }
         if done.success() {
-            made.push(rel);
+            rendered.made.push(rel);
         } else {
             tracing::warn!("could not render {} to the {} page: {}", report.display(), page.name(), spec.display());
+            let stderr = run.join(&pass_file(pass, PassFile::PageStderr(page)));
+            rendered.failed.push(Failed { page: page.name(), how: done.describe(), stderr });
         }
     }
-    Ok(made)
+    Ok(rendered)
+}
+
+/// The pages ncu rendered (relative paths) and those it failed on.
+#[derive(Default)]
+struct Rendered {
+    made: Vec<String>,
+    failed: Vec<Failed>,
+}
+
+/// A page ncu did not render: how it ended and where its stderr is.
+struct Failed {
+    page: &'static str,
+    how: String,
+    stderr: PathBuf,
+}
+
+/// ncu ended badly rendering a report (a crash, a signal, a time-out; a
+/// report it cannot read ends with exit 0 and a message instead): say so, with
+/// its last words, rather than guess at the report's version.
+fn render_crashed(tool: &Tool, report: &Path, failed: &Failed) -> Error {
+    let words = std::fs::read(&failed.stderr).unwrap_or_default();
+    let last = String::from_utf8_lossy(&words).lines().rev().find(|l| !l.trim().is_empty()).map(str::to_string);
+    let said =
+        last.map_or_else(|| "it wrote nothing on stderr".to_string(), |l| format!("its last words: {}", l.trim()));
+    Error::new(
+        ErrorKind::StageFailed,
+        format!(
+            "{} {} failed rendering {} to the {} page: {}; {said}",
+            tool.path.display(),
+            tool.version,
+            report.display(),
+            failed.page,
+            failed.how
+        ),
+    )
+    .with_hint(format!(
+        "ncu itself failed (see {}); render the report by hand to see why: `{} --import {} --csv --page raw --print-units base > R.csv`, then `llmperf import ncu R.csv`",
+        failed.stderr.display(),
+        tool.path.display(),
+        report.display()
+    ))
 }
 
 /// `llmperf import ncu FILE...` into `run`: each file a pass of its own, added
@@ -536,13 +579,19 @@ fn render_import(
         }
     };
     stage::run(manifest, &stage_name, Vec::new(), || {
-        let made = render_csv(run, &tool, report, pass)?;
+        let Rendered { made, failed } = render_csv(run, &tool, report, pass)?;
         // ncu fails on a report from a newer ncu with "Failed to load report file", as on a
         // damaged one; the version the report carries tells them apart. (An older ncu reads
         // some newer reports: 2022.3 reads those up to 2023.1, so the version alone decides nothing.)
         if made.is_empty() || made.iter().any(|rel| failed_to_load(&run.join(rel))) {
             if let Some(e) = crate::profile::tools::too_new(original, Kind::Ncu, &tool) {
                 return Ok(Done::of(Some(e)));
+            }
+        }
+        // No page to read because ncu crashed: its crash, not the report's age, is the news.
+        if run_dir::pass_csv(run, pass).is_none() {
+            if let Some(f) = failed.first() {
+                return Ok(Done::of(Some(render_crashed(&tool, report, f))).artifacts(made));
             }
         }
         let error = run_dir::pass_csv(run, pass).is_none().then(|| {
