@@ -147,6 +147,9 @@ impl<'a> ManifestWriter<'a> {
             argv,
             stages: Vec::new(),
         };
+        // Reserved before the first write: a disk too full for the reserve
+        // fails here, before any manifest could be left `running`.
+        run.reserve()?;
         let w = ManifestWriter { run, manifest };
         w.save()?;
         watch(Some(run.join(MANIFEST_JSON)));
@@ -163,6 +166,7 @@ impl<'a> ManifestWriter<'a> {
         manifest.status = Status::Running;
         manifest.ended_at = None;
         manifest.stages.retain(|s| s.name != "reports");
+        run.reserve()?;
         let mut w = ManifestWriter { run, manifest };
         watch(Some(run.join(MANIFEST_JSON)));
         let i = w.begin("import", argv)?;
@@ -221,9 +225,25 @@ impl<'a> ManifestWriter<'a> {
         self.save()
     }
 
-    pub(crate) fn close(&mut self, status: Status) -> Result<(), Error> {
+    /// The run's last word. The reserved space is given back first, so that
+    /// this write succeeds on a disk the run filled. A stage still `running`
+    /// (its end could not be recorded: a failed write) ends with the run's
+    /// status and `why`, the run's error.
+    pub(crate) fn close(&mut self, status: Status, why: Option<&Error>) -> Result<(), Error> {
+        self.run.release_reserve();
+        let now = utc_now();
+        for s in self.manifest.stages.iter_mut().filter(|s| s.status == Status::Running) {
+            s.status = if status == Status::Ok { Status::Failed } else { status };
+            s.ended_at = Some(now.clone());
+            s.reason = s.reason.take().or_else(|| {
+                Some(match why {
+                    Some(e) => format!("did not finish: {}", e.message),
+                    None => "did not finish".into(),
+                })
+            });
+        }
         self.manifest.status = status;
-        self.manifest.ended_at = Some(utc_now());
+        self.manifest.ended_at = Some(now);
         self.save()?;
         watch(None);
         Ok(())
@@ -232,6 +252,9 @@ impl<'a> ManifestWriter<'a> {
 
 /// The run and its running stages `interrupted`, written over `path`.
 fn mark_interrupted(path: &std::path::Path) {
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::remove_file(dir.join(crate::run_dir::RESERVE_FILE));
+    }
     let Some(mut m) = crate::run_dir::read_regular(path).ok().and_then(|b| serde_json::from_str::<Manifest>(&b).ok())
     else {
         return;

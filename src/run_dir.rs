@@ -233,6 +233,14 @@ pub(crate) const BASELINE_TIMINGS_JSON: &str = "workload/timings.baseline.json";
 /// (imports, `report`); see [`RunDir::lock`].
 pub(crate) const LOCK_FILE: &str = ".llmperf-lock";
 
+/// Space held for the manifest's last word: written when the manifest is
+/// started, removed just before it is closed, so a run that fills the disk
+/// can still record that it failed (without it, a full disk left the
+/// manifest `running`). See [`RunDir::reserve`].
+pub(crate) const RESERVE_FILE: &str = ".llmperf-reserve";
+/// Bytes of [`RESERVE_FILE`]: several times a closed manifest with its diagnoses.
+const RESERVE_BYTES: usize = 128 << 10;
+
 /// The lock of [`RunDir::lock`]; released when dropped (or when the process ends).
 pub(crate) struct Lock {
     _file: std::fs::File,
@@ -375,6 +383,31 @@ impl RunDir {
             }
         }
         walk(&self.path, 0);
+    }
+
+    /// Hold [`RESERVE_BYTES`] of the disk for the manifest's last write. The
+    /// bytes are not a run of zeros, which a compressing file system would
+    /// not store.
+    pub(crate) fn reserve(&self) -> Result<(), Error> {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let bytes: Vec<u8> = (0..RESERVE_BYTES)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        let path = self.join(RESERVE_FILE);
+        std::fs::write(&path, bytes).map_err(|e| {
+            let _ = std::fs::remove_file(&path);
+            io_error(&path, &format!("reserve {} KiB for the manifest in", RESERVE_BYTES >> 10), &e)
+        })
+    }
+
+    /// Give the reserved space back (before the manifest's last write).
+    pub(crate) fn release_reserve(&self) {
+        let _ = std::fs::remove_file(self.join(RESERVE_FILE));
     }
 
     /// An existing run directory (for `report` and `validate`).

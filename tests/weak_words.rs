@@ -256,3 +256,75 @@ fn a_crashing_ncu_is_named_not_blamed_on_the_report() {
     assert!(err.contains("hint: ncu itself failed"), "{err}");
     assert!(!err.contains("newer"), "a crash blamed on the report's version: {err}");
 }
+
+/// A disk that fills during an import: at every size, either the run is a
+/// success with all its reports, or it exits non-zero and its manifest ends
+/// `failed` with no stage left `running` (or, too full to hold the
+/// manifest's reserve, no manifest at all and an error that says so). Before,
+/// a disk of 120 KiB left the manifest `running`, and one of 160 KiB exited
+/// 0 with `status: ok` and no report.html. The disk is a tmpfs of that size,
+/// mounted in a user and mount namespace of the command alone (`unshare -rm`).
+#[test]
+fn a_disk_that_fills_never_leaves_a_run_running_or_ok() {
+    let test = crate::this_test!();
+    let root = tempfile::tempdir().unwrap();
+    let Some(db) = corpus_copy(&test, "real/memfusion/report1.sqlite", root.path()) else { return };
+    let disk = root.path().join("disk");
+    std::fs::create_dir(&disk).unwrap();
+    let probe = std::process::Command::new("unshare")
+        .args(["-rm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs \"$1\"", "sh"])
+        .arg(&disk)
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        skipped(&test, "cannot mount a tmpfs in a user namespace here (unshare -rm)");
+        return;
+    }
+    let exe = env!("CARGO_BIN_EXE_llmperf");
+    let (mut failed_mid_run, mut whole) = (0, 0);
+    for kb in (40..=640).step_by(40) {
+        let run = disk.join("run");
+        // $1 the mount point, $2 and $3 where the manifest and the listing go; then the command.
+        let script = format!(
+            "d=$1 m=$2 l=$3; shift 3; mount -t tmpfs -o size={kb}k tmpfs \"$d\" || exit 99; \"$@\"; code=$?; cat \"$d\"/run/manifest.json > \"$m\" 2>/dev/null; ls -a \"$d\"/run > \"$l\" 2>/dev/null; exit $code"
+        );
+        let (manifest, listing) =
+            (root.path().join(format!("manifest-{kb}.json")), root.path().join(format!("ls-{kb}")));
+        let out = std::process::Command::new("unshare")
+            .args(["-rm", "sh", "-c", &script, "sh"])
+            .arg(&disk)
+            .arg(&manifest)
+            .arg(&listing)
+            .args([exe, "-q", "import", "nsys"])
+            .arg(&db)
+            .arg("-o")
+            .arg(&run)
+            .arg("pipeline.nsys.executable=/nonexistent/nsys")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(99), "{kb} KiB: no tmpfs: {stderr}");
+        let files = std::fs::read_to_string(&listing).unwrap_or_default();
+        let text = std::fs::read_to_string(&manifest).unwrap_or_default();
+        if out.status.success() {
+            let m: serde_json::Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(m["status"], "ok", "{kb} KiB: exit 0 with {m}");
+            assert!(m["stages"].as_array().unwrap().iter().all(|s| s["status"] == "ok"), "{kb} KiB: exit 0 with {m}");
+            assert!(files.lines().any(|f| f == "report.html"), "{kb} KiB: exit 0 without report.html: {files}");
+            whole += 1;
+        } else if text.is_empty() {
+            assert!(
+                stderr.contains("cannot reserve 128 KiB for the manifest") && stderr.contains("hint:"),
+                "{kb} KiB: {stderr}"
+            );
+        } else {
+            let m: serde_json::Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(m["status"], "failed", "{kb} KiB: {stderr}\n{m}");
+            assert!(m["stages"].as_array().unwrap().iter().all(|s| s["status"] != "running"), "{kb} KiB: {m}");
+            assert!(stderr.contains("No space left on device") && stderr.contains("hint:"), "{kb} KiB: {stderr}");
+            failed_mid_run += 1;
+        }
+        assert!(!files.lines().any(|f| f == ".llmperf-reserve"), "{kb} KiB: the reserve was left: {files}");
+    }
+    // Not vacuous: some sizes filled the disk mid-run, and the largest held the whole run.
+    assert!(failed_mid_run > 0 && whole > 0, "{failed_mid_run} mid-run failures, {whole} whole runs");
+}

@@ -292,12 +292,15 @@ fn finish(
     if signals::pending() {
         verdict.add(stage::StageOutcome::Interrupted(signals::interrupted()));
     } else {
-        // A failure here fails the stage, not the run.
-        let _ =
-            stage::run(&mut manifest, "reports", Vec::new(), || Ok(Done::ok(crate::report::write_summaries(run)?)))?;
+        // Reports that could not be written fail the run: a run without its
+        // report.html (a full disk) is not a success. A manifest that could
+        // not be written ends the run the same way, and `close` records it.
+        let reports =
+            stage::run(&mut manifest, "reports", Vec::new(), || Ok(Done::ok(crate::report::write_summaries(run)?)));
+        verdict.add(reports.unwrap_or_else(|e| stage::StageOutcome::of(Some(e))));
     }
     let status = verdict.status();
-    manifest.close(status)?;
+    manifest.close(status, verdict.error())?;
     crate::report::write_index(run)?;
     Ok(Outcome { run_dir: run.path().to_path_buf(), error: verdict.into_error() })
 }

@@ -155,6 +155,11 @@ impl RunStatus {
         Status::of(self.error.as_ref())
     }
 
+    /// The error that decides the run, if any.
+    pub(crate) fn error(&self) -> Option<&Error> {
+        self.error.as_ref()
+    }
+
     pub(crate) fn into_error(self) -> Option<Error> {
         self.error
     }

@@ -100,7 +100,7 @@ pub(crate) fn workload(
         Ok(Done::ok(vec![run_dir::TIMINGS_JSON.into()]))
     })?;
     provenance::add_model_metadata(&run, provenance::inputs(cfg, &[], true))?;
-    manifest.close(Status::of(outcome.error()))?;
+    manifest.close(Status::of(outcome.error()), outcome.error())?;
     outcome.error().map_or(Ok(run.path().to_path_buf()), |e| Err(e.clone()))
 }
 
