@@ -48,6 +48,7 @@ pub mod flops;
 pub(crate) mod kernel_names;
 pub(crate) mod manifest;
 pub mod markdown;
+pub mod memory;
 pub mod parse;
 pub(crate) mod pipeline;
 pub mod plan;

@@ -6,6 +6,10 @@ use std::process::ExitCode;
 use llmperf::cli::Cli;
 use llmperf::error::{self, ErrorKind};
 
+/// Counts what llmperf holds, for the ingestion's memory budget (memory.rs).
+#[global_allocator]
+static ALLOC: llmperf::memory::Counting = llmperf::memory::Counting;
+
 fn main() -> ExitCode {
     // Arguments need not be UTF-8 (file names); the manifest records them lossily.
     let argv: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();

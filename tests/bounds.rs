@@ -12,6 +12,8 @@ use crate::common::*;
 fn measured(mut cmd: std::process::Command) -> (Option<i32>, String, Duration, u64) {
     use std::os::unix::process::ExitStatusExt;
     let started = Instant::now();
+    // Waited on with wait4 below (for its rusage), not Child::wait.
+    #[allow(clippy::zombie_processes)]
     let child = cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn().unwrap();
     let pid = child.id() as libc::pid_t;
     let stderr = std::thread::spawn(move || {

@@ -19,6 +19,7 @@ const FLOORS: &[&[&str]] = &[
     &["manifest", "plugin", "cli"],
     &["process"],
     &["run_dir", "timings", "config", "signals"],
+    &["memory"],
     &["stats", "flops", "regions", "kernel_names", "markdown", "error", "units"],
 ];
 

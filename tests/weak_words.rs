@@ -11,6 +11,14 @@ fn run(cmd: &mut assert_cmd::Command) -> (Option<i32>, String) {
     (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
+/// A corpus copy made writable (the corpus is read-only), for SQL edits.
+fn writable(file: &Path) {
+    let mut perms = std::fs::metadata(file).unwrap().permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    perms.set_readonly(false);
+    std::fs::set_permissions(file, perms).unwrap();
+}
+
 fn gzip(from: &Path, to: &Path) {
     let status = std::process::Command::new("sh")
         .arg("-c")
@@ -327,4 +335,133 @@ fn a_disk_that_fills_never_leaves_a_run_running_or_ok() {
     }
     // Not vacuous: some sizes filled the disk mid-run, and the largest held the whole run.
     assert!(failed_mid_run > 0 && whole > 0, "{failed_mid_run} mid-run failures, {whole} whole runs");
+}
+
+/// A temporary directory too small for SQLite's sort of a table stored out of
+/// time order is named as that (exit 1, the directory, SQLITE_TMPDIR), not
+/// blamed on a truncated export (was exit 6, "the file may be truncated").
+/// The copy of a real export has its launch and kernel tables shuffled and
+/// repeated 30 times (120,300 kernels), so that the sort spills to disk;
+/// TMPDIR is a 64 KiB tmpfs in a user and mount namespace (`unshare -rm`).
+#[test]
+fn a_full_temporary_directory_is_named_not_blamed_on_the_export() {
+    let test = crate::this_test!();
+    let root = tempfile::tempdir().unwrap();
+    let Some(db) = corpus_copy(&test, "real/nsys-ai/mfu_2gpu_before.sqlite", root.path()) else { return };
+    writable(&db);
+    {
+        let c = rusqlite::Connection::open(&db).unwrap();
+        for table in ["CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME"] {
+            let create: String =
+                c.query_row("SELECT sql FROM sqlite_master WHERE name = ?1", [table], |r| r.get(0)).unwrap();
+            c.execute_batch(&format!("ALTER TABLE {table} RENAME TO stored; {create};")).unwrap();
+            for _ in 0..30 {
+                c.execute_batch(&format!("INSERT INTO {table} SELECT * FROM stored ORDER BY random();")).unwrap();
+            }
+            c.execute_batch("DROP TABLE stored;").unwrap();
+        }
+    }
+    let tmp = root.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let script = "t=$1; shift; mount -t tmpfs -o size=64k tmpfs \"$t\" || exit 99; SQLITE_TMPDIR=\"$t\" TMPDIR=\"$t\" exec \"$@\"";
+    let out = std::process::Command::new("unshare")
+        .args(["-rm", "sh", "-c", script, "sh"])
+        .arg(&tmp)
+        .args([env!("CARGO_BIN_EXE_llmperf"), "-q", "import", "nsys"])
+        .arg(&db)
+        .arg("-o")
+        .arg(root.path().join("run"))
+        .arg("pipeline.nsys.executable=/nonexistent/nsys")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if out.status.code() == Some(99) || out.status.code().is_none() {
+        skipped(&test, "cannot mount a tmpfs in a user namespace here (unshare -rm)");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "SQLite's temporary files (it sorts tables nsys stored out of time order) filled {}",
+            tmp.display()
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("hint: free space in") && stderr.contains("SQLITE_TMPDIR"), "{stderr}");
+    assert!(!stderr.contains("truncated"), "{stderr}");
+}
+
+/// Memory grows with distinct names, and a program can give every call its
+/// own: a copy of a real export whose named NVTX ranges are repeated 4 times
+/// (the copies nest inside the originals) and each given a name of its own
+/// (`call1234 aten::mm`: 74,624 regions; unbounded it holds 159 MiB after
+/// reading and peaks at 505 MB) stops with an error naming the budget, where
+/// the unedited export (28 MiB at its peak) imports within the same budget.
+const BUDGET_MIB: u64 = 64;
+
+#[test]
+fn an_import_past_its_memory_budget_stops_naming_it() {
+    let test = crate::this_test!();
+    let root = tempfile::tempdir().unwrap();
+    let Some(db) = corpus_copy(&test, "real/nsys-ai/mfu_2gpu_before.sqlite", root.path()) else { return };
+    let unedited = root.path().join("unedited.sqlite");
+    std::fs::copy(&db, &unedited).unwrap();
+    writable(&db);
+    let c = rusqlite::Connection::open(&db).unwrap();
+    c.execute_batch(
+        "CREATE TABLE named AS SELECT * FROM NVTX_EVENTS WHERE text IS NOT NULL;
+         INSERT INTO NVTX_EVENTS SELECT * FROM named;
+         INSERT INTO NVTX_EVENTS SELECT * FROM named;
+         INSERT INTO NVTX_EVENTS SELECT * FROM named;
+         DROP TABLE named;",
+    )
+    .unwrap();
+    let named =
+        c.execute("UPDATE NVTX_EVENTS SET text = 'call' || rowid || ' ' || text WHERE text IS NOT NULL", []).unwrap();
+    assert_eq!(named, 4 * 18_656);
+    drop(c);
+    let budget = format!("runner.run.memory_budget_mib={BUDGET_MIB}");
+    let import = |file: &Path, out: &str| {
+        run(llmperf()
+            .args(["import", "nsys"])
+            .arg(file)
+            .arg("-o")
+            .arg(root.path().join(out))
+            .args([budget.as_str(), "pipeline.nsys.executable=/nonexistent/nsys"]))
+    };
+    let (code, err) = import(&unedited, "unedited");
+    assert_eq!(code, Some(0), "{err}");
+    let (code, err) = import(&db, "named");
+    assert_eq!(code, Some(6), "{err}");
+    assert!(
+        err.contains(&format!("past the memory budget of {BUDGET_MIB} MiB (runner.run.memory_budget_mib); stopped")),
+        "{err}"
+    );
+    assert!(err.contains("hint: memory grows with the distinct NVTX range and kernel names"), "{err}");
+    let m = json(&root.path().join("named/manifest.json"));
+    assert_eq!(m["status"], "failed", "{m}");
+}
+
+/// The summary counts the findings it does not show as the tables number
+/// them: "findings 9–10 are in findings.json" beside the 8 it shows (it read
+/// "2 more findings", and on a larger capture "41 more findings below the
+/// first 50 left out" beside the shown ones, which read as 41 not shown).
+#[test]
+fn the_findings_not_shown_are_numbered_as_the_tables_number_them() {
+    let test = crate::this_test!();
+    let root = tempfile::tempdir().unwrap();
+    let Some(db) = corpus_copy(&test, "real/nsys-ai/mfu_2gpu_before.sqlite", root.path()) else { return };
+    let out = root.path().join("run");
+    let (code, err) =
+        run(llmperf().args(["import", "nsys"]).arg(&db).arg("-o").arg(&out).arg("pipeline.nsys.executable=/no"));
+    assert_eq!(code, Some(0), "{err}");
+    let n = json(&out.join("findings.json"))["findings"].as_array().unwrap().len();
+    let md = std::fs::read_to_string(out.join("stakeholder_summary.md")).unwrap();
+    // The rows of the first findings table: `| 1 | ... |` to `| k | ... |`.
+    let table = md.split("\n\n").find(|t| t.contains("| # | finding |")).unwrap();
+    let shown =
+        table.lines().filter(|l| l.split('|').nth(1).is_some_and(|c| c.trim().parse::<usize>().is_ok())).count();
+    assert!(n > shown, "{n} findings, {shown} shown: the case needs more");
+    assert!(md.contains(&format!("- findings {}–{n} are in [findings.json](findings.json)", shown + 1)), "{md}");
+    assert!(!md.contains("more findings"), "{md}");
 }

@@ -118,6 +118,10 @@ pub fn load(opts: &LoadOptions) -> Result<Resolved, Error> {
         return Err(Error::config(format!("invalid value `{n}` for {key}: a model needs at least one layer"))
             .with_hint(format!("{key}=1 builds the smallest model of this architecture")));
     }
+    if config.runner.run.memory_budget_mib == 0 {
+        return Err(Error::config("invalid value `0` for runner.run.memory_budget_mib: an ingestion needs memory")
+            .with_hint("the default is runner.run.memory_budget_mib=1024"));
+    }
     if config.runner.run.repeat == 0 {
         return Err(Error::config("invalid value `0` for runner.run.repeat: the measured loop must run at least once")
             .with_hint("runner.run.repeat=1 runs it once; runner.run.repeat=5 gives five times the samples"));

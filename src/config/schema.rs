@@ -605,6 +605,14 @@ pub struct RunSettings {
     /// capture (at least 1), so one run carries enough samples to compare.
     #[serde(default = "one")]
     pub repeat: u32,
+    /// What an ingestion may hold (MiB): past it, it stops with an error
+    /// naming this key (memory.rs). Defaulted for older config.yaml files.
+    #[serde(default = "memory_budget_mib")]
+    pub(crate) memory_budget_mib: u64,
+}
+
+fn memory_budget_mib() -> u64 {
+    crate::memory::DEFAULT_MIB as u64
 }
 
 fn one() -> u32 {

@@ -713,6 +713,7 @@ pub(crate) fn build_for_run(
 ) -> Result<(RegionReportFile, Roofline), Error> {
     let config_yaml = run_dir::read_regular(&run.join(run_dir::CONFIG_YAML)).unwrap_or_default();
     let stamp = Stamp { generated_at: run_dir::utc_now(), config_fingerprint: fingerprint(&config_yaml) };
+    crate::memory::set_budget_mib(cfg.runner.run.memory_budget_mib);
     build(inputs, options(cfg, run)?, stamp, run)
 }
 
@@ -778,6 +779,7 @@ fn read_into(builder: &mut Builder, input: &Input) -> Result<Layout, Error> {
     let (layout, launches) = reader::open_any(&input.read)?;
     for launch in launches {
         builder.add_launch(&launch?, input.attribution, &input.regions);
+        crate::memory::check(&input.read)?;
     }
     Ok(layout)
 }

@@ -397,6 +397,8 @@ pub(crate) struct Ingest {
     pub(crate) kernel_categories: Option<std::path::PathBuf>,
     /// `report.launch_gap_us`.
     pub(crate) launch_gap_us: f64,
+    /// `runner.run.memory_budget_mib`.
+    pub(crate) memory_budget_mib: u64,
 }
 
 impl Ingest {
@@ -407,6 +409,7 @@ impl Ingest {
             stats: cfg.pipeline.nsys.stats.clone(),
             kernel_categories: cfg.report.kernel_categories.clone(),
             launch_gap_us: cfg.report.launch_gap_us,
+            memory_budget_mib: cfg.runner.run.memory_budget_mib,
         }
     }
 }
@@ -575,6 +578,7 @@ pub(crate) fn write_outputs(
 ) -> Result<(aggregate::nsys::RegionsReport, usize), Error> {
     let top_n = opts.top_n;
     let t = std::time::Instant::now();
+    crate::memory::set_budget_mib(opts.memory_budget_mib);
     let db = NsysDb::open(sqlite)?;
     run.write_json(run_dir::NSYS_CAPTURE, &db.capture_host())?;
     // The time breakdown reads the GPU's activity on a thread and connections
@@ -622,7 +626,12 @@ pub(crate) fn write_outputs(
     }
     let read = t.elapsed();
     signals::check()?;
+    tracing::debug!("memory held after reading {}: {} KiB", sqlite.display(), crate::memory::in_use() >> 10);
+    crate::memory::check(sqlite)?;
     // `profile --launcher`: each process's rank, as its launcher gave it.
+    if let Some(classes) = module_classes(run) {
+        aggregate::nsys::regroup_modules(&mut done.regions, &classes);
+    }
     let launched = crate::plan::rank::read_launched(&run.join(run_dir::LAUNCHED_RANKS_DIR));
     if !launched.is_empty() {
         done.regions.tag_ranks(&launched.iter().map(|l| (l.process_id, l.rank)).collect());
@@ -691,6 +700,35 @@ pub(crate) fn write_summary_outputs(
     // A summary has totals, not launches: nothing for diff's statistics.
     run.write_json(run_dir::NSYS_SAMPLES, &aggregate::nsys::Samples::new(Vec::new(), Vec::new()))?;
     Ok((report, count))
+}
+
+/// The module classes `--annotate`'s bootstrap wrote (`annotate/classes.<pid>.json`,
+/// one per Python process), merged; None when it wrote none (no `--annotate`,
+/// an import). A file that cannot be read is left out with a warning: the
+/// groups then fall back to names for its modules.
+fn module_classes(run: &RunDir) -> Option<aggregate::nsys::Classes> {
+    let entries = std::fs::read_dir(run.join(run_dir::ANNOTATE_DIR)).ok()?;
+    let mut merged = aggregate::nsys::Classes::new();
+    let mut any = false;
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !(name.starts_with("classes.") && name.ends_with(".json")) {
+            continue;
+        }
+        let read = run_dir::read_regular(&e.path())
+            .map_err(|e| e.to_string())
+            .and_then(|text| serde_json::from_str::<aggregate::nsys::Classes>(&text).map_err(|e| e.to_string()));
+        match read {
+            Ok(classes) => {
+                any = true;
+                for (range, kinds) in classes {
+                    merged.entry(range).or_default().extend(kinds);
+                }
+            }
+            Err(why) => tracing::warn!("{}: not read ({why}); its modules are grouped by name", e.path().display()),
+        }
+    }
+    any.then_some(merged)
 }
 
 /// The `nsys_regions` stage around one of the two writers above.

@@ -127,9 +127,12 @@ pub fn ingest_blocks<S: LaunchSink>(
     Ok(true)
 }
 
-/// What a worker made of one block: its sink, and the ID and block offset of
-/// each result it read, in order (IDs are checked across blocks in the merge).
-type Part<S> = (S, Vec<(Box<[u8]>, usize)>);
+/// The ID and block offset of each result a block held, in order (IDs are
+/// checked across blocks in the merge).
+type LaunchIds = Vec<(Box<[u8]>, usize)>;
+
+/// What a worker made of one block: its sink and its results' IDs.
+type Part<S> = (S, LaunchIds);
 
 /// Partial results folded into the sink in block order (so sums do not
 /// depend on scheduling, and the first broken row is the one reported).
@@ -162,7 +165,8 @@ impl<S: LaunchSink> InOrder<S> {
                         }
                         self.seen.insert(id);
                     }
-                    into.absorb(b)
+                    into.absorb(b);
+                    crate::memory::check(path)?;
                 }
                 Err((at, e)) => return Err(locate(e, path, start + at as u64)),
             }
@@ -338,7 +342,7 @@ fn parse_block<S: LaunchSink>(
     b: &mut S,
     how: Attribution,
     regions: &[String],
-) -> Result<Vec<(Box<[u8]>, usize)>, (usize, Bad)> {
+) -> Result<LaunchIds, (usize, Bad)> {
     let mut ids = Vec::new();
     let mut locale: Option<Locale> = None;
     let mut pos = 0;

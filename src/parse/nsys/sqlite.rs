@@ -313,6 +313,27 @@ impl NsysDb {
     }
 
     pub(crate) fn sql_error(&self, what: &str, e: rusqlite::Error) -> Error {
+        // The export is opened read-only: "full" is SQLite's temporary files
+        // (an ORDER BY of a table stored out of time order), not the file.
+        if let rusqlite::Error::ToSqlConversionFailure(inner) = &e {
+            if inner.is::<crate::memory::OverBudget>() {
+                return crate::memory::exceeded(&self.path);
+            }
+        }
+        if let rusqlite::Error::SqliteFailure(f, _) = &e {
+            if f.code == rusqlite::ErrorCode::DiskFull {
+                let dir = sqlite_temp_dir();
+                return Error::new(
+                    ErrorKind::Internal,
+                    format!(
+                        "{}: reading {what}: SQLite's temporary files (it sorts tables nsys stored out of time order) filled {}: {e}",
+                        self.path.display(),
+                        dir.display()
+                    ),
+                )
+                .with_hint(format!("free space in {}, or point SQLITE_TMPDIR at a disk with room (about the size of the export); the export itself is fine", dir.display()));
+            }
+        }
         let hint = if let rusqlite::Error::FromSqlConversionFailure(..) = e {
             "a value of the wrong type: the export was edited, or written by another tool; export the report again with `nsys export --type sqlite`"
         } else {
@@ -805,4 +826,15 @@ impl NsysDb {
         }
         Ok(())
     }
+}
+
+/// Where SQLite puts its temporary files on Unix: the first of
+/// `SQLITE_TMPDIR`, `TMPDIR`, /var/tmp, /usr/tmp and /tmp that is a
+/// writable directory (its `unixTempFileDir`), else the working directory.
+fn sqlite_temp_dir() -> PathBuf {
+    let env = ["SQLITE_TMPDIR", "TMPDIR"].into_iter().filter_map(std::env::var_os).map(PathBuf::from);
+    let fixed = ["/var/tmp", "/usr/tmp", "/tmp"].into_iter().map(PathBuf::from);
+    env.chain(fixed)
+        .find(|d| d.is_dir() && !std::fs::metadata(d).is_ok_and(|m| m.permissions().readonly()))
+        .unwrap_or_else(|| PathBuf::from("."))
 }

@@ -58,6 +58,10 @@ impl<'c> Rows<'c> {
             return Ok(false);
         }
         self.row += 1;
+        // The memory budget, every 4,096 rows (an atomic load: nothing per row).
+        if self.row & 0xFFF == 0 && crate::memory::over_budget() {
+            return Err(rusqlite::Error::ToSqlConversionFailure(Box::new(crate::memory::OverBudget)));
+        }
         // SAFETY: `stmt` is a prepared statement of a connection that outlives it.
         match unsafe { ffi::sqlite3_step(self.stmt) } {
             ffi::SQLITE_ROW => Ok(true),
