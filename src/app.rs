@@ -61,7 +61,11 @@ pub fn run(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
         Command::Diff(args) => diff(&args),
         Command::Check(args) => check(&args),
         Command::Config(ConfigCommand::Show(args)) => {
-            let resolved = load(cli.config_dir, args.overrides)?;
+            // The flags as `profile` applies them: after the user's overrides.
+            let mut overrides = args.overrides.clone();
+            let flags = common_overrides(args.device.as_deref(), args.model.as_deref(), None);
+            overrides.extend(flags.into_iter().map(OsString::from));
+            let resolved = load(cli.config_dir, overrides)?;
             let text = if args.origin { origins(&resolved) } else { resolved.to_yaml() };
             print(&text)?;
             Ok(0)
@@ -286,7 +290,15 @@ fn flag_overrides(args: &ProfileArgs) -> Vec<String> {
 }
 
 fn origins(resolved: &Resolved) -> String {
-    let rows = resolved.origins();
+    let mut rows = resolved.origins();
+    // A value decided when it is used: say what it is here.
+    for (_, _, origin) in rows.iter_mut().filter(|(k, v, _)| k == "model.python" && v.trim_matches('"') == "auto") {
+        let found = match pipeline::hf::project_venv_python() {
+            Some(venv) => format!("the project's venv, {}", venv.display()),
+            None => "python3 on PATH (no .venv beside this llmperf)".into(),
+        };
+        origin.push_str(&format!("; auto = {found}"));
+    }
     // Align the comments, but let a long value (a description) push its own comment out.
     let width = rows.iter().map(|(k, v, _)| k.len() + v.len() + 2).max().unwrap_or(0).min(64);
     rows.iter().map(|(k, v, o)| format!("{:<width$}  # {o}\n", format!("{k}: {v}"))).collect()

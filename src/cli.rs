@@ -349,7 +349,7 @@ pub(crate) struct ImportArgs {
 pub(crate) enum ConfigCommand {
     /// Print the resolved configuration as YAML.
     #[command(
-        after_help = "Examples:\n  llmperf config show\n  llmperf config show --origin pipeline.ncu.ncu_cli.replay_mode=range\n  llmperf --config-dir ./myconf config show profiling/ncu@pipeline.ncu=ncu.mygpu"
+        after_help = "Examples:\n  llmperf config show\n  llmperf config show --model hf model.arch=qwen2\n  llmperf config show --origin pipeline.ncu.ncu_cli.replay_mode=range\n  llmperf --config-dir ./myconf config show profiling/ncu@pipeline.ncu=ncu.mygpu"
     )]
     Show(ShowArgs),
 }
@@ -359,6 +359,12 @@ pub(crate) struct ShowArgs {
     /// Print every key with the layer it came from instead.
     #[arg(long)]
     pub(crate) origin: bool,
+    /// The configuration `profile --model NAME` would run (model=NAME).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) model: Option<String>,
+    /// The configuration `profile --device DEVICE` would run (device).
+    #[arg(long, value_name = "DEVICE")]
+    pub(crate) device: Option<String>,
     /// Configuration overrides.
     #[arg(value_name = "OVERRIDES")]
     pub(crate) overrides: Vec<OsString>,

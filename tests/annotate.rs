@@ -237,4 +237,71 @@ fn with_ops_the_operators_nest_under_their_modules() {
     assert_eq!(find("decode_step::LlamaForCausalLM::lm_head::aten::linear"), Some(2));
     // ...because with `ops` the module ranges are in the default domain, beside the operators.
     assert_eq!(module_regions(&out.stdout), Vec::<(String, u64)>::new());
+    // The operators start at the first forward: the model's initialisation (transformers draws
+    // its random weights with normal_) and the prompt's randint are no regions of their own.
+    let init: Vec<_> = got.iter().filter(|(p, _)| p == "aten::normal_" || p == "aten::randint").collect();
+    assert!(init.is_empty(), "initialisation operators as regions: {init:?}");
+}
+
+/// A Python program that marks no NVTX range, profiled without `--annotate`,
+/// is told that `--annotate modules` gives ranges without a code change (it
+/// was told only to "check that nsys traces nvtx").
+#[test]
+fn a_python_command_without_ranges_is_told_of_annotate() {
+    let _nsys = nsys_lock();
+    let root = tempfile::tempdir().unwrap();
+    let out = llmperf()
+        .arg("profile")
+        .args(NSYS_HANG)
+        .args(["--no-ncu", "-o"])
+        .arg(root.path())
+        .args(["--", "python3", "-c", "print(sum(range(1000)))"])
+        .timeout(Duration::from_secs(900))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("WARN the Python program marked no NVTX range")
+            && stderr.contains("`llmperf profile --annotate modules -- CMD` gives a range per nn.Module forward"),
+        "{stderr}"
+    );
+}
+
+/// Repeated modules are members of one class: module_demo.py's two `Block`s
+/// are one group, `blocks.[0-1]`, while each block's nn.Sequential(Linear,
+/// ReLU, Linear) is not (`mlp.[0-2]` was called a repeated module). The
+/// classes come from the bootstrap's `annotate/classes.<pid>.json`; `llmperf
+/// report` rebuilds the same groups from it.
+#[test]
+fn an_nn_sequential_of_different_layers_is_no_repeated_module() {
+    let _nsys = nsys_lock();
+    let root = tempfile::tempdir().unwrap();
+    let out = profile_script(root.path(), &["--annotate", "modules"], "scripts/module_demo.py", &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let dir = run_dir(&out.stdout);
+    let classes: Vec<_> = std::fs::read_dir(dir.join("annotate"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("classes."))
+        .map(|e| json(&e.path()))
+        .collect();
+    assert_eq!(classes.len(), 1, "one Python process, one classes file");
+    assert_eq!(classes[0]["blocks.0.mlp.1"], serde_json::json!(["ReLU"]));
+    assert_eq!(classes[0]["blocks.1"], serde_json::json!(["Block"]));
+    let paths = |dir: &Path| -> Vec<String> {
+        let regions = json(&dir.join("nsys/regions.json"));
+        regions["module_groups"]["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["path"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let groups = paths(&dir);
+    assert!(groups.iter().any(|p| p.ends_with("::blocks.[0-1]")), "{groups:?}");
+    assert!(!groups.iter().any(|p| p.contains("mlp.[")), "a Sequential of different layers grouped: {groups:?}");
+    llmperf().arg("report").arg(&dir).assert().success();
+    assert_eq!(paths(&dir), groups, "report rebuilds the same groups");
 }

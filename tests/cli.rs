@@ -392,3 +392,22 @@ fn a_cuda_device_libtorch_does_not_see_is_refused_before_nsys() {
         .stderr(predicate::str::contains("run directory").not());
     assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0, "nothing written");
 }
+
+/// `config show --model NAME` prints what `profile --model NAME` would run
+/// (it was refused as an unknown flag), and `--origin` says what
+/// `model.python: auto` comes to: this checkout's venv.
+#[test]
+fn config_show_takes_profiles_model_and_says_what_auto_python_is() {
+    let out = llmperf().args(["config", "show", "--model", "hf", "model.arch=qwen2"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let cfg: serde_yaml::Value = serde_yaml::from_str(&stdout).unwrap();
+    assert_eq!(cfg["model"]["name"], "hf", "{stdout}");
+    assert_eq!(cfg["model"]["arch"], "qwen2", "{stdout}");
+    assert_eq!(cfg["model"]["python"], "auto", "{stdout}");
+    let out = llmperf().args(["config", "show", "--origin", "--model", "hf"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let venv = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python3");
+    let line = stdout.lines().find(|l| l.starts_with("model.python: \"auto\"")).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(line.ends_with(&format!("; auto = the project's venv, {}", venv.display())), "{line}");
+}

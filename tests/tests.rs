@@ -31,6 +31,7 @@ mod nsys_regions;
 mod null_inputs;
 mod pytorch_names;
 mod ranks;
+mod readme;
 mod region_join;
 mod reports;
 mod signals;

@@ -148,7 +148,35 @@ fn request(cfg: &Config, m: &HfConfig, nvtx: bool) -> Result<Request, Error> {
     })
 }
 
-/// Run the model in `m.python` and return what it measured.
+/// The interpreter `model.python` names: `auto` is the project's own venv
+/// beside this binary (`make` builds into `target/release/` of the checkout
+/// whose `.venv` has torch and transformers), so the README's examples work
+/// from a shell whose PATH lacks the venv; else `python3` on PATH. Any other
+/// value is a path or a name on PATH.
+pub(crate) fn interpreter(setting: &str) -> Result<std::path::PathBuf, Error> {
+    if setting == "auto" {
+        if let Some(venv) = project_venv_python() {
+            return Ok(venv);
+        }
+    }
+    let (name, missing) = match setting {
+        "auto" => ("python3", "model.python `auto`: no .venv beside this llmperf and no python3 on PATH".to_string()),
+        named => (named, format!("model.python `{named}` is not an executable on PATH")),
+    };
+    process::find_executable(name).ok_or_else(|| {
+        Error::new(ErrorKind::ProfilerUnavailable, missing)
+            .with_hint("point model.python at the interpreter that has torch and transformers (make setup installs them into .venv)")
+    })
+}
+
+/// `.venv/bin/python3` of the checkout this binary was built in (up to three
+/// directories above it: `target/release/llmperf`), if there is one.
+pub(crate) fn project_venv_python() -> Option<std::path::PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    exe.ancestors().skip(1).take(3).map(|dir| dir.join(".venv/bin/python3")).find(|p| p.is_file())
+}
+
+/// Run the model in `model.python` and return what it measured.
 pub(crate) fn run(cfg: &Config, m: &HfConfig, run: &RunDir, nvtx: bool) -> Result<Timings, Error> {
     let req = request(cfg, m, nvtx)?;
     run.write(run_dir::HF_SCRIPT, SCRIPT.as_bytes())?;
@@ -156,10 +184,7 @@ pub(crate) fn run(cfg: &Config, m: &HfConfig, run: &RunDir, nvtx: bool) -> Resul
     run.write_json(run_dir::HF_REQUEST, &req)?;
     let reply_path = run.join(&rank_reply());
     let _ = std::fs::remove_file(&reply_path);
-    let python = process::find_executable(&m.python).ok_or_else(|| {
-        Error::new(ErrorKind::ProfilerUnavailable, format!("model.python `{}` is not an executable on PATH", m.python))
-            .with_hint("point model.python at the interpreter that has torch and transformers (make setup installs them into .venv)")
-    })?;
+    let python = interpreter(&m.python)?;
     let spec = Spawn::new([
         python.into_os_string(),
         run.join(run_dir::HF_SCRIPT).into_os_string(),

@@ -4,7 +4,7 @@
 //! saved raw outputs. Raw outputs land in the run directory before anything
 //! parses them, and the manifest is rewritten after every stage change, so a
 //! crash, a parser bug or Ctrl-C never costs the capture.
-mod hf;
+pub(crate) mod hf;
 mod launcher;
 mod merge;
 mod ncu;
@@ -78,10 +78,24 @@ pub(crate) fn profile(req: Request) -> Result<Outcome, Error> {
         }
         if plan.annotates() {
             warn_without_module_ranges(&run, plan.annotate.mode);
+        } else if crate::plan::annotate::is_python(&req.command) {
+            warn_python_without_ranges(&run);
         }
         Ok(())
     })();
     finish(&run, manifest, verdict, stages)
+}
+
+/// A Python command, profiled without `--annotate`, whose capture holds no
+/// NVTX range: the generic "check that nsys traces nvtx" does not tell such a
+/// user that llmperf can put the ranges in without a code change.
+fn warn_python_without_ranges(run: &RunDir) {
+    let Some(regions) = run.read_json::<crate::aggregate::nsys::RegionsReport>(run_dir::NSYS_REGIONS) else { return };
+    if regions.regions.is_empty() {
+        tracing::warn!(
+            "the Python program marked no NVTX range, so nothing is reported per region (hint: `llmperf profile --annotate modules -- CMD` gives a range per nn.Module forward, `--annotate ops` one per PyTorch operator, with no change to the program; annotate.mode)"
+        );
+    }
 }
 
 /// `--annotate modules` whose capture holds no range of its domain: a

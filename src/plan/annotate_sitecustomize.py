@@ -17,11 +17,14 @@ and in a `decode_step` range when it holds tokens, so generate()-style loops
 split into prefill and decode steps with no help from the program.
 
 LLMPERF_BOOTSTRAP=ops adds operator ranges: PyTorch's own
-torch.autograd.profiler.emit_nvtx, entered once torch is imported, in the
-default domain (`aten::linear, seq = 12`; llmperf strips the attributes).
+torch.autograd.profiler.emit_nvtx, entered at the first module call (so the
+operators that build and initialise the model are not top-level regions of
+their own), in the default domain (`aten::linear, seq = 12`; llmperf strips
+the attributes).
 
 A sitecustomize that this file shadows is run after it.
 """
+import atexit
 import importlib.util
 import os
 import re
@@ -44,11 +47,20 @@ def _install(torch):
     depth_limit = int(os.environ.get("LLMPERF_BOOTSTRAP_DEPTH", "4"))
     # An application that marks its own prefill and decode steps (--model hf) gets no phase ranges here.
     with_phases = os.environ.get("LLMPERF_BOOTSTRAP_PHASES", "1") != "0"
+    # `ops`: the operator ranges start at the first module call (a list, so
+    # that `call` can empty it: once, whichever thread calls first).
+    ops_pending = [True] if os.environ.get("LLMPERF_BOOTSTRAP") == "ops" else []
     pattern = os.environ.get("LLMPERF_BOOTSTRAP_INCLUDE") or None
     include = re.compile(pattern) if pattern else None
     # id(module) -> its range, prepared once (False: the filter leaves it out),
     # from the first outermost call of its tree; dropped when the module dies.
     ranges = {}
+    # range name -> the module classes seen under it: llmperf groups `layers.0`,
+    # `layers.1`, ... as one repeated module only when they are one class
+    # (an nn.Sequential of Linear, GELU, Linear is not a repeat). Written
+    # beside this file at exit (classes.<pid>.json).
+    classes = {}
+    atexit.register(_write_classes, classes)
     state = threading.local()
     phases = {}  # module class -> the name of its forward's KV-cache argument, or None
 
@@ -62,6 +74,8 @@ def _install(torch):
                     name = path or root
                     keep = include is None or include.search(name)
                     ranges[id(sub)] = domain.prepare(name) if keep else False
+                    if keep:
+                        classes.setdefault(name, set()).add(type(sub).__qualname__)
                     weakref.finalize(sub, ranges.pop, id(sub), None)
             entry = ranges[key]
         return entry
@@ -100,6 +114,10 @@ def _install(torch):
             # Below the depth limit: no range, and its submodules are deeper still.
             return original(module, *args, **kwargs)
         pushed = 0
+        if depth == 0 and ops_pending:
+            # Operators from the first forward on: model construction is done.
+            del ops_pending[:]
+            _operator_ranges(torch)
         if depth == 0 and with_phases:
             phase = phase_of(module, kwargs)
             if phase is not None:
@@ -121,8 +139,6 @@ def _install(torch):
     # depth limit then costs one Python call, and torch keeps its fast path
     # (global hooks send every module call through the slow one).
     torch.nn.Module.__call__ = call
-    if os.environ.get("LLMPERF_BOOTSTRAP") == "ops":
-        _operator_ranges(torch)
 
 
 def _operator_ranges(torch):
@@ -140,6 +156,22 @@ def _operator_ranges(torch):
         profiler.ProfilerState.NVTX, False, False, False, False, False, profiler._ExperimentalConfig()
     )
     profiler._enable_profiler(state, set())
+
+
+def _write_classes(classes):
+    """classes.<pid>.json beside this file: {range name: [class, ...]}."""
+    if not classes:
+        return
+    try:
+        import json
+
+        here = os.path.dirname(os.path.abspath(__file__))
+        path = os.path.join(here, "classes.%d.json" % os.getpid())
+        with open(path + ".tmp", "w") as f:
+            json.dump({name: sorted(kinds) for name, kinds in classes.items()}, f)
+        os.replace(path + ".tmp", path)
+    except Exception as e:  # never break the user's program
+        _say("module classes not written: %s: %s" % (type(e).__name__, e))
 
 
 def _cache_length(cache):

@@ -122,7 +122,8 @@ fn fix_first(
     }
     let shown = f.findings.len().min(super::findings::tables::SHOWN_FINDINGS);
     if f.findings.len() > shown {
-        let _ = writeln!(md, "- {} more findings in [findings.json](findings.json)", f.findings.len() - shown);
+        // Numbered as the tables number them, so that no count reads as "findings not shown".
+        let _ = writeln!(md, "- findings {}–{} are in [findings.json](findings.json)", shown + 1, f.findings.len());
     }
     for n in &f.notes {
         let _ = writeln!(md, "- {}", text(n));

@@ -92,15 +92,28 @@ pub(crate) fn shown<'a>(shape: &[String], members: impl Iterator<Item = &'a Vec<
 struct Acc {
     /// Per member (all indices of the path, in order): inclusive, GPU, instances, its path.
     members: BTreeMap<Vec<u64>, (i64, i64, usize, String)>,
+    /// The module classes of the members, where they are known.
+    classes: std::collections::BTreeSet<String>,
 }
 
+/// Module classes by range name, as `--annotate`'s bootstrap saw them
+/// (`annotate/classes.<pid>.json`, merged over processes).
+pub(crate) type Classes = BTreeMap<String, std::collections::BTreeSet<String>>;
+
 /// The groups of `regions` (only those with two members or more), and the
-/// coverage of the module domain's ranges out of `total_gpu_ns`.
-pub(crate) fn module_groups(regions: &[Region], total_gpu_ns: i64) -> Option<ModuleGroups> {
+/// coverage of the module domain's ranges out of `total_gpu_ns`. With the
+/// module `classes`, members must also be of one class: `mlp.0`, `mlp.1`,
+/// `mlp.2` of an nn.Sequential(Linear, GELU, Linear) are no repeated module;
+/// without them (an imported capture) the names decide.
+pub(crate) fn module_groups(regions: &[Region], total_gpu_ns: i64, classes: Option<&Classes>) -> Option<ModuleGroups> {
     let mut accs: BTreeMap<(i64, String, Vec<String>), Acc> = BTreeMap::new();
     for r in regions {
-        let Some((shape, numbers)) = shape_of(&r.names()) else { continue };
+        let names = r.names();
+        let Some((shape, numbers)) = shape_of(&names) else { continue };
         let acc = accs.entry((r.process_id, r.domain.clone(), shape)).or_default();
+        if let Some(kinds) = classes.and_then(|c| c.get(names.last()?)) {
+            acc.classes.extend(kinds.iter().cloned());
+        }
         let m = acc.members.entry(numbers).or_insert((0, 0, 0, r.path.clone()));
         m.0 += r.inclusive_ns;
         m.1 += r.gpu_time_ns;
@@ -108,7 +121,9 @@ pub(crate) fn module_groups(regions: &[Region], total_gpu_ns: i64) -> Option<Mod
     }
     let mut groups: Vec<ModuleGroup> = accs
         .into_iter()
-        .filter(|(_, a)| a.members.len() > 1)
+        // Members of more than one class: an indexed container of different
+        // modules (nn.Sequential(Linear, GELU, Linear)), not a repeat.
+        .filter(|(_, a)| a.members.len() > 1 && a.classes.len() <= 1)
         .map(|((process_id, domain, shape), acc)| group(process_id, domain, &shape, &acc))
         .collect();
     let by = |g: &ModuleGroup| if g.gpu_time_ns > 0 { g.gpu_time_ns } else { g.inclusive_ns };

@@ -67,6 +67,15 @@ pub fn reports(read: Ingest<Sweep, KernelTotals>, strip: &[String], top_n: usize
     read.timeline.finish(read.names, normalized, read.kernels, top_n)
 }
 
+/// The repeated-module groups of `report` again, with the module classes
+/// `--annotate` recorded: members of one group must be of one class.
+pub(crate) fn regroup_modules(report: &mut RegionsReport, classes: &groups::Classes) {
+    let total = report.module_groups.as_ref().and_then(|g| g.coverage.as_ref()).map_or(0, |c| c.total_gpu_time_ns);
+    report.module_groups = groups::module_groups(&report.regions, total, Some(classes));
+}
+
+pub(crate) use groups::Classes;
+
 /// The blocking calls the launch reader meets, on to the time breakdown
 /// through its feed (the [`KernelTap`]'s, of the same pass).
 struct CallFeed {
@@ -616,7 +625,7 @@ impl Sweep {
             .collect();
         let (regions, region_samples) = region_rows(&regions, &names, &inclusive, sorted.regions);
         let total_gpu_ns = kernels.by_process.iter().map(|p| p.2).sum();
-        let module_groups = groups::module_groups(&regions, total_gpu_ns);
+        let module_groups = groups::module_groups(&regions, total_gpu_ns, None);
         Ok(Ingested {
             regions: RegionsReport {
                 schema: REGIONS_SCHEMA.into(),

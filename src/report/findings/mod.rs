@@ -97,7 +97,8 @@ pub(crate) fn build(s: Sources) -> FindingsReport {
     found.sort_by(Finding::rank_order);
     if found.len() > MAX_FINDINGS {
         notes.push(format!(
-            "{} more findings below the first {MAX_FINDINGS} left out of findings.json",
+            "findings.json keeps the {MAX_FINDINGS} largest of {} findings; the other {} are left out",
+            found.len(),
             found.len() - MAX_FINDINGS
         ));
         found.truncate(MAX_FINDINGS);
