@@ -12,34 +12,41 @@
 //! positions t = 1..P; a decode step after s generated tokens has c = P+s+1.
 
 /// FLOPs of a prefill of `prompt` tokens for `batch` sequences.
-pub fn llm_prefill(params: i64, layers: i64, d_model: i64, batch: i64, prompt: i64) -> f64 {
+pub(crate) fn llm_prefill(params: i64, layers: i64, d_model: i64, batch: i64, prompt: i64) -> f64 {
     let (n, l, d, b, p) = (params as f64, layers as f64, d_model as f64, batch as f64, prompt as f64);
     b * (2.0 * n * p + 4.0 * l * d * p * (p + 1.0) / 2.0)
 }
 
 /// FLOPs of one decode step at context `context` (past tokens + the new one).
-pub fn llm_decode_step(params: i64, layers: i64, d_model: i64, batch: i64, context: i64) -> f64 {
+pub(crate) fn llm_decode_step(params: i64, layers: i64, d_model: i64, batch: i64, context: i64) -> f64 {
     let (n, l, d, b, c) = (params as f64, layers as f64, d_model as f64, batch as f64, context as f64);
     b * (2.0 * n + 4.0 * l * c * d)
 }
 
 /// Bytes one decode step reads: every weight once, plus the K and V cache of
 /// the `past` tokens of each sequence in every layer.
-pub fn llm_decode_step_bytes(params: i64, layers: i64, d_model: i64, batch: i64, past: i64, elem: i64) -> (f64, f64) {
+pub(crate) fn llm_decode_step_bytes(
+    params: i64,
+    layers: i64,
+    d_model: i64,
+    batch: i64,
+    past: i64,
+    elem: i64,
+) -> (f64, f64) {
     let weights = (params * elem) as f64;
     let kv = (2 * layers * batch * past * d_model * elem) as f64;
     (weights, kv)
 }
 
 /// `timings.flops.formula` of a [`Decoder`].
-pub const DECODER_FORMULA: &str = "FLOPs per token at context c = 2*P + 4*L*c*H*hd (P = matmul weights a token meets: Q, K, V, O, the MLP or the router and the top-k experts' MLPs, the LM head; embeddings, norms and biases left out; L = layers, H = query heads, hd = head size); prefill sums over prompt positions; decode_step is the mean over the steps";
+pub(crate) const DECODER_FORMULA: &str = "FLOPs per token at context c = 2*P + 4*L*c*H*hd (P = matmul weights a token meets: Q, K, V, O, the MLP or the router and the top-k experts' MLPs, the LM head; embeddings, norms and biases left out; L = layers, H = query heads, hd = head size); prefill sums over prompt positions; decode_step is the mean over the steps";
 
 /// `timings.decode_bytes.formula` of a [`Decoder`].
-pub const DECODER_BYTES_FORMULA: &str = "per decode step: every matmul weight once (with experts, at most min(experts, batch*top_k) experts per layer: an upper bound, routing decides) + K and V of all past tokens (2*L*batch*past*KV*hd x element size, KV = key/value heads)";
+pub(crate) const DECODER_BYTES_FORMULA: &str = "per decode step: every matmul weight once (with experts, at most min(experts, batch*top_k) experts per layer: an upper bound, routing decides) + K and V of all past tokens (2*L*batch*past*KV*hd x element size, KV = key/value heads)";
 
 /// A decoder layer's MLP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mlp {
+pub(crate) enum Mlp {
     /// SwiGLU (Llama, Mistral, Qwen2, Mixtral's experts): gate, up and down projections.
     Gated,
     /// GPT-2: up and down projections.
@@ -50,7 +57,7 @@ pub enum Mlp {
 /// attention (`kv_heads` ≤ `heads`), a gated or plain MLP, and optionally a
 /// mixture of `experts` of which each token uses `top_k`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Decoder {
+pub(crate) struct Decoder {
     pub layers: i64,
     pub hidden: i64,
     /// The MLP's inner size (of one expert).
@@ -115,7 +122,7 @@ impl Decoder {
 
     /// The matmul weights one decode step of `batch` sequences reads: with
     /// experts, at most min(experts, batch·top_k) of them per layer.
-    pub fn step_weight_params(&self, batch: i64) -> i64 {
+    pub(crate) fn step_weight_params(&self, batch: i64) -> i64 {
         let mlps = if self.experts > 0 { self.experts.min(batch * self.top_k) } else { 1 };
         let layer = self.attention_params() + self.router_params() + mlps * self.mlp_params();
         self.layers * layer + self.hidden * self.vocab

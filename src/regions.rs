@@ -17,7 +17,7 @@ pub const PREFILL: &str = "prefill";
 pub const DECODE_ALL: &str = "decode_all";
 pub const DECODE_STEP: &str = "decode_step";
 /// `--model hf`: the warm-up generations, kept apart from the measured phases.
-pub const WARMUP: &str = "warmup";
+pub(crate) const WARMUP: &str = "warmup";
 pub const ATTN: &str = "attn";
 pub const MLP: &str = "mlp";
 pub const LM_HEAD: &str = "lm_head";

@@ -42,7 +42,7 @@ impl Stats {
 /// At most `max` samples: all of them, in order, when there are that few;
 /// else `max` evenly spaced ranks of the sorted samples (minimum and maximum
 /// included), which keeps the distribution a median or a bootstrap needs.
-pub fn bounded<T: Copy + PartialOrd>(samples: &[T], max: usize) -> Vec<T> {
+pub(crate) fn bounded<T: Copy + PartialOrd>(samples: &[T], max: usize) -> Vec<T> {
     if samples.len() <= max {
         return samples.to_vec();
     }

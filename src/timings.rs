@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 
 use crate::stats::Stats;
 
-pub const SCHEMA: &str = "llmperf.timings/v1";
+pub(crate) const SCHEMA: &str = "llmperf.timings/v1";
 
 /// The most samples kept per region (in timings.json and nsys/samples.json).
-pub const MAX_SAMPLES: usize = 10_000;
+pub(crate) const MAX_SAMPLES: usize = 10_000;
 
 fn one() -> u32 {
     1
@@ -138,7 +138,7 @@ pub struct RunShape {
 
 impl RunShape {
     /// Iterations measured in all: `iters` per repeat.
-    pub fn measured_iters(&self) -> i64 {
+    pub(crate) fn measured_iters(&self) -> i64 {
         i64::from(self.iters) * i64::from(self.repeat)
     }
 }
@@ -234,7 +234,7 @@ pub fn add_llm_work(t: &mut Timings, run: &RunShape, w: &LlmWork) {
 }
 
 /// Prompt and generated tokens per second of the `prefill` and `decode_all` stages.
-pub fn add_llm_throughput(t: &mut Timings, run: &RunShape, prompt_len: i64, new_tokens: i64) {
+pub(crate) fn add_llm_throughput(t: &mut Timings, run: &RunShape, prompt_len: i64, new_tokens: i64) {
     use crate::regions;
     let (batch, iters) = (run.batch_size, run.measured_iters());
     let secs = |k: &str| t.stages.get(k).map(|s| s.total_ms / 1e3);

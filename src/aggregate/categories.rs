@@ -14,7 +14,7 @@ pub(crate) const TABLE: &str = "conf/analysis/kernel_categories.yaml";
 /// What a kernel does, coarsely: the categories of the breakdown and the findings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum Category {
+pub(crate) enum Category {
     Gemm,
     Attention,
     Normalization,
@@ -76,7 +76,7 @@ struct RuleText {
 
 /// The rules, in the order they are tried.
 #[derive(Debug)]
-pub struct Categories {
+pub(crate) struct Categories {
     rules: Vec<(Category, Regex)>,
     /// Where the rules came from, for the reports: the user's file, then [`TABLE`].
     pub(crate) sources: Vec<String>,
@@ -120,7 +120,8 @@ impl Categories {
     }
 
     /// The shipped table alone.
-    pub fn shipped() -> Result<Categories, Error> {
+    #[cfg(test)]
+    pub(crate) fn shipped() -> Result<Categories, Error> {
         let text = crate::config::tree::ConfTree::embedded_data("analysis/kernel_categories.yaml").unwrap_or_default();
         Categories::new(text, None)
     }

@@ -154,7 +154,7 @@ const RATE_SUFFIX: &str = "_pred_on.sum.per_cycle_elapsed";
 
 /// One launch's FLOPs as its counters give them.
 #[derive(Debug, Default, Clone, PartialEq)]
-pub struct Flops {
+pub(crate) struct Flops {
     /// Tensor-path ops by precision, when a tensor counter had a number.
     pub(crate) tensor: Option<BTreeMap<String, f64>>,
     /// FLOPs outside the tensor path, when counted (counts, else SOL rates).

@@ -158,7 +158,7 @@ pub(crate) fn import_nsys(
     let mut manifest = ManifestWriter::extend(&run, argv)?;
     let mut verdict = RunStatus::default();
     let stages =
-        nsys::analyze(&run, &mut manifest, &mut verdict, tool.as_ref(), &absolute(file), &nsys::Ingest::of(cfg));
+        nsys::analyze(&run, &mut manifest, &mut verdict, tool.as_ref(), &absolute(file), &nsys::IngestOptions::of(cfg));
     finish(&run, manifest, verdict, stages)
 }
 
@@ -248,7 +248,7 @@ pub(crate) fn report(dir: &Path) -> Result<PathBuf, Error> {
     let cfg = crate::config::load_resolved(&config)?;
     let top_n = cfg.runner.run.top_n_kernels as usize;
     if run.join(run_dir::NSYS_SQLITE).is_file() {
-        nsys::write_outputs(&run, &run.join(run_dir::NSYS_SQLITE), &nsys::Ingest::of(&cfg))?;
+        nsys::write_outputs(&run, &run.join(run_dir::NSYS_SQLITE), &nsys::IngestOptions::of(&cfg))?;
     } else if let Some(csv) = run_dir::nsys_kernel_summary(&run) {
         nsys::write_summary_outputs(&run, &csv, top_n)?;
     } else if nsys_reports_were_made(&run) && !run.join(run_dir::NSYS_REGIONS).exists() {

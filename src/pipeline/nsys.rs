@@ -10,11 +10,12 @@ use std::time::Duration;
 
 use super::stage::{self, Done, RunStatus, StageOutcome};
 use crate::aggregate;
+use crate::aggregate::nsys::{KernelTotals, Sweep};
 use crate::config::schema::{CaptureRange, NsysConfig};
 use crate::config::Config;
 use crate::error::{Error, ErrorKind};
 use crate::manifest::{Diagnosis, ExitInfo, ManifestWriter};
-use crate::parse::nsys::activity::Feed;
+use crate::parse::nsys::ingest;
 use crate::parse::nsys::sqlite::NsysDb;
 use crate::plan::Use;
 use crate::process::{self, Exit, Finished, Sink, Spawn};
@@ -22,7 +23,6 @@ use crate::profile::nsys;
 use crate::profile::tools::Tool;
 use crate::run_dir::{self, absolute, RunDir};
 use crate::signals;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(1800);
 
@@ -111,7 +111,7 @@ pub(crate) fn capture(
         if stopped {
             signals::answer();
         }
-        analyze(run, manifest, verdict, Some(tool), &report, &Ingest::of(cfg))?;
+        analyze(run, manifest, verdict, Some(tool), &report, &IngestOptions::of(cfg))?;
     }
     Ok(())
 }
@@ -388,7 +388,7 @@ fn last_line(log: &str) -> Option<&str> {
 
 /// How native ingestion reads a capture: the top N kernels kept, and the
 /// PyTorch attributes stripped from NVTX names (`report.nvtx_attributes`).
-pub(crate) struct Ingest {
+pub(crate) struct IngestOptions {
     pub(crate) top_n: usize,
     pub(crate) strip: Vec<String>,
     /// The `nsys stats` reports to save (`pipeline.nsys.stats`; none: not run).
@@ -401,9 +401,9 @@ pub(crate) struct Ingest {
     pub(crate) memory_budget_mib: u64,
 }
 
-impl Ingest {
-    pub(crate) fn of(cfg: &crate::config::Config) -> Ingest {
-        Ingest {
+impl IngestOptions {
+    pub(crate) fn of(cfg: &crate::config::Config) -> IngestOptions {
+        IngestOptions {
             top_n: cfg.runner.run.top_n_kernels as usize,
             strip: cfg.report.nvtx_attributes.clone(),
             stats: cfg.pipeline.nsys.stats.clone(),
@@ -422,7 +422,7 @@ pub(crate) fn analyze(
     verdict: &mut RunStatus,
     tool: Option<&Tool>,
     report: &Path,
-    opts: &Ingest,
+    opts: &IngestOptions,
 ) -> Result<(), Error> {
     let top_n = opts.top_n;
     run.subdir(run_dir::NSYS_DIR)?;
@@ -574,53 +574,26 @@ fn stats(
 pub(crate) fn write_outputs(
     run: &RunDir,
     sqlite: &Path,
-    opts: &Ingest,
+    opts: &IngestOptions,
 ) -> Result<(aggregate::nsys::RegionsReport, usize), Error> {
     let top_n = opts.top_n;
     let t = std::time::Instant::now();
     crate::memory::set_budget_mib(opts.memory_budget_mib);
     let db = NsysDb::open(sqlite)?;
     run.write_json(run_dir::NSYS_CAPTURE, &db.capture_host())?;
-    // The time breakdown reads the GPU's activity on a thread and connections
-    // of its own while the pass runs, cut by the windows the range sweep
-    // sends it as it meets them.
+    // The time breakdown reads the GPU's activity beside the pass, cut by the
+    // windows the range sweep meets.
     let categories = aggregate::categories::Categories::load(opts.kernel_categories.as_deref())?;
     let gap = launch_gap_ns(opts.launch_gap_us)?;
-    let (pass, breakdown) = std::thread::scope(|s| {
-        let (feed, from_pass) = std::sync::mpsc::sync_channel(FEED_IN_FLIGHT);
-        let classify = |name: &str| categories.of(name) as u8;
-        let breakdown = s.spawn(move || -> Result<_, Error> {
-            let new = || aggregate::nsys::breakdown::Breakdown::new(gap);
-            let held = crate::parse::nsys::activity::FED_KERNELS_HELD;
-            crate::parse::nsys::activity::read_beside(sqlite, new, classify, &from_pass, held)
-        });
-        // Each pass's sweep and kernel tap (one of each per pass) tell the
-        // breakdown their pass's number: a message of a later pass voids
-        // what came before it.
-        let (sweeps, taps) = (AtomicU32::new(0), AtomicU32::new(0));
-        let new_sweep = || aggregate::nsys::Sweep::feeding(feed.clone(), sweeps.fetch_add(1, Ordering::Relaxed));
-        let new_tap = |names: &_| {
-            aggregate::nsys::KernelTap::new(names, feed.clone(), taps.fetch_add(1, Ordering::Relaxed), &classify)
-        };
-        let pass = crate::parse::nsys::ingest::ingest_with(&db, &opts.strip, new_sweep, new_tap);
-        // The pass kept: its windows and kernels were all sent. One that
-        // failed holds no sender: the breakdown's feed closes.
-        if pass.is_ok() {
-            let _ = feed.send(Feed::End);
-        }
-        drop(feed);
-        let pass = pass.and_then(|p| {
-            let p = crate::parse::nsys::ingest::Ingest {
-                timeline: p.timeline,
-                kernels: p.kernels.totals,
-                names: p.names,
-                renamed: p.renamed,
-            };
-            aggregate::nsys::reports(p, &opts.strip, top_n)
-        });
-        (pass, breakdown.join().expect("the breakdown reader does not panic"))
-    });
-    let mut done = pass?;
+    let classify = |name: &str| categories.of(name) as u8;
+    let beside = ingest::Beside {
+        new: || aggregate::nsys::breakdown::Breakdown::new(gap),
+        classify: &classify,
+        held: crate::parse::nsys::activity::FED_KERNELS_HELD,
+    };
+    let (pass, breakdown) =
+        ingest::ingest_beside(&db, &opts.strip, Sweep::default, KernelTotals::new, beside, None)?.split();
+    let mut done = aggregate::nsys::reports(pass, &opts.strip, top_n)?;
     if let Some(note) = db.join_note() {
         done.regions.notes.push(note);
     }
@@ -663,10 +636,6 @@ pub(crate) fn write_outputs(
     );
     Ok((done.regions, done.kernels))
 }
-
-/// Messages (a window, or a batch of kernels) the pass may send ahead of the
-/// breakdown reader.
-const FEED_IN_FLIGHT: usize = 16;
 
 /// `report.launch_gap_us` in ns, checked.
 fn launch_gap_ns(us: f64) -> Result<i64, Error> {

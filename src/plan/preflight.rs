@@ -54,7 +54,7 @@ pub(crate) struct Check {
 /// A region nsys captured, as the preflight needs it (one per process and
 /// thread that ran it, as nsys/regions.json lists them).
 #[derive(Debug, Clone)]
-pub struct Region {
+pub(crate) struct Region {
     /// `A::A1`, without the domain.
     pub path: String,
     /// The last name.

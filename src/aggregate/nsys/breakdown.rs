@@ -36,7 +36,7 @@ pub(crate) const BREAKDOWN_SCHEMA: &str = "llmperf.nsys-breakdown/v1";
 
 /// Top-level instances held for the breakdown (24 bytes each): past this, the
 /// per-region breakdown is not computed (the device totals still are).
-pub const MAX_WINDOWS: usize = 1 << 20;
+pub(crate) const MAX_WINDOWS: usize = 1 << 20;
 
 /// One depth-0 push/pop range instance: a window of host time.
 #[derive(Debug, Clone, Copy)]
@@ -49,13 +49,13 @@ pub struct Window {
 }
 
 /// The names of the windows' regions: (domain, name) by the range sweep's region id.
-pub type WindowNames = HashMap<u32, (String, String)>;
+pub(crate) type WindowNames = HashMap<u32, (String, String)>;
 
 /// The parts of a stretch of wall time on one device (ns). wall = busy +
 /// idle; busy = compute + communication_exposed + copy + memset; idle =
 /// idle_launch + idle_sync + idle_nothing_queued.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct Parts {
+pub(crate) struct Parts {
     pub wall_ns: i64,
     pub busy_ns: i64,
     pub compute_ns: i64,
@@ -79,7 +79,7 @@ pub struct Parts {
 /// Kernels of one category: how many started, and their time (in a region:
 /// clipped to its instances, and summed, so kernels on several streams at once count each).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct CategoryTime {
+pub(crate) struct CategoryTime {
     pub category: Category,
     pub kernels: usize,
     pub ns: i64,
@@ -95,7 +95,7 @@ pub struct CategoryTime {
 
 /// Copies one way: their count, bytes and time; those from or to pageable host memory apart.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct CopyTime {
+pub(crate) struct CopyTime {
     /// h2d, d2h, d2d, p2p or other.
     pub direction: String,
     pub count: usize,
@@ -110,7 +110,7 @@ pub struct CopyTime {
 
 /// One top-level region on one device.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct RegionBreakdown {
+pub(crate) struct RegionBreakdown {
     pub name: String,
     pub domain: String,
     pub instances: usize,
@@ -128,7 +128,7 @@ pub struct RegionBreakdown {
 /// Sync-stall gaps of a device's span by the blocking call that was waiting
 /// and the operation whose end left the GPU idle (the work it waited for).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct SyncStall {
+pub(crate) struct SyncStall {
     /// The blocking function (`cudaStreamSynchronize`; of overlapping calls, the one that ended last).
     pub call: String,
     /// The kernel (by name) or the copy or memset that ended before the gap.
@@ -142,7 +142,7 @@ const SYNC_STALL_ROWS: usize = 10;
 
 /// One device of one process.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct DeviceBreakdown {
+pub(crate) struct DeviceBreakdown {
     pub process_id: i64,
     /// The launcher's rank of the process (`profile --launcher`), else null.
     pub rank: Option<u32>,
@@ -207,7 +207,7 @@ pub(crate) struct IssuedOutside {
 
 /// `nsys/breakdown.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct BreakdownReport {
+pub(crate) struct BreakdownReport {
     pub schema: String,
     /// The longest idle gap counted as launch latency (ns).
     pub launch_gap_ns: i64,
@@ -485,7 +485,7 @@ struct Process {
 
 /// The breakdown of a capture, fed its GPU activity in start order per
 /// device, and the windows up to each operation's start.
-pub struct Breakdown {
+pub(crate) struct Breakdown {
     pids: Vec<Process>,
     pid_index: HashMap<i64, usize>,
     /// The windows' regions (the range sweep's ids) by dense slot, and back.
@@ -772,7 +772,7 @@ impl Breakdown {
 
 impl BreakdownReport {
     /// A breakdown that could not be made: no devices, and the error with its hint.
-    pub fn not_computed(e: &crate::error::Error, category_tables: Vec<String>) -> BreakdownReport {
+    pub(crate) fn not_computed(e: &crate::error::Error, category_tables: Vec<String>) -> BreakdownReport {
         let hint = e.hint.as_deref().map(|h| format!(" (hint: {h})")).unwrap_or_default();
         BreakdownReport {
             schema: BREAKDOWN_SCHEMA.into(),

@@ -27,9 +27,8 @@ pub use model::*;
 
 use super::runs::{self, Runs};
 use crate::error::Error;
-use crate::parse::nsys::activity::{FedKernel, Feed};
 use crate::parse::nsys::batched::Stream;
-use crate::parse::nsys::calls::{CallTap, FedCalls};
+use crate::parse::nsys::beside::{Windows, UPTO_EVERY};
 use crate::parse::nsys::ingest::{Ingest, KernelSink, Timeline};
 use crate::parse::nsys::sqlite::{odd_note, pid_of, plausible, tid_of, Kernel, Launched, Names, NvtxRange};
 use crate::regions;
@@ -76,108 +75,8 @@ pub(crate) fn regroup_modules(report: &mut RegionsReport, classes: &groups::Clas
 
 pub(crate) use groups::Classes;
 
-/// The blocking calls the launch reader meets, on to the time breakdown
-/// through its feed (the [`KernelTap`]'s, of the same pass).
-struct CallFeed {
-    feed: Option<std::sync::mpsc::SyncSender<Feed<breakdown::Window>>>,
-    pass: u32,
-}
-
-impl CallTap for CallFeed {
-    fn tell(&mut self, what: FedCalls) {
-        if self.feed.as_ref().is_some_and(|f| f.send(Feed::Calls(self.pass, what)).is_err()) {
-            self.feed = None;
-        }
-    }
-}
-
 /// A process id and a CUDA device (None when not read).
 type ProcessDevice = (i64, Option<i64>);
-
-/// A pass's [`KernelTotals`] that also hands every kernel on to the time
-/// breakdown (through its feed, in batches, with the class `classify` gives
-/// its name), so that the kernel table is read once for both.
-pub struct KernelTap<'c> {
-    pub totals: KernelTotals,
-    /// The breakdown's feed and the ingestion's pass; None once the breakdown is gone.
-    feed: Option<(std::sync::mpsc::SyncSender<Feed<breakdown::Window>>, u32)>,
-    batch: Vec<FedKernel>,
-    /// Each name's class by id ([`NOT_CLASSED`]: not asked yet).
-    classes: Vec<u8>,
-    classify: &'c (dyn Fn(&str) -> u8 + Sync),
-}
-
-/// Kernels sent to the breakdown at once.
-const TAP_BATCH: usize = 1024;
-const NOT_CLASSED: u8 = u8::MAX;
-
-impl<'c> KernelTap<'c> {
-    /// The tap of pass `pass` for an export whose strings are `names`.
-    pub fn new(
-        names: &Names,
-        feed: std::sync::mpsc::SyncSender<Feed<breakdown::Window>>,
-        pass: u32,
-        classify: &'c (dyn Fn(&str) -> u8 + Sync),
-    ) -> Self {
-        KernelTap {
-            totals: KernelTotals::new(names),
-            feed: Some((feed, pass)),
-            batch: Vec::with_capacity(TAP_BATCH),
-            classes: vec![NOT_CLASSED; names.all().len()],
-            classify,
-        }
-    }
-
-    fn flush(&mut self) {
-        if self.batch.is_empty() {
-            return;
-        }
-        let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(TAP_BATCH));
-        if self.feed.as_ref().is_some_and(|(f, pass)| f.send(Feed::Kernels(*pass, batch)).is_err()) {
-            self.feed = None;
-        }
-    }
-}
-
-impl KernelSink for KernelTap<'_> {
-    fn take_error(&mut self) -> Option<Error> {
-        self.flush();
-        self.totals.take_error()
-    }
-
-    fn call_tap(&self) -> Option<Box<dyn CallTap>> {
-        let (feed, pass) = self.feed.clone()?;
-        Some(Box::new(CallFeed { feed: Some(feed), pass }))
-    }
-
-    #[inline]
-    fn add(&mut self, k: Kernel, strings: &HashMap<i64, u32>, names: &Names) {
-        if self.feed.is_some() {
-            let i = k.name as usize;
-            if i >= self.classes.len() {
-                self.classes.resize(i + 1, NOT_CLASSED);
-            }
-            if self.classes[i] == NOT_CLASSED {
-                self.classes[i] = (self.classify)(names.all().get(i).map_or("", String::as_str));
-            }
-            // The process id is 24 bits (`globalPid >> 24 & 0xFFFFFF`).
-            let pid = k.pid as u32;
-            let device = i32::try_from(k.gpu).unwrap_or(i32::MAX);
-            self.batch.push(FedKernel {
-                start: k.start,
-                end: k.end,
-                device,
-                pid,
-                name: k.name,
-                class: self.classes[i],
-            });
-            if self.batch.len() == TAP_BATCH {
-                self.flush();
-            }
-        }
-        self.totals.add(k, strings, names);
-    }
-}
 
 /// The kernel table's per-name (calls, total, min, max) ns and durations:
 /// the [`KernelSink`] of a pass.
@@ -334,7 +233,7 @@ impl Open {
 /// folded into their ancestor at this depth (and counted in a note): each
 /// region's path names every level above it, so paths cost the square of the
 /// depth. PyTorch's `emit_nvtx` operators nest a few dozen deep.
-pub const MAX_DEPTH: usize = 256;
+pub(crate) const MAX_DEPTH: usize = 256;
 
 /// The time sweep: per thread the stack of open ranges, per region its
 /// accumulator; the [`Timeline`] of a pass.
@@ -355,12 +254,6 @@ pub struct Sweep {
     folded: usize,
     attributed: (usize, i64),
     attributed_graph: (usize, i64),
-    /// Where the depth-0 push/pop instances go, as they start, with the
-    /// number of the ingestion's pass: the time breakdown, reading the GPU's
-    /// activity beside this sweep.
-    feed: Option<(std::sync::mpsc::SyncSender<Feed<breakdown::Window>>, u32)>,
-    /// Windows met and not yet sent ([`WINDOWS_BATCH`]).
-    windows: Vec<breakdown::Window>,
 }
 
 impl Default for Sweep {
@@ -378,51 +271,23 @@ impl Default for Sweep {
             folded: 0,
             attributed: (0, 0),
             attributed_graph: (0, 0),
-            feed: None,
-            windows: Vec::new(),
         }
     }
 }
-
-impl Sweep {
-    /// A sweep of the ingestion's pass `pass` that sends its depth-0
-    /// push/pop instances to `feed`, and every [`UPTO_EVERY`] launches the
-    /// time up to which it has sent them all (the caller says `End` once it
-    /// keeps the pass: a pass given up ends its streams early).
-    pub fn feeding(feed: std::sync::mpsc::SyncSender<Feed<breakdown::Window>>, pass: u32) -> Sweep {
-        Sweep { feed: Some((feed, pass)), ..Sweep::default() }
-    }
-
-    /// To the feed, if any; a feed whose reader is gone is dropped.
-    fn send(&mut self, msg: impl FnOnce(u32) -> Feed<breakdown::Window>) {
-        if self.feed.as_ref().is_some_and(|(f, pass)| f.send(msg(*pass)).is_err()) {
-            self.feed = None;
-        }
-    }
-
-    /// The windows met since the last batch, to the feed.
-    fn send_windows(&mut self) {
-        if self.feed.is_some() && !self.windows.is_empty() {
-            let batch = std::mem::replace(&mut self.windows, Vec::with_capacity(WINDOWS_BATCH));
-            self.send(|pass| Feed::Windows(pass, batch));
-        }
-    }
-}
-
-/// Windows a feeding sweep sends at once (and those met before each `Upto`):
-/// one message each woke the breakdown's thread 64,518 times at 10M ranges.
-const WINDOWS_BATCH: usize = 256;
-
-/// How often (in launches) a feeding sweep says how far its windows have
-/// come, so that the breakdown judges the kernels it holds between two
-/// windows far apart (one range around a whole run).
-pub const UPTO_EVERY: usize = 1024;
 
 impl Timeline for Sweep {
+    type Window = breakdown::Window;
+
     /// Ranges and launches merged by time (a range before a launch at the
-    /// same time: a range contains the calls made from its start). False when
-    /// a stream was not in time order.
-    fn run(&mut self, mut ranges: Stream<NvtxRange>, mut launches: Stream<Launched>) -> Result<bool, Error> {
+    /// same time: a range contains the calls made from its start), the
+    /// depth-0 push/pop instances to `windows` as they start. False when a
+    /// stream was not in time order.
+    fn run(
+        &mut self,
+        mut ranges: Stream<NvtxRange>,
+        mut launches: Stream<Launched>,
+        mut windows: Option<&mut dyn Windows<breakdown::Window>>,
+    ) -> Result<bool, Error> {
         let mut r = ranges.next();
         let mut l = launches.next();
         let (mut last_start, mut last_launch) = (i64::MIN, i64::MIN);
@@ -453,7 +318,7 @@ impl Timeline for Sweep {
                     return Ok(false);
                 }
                 (last_start, *on_thread) = (range.start, (range.start, -range.end));
-                self.range(range)?;
+                self.range(range, windows.as_deref_mut())?;
             } else {
                 let launched = l.take().expect("a launch is next");
                 l = launches.next();
@@ -462,17 +327,15 @@ impl Timeline for Sweep {
                 }
                 last_launch = launched.launch;
                 launched_n += 1;
-                if launched_n % UPTO_EVERY == 0 {
+                if let Some(windows) = windows.as_deref_mut().filter(|_| launched_n % UPTO_EVERY == 0) {
                     // Every range starting by the launch came before it.
-                    self.send_windows();
-                    self.send(|pass| Feed::Upto(pass, launched.launch));
+                    windows.upto(launched.launch);
                 }
                 if plausible(launched.start, launched.end) {
                     self.launch(launched);
                 }
             }
         }
-        self.send_windows();
         Ok(true)
     }
 }
@@ -500,7 +363,11 @@ impl Sweep {
         }
     }
 
-    fn range(&mut self, r: NvtxRange) -> Result<(), Error> {
+    fn range(
+        &mut self,
+        r: NvtxRange,
+        windows: Option<&mut (dyn Windows<breakdown::Window> + '_)>,
+    ) -> Result<(), Error> {
         self.ranges += 1;
         let stack = self.stacks.entry(r.global_tid).or_default();
         let parent = if r.style == RangeStyle::PushPop {
@@ -554,12 +421,9 @@ impl Sweep {
         }
         if r.style == RangeStyle::PushPop {
             stack.push(Open::new(r.end, region));
-            if parent.is_none() && self.feed.is_some() {
+            if let Some(windows) = windows.filter(|_| parent.is_none()) {
                 let pid = pid_of(r.global_tid);
-                self.windows.push(breakdown::Window { start: r.start, end: r.end, region, pid });
-                if self.windows.len() == WINDOWS_BATCH {
-                    self.send_windows();
-                }
+                windows.window(breakdown::Window { start: r.start, end: r.end, region, pid });
             }
         }
         self.durations.push(region, ns)
@@ -773,7 +637,7 @@ struct Sorted {
 }
 
 /// The runs of region durations, of instance GPU times and of kernel
-/// durations, each sorted and walked once; the kernels' on another thread.
+/// durations, each sorted and walked once.
 fn sorted_durations(
     regions: &[Acc],
     (durations, gpu_durations, kernel_runs): (Runs, Runs, Runs),
@@ -787,40 +651,34 @@ fn sorted_durations(
         samples: vec![Vec::new(); regions.len()],
         gpu_samples: vec![Vec::new(); regions.len()],
     };
-    let kernels_out = &mut kernels;
-    std::thread::scope(|s| {
-        let kernel_walk = s.spawn(move || {
-            each_sorted(
-                kernel_runs,
-                |id| by_name[&id].0,
-                |id, _, samples| {
-                    if let Some(&i) = slot.get(&id) {
-                        kernels_out[i] = samples;
-                    }
-                },
-            )
-        });
-        let by_region = each_sorted(
-            durations,
-            |region| regions[region as usize].instances,
-            |region, median, samples| {
-                out.medians[region as usize] = median;
-                out.samples[region as usize] = samples;
-            },
-        );
-        // Every push/pop instance has a GPU time; only those of regions that
-        // ran kernels are kept.
-        let gpu = each_sorted(
-            gpu_durations,
-            |region| regions[region as usize].instances,
-            |region, _, samples| {
-                if regions[region as usize].kernels > 0 {
-                    out.gpu_samples[region as usize] = samples;
-                }
-            },
-        );
-        kernel_walk.join().expect("the kernel runs' merge does not panic").and(by_region).and(gpu)
-    })?;
+    each_sorted(
+        kernel_runs,
+        |id| by_name[&id].0,
+        |id, _, samples| {
+            if let Some(&i) = slot.get(&id) {
+                kernels[i] = samples;
+            }
+        },
+    )?;
+    each_sorted(
+        durations,
+        |region| regions[region as usize].instances,
+        |region, median, samples| {
+            out.medians[region as usize] = median;
+            out.samples[region as usize] = samples;
+        },
+    )?;
+    // Every push/pop instance has a GPU time; only those of regions that
+    // ran kernels are kept.
+    each_sorted(
+        gpu_durations,
+        |region| regions[region as usize].instances,
+        |region, _, samples| {
+            if regions[region as usize].kernels > 0 {
+                out.gpu_samples[region as usize] = samples;
+            }
+        },
+    )?;
     Ok(Sorted { regions: out, kernels })
 }
 
@@ -1035,7 +893,7 @@ mod tests {
             totals.add(k, &HashMap::default(), &names);
         }
         let mut sweep = Sweep::default();
-        assert!(sweep.run(stream(vec![range(0, 100, decode), range(10, 50, step)]), stream(launches)).unwrap());
+        assert!(sweep.run(stream(vec![range(0, 100, decode), range(10, 50, step)]), stream(launches), None).unwrap());
         let out = sweep.finish(names, None, totals, 0).unwrap();
         let region = |path: &str| out.regions.regions.iter().find(|r| r.path == path).unwrap().clone();
         let (d, s) = (region("decode"), region("decode::step"));
@@ -1071,14 +929,14 @@ mod tests {
 /// checks against SQL).
 #[cfg(test)]
 mod feed_tests {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+    use std::sync::mpsc::{Receiver, SyncSender};
 
     use super::breakdown::{Breakdown, BreakdownReport, Window};
-    use super::{KernelTap, Sweep};
+    use super::{KernelTotals, Sweep};
     use crate::aggregate::categories::Categories;
-    use crate::parse::nsys::activity::{read_beside, Feed, Source};
+    use crate::parse::nsys::activity::{Feed, Source};
     use crate::parse::nsys::calls::FedCalls;
+    use crate::parse::nsys::ingest::{ingest_beside, Beside};
     use crate::parse::nsys::sqlite::NsysDb;
 
     const EXPORT: &str = "real/nsys-ai/mfu_2gpu_before.sqlite";
@@ -1091,33 +949,17 @@ mod feed_tests {
     fn through(
         path: &std::path::Path,
         held: usize,
-        relay: impl FnOnce(Receiver<Msg>, SyncSender<Msg>) + Send,
+        relay: impl FnOnce(Receiver<Msg>, SyncSender<Msg>) + Send + 'static,
     ) -> (BreakdownReport, Source) {
         let db = NsysDb::open(path).expect("the export opens");
         let categories = Categories::load(None).expect("the shipped table");
         let classify = |name: &str| categories.of(name) as u8;
-        std::thread::scope(|s| {
-            let (feed, from_pass) = sync_channel(16);
-            let (relayed, from_relay) = sync_channel(16);
-            s.spawn(move || relay(from_pass, relayed));
-            let reader = s.spawn(move || {
-                read_beside(path, || Breakdown::new(50_000), classify, &from_relay, held).expect("the breakdown")
-            });
-            let (sweeps, taps) = (AtomicU32::new(0), AtomicU32::new(0));
-            let pass = crate::parse::nsys::ingest::ingest_with(
-                &db,
-                &[],
-                || Sweep::feeding(feed.clone(), sweeps.fetch_add(1, Ordering::Relaxed)),
-                |names| KernelTap::new(names, feed.clone(), taps.fetch_add(1, Ordering::Relaxed), &classify),
-            )
+        let beside = Beside { new: || Breakdown::new(50_000), classify: &classify, held };
+        let pass = ingest_beside(&db, &[], Sweep::default, KernelTotals::new, beside, Some(Box::new(relay)))
             .expect("the pass");
-            feed.send(Feed::End).expect("the relay reads");
-            let names = pass.names;
-            drop((feed, pass.timeline, pass.kernels));
-            let (b, source) = reader.join().expect("the reader does not panic");
-            let spell = |n| crate::parse::nsys::activity::spell(&db, &names, source, n);
-            (b.finish(&Default::default(), Vec::new(), &spell), source)
-        })
+        let (b, source) = pass.breakdown.expect("the breakdown");
+        let spell = |n| crate::parse::nsys::activity::spell(&db, &pass.names, source, n);
+        (b.finish(&Default::default(), Vec::new(), &spell), source)
     }
 
     fn forward(from: Receiver<Msg>, to: SyncSender<Msg>) {

@@ -40,7 +40,7 @@ pub fn open_any(path: &Path) -> Result<(Layout, Launches), Error> {
 }
 
 /// Launches of either layout, one at a time.
-pub type Launches = Box<dyn Iterator<Item = Result<Launch, Error>>>;
+pub(crate) type Launches = Box<dyn Iterator<Item = Result<Launch, Error>>>;
 
 /// Like [`open_any`], from any reader; `path` names it in messages.
 pub fn read_any<R: Read + 'static>(input: R, path: &Path) -> Result<(Layout, Launches), Error> {

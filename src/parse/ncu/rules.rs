@@ -31,7 +31,7 @@ pub struct RuleRow {
 const KINDS: [&[u8]; 3] = [b"\",\"OPT\",\"", b"\",\"WRN\",\"", b"\",\"INF\",\""];
 
 /// The `INF` rule kept: ncu's reading of the busiest pipeline.
-pub const PIPE_RULE: &str = "HighPipeUtilization";
+pub(crate) const PIPE_RULE: &str = "HighPipeUtilization";
 
 /// The `OPT` and `WRN` rule rows of a details CSV, and its
 /// `HighPipeUtilization` rows; none when it has no `Rule Name` column (ncu

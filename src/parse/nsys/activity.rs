@@ -48,7 +48,7 @@ pub enum What {
 
 /// One operation on a device.
 #[derive(Debug, Clone, Copy)]
-pub struct Activity {
+pub(crate) struct Activity {
     pub pid: i64,
     pub device: i64,
     pub start: i64,
@@ -63,7 +63,7 @@ pub struct Activity {
 /// What an activity sink's keys name: a blocking call's function (its
 /// StringIds id, [`ActivitySink::blocking`]) or a kernel ([`Activity::name`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Named {
+pub(crate) enum Named {
     Call(i64),
     Kernel(i64),
 }
@@ -91,7 +91,7 @@ pub(crate) fn spell(db: &NsysDb, names: &super::sqlite::Names, source: Source, n
 /// A kernel as the ingestion's kernel reader hands it to the time breakdown
 /// (32 bytes): what the breakdown would read of it in its own scan.
 #[derive(Debug, Clone, Copy)]
-pub struct FedKernel {
+pub(crate) struct FedKernel {
     pub start: i64,
     pub end: i64,
     /// The CUDA device (ids are small; one past i32 is read as i32::MAX).
@@ -122,7 +122,7 @@ impl FedKernel {
 /// pass again where the first did not hold, and a message of a later pass
 /// voids what came before it.
 #[derive(Debug, Clone)]
-pub enum Feed<W> {
+pub(crate) enum Feed<W> {
     /// Windows (top-level range instances), from the range sweep, in start order.
     Windows(u32, Vec<W>),
     /// From the range sweep: every window starting at or before this time has come.
@@ -153,14 +153,14 @@ impl<W> Feed<W> {
 /// few batches ahead of the sweep: at most 49,155 held at 10M ranges + 10M
 /// kernels of the generator's export (`llmperf -v import nsys`, its
 /// "time breakdown: kernels from the ingestion's reader" line).
-pub const FED_KERNELS_HELD: usize = 1 << 19;
+pub(crate) const FED_KERNELS_HELD: usize = 1 << 19;
 
 /// Blocking calls held by the reader, received but not yet given to the
 /// sink (24 bytes each): past this, the reader reads them itself.
-pub const FED_CALLS_HELD: usize = 1 << 18;
+pub(crate) const FED_CALLS_HELD: usize = 1 << 18;
 
 /// Where the activity goes, beside the windows it is cut by.
-pub trait ActivitySink {
+pub(crate) trait ActivitySink {
     type Window: Send;
     /// One operation. False when it came out of start order on its device:
     /// the activity is then read again, sorted ([`Self::clear_activity`] first).
@@ -372,146 +372,19 @@ pub(crate) fn read_beside<S: ActivitySink>(
         }
         let mut source = Source::Fed;
         loop {
-            let order = match source {
-                Source::Fed | Source::FedWithCalls => Order::Stored,
-                Source::Own(order) => order,
-            };
-            state.borrow_mut().1.taking = source == Source::Fed;
-            // Scans as stored come back to no page: a small cache (as the
-            // ingestion's readers have, NsysDb::for_stored_scans); SQLite's
-            // sorter sizes its runs by it, so sorted reads keep the default.
-            let cache_kib = if order == Order::Stored { 256 } else { 2000 };
-            db.conn()
-                .pragma_update(None, "cache_size", -cache_kib)
-                .map_err(|e| db.sql_error("PRAGMA cache_size", e))?;
-            let (mut held, mut stopped) = (true, false);
-            let sql = |e| db.sql_error("CUPTI_ACTIVITY_KIND_RUNTIME", e);
-            let own_calls = || -> Result<Calls<'_>, Error> {
-                let query = db.blocking_query(order)?;
-                Ok(Calls::Own(query.as_deref().map(|q| Rows::query(db.conn(), q)).transpose().map_err(sql)?))
-            };
-            // Fed kernels come with the blocking calls from the launch reader,
-            // where it reads the runtime table whole; it says whether it does.
-            let mut calls = if source == Source::Fed { Calls::Undecided } else { own_calls()? };
-            // The start of the last call read; a call read past `now`, held.
-            let (mut call_until, mut next_call): (i64, Option<Call>) = (i64::MIN, None);
-            let mut failed = None;
-            let mut fed_kernel = || {
-                let mut guard = state.borrow_mut();
-                let (sink, fed) = &mut *guard;
-                loop {
-                    if let Some(k) = fed.next_kernel() {
-                        return Some(k.activity());
-                    }
-                    if fed.ended || fed.broken() {
-                        return None;
-                    }
-                    fed.take(feed.recv().ok(), sink);
-                }
-            };
-            let fed_kernels =
-                (source == Source::Fed).then_some(&mut fed_kernel as &mut dyn FnMut() -> Option<Activity>);
-            db.each_activity(order, &mut classify, fed_kernels, |a| {
-                let mut guard = state.borrow_mut();
-                let (sink, fed) = &mut *guard;
-                if fed.broken() {
-                    stopped = true;
-                    return false;
-                }
-                if let Calls::Undecided = calls {
-                    while fed.calls_coming.is_none() && !fed.ended {
-                        fed.take(feed.recv().ok(), sink);
-                        if fed.broken() {
-                            stopped = true;
-                            return false;
-                        }
-                    }
-                    calls = match fed.calls_coming {
-                        Some(true) => Calls::Fed,
-                        _ => match own_calls() {
-                            Ok(own) => own,
-                            Err(e) => {
-                                failed = Some(e);
-                                return false;
-                            }
-                        },
-                    };
-                }
-                loop {
-                    if let Some((pid, start, end, name)) = next_call {
-                        if start > a.start {
-                            break;
-                        }
-                        sink.blocking(pid, start, end, name, a.start);
-                        next_call = None;
-                    }
-                    let rows = match &mut calls {
-                        Calls::Undecided => break,
-                        Calls::Fed => {
-                            // In start order: the launch reader stops sending where they are not.
-                            if let Some(call) = fed.next_call() {
-                                next_call = Some(call);
-                                continue;
-                            }
-                            if fed.calls_until > a.start || fed.ended {
-                                break;
-                            }
-                            fed.take(feed.recv().ok(), sink);
-                            if fed.broken() {
-                                stopped = true;
-                                return false;
-                            }
-                            continue;
-                        }
-                        Calls::Own(rows) => rows,
-                    };
-                    let Some(own) = rows.as_mut() else { break };
-                    match own.step() {
-                        Ok(true) => {
-                            let call = (own.int(0), own.int(1), own.int(2), own.int(3));
-                            if call.1 < call_until {
-                                // Not in start order: read again, sorted.
-                                held = false;
-                                return false;
-                            }
-                            call_until = call.1;
-                            next_call = Some(call);
-                        }
-                        Ok(false) => *rows = None,
-                        Err(e) => {
-                            failed = Some(sql(e));
-                            return false;
-                        }
-                    }
-                }
-                while !fed.ended && fed.until <= a.start {
-                    fed.take(feed.recv().ok(), sink);
-                    if fed.broken() {
-                        stopped = true;
-                        return false;
-                    }
-                }
-                held = sink.add(a);
-                held
-            })?;
-            if let Some(e) = failed {
-                return Err(e);
-            }
+            let (held, stopped) = read_once(&db, source, &state, feed, &mut classify)?;
             let mut guard = state.borrow_mut();
             let (sink, fed) = &mut *guard;
+            if held && !stopped {
+                // The rest of the pass's messages: a later pass may still begin.
+                fed.taking = false;
+                while !fed.ended && fed.later.is_none() {
+                    fed.take(feed.recv().ok(), sink);
+                }
+            }
             if let Some(msg) = fed.later.take() {
                 (pass, first) = (msg.pass().unwrap_or(u32::MAX), Some(msg));
                 continue 'restart;
-            }
-            if held && !stopped {
-                fed.taking = false;
-                while !fed.ended {
-                    fed.take(feed.recv().ok(), sink);
-                    if let Some(msg) = fed.later.take() {
-                        (pass, first) = (msg.pass().unwrap_or(u32::MAX), Some(msg));
-                        continue 'restart;
-                    }
-                }
             }
             // Calls stopped after the last operation count too: rows out of
             // order there may be calls missed before it. So do calls said to
@@ -562,6 +435,188 @@ pub(crate) fn read_beside<S: ActivitySink>(
             format!("{}: GPU activity still out of order after SQLite sorted it", path.display()),
         )
         .with_hint("a bug in llmperf: please report it with the export's nsys version"));
+    }
+}
+
+/// One reading of the activity from `source` into the sink and the feed's
+/// state: whether the activity held its start order, and whether the reading
+/// stopped early (the feed broke: a later pass, or too much held).
+fn read_once<S: ActivitySink>(
+    db: &NsysDb,
+    source: Source,
+    state: &RefCell<(S, Fed<S::Window>)>,
+    feed: &Receiver<Feed<S::Window>>,
+    classify: &mut impl FnMut(&str) -> u8,
+) -> Result<(bool, bool), Error> {
+    let order = match source {
+        Source::Fed | Source::FedWithCalls => Order::Stored,
+        Source::Own(order) => order,
+    };
+    state.borrow_mut().1.taking = source == Source::Fed;
+    // Scans as stored come back to no page: a small cache (as the
+    // ingestion's readers have, NsysDb::for_stored_scans); SQLite's
+    // sorter sizes its runs by it, so sorted reads keep the default.
+    let cache_kib = if order == Order::Stored { 256 } else { 2000 };
+    db.conn().pragma_update(None, "cache_size", -cache_kib).map_err(|e| db.sql_error("PRAGMA cache_size", e))?;
+    // Fed kernels come with the blocking calls from the launch reader,
+    // where it reads the runtime table whole; it says whether it does.
+    let calls = if source == Source::Fed { Calls::Undecided } else { own_calls(db, order)? };
+    let mut cursor = Cursor { db, order, feed, calls, call_until: i64::MIN, next_call: None, failed: None };
+    let (mut held, mut stopped) = (true, false);
+    let mut fed_kernel = || {
+        let mut guard = state.borrow_mut();
+        let (sink, fed) = &mut *guard;
+        loop {
+            if let Some(k) = fed.next_kernel() {
+                return Some(k.activity());
+            }
+            if fed.ended || fed.broken() {
+                return None;
+            }
+            fed.take(feed.recv().ok(), sink);
+        }
+    };
+    let fed_kernels = (source == Source::Fed).then_some(&mut fed_kernel as &mut dyn FnMut() -> Option<Activity>);
+    db.each_activity(order, classify, fed_kernels, |a| {
+        let mut guard = state.borrow_mut();
+        let (sink, fed) = &mut *guard;
+        match cursor.up_to(a.start, sink, fed) {
+            Up::Ready => {
+                held = sink.add(a);
+                held
+            }
+            Up::Unordered => {
+                held = false;
+                false
+            }
+            Up::Broken => {
+                stopped = true;
+                false
+            }
+            Up::Failed => false,
+        }
+    })?;
+    cursor.failed.map_or(Ok((held, stopped)), Err)
+}
+
+/// How far a reading's calls and windows came before an operation.
+enum Up {
+    /// Every call and window up to its start is in the sink.
+    Ready,
+    /// The runtime rows read here were not in start order: read again, sorted.
+    Unordered,
+    /// The feed broke ([`Fed::broken`]).
+    Broken,
+    /// Reading the runtime rows failed ([`Cursor::failed`]).
+    Failed,
+}
+
+/// A reading's blocking calls, and the feed they and the windows come from.
+struct Cursor<'c, W> {
+    db: &'c NsysDb,
+    order: Order,
+    feed: &'c Receiver<Feed<W>>,
+    calls: Calls<'c>,
+    /// The start of the last call read here.
+    call_until: i64,
+    /// A call read past the operation at hand, held.
+    next_call: Option<Call>,
+    failed: Option<Error>,
+}
+
+/// The runtime table's blocking calls, read here.
+fn own_calls(db: &NsysDb, order: Order) -> Result<Calls<'_>, Error> {
+    let query = db.blocking_query(order)?;
+    let rows = query.as_deref().map(|q| Rows::query(db.conn(), q)).transpose();
+    Ok(Calls::Own(rows.map_err(|e| db.sql_error("CUPTI_ACTIVITY_KIND_RUNTIME", e))?))
+}
+
+impl<'c, W> Cursor<'c, W> {
+    /// The next message into `fed`; false where the feed broke.
+    fn take<S: ActivitySink<Window = W>>(&self, sink: &mut S, fed: &mut Fed<W>) -> bool {
+        fed.take(self.feed.recv().ok(), sink);
+        !fed.broken()
+    }
+
+    /// Every blocking call and every window starting at or before `now` into the sink.
+    fn up_to<S: ActivitySink<Window = W>>(&mut self, now: i64, sink: &mut S, fed: &mut Fed<W>) -> Up {
+        if fed.broken() {
+            return Up::Broken;
+        }
+        if let Calls::Undecided = self.calls {
+            while fed.calls_coming.is_none() && !fed.ended {
+                if !self.take(sink, fed) {
+                    return Up::Broken;
+                }
+            }
+            self.calls = match fed.calls_coming {
+                Some(true) => Calls::Fed,
+                _ => match own_calls(self.db, self.order) {
+                    Ok(own) => own,
+                    Err(e) => {
+                        self.failed = Some(e);
+                        return Up::Failed;
+                    }
+                },
+            };
+        }
+        let up = self.calls_up_to(now, sink, fed);
+        if !matches!(up, Up::Ready) {
+            return up;
+        }
+        while !fed.ended && fed.until <= now {
+            if !self.take(sink, fed) {
+                return Up::Broken;
+            }
+        }
+        Up::Ready
+    }
+
+    /// Every blocking call starting at or before `now` into the sink.
+    fn calls_up_to<S: ActivitySink<Window = W>>(&mut self, now: i64, sink: &mut S, fed: &mut Fed<W>) -> Up {
+        loop {
+            if let Some((pid, start, end, name)) = self.next_call {
+                if start > now {
+                    return Up::Ready;
+                }
+                sink.blocking(pid, start, end, name, now);
+                self.next_call = None;
+            }
+            let rows = match &mut self.calls {
+                Calls::Undecided => return Up::Ready,
+                Calls::Fed => {
+                    // In start order: the launch reader stops sending where they are not.
+                    if let Some(call) = fed.next_call() {
+                        self.next_call = Some(call);
+                        continue;
+                    }
+                    if fed.calls_until > now || fed.ended {
+                        return Up::Ready;
+                    }
+                    if !self.take(sink, fed) {
+                        return Up::Broken;
+                    }
+                    continue;
+                }
+                Calls::Own(rows) => rows,
+            };
+            let Some(own) = rows.as_mut() else { return Up::Ready };
+            match own.step() {
+                Ok(true) => {
+                    let call = (own.int(0), own.int(1), own.int(2), own.int(3));
+                    if call.1 < self.call_until {
+                        return Up::Unordered;
+                    }
+                    self.call_until = call.1;
+                    self.next_call = Some(call);
+                }
+                Ok(false) => *rows = None,
+                Err(e) => {
+                    self.failed = Some(self.db.sql_error("CUPTI_ACTIVITY_KIND_RUNTIME", e));
+                    return Up::Failed;
+                }
+            }
+        }
     }
 }
 

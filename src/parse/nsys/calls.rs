@@ -30,7 +30,7 @@ pub const BLOCKING: &[&str] = &[
 ];
 
 /// Whether a runtime function name (`cudaStreamSynchronize_v3020`) waits for the GPU.
-pub fn is_blocking(function: &str) -> bool {
+pub(crate) fn is_blocking(function: &str) -> bool {
     BLOCKING.contains(&base_name(function))
 }
 
@@ -61,11 +61,11 @@ pub(crate) fn blocking_ids(conn: &Connection) -> Result<Vec<i64>, rusqlite::Erro
 }
 
 /// A blocking call: (process, start, end, its function's StringIds id).
-pub type Call = (i64, i64, i64, i64);
+pub(crate) type Call = (i64, i64, i64, i64);
 
 /// What the launch reader says of the blocking calls ([`CallTap`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FedCalls {
+pub(crate) enum FedCalls {
     /// Whether they will come: the launch reader reads the runtime table
     /// whole, row by row (else it has SQLite join, or reads none).
     Coming(bool),
@@ -80,7 +80,7 @@ pub enum FedCalls {
 /// Where the ingestion's launch reader, reading every row of the runtime
 /// table for the launch calls, hands on the blocking calls ([`BLOCKING`]) it
 /// meets: the time breakdown's, so that the table is read once.
-pub trait CallTap {
+pub(crate) trait CallTap {
     /// What [`FedCalls`] says, sent on.
     fn tell(&mut self, what: FedCalls);
 }

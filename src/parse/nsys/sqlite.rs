@@ -631,7 +631,6 @@ impl NsysDb {
     ///
     /// `call_tap`: where the blocking calls of the runtime rows go, where
     /// they are read whole ([`calls::CallTap`]; it is told whether they come).
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn each_launched(
         &self,
         order: Order,
@@ -639,7 +638,7 @@ impl NsysDb {
         strings: &FxHashMap<i64, u32>,
         call_tap: Option<&mut dyn calls::CallTap>,
         mut every_kernel: impl FnMut(Kernel) + Send,
-        mut each: impl FnMut(Launched) -> bool,
+        each: impl FnMut(Launched) -> bool,
     ) -> Result<bool, Error> {
         // The blocking calls come from the join's reading of the runtime table, where it has one.
         let mut call_tap = call_tap;
@@ -749,10 +748,28 @@ impl NsysDb {
         });
         // The launch calls' disorder is measured only if the join asks.
         let call_order = || ids(&calls);
+        let joined =
+            self.join_kernels((&table, strings, with_device), bound, c_rows, call_order, every_kernel, each)?;
+        Ok(joined.is_some())
+    }
+
+    /// The kernel table read on a thread of its own, on a connection of its
+    /// own, which gives every kernel to `every_kernel` and sends those with
+    /// an id to the join with the launch calls `calls` here
+    /// ([`launch_join::join`]: None where `bound` did not hold). `strings`:
+    /// the export's strings, interned; `with_device`: whether the kernels'
+    /// devices are read.
+    fn join_kernels(
+        &self,
+        (table, strings, with_device): (&KernelTable, &FxHashMap<i64, u32>, bool),
+        bound: launch_join::Bound<'_>,
+        calls: impl Iterator<Item = Result<launch_join::Call<(i64, i64)>, Error>>,
+        call_order: impl FnOnce() -> Result<FxHashMap<i64, launch_join::Disorder>, Error>,
+        mut every_kernel: impl FnMut(Kernel) + Send,
+        mut each: impl FnMut(Launched) -> bool,
+    ) -> Result<Option<usize>, Error> {
+        let what = "CUPTI_ACTIVITY_KIND_RUNTIME and CUPTI_ACTIVITY_KIND_KERNEL";
         let kernel_rows = table.rows();
-        // The kernel table is read on a thread of its own, on a connection of
-        // its own, which gives every kernel to `every_kernel` and sends those
-        // with an id to the join here.
         let db = self.reopen()?;
         let joined = std::thread::scope(|s| {
             let (mut out, k_rows) = batched::channel();
@@ -772,7 +789,7 @@ impl NsysDb {
                 Ok(())
             });
             let k_rows = k_rows.map(Ok);
-            let joined = launch_join::join(c_rows, k_rows, bound, call_order, |&(global_tid, launch), k: Kernel| {
+            let joined = launch_join::join(calls, k_rows, bound, call_order, |&(global_tid, launch), k: Kernel| {
                 let (start, end, name, graph) = (k.start, k.end, k.name, k.graph);
                 each(Launched { global_tid, launch, start, end, name, graph })
             });
@@ -787,7 +804,7 @@ impl NsysDb {
             Some(held) => tracing::debug!("launch join: {bounded}; at most {held} kernels held"),
             None => tracing::debug!("launch join: {bounded}, which the kernels break: joining again after measuring"),
         }
-        Ok(joined.is_some())
+        Ok(joined)
     }
 
     /// [`Self::each_launched`] by SQLite's join, for exports whose ids stray too far.
