@@ -636,12 +636,11 @@ impl NsysDb {
         order: Order,
         kernel_order: KernelOrder,
         strings: &FxHashMap<i64, u32>,
-        call_tap: Option<&mut dyn calls::CallTap>,
+        mut call_tap: Option<&mut dyn calls::CallTap>,
         mut every_kernel: impl FnMut(Kernel) + Send,
         each: impl FnMut(Launched) -> bool,
     ) -> Result<bool, Error> {
         // The blocking calls come from the join's reading of the runtime table, where it has one.
-        let mut call_tap = call_tap;
         let no_calls = |tap: &mut Option<&mut dyn calls::CallTap>| {
             if let Some(tap) = tap.take() {
                 tap.tell(calls::FedCalls::Coming(false));
