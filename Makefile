@@ -11,11 +11,16 @@ endif
 CARGO_FLAGS := --release --locked
 BIN := target/release/llmperf
 
-.PHONY: setup build run test fuzz clean
-setup:
-	@bash scripts/setup.sh
+.PHONY: setup setup-run build run test fuzz clean
+# What a run needs (libclang, Nsight, the venv with torch and transformers)...
+setup-run:
+	@bash scripts/setup.sh run
 
-build: setup
+# ...and what only the tests need too (Chromium, Open MPI, Slurm and munge, actionlint).
+setup:
+	@bash scripts/setup.sh all
+
+build: setup-run
 	cargo build $(CARGO_FLAGS)
 
 run: build

@@ -72,6 +72,12 @@ PY
 read -r t_ll m_ll < <(median_of "$RUNS" ingest "$WORK/llmperf-out" "$BIN")
 read -r t_nv m_nv < <(median_of "$RUNS" timed nsys stats --report nvtxsum --format csv --output "$WORK/nsys_stats" --force-overwrite true "$DB")
 read -r t_gk m_gk < <(median_of "$RUNS" timed nsys stats --report gpukernsum --format csv --output "$WORK/nsys_stats" --force-overwrite true "$DB")
+# The scan floor: one plain aggregate scan of each table llmperf reads (ranges, kernels,
+# runtime calls) in the sqlite3 shell, no join and no tree: what any reader of the export pays.
+SCANS="SELECT count(*), sum(end - start) FROM NVTX_EVENTS; \
+SELECT count(*), sum(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL; \
+SELECT count(*), max(correlationId) FROM CUPTI_ACTIVITY_KIND_RUNTIME;"
+read -r t_sc m_sc < <(median_of "$RUNS" timed sqlite3 "$DB" "$SCANS")
 # nvtxkernsum is nsys's per-range kernel attribution: what regions.json's kernel columns hold.
 # It needs about 2 GB and 30 s per million ranges here: skipped above 2 million
 # (NVTXKERNSUM=1 forces it, NVTXKERNSUM=0 skips it).
@@ -79,11 +85,11 @@ t_nk=nan m_nk=nan
 if [ "${NVTXKERNSUM:-$([ "$RANGES" -le 2000000 ] && echo 1 || echo 0)}" = 1 ]; then
     read -r t_nk m_nk < <(timed nsys stats --report nvtxkernsum --format csv --output "$WORK/nsys_stats" --force-overwrite true "$DB")
 fi
-RUNS=$RUNS python3 - "$RANGES" "$KERNELS" "$t_ll" "$m_ll" "$t_nv" "$m_nv" "$t_gk" "$m_gk" "$t_nk" "$m_nk" <<'PY'
+RUNS=$RUNS python3 - "$RANGES" "$KERNELS" "$t_ll" "$m_ll" "$t_nv" "$m_nv" "$t_gk" "$m_gk" "$t_nk" "$m_nk" "$t_sc" "$m_sc" <<'PY'
 import os, sys
 runs = os.environ["RUNS"]
 r, k = sys.argv[1:3]
-t_ll, m_ll, t_nv, m_nv, t_gk, m_gk, t_nk, m_nk = map(float, sys.argv[3:])
+t_ll, m_ll, t_nv, m_nv, t_gk, m_gk, t_nk, m_nk, t_sc, m_sc = map(float, sys.argv[3:])
 print(f"input: {int(r):,} NVTX ranges, {int(k):,} kernels; seconds are medians of {runs} runs, peaks the largest")
 print(f"{'tool':44} {'seconds':>8} {'peak MiB':>9}")
 print(f"{'llmperf import nsys (regions + top kernels)':44} {t_ll:8.2f} {m_ll/1024:9.0f}")
@@ -91,7 +97,9 @@ print(f"{'nsys stats --report nvtxsum':44} {t_nv:8.2f} {m_nv/1024:9.0f}")
 print(f"{'nsys stats --report gpukernsum':44} {t_gk:8.2f} {m_gk/1024:9.0f}")
 if t_nk == t_nk:
     print(f"{'nsys stats --report nvtxkernsum':44} {t_nk:8.2f} {m_nk/1024:9.0f}")
+print(f"{'sqlite3: one aggregate scan of each table':44} {t_sc:8.2f} {m_sc/1024:9.0f}")
 print(f"speed-up vs nvtxsum + gpukernsum: {(t_nv + t_gk) / t_ll:.1f}x (target: 10x)")
+print(f"llmperf / the scan floor: {t_ll / t_sc:.2f}x (target: at most 2.5x)")
 print(f"llmperf peak memory: {m_ll/1024:.0f} MiB (target: at most 64 MiB at any size); nvtxsum / llmperf: {m_nv / m_ll:.1f}x")
 if t_nk == t_nk:
     print(f"speed-up vs nvtxsum + gpukernsum + nvtxkernsum (the same information): {(t_nv + t_gk + t_nk) / t_ll:.1f}x")

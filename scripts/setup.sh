@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # llmperf setup: installs only what is missing. Idempotent; a second run
-# does nothing and finishes in seconds. Run by `make run` and `make test`.
+# does nothing and finishes in seconds.
+#
+#   scripts/setup.sh run    what a run needs (`make run`, `make build`): the first four below
+#   scripts/setup.sh [all]  that and what only the tests need (`make test`): the last three
 #
 #   - libclang-dev            (bindgen for the `nvtx` crate)
 #   - Nsight Systems / Compute (Debian non-free, only on hosts without an
@@ -164,14 +167,21 @@ ensure_launchers() {
 }
 
 main() {
+    local what=${1:-all}
+    case $what in
+        run | all) ;;
+        *) die "unknown set '$what'" "scripts/setup.sh run (what a run needs) or scripts/setup.sh all (and the tests' tools)" ;;
+    esac
     ensure_libclang
     ensure_nsight
     ensure_venv
     ensure_transformers
-    ensure_actionlint
-    ensure_chromium
-    ensure_launchers
-    say "ok"
+    if [ "$what" = all ]; then
+        ensure_actionlint
+        ensure_chromium
+        ensure_launchers
+    fi
+    say "ok ($what)"
 }
 
 main "$@"
