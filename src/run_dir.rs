@@ -746,6 +746,26 @@ pub(crate) fn keep_input(file: &Path, to: &Path) -> Result<(), Error> {
     Ok(())
 }
 
+/// `launcher/ranks/<pid>.json`: one process of a job started by `profile
+/// --launcher torchrun|mpirun`, and the rank its launcher gave it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LaunchedRank {
+    pub(crate) rank: u32,
+    pub(crate) rank_from: String,
+    pub(crate) world_size: Option<u32>,
+    pub(crate) process_id: i64,
+    pub(crate) host: String,
+}
+
+/// The ranks `llmperf launch-rank` recorded in `dir` (`<pid>.json` each), by rank.
+pub(crate) fn read_launched(dir: &Path) -> Vec<LaunchedRank> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut v: Vec<LaunchedRank> = entries.flatten().filter_map(|e| read_json_file(&e.path())).collect();
+    v.sort_by_key(|r| (r.rank, r.process_id));
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

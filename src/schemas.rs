@@ -97,12 +97,12 @@ pub const ARTIFACTS: &[Artifact] = &[
     Artifact {
         pattern: run_dir::LAUNCHED_RANK_PATTERN,
         spec: "launched-rank.schema.json",
-        schema: schema_of::<crate::plan::rank::LaunchedRank>,
+        schema: schema_of::<crate::run_dir::LaunchedRank>,
     },
     Artifact {
         pattern: run_dir::LAUNCHED_NCU_RANK_PATTERN,
         spec: "launched-rank.schema.json",
-        schema: schema_of::<crate::plan::rank::LaunchedRank>,
+        schema: schema_of::<crate::run_dir::LaunchedRank>,
     },
     Artifact {
         pattern: run_dir::RANKS_JSON,

@@ -10,9 +10,9 @@ use std::path::Path;
 use super::stage::Outcome;
 use crate::error::{Error, ErrorKind};
 use crate::plan::launcher::{rank_argv, Launcher};
-use crate::plan::rank::{self, LaunchedRank};
+use crate::plan::rank;
 use crate::process::{self, Exit, Sink, Spawn};
-use crate::run_dir::{self, RunDir};
+use crate::run_dir::{self, LaunchedRank, RunDir};
 
 /// The variable the shim sets for the application: its rank (the built-in
 /// workload names its timings file by it).
@@ -129,4 +129,108 @@ pub(crate) fn launcher_of(
     let as_root = unsafe { libc::geteuid() } == 0;
     let python = (kind == LauncherKind::Torchrun).then(|| python_of(Some(&found)));
     Ok(Launcher { kind, nproc, extra, as_root, exe, python })
+}
+
+/// The first rank that failed, as its launcher reported it on stderr.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RankFailure {
+    pub(crate) launcher: &'static str,
+    pub(crate) rank: u32,
+    /// "exited with code 3", "was killed by signal 9".
+    pub(crate) how: String,
+    pub(crate) pid: Option<i64>,
+    pub(crate) host: Option<String>,
+}
+
+/// The launcher's own report of its first failing rank: Open MPI's banner
+/// (`Process name: [[J,S],R]` then `Exit code: N`, or `process rank R with PID
+/// P on node H exited on signal N`) or torchrun's "Root Cause (first
+/// observed failure)" block (`rank : R (local_rank: L)`, `exitcode : N (pid:
+/// P)`, a negative code being a signal). None for anything else.
+pub(crate) fn first_failed_rank(stderr: &str) -> Option<RankFailure> {
+    let lines: Vec<&str> = stderr.lines().collect();
+    // torchrun (torch.distributed.elastic), the last block.
+    if let Some(start) = lines.iter().rposition(|l| l.starts_with("Root Cause (first observed failure)")) {
+        let block = &lines[start..];
+        let rank = block.iter().find_map(|l| field(l, "rank"))?.split_whitespace().next()?.parse().ok()?;
+        let exit = block.iter().find_map(|l| field(l, "exitcode"))?;
+        let code: i32 = exit.split_whitespace().next()?.parse().ok()?;
+        let pid = exit.split_once("(pid:").and_then(|(_, p)| p.trim().trim_end_matches(')').trim().parse().ok());
+        let host = block.iter().find_map(|l| field(l, "host")).map(str::to_string);
+        let how = match code {
+            c if c < 0 => format!("was killed by signal {}", -c),
+            c => format!("exited with code {c}"),
+        };
+        return Some(RankFailure { launcher: "torchrun", rank, how, pid, host });
+    }
+    // Open MPI: a signal.
+    let signal = regex::Regex::new(r"process rank (\d+) with PID (\d+) on node (\S+) exited on signal (\d+)").ok()?;
+    if let Some(c) = lines.iter().find_map(|l| signal.captures(l)) {
+        return Some(RankFailure {
+            launcher: "mpirun",
+            rank: c[1].parse().ok()?,
+            how: format!("was killed by signal {}", &c[4]),
+            pid: c[2].parse().ok().filter(|&p: &i64| p > 0),
+            host: Some(c[3].to_string()),
+        });
+    }
+    // Open MPI: an exit code.
+    let name = regex::Regex::new(r"^\s*Process name:\s*\[\[\d+,\d+\],(\d+)\]").ok()?;
+    let at = lines.iter().position(|l| name.is_match(l))?;
+    let rank = name.captures(lines[at])?[1].parse().ok()?;
+    let code: i32 = lines[at..].iter().find_map(|l| field(l, "Exit code"))?.parse().ok()?;
+    Some(RankFailure { launcher: "mpirun", rank, how: format!("exited with code {code}"), pid: None, host: None })
+}
+
+/// `key : value` (any spaces around the colon): the value.
+fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    line.trim().strip_prefix(key).map(|v| v.trim_start_matches([' ', ':']).trim())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What Open MPI 4.1 and torchrun (PyTorch 2.13) printed here when rank 1
+    /// of two exited with code 3 (`sh -c 'exit $((RANK*3))'`).
+    #[test]
+    fn the_first_failing_rank_is_read_from_each_launchers_report() {
+        let mpirun = "--------------------------------------------------------------------------
+Primary job  terminated normally, but 1 process returned
+a non-zero exit code. Per user-direction, the job has been aborted.
+--------------------------------------------------------------------------
+--------------------------------------------------------------------------
+mpirun detected that one or more processes exited with non-zero status, thus causing
+the job to be terminated. The first process to do so was:
+
+  Process name: [[15789,1],1]
+  Exit code:    3
+--------------------------------------------------------------------------
+";
+        let f = first_failed_rank(mpirun).unwrap();
+        assert_eq!((f.launcher, f.rank, f.how.as_str(), f.pid), ("mpirun", 1, "exited with code 3", None));
+        let torchrun = "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: 
+============================================================
+/work/main/target/release/llmperf FAILED
+------------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-26_00:29:59
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : 3 (pid: 20942) 
+  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+============================================================
+";
+        let f = first_failed_rank(torchrun).unwrap();
+        assert_eq!((f.launcher, f.rank, f.how.as_str(), f.pid), ("torchrun", 1, "exited with code 3", Some(20942)));
+        assert_eq!(f.host.as_deref(), Some("localhost"));
+        let killed = torchrun.replace("exitcode  : 3 (pid: 20942)", "exitcode  : -9 (pid: 20942)");
+        assert_eq!(first_failed_rank(&killed).unwrap().how, "was killed by signal 9");
+        assert_eq!(first_failed_rank("Traceback (most recent call last):\nboom"), None);
+    }
 }

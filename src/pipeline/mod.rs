@@ -31,6 +31,26 @@ use stage::{Done, RunStatus};
 pub(crate) use launcher::{launch_rank, launcher_of, srun};
 pub(crate) use merge::merge;
 
+/// The run directory, created where the plan put it (a rank's with its
+/// `rank.json`; with `--annotate`, the bootstrap).
+fn create_run_dir(plan: &RunPlan) -> Result<RunDir, Error> {
+    use crate::plan::{annotate, Place};
+    let run = match &plan.place {
+        Place::Single { root } => RunDir::create(root)?,
+        Place::Rank { root, id } => {
+            let run = RunDir::create_rank(root, &id.job, id.rank)?;
+            run.write_json(run_dir::RANK_JSON, id)?;
+            run
+        }
+    };
+    if plan.annotates() {
+        run.subdir(run_dir::ANNOTATE_DIR)?;
+        run.write(run_dir::ANNOTATE_BOOTSTRAP, annotate::BOOTSTRAP.as_bytes())?;
+        run.write(run_dir::ANNOTATE_NVTX, annotate::NVTX.as_bytes())?;
+    }
+    Ok(run)
+}
+
 /// `llmperf profile`: the plan, the run directory, provenance, then the
 /// baseline, nsys and ncu stages as the plan has them, then the reports.
 pub(crate) fn profile(req: Request) -> Result<Outcome, Error> {
@@ -44,7 +64,7 @@ pub(crate) fn profile(req: Request) -> Result<Outcome, Error> {
             "nsys and ncu are both disabled: the command does not run and nothing is profiled (hint: drop --no-nsys, or pass --replay-mode MODE for ncu)"
         );
     }
-    let run = plan.create_run_dir()?;
+    let run = create_run_dir(&plan)?;
     tracing::info!("run directory: {}", run.path().display());
     let tools = Probed::probe(cfg);
     let app = plan.argv(Profiler::Nsys, &run);

@@ -688,7 +688,7 @@ fn rules_of(inputs: &[Input]) -> crate::aggregate::rules::RulesReport {
 /// Report options from the configuration.
 fn options(cfg: &Config, run: &RunDir) -> Result<Options, Error> {
     let cli = &cfg.pipeline.ncu.ncu_cli;
-    let launched = crate::plan::rank::read_launched(&run.join(run_dir::LAUNCHED_NCU_RANKS_DIR));
+    let launched = crate::run_dir::read_launched(&run.join(run_dir::LAUNCHED_NCU_RANKS_DIR));
     Ok(Options {
         selection: Selection::new(&cfg.report.kernels.include, &cfg.report.kernels.exclude)?,
         sections: cli.sections.clone(),

@@ -70,7 +70,7 @@ pub(crate) fn capture(
         let stderr_tail = tail_of(&run.join(run_dir::NSYS_STDERR), 4096);
         let said = last_words(&stderr_tail);
         let own_failure = nsys_exception(&String::from_utf8_lossy(&stderr_tail));
-        let rank_failed = crate::plan::launcher::first_failed_rank(&String::from_utf8_lossy(&stderr_tail));
+        let rank_failed = super::launcher::first_failed_rank(&String::from_utf8_lossy(&stderr_tail));
         let stdout_tail = String::from_utf8_lossy(&tail_of(&run.join(run_dir::NSYS_STDOUT), 4096)).into_owned();
         // The application's own output passes through nsys's stdout: the range
         // lines can be far from its tail, so the whole log is scanned (with a range only).
@@ -293,8 +293,8 @@ fn tail_of(path: &Path, n: u64) -> Vec<u8> {
 /// that rank, its process (from the launcher, else `launcher/ranks/` when it
 /// holds one record of the rank) and
 /// how it ended, not the launcher's last banner line.
-fn name_rank(run: &RunDir, e: Error, done: &Finished, f: crate::plan::launcher::RankFailure) -> Error {
-    let recorded = crate::plan::rank::read_launched(&run.join(run_dir::LAUNCHED_RANKS_DIR));
+fn name_rank(run: &RunDir, e: Error, done: &Finished, f: super::launcher::RankFailure) -> Error {
+    let recorded = crate::run_dir::read_launched(&run.join(run_dir::LAUNCHED_RANKS_DIR));
     let mine: Vec<_> = recorded.iter().filter(|r| r.rank == f.rank).collect();
     // A capture tried again after an nsys hang leaves the first try's records beside the
     // second's: with several records of the rank, which process failed is not known here.
@@ -605,7 +605,7 @@ pub(crate) fn write_outputs(
     if let Some(classes) = module_classes(run) {
         aggregate::nsys::regroup_modules(&mut done.regions, &classes);
     }
-    let launched = crate::plan::rank::read_launched(&run.join(run_dir::LAUNCHED_RANKS_DIR));
+    let launched = crate::run_dir::read_launched(&run.join(run_dir::LAUNCHED_RANKS_DIR));
     if !launched.is_empty() {
         done.regions.tag_ranks(&launched.iter().map(|l| (l.process_id, l.rank)).collect());
     }

@@ -4,8 +4,11 @@
 //! off, runs the application plainly (a rank outside its `ranks`, in step with
 //! the others) or profiles it, with the argv each stage runs, wrapped by the
 //! launcher; [`job`] holds the per-rank rules, [`ncu`] plans the Nsight
-//! Compute passes from the plan's [`NcuInputs`] and what nsys saved. A run
-//! enters `plan/` twice: here, and for the ncu passes after nsys.
+//! Compute passes from the plan's [`NcuInputs`] and what nsys saved. Nothing
+//! here reads or writes a file: the pipeline creates the run directory where
+//! the plan puts it. A run decides here once, and again for the ncu passes
+//! after nsys; its stages still ask the plan for their argv (`RunPlan::argv`,
+//! computed from the plan's values and the run directory's paths).
 pub(crate) mod annotate;
 pub(crate) mod job;
 pub(crate) mod launcher;
@@ -154,25 +157,6 @@ impl RunPlan {
             annotate: annotation,
             pythonpath: std::env::var_os("PYTHONPATH"),
         })
-    }
-
-    /// The run directory, created where the plan put it (a rank's with its
-    /// `rank.json`; with `--annotate`, the bootstrap).
-    pub(crate) fn create_run_dir(&self) -> Result<RunDir, Error> {
-        let run = match &self.place {
-            Place::Single { root } => RunDir::create(root)?,
-            Place::Rank { root, id } => {
-                let run = RunDir::create_rank(root, &id.job, id.rank)?;
-                run.write_json(run_dir::RANK_JSON, id)?;
-                run
-            }
-        };
-        if self.annotates() {
-            run.subdir(run_dir::ANNOTATE_DIR)?;
-            run.write(run_dir::ANNOTATE_BOOTSTRAP, annotate::BOOTSTRAP.as_bytes())?;
-            run.write(run_dir::ANNOTATE_NVTX, annotate::NVTX.as_bytes())?;
-        }
-        Ok(run)
     }
 
     /// Whether llmperf injects ranges into the command (`--annotate`).

@@ -33,27 +33,6 @@ pub(crate) struct RankId {
     pub(crate) profiled: Vec<String>,
 }
 
-/// `launcher/ranks/<pid>.json`: one process of a job started by `profile
-/// --launcher torchrun|mpirun`, and the rank its launcher gave it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct LaunchedRank {
-    pub(crate) rank: u32,
-    pub(crate) rank_from: String,
-    pub(crate) world_size: Option<u32>,
-    pub(crate) process_id: i64,
-    pub(crate) host: String,
-}
-
-/// The ranks `llmperf launch-rank` recorded in `dir` (`<pid>.json` each), by rank.
-pub(crate) fn read_launched(dir: &std::path::Path) -> Vec<LaunchedRank> {
-    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
-    let mut v: Vec<LaunchedRank> =
-        entries.flatten().filter_map(|e| crate::run_dir::read_json_file(&e.path())).collect();
-    v.sort_by_key(|r| (r.rank, r.process_id));
-    v
-}
-
 /// The rank the launcher gave this process: the first of [`RANK_VARS`] set,
 /// the variable, and the world size beside it. `who` names the asker in errors.
 pub(crate) fn rank_of(

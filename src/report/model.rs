@@ -39,7 +39,7 @@ pub(crate) struct Inputs {
     /// Per-kernel points from the ncu counters (roofline.json).
     pub(crate) roofline: Option<Roofline>,
     /// `profile --launcher torchrun|mpirun`: each process's rank, from its launcher.
-    pub(crate) launched: Vec<crate::plan::rank::LaunchedRank>,
+    pub(crate) launched: Vec<crate::run_dir::LaunchedRank>,
     /// The profiled command (inputs.yaml's argv of a user's command), else empty.
     pub(crate) command: Vec<String>,
 }
@@ -60,7 +60,7 @@ impl Inputs {
             capture: run.read_json(run_dir::NSYS_CAPTURE),
             ncu: run.read_json(run_dir::NCU_REGIONS_JSON),
             roofline: run.read_json(run_dir::ROOFLINE_JSON),
-            launched: crate::plan::rank::read_launched(&run.join(run_dir::LAUNCHED_RANKS_DIR)),
+            launched: crate::run_dir::read_launched(&run.join(run_dir::LAUNCHED_RANKS_DIR)),
             command: profiled_command(run),
         }
     }
@@ -595,14 +595,14 @@ fn ranks_of_capture(
 /// leaves the first try's records too: a rank is those of its processes that
 /// the capture holds, and is missing, with its process ids, when it holds none.
 fn ranks_of_launch(
-    launched: &[crate::plan::rank::LaunchedRank],
+    launched: &[crate::run_dir::LaunchedRank],
     regions: &crate::aggregate::nsys::RegionsReport,
 ) -> crate::aggregate::ranks::RanksReport {
     use crate::aggregate::ranks;
     let seen = |pid: i64| {
         regions.regions.iter().any(|r| r.process_id == pid) || regions.processes.iter().any(|p| p.process_id == pid)
     };
-    let mut by_rank: BTreeMap<u32, Vec<&crate::plan::rank::LaunchedRank>> = BTreeMap::new();
+    let mut by_rank: BTreeMap<u32, Vec<&crate::run_dir::LaunchedRank>> = BTreeMap::new();
     for l in launched {
         by_rank.entry(l.rank).or_default().push(l);
     }
