@@ -75,21 +75,29 @@ pub(crate) fn profile(req: Request) -> Result<Outcome, Error> {
         if plan.baseline {
             verdict.add(workload::baseline(&run, &mut manifest, &plan)?);
         }
-        if !verdict.stopped() {
-            match &plan.nsys {
-                Use::Plain { times, why } => {
-                    verdict.add(workload::plain(&run, &mut manifest, "nsys", &app, *times, why)?)
-                }
-                uses => nsys::capture(&run, &mut manifest, &mut verdict, cfg, &tools.nsys, (uses, &app))?,
+        // Each profiler's stage as the plan has it: skipped, the application
+        // run plainly, or profiled where the tool was found.
+        for (profiler, stage) in [(Profiler::Nsys, "nsys"), (Profiler::Ncu, "ncu")] {
+            if verdict.stopped() {
+                break;
             }
-        }
-        if !verdict.stopped() {
-            let ncu_app = plan.argv(Profiler::Ncu, &run);
-            match &plan.ncu {
+            let (uses, probe) = match profiler {
+                Profiler::Nsys => (&plan.nsys, &tools.nsys),
+                Profiler::Ncu => (&plan.ncu, &tools.ncu),
+            };
+            let app = plan.argv(profiler, &run);
+            match uses {
+                Use::Off { reason, hint } => verdict.add(stage::skip(&mut manifest, stage, reason, hint)?),
                 Use::Plain { times, why } => {
-                    verdict.add(workload::plain(&run, &mut manifest, "ncu", &ncu_app, *times, why)?)
+                    verdict.add(workload::plain(&run, &mut manifest, stage, &app, *times, why)?)
                 }
-                _ => ncu::profile(&run, &mut manifest, &mut verdict, cfg, &tools.ncu, &plan, &ncu_app)?,
+                Use::Profiled => {
+                    let Some(tool) = stage::found(&mut manifest, &mut verdict, stage, probe)? else { continue };
+                    match profiler {
+                        Profiler::Nsys => nsys::capture(&run, &mut manifest, &mut verdict, cfg, (tool, &app))?,
+                        Profiler::Ncu => ncu::profile(&run, &mut manifest, &mut verdict, cfg, tool, &plan, &app)?,
+                    }
+                }
             }
         }
         if plan.builtin() {

@@ -33,18 +33,18 @@ use crate::signals;
 
 const RENDER_TIMEOUT: Duration = Duration::from_secs(1800);
 
-/// The ncu stage of a profile, when enabled, found, and able to do what the
-/// configuration asks of this ncu version: plan, run every pass, then report.
+/// The ncu stage of a profile the plan profiles, with `tool` found, when it
+/// can do what the configuration asks of this ncu version: plan, run every
+/// pass, then report.
 pub(crate) fn profile(
     run: &RunDir,
     manifest: &mut ManifestWriter,
     verdict: &mut RunStatus,
     cfg: &Config,
-    probe: &Result<Tool, Error>,
+    tool: &Tool,
     plan: &RunPlan,
     app: &[OsString],
 ) -> Result<(), Error> {
-    let Some(tool) = stage::gate(manifest, verdict, "ncu", &plan.ncu, probe)? else { return Ok(()) };
     let cli = &cfg.pipeline.ncu.ncu_cli;
     if let Err(e) = ncu::check_version(cli, tool).and_then(|_| ncu::check_flags(cli, tool)) {
         verdict.add(stage::unavailable(manifest, "ncu", e)?);

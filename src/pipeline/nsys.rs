@@ -17,7 +17,6 @@ use crate::error::{Error, ErrorKind};
 use crate::manifest::{Diagnosis, ExitInfo, ManifestWriter};
 use crate::parse::nsys::ingest;
 use crate::parse::nsys::sqlite::NsysDb;
-use crate::plan::Use;
 use crate::process::{self, Exit, Finished, Sink, Spawn};
 use crate::profile::nsys;
 use crate::profile::tools::Tool;
@@ -26,19 +25,15 @@ use crate::signals;
 
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(1800);
 
-/// Run the application under nsys, then analyse the capture. A missing nsys
-/// skips the stage (with a hint) rather than failing the run before
-/// provenance is written.
+/// Run the application under nsys (`tool`, found), then analyse the capture.
 pub(crate) fn capture(
     run: &RunDir,
     manifest: &mut ManifestWriter,
     verdict: &mut RunStatus,
     cfg: &Config,
-    probe: &Result<Tool, Error>,
-    (uses, app): (&Use, &[OsString]),
+    (tool, app): (&Tool, &[OsString]),
 ) -> Result<(), Error> {
     let nsys_cfg = &cfg.pipeline.nsys;
-    let Some(tool) = stage::gate(manifest, verdict, "nsys", uses, probe)? else { return Ok(()) };
     run.subdir(run_dir::NSYS_DIR)?;
     let base = absolute(&run.join(run_dir::NSYS_REPORT_BASE));
     let mut resolved = nsys_cfg.clone();

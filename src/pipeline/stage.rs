@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use crate::error::{Error, ErrorKind};
 use crate::manifest::{Diagnosis, ExitInfo, ManifestWriter, Status};
-use crate::plan::Use;
 use crate::process::{self, Exit, Finished, Spawn};
 use crate::profile::tools::Tool;
 
@@ -165,21 +164,15 @@ impl RunStatus {
     }
 }
 
-/// The tool of a profiler stage that runs: on in the plan and found.
-/// Otherwise the stage is recorded as skipped, with the plan's reason and
-/// hint, and the run's verdict gets an error when the profiler was wanted but
-/// is missing.
-pub(crate) fn gate<'t>(
+/// The tool of a profiler stage the plan profiles, where it was found;
+/// otherwise the stage is recorded as unavailable and the run's verdict gets
+/// the error (the profiler was wanted but is missing).
+pub(crate) fn found<'t>(
     manifest: &mut ManifestWriter,
     verdict: &mut RunStatus,
     stage: &str,
-    uses: &Use,
     probe: &'t Result<Tool, Error>,
 ) -> Result<Option<&'t Tool>, Error> {
-    if let Use::Off { reason, hint } = uses {
-        verdict.add(skip(manifest, stage, reason, hint)?);
-        return Ok(None);
-    }
     match probe {
         Ok(t) => Ok(Some(t)),
         Err(e) => {
