@@ -67,13 +67,14 @@ pub(crate) fn profile(req: Request) -> Result<Outcome, Error> {
     let run = create_run_dir(&plan)?;
     tracing::info!("run directory: {}", run.path().display());
     let tools = Probed::probe(cfg);
-    let app = plan.argv(Profiler::Nsys, &run);
-    provenance::write(&run, &req.resolved, &app, plan.builtin(), &tools)?;
+    let argvs = plan.argvs(&run);
+    let app = &argvs.nsys;
+    provenance::write(&run, &req.resolved, app, plan.builtin(), &tools)?;
     let mut manifest = ManifestWriter::start(&run, req.llmperf_argv.clone())?;
     let mut verdict = RunStatus::default();
     let stages = (|| {
         if plan.baseline {
-            verdict.add(workload::baseline(&run, &mut manifest, &plan)?);
+            verdict.add(workload::baseline(&run, &mut manifest, &argvs.baseline)?);
         }
         // Each profiler's stage as the plan has it: skipped, the application
         // run plainly, or profiled where the tool was found.
@@ -81,27 +82,26 @@ pub(crate) fn profile(req: Request) -> Result<Outcome, Error> {
             if verdict.stopped() {
                 break;
             }
-            let (uses, probe) = match profiler {
-                Profiler::Nsys => (&plan.nsys, &tools.nsys),
-                Profiler::Ncu => (&plan.ncu, &tools.ncu),
+            let (uses, probe, app) = match profiler {
+                Profiler::Nsys => (&plan.nsys, &tools.nsys, &argvs.nsys),
+                Profiler::Ncu => (&plan.ncu, &tools.ncu, &argvs.ncu),
             };
-            let app = plan.argv(profiler, &run);
             match uses {
                 Use::Off { reason, hint } => verdict.add(stage::skip(&mut manifest, stage, reason, hint)?),
                 Use::Plain { times, why } => {
-                    verdict.add(workload::plain(&run, &mut manifest, stage, &app, *times, why)?)
+                    verdict.add(workload::plain(&run, &mut manifest, stage, app, *times, why)?)
                 }
                 Use::Profiled => {
                     let Some(tool) = stage::found(&mut manifest, &mut verdict, stage, probe)? else { continue };
                     match profiler {
-                        Profiler::Nsys => nsys::capture(&run, &mut manifest, &mut verdict, cfg, (tool, &app))?,
-                        Profiler::Ncu => ncu::profile(&run, &mut manifest, &mut verdict, cfg, tool, &plan, &app)?,
+                        Profiler::Nsys => nsys::capture(&run, &mut manifest, &mut verdict, cfg, (tool, app))?,
+                        Profiler::Ncu => ncu::profile(&run, &mut manifest, &mut verdict, cfg, tool, &plan, app)?,
                     }
                 }
             }
         }
         if plan.builtin() {
-            provenance::add_model_metadata(&run, provenance::inputs(cfg, &app, true))?;
+            provenance::add_model_metadata(&run, provenance::inputs(cfg, app, true))?;
             provenance::add_libtorch(&run)?;
         }
         if plan.annotates() {

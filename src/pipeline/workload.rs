@@ -1,21 +1,22 @@
 //! pipeline: the built-in workload outside the profilers: `llmperf workload`
 //! (alone, or re-executed by `profile` under a profiler) and the unprofiled
 //! baseline run of `runner.run.baseline`.
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use super::stage::{self, Done, StageOutcome};
 use crate::config::Config;
 use crate::error::{Error, ErrorKind};
 use crate::manifest::{ExitInfo, ManifestWriter, Status};
-use crate::plan::RunPlan;
+
 use crate::process::{Exit, Sink, Spawn};
 use crate::provenance;
 use crate::run_dir::{self, RunDir};
 
 /// `runner.run.baseline`: the built-in workload once without any profiler,
 /// its timings in their own file, for the overhead disclosure.
-pub(crate) fn baseline(run: &RunDir, manifest: &mut ManifestWriter, plan: &RunPlan) -> Result<StageOutcome, Error> {
-    let spec = Spawn::new(plan.app_argv(run, run_dir::BASELINE_TIMINGS_JSON))
+pub(crate) fn baseline(run: &RunDir, manifest: &mut ManifestWriter, argv: &[OsString]) -> Result<StageOutcome, Error> {
+    let spec = Spawn::new(argv.to_vec())
         .stdout(Sink::File(run.join(run_dir::BASELINE_STDOUT)))
         .stderr(Sink::File(run.join(run_dir::BASELINE_STDERR)));
     run.subdir(run_dir::WORKLOAD_DIR)?;
@@ -40,7 +41,7 @@ pub(crate) fn plain(
     run: &RunDir,
     manifest: &mut ManifestWriter,
     profiler: &str,
-    app: &[std::ffi::OsString],
+    app: &[OsString],
     times: usize,
     why: &str,
 ) -> Result<StageOutcome, Error> {

@@ -85,6 +85,16 @@ pub(crate) enum Use {
     Profiled,
 }
 
+/// The argv of each stage of a run ([`RunPlan::argvs`]).
+#[derive(Debug, Clone)]
+pub(crate) struct Argvs {
+    /// The unprofiled baseline: the application alone.
+    pub(crate) baseline: Vec<OsString>,
+    /// What nsys runs (or its plain stage), and what ncu runs.
+    pub(crate) nsys: Vec<OsString>,
+    pub(crate) ncu: Vec<OsString>,
+}
+
 /// The two profilers, for [`RunPlan::argv`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Profiler {
@@ -169,10 +179,20 @@ impl RunPlan {
         matches!(self.nsys, Use::Off { .. }) && matches!(self.ncu, Use::Off { .. }) && !self.baseline
     }
 
+    /// Every argv the run's stages run, once its directory exists (the
+    /// paths in them are the directory's): values the stages take.
+    pub(crate) fn argvs(&self, run: &RunDir) -> Argvs {
+        Argvs {
+            baseline: self.app_argv(run, run_dir::BASELINE_TIMINGS_JSON),
+            nsys: self.argv(Profiler::Nsys, run),
+            ncu: self.argv(Profiler::Ncu, run),
+        }
+    }
+
     /// The argv a profiler's stage runs (profiled or plain): the application,
     /// inside the launcher when the profiler wraps it. ncu on one rank inside
     /// the launcher gets the bare application (each pass wraps it itself).
-    pub(crate) fn argv(&self, profiler: Profiler, run: &RunDir) -> Vec<OsString> {
+    fn argv(&self, profiler: Profiler, run: &RunDir) -> Vec<OsString> {
         let (timings, record) = match profiler {
             Profiler::Nsys => (run_dir::TIMINGS_JSON, run_dir::LAUNCHED_RANKS_DIR),
             Profiler::Ncu => (run_dir::NCU_TIMINGS_JSON, run_dir::LAUNCHED_NCU_RANKS_DIR),
@@ -200,7 +220,7 @@ impl RunPlan {
 
     /// The application's argv for a stage whose built-in workload writes its
     /// timings to `timings` (ncu replay slows it down: its timings are kept apart).
-    pub(crate) fn app_argv(&self, run: &RunDir, timings: &str) -> Vec<OsString> {
+    fn app_argv(&self, run: &RunDir, timings: &str) -> Vec<OsString> {
         match &self.app {
             App::Command(argv) => argv.clone(),
             App::Builtin { exe, no_nvtx } => {
