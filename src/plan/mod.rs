@@ -7,8 +7,8 @@
 //! Compute passes from the plan's [`NcuInputs`] and what nsys saved. Nothing
 //! here reads or writes a file: the pipeline creates the run directory where
 //! the plan puts it. A run decides here once, and again for the ncu passes
-//! after nsys; its stages still ask the plan for their argv (`RunPlan::argv`,
-//! computed from the plan's values and the run directory's paths).
+//! after nsys; once its directory exists, [`RunPlan::argvs`] gives every
+//! stage's argv as values.
 pub(crate) mod annotate;
 pub(crate) mod job;
 pub(crate) mod launcher;
