@@ -7,7 +7,7 @@
 //! Compute passes from the plan's [`NcuInputs`] and what nsys saved. Nothing
 //! here reads or writes a file: the pipeline creates the run directory where
 //! the plan puts it. A run decides here once, and again for the ncu passes
-//! after nsys; once its directory exists, [`RunPlan::argvs`] gives every
+//! after nsys; once its directory exists, `RunPlan::argvs` gives every
 //! stage's argv as values.
 pub(crate) mod annotate;
 pub(crate) mod job;
