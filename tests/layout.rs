@@ -203,8 +203,10 @@ fn function_lengths() -> Vec<(String, usize)> {
         let lines: Vec<&str> = code.lines().map(str::trim_end).collect();
         for (i, line) in lines.iter().enumerate() {
             let Some(c) = fn_line.captures(line) else { continue };
-            if line.ends_with(';') {
-                continue; // a trait's declaration
+            // The signature ends at its body's `{`, or at `;` in a trait's declaration.
+            let Some(sig_end) = lines[i..].iter().position(|l| l.ends_with('{') || l.ends_with(';')) else { continue };
+            if lines[i + sig_end].ends_with(';') {
+                continue;
             }
             let close = format!("{}}}", &c[1]);
             if let Some(end) = lines[i..].iter().position(|l| *l == close) {

@@ -5,8 +5,8 @@
 //! the others) or profiles it, with the argv each stage runs, wrapped by the
 //! launcher; [`job`] holds the per-rank rules, [`ncu`] plans the Nsight
 //! Compute passes from the plan's [`NcuInputs`] and what nsys saved. Nothing
-//! here reads or writes a file: the pipeline creates the run directory where
-//! the plan puts it. A run decides here once, and again for the ncu passes
+//! here writes a file (the pipeline creates the run directory where the plan
+//! puts it); the one file read is torchrun's script, for its interpreter. A run decides here once, and again for the ncu passes
 //! after nsys; once its directory exists, `RunPlan::argvs` gives every
 //! stage's argv as values.
 pub(crate) mod annotate;

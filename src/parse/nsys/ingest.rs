@@ -159,7 +159,7 @@ where
         }
         drop(tx);
         let breakdown = reader.join().expect("the breakdown reader does not panic");
-        let (Ingest { timeline, kernels, names, renamed, .. }, ()) = pass?.split();
+        let Ingest { timeline, kernels, names, renamed, breakdown: () } = pass?;
         Ok(Ingest { timeline, kernels, names, renamed, breakdown })
     })
 }
