@@ -131,6 +131,7 @@ fn run_with_retries(
             return Ok((done, diagnoses, kept_logs));
         }
         kept_logs.extend(keep_attempt_logs(run, attempt));
+        set_aside_attempt_classes(run, attempt);
         tracing::warn!("nsys hung converting its capture (attempt {attempt} of {attempts}); capturing again");
         attempt += 1;
     }
@@ -146,6 +147,33 @@ fn keep_attempt_logs(run: &RunDir, attempt: u32) -> Vec<String> {
         }
     }
     kept
+}
+
+/// Move a hung attempt's `annotate/classes.<pid>.json` into
+/// `annotate/attemptN/`: the retry runs the program again, and its processes
+/// write their own. Left in place, the module groups would be built from
+/// both attempts' files, and a process that the hung attempt ran but the
+/// retry did not would add its classes to a capture it is not in.
+fn set_aside_attempt_classes(run: &RunDir, attempt: u32) {
+    let Ok(entries) = std::fs::read_dir(run.join(run_dir::ANNOTATE_DIR)) else {
+        return;
+    };
+    let aside = run.join(run_dir::ANNOTATE_DIR).join(format!("attempt{attempt}"));
+    for e in entries.flatten() {
+        let name = e.file_name();
+        if !is_classes_file(&name.to_string_lossy()) {
+            continue;
+        }
+        let moved = std::fs::create_dir_all(&aside).and_then(|()| std::fs::rename(e.path(), aside.join(&name)));
+        if let Err(why) = moved {
+            tracing::warn!("{}: not set aside after the hung attempt ({why})", e.path().display());
+        }
+    }
+}
+
+/// `classes.<pid>.json`, what the `--annotate` bootstrap writes at exit.
+fn is_classes_file(name: &str) -> bool {
+    name.starts_with("classes.") && name.ends_with(".json")
 }
 
 /// Stop the nsys agents of nsys processes that are gone, before starting
@@ -676,7 +704,7 @@ fn module_classes(run: &RunDir) -> Option<aggregate::nsys::Classes> {
     let mut any = false;
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        if !(name.starts_with("classes.") && name.ends_with(".json")) {
+        if !is_classes_file(&name) {
             continue;
         }
         let read = run_dir::read_regular(&e.path())
@@ -763,6 +791,24 @@ mod tests {
         assert!(log_has_line(&log, RANGE_STARTED));
         assert!(!log_has_line(&log, RANGE_ENDED));
         assert!(!log_has_line(&dir.path().join("missing.log"), RANGE_STARTED));
+    }
+
+    /// A hung attempt's classes files are not read with the retry's: the
+    /// retry's process alone decides the groups.
+    #[test]
+    fn a_hung_attempts_module_classes_are_set_aside_before_the_retry() {
+        let root = tempfile::tempdir().unwrap();
+        let run = RunDir::create(root.path()).unwrap();
+        run.subdir(run_dir::ANNOTATE_DIR).unwrap();
+        run.write("annotate/classes.100.json", br#"{"mlp.0": ["Linear"]}"#).unwrap();
+        run.write("annotate/sitecustomize.py", b"").unwrap();
+        set_aside_attempt_classes(&run, 1);
+        assert_eq!(module_classes(&run), None, "the hung attempt's file is still read");
+        assert!(run.join("annotate/attempt1/classes.100.json").is_file());
+        assert!(run.join("annotate/sitecustomize.py").is_file(), "the bootstrap the retry needs was moved");
+        run.write("annotate/classes.200.json", br#"{"mlp.0": ["ReLU"]}"#).unwrap();
+        let read = module_classes(&run).unwrap();
+        assert_eq!(read["mlp.0"].iter().collect::<Vec<_>>(), ["ReLU"]);
     }
 
     fn cfg() -> NsysConfig {
