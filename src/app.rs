@@ -23,6 +23,7 @@ pub fn run(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
         Command::Workload(args) => workload(cli.config_dir, args, argv),
         Command::Import(ImportCommand::Nsys(args)) => import_nsys(cli.config_dir, args, argv),
         Command::Import(ImportCommand::Ncu(args)) => import_ncu(cli.config_dir, args, argv),
+        Command::Import(ImportCommand::Torch(args)) => import_torch(cli.config_dir, args, argv),
         Command::Report(args) => {
             // A job directory of per-rank runs (ranks/<rank>/, no manifest of its own): its merge.
             let job = args.run_dir.join(crate::run_dir::RANKS_DIR).is_dir()
@@ -205,6 +206,22 @@ fn import_nsys(config_dir: Option<std::path::PathBuf>, args: ImportArgs, argv: V
         [file] => pipeline::import_nsys(&resolved, file, args.output.as_deref(), argv)?,
         _ => pipeline::import_nsys_ranks(&resolved, &files, args.output.as_deref(), argv)?,
     };
+    print(&format!("{}\n", outcome.run_dir.display()))?;
+    match outcome.error {
+        Some(e) => Err(e.into()),
+        None => Ok(0),
+    }
+}
+
+fn import_torch(config_dir: Option<std::path::PathBuf>, args: ImportArgs, argv: Vec<String>) -> anyhow::Result<i32> {
+    let (files, overrides) = split_inputs(args.inputs)?;
+    let resolved = load(config_dir, overrides)?;
+    let [file] = files.as_slice() else {
+        return Err(Error::usage(format!("{} traces given: `llmperf import torch` reads one", files.len()))
+            .with_hint("import each rank's trace into its own directory, then `llmperf merge` them")
+            .into());
+    };
+    let outcome = pipeline::import_torch(&resolved, file, args.output.as_deref(), argv)?;
     print(&format!("{}\n", outcome.run_dir.display()))?;
     match outcome.error {
         Some(e) => Err(e.into()),

@@ -311,6 +311,11 @@ pub(crate) enum ImportCommand {
         after_help = "Examples:\n  llmperf import ncu profile.ncu-rep -o runs/imported\n  llmperf import ncu details.csv report.kernels.exclude='[\"regex:^elementwise\"]'\n  llmperf import ncu ranges.ncu-rep --range prefill --range decode_all\n  llmperf import ncu kernel_*/ncu.details.csv   # one CSV per kernel, one run\n\nCopies each input into DIR/ncu/, renders a .ncu-rep with `ncu --import` (CSV inputs need no ncu),\nand writes DIR/ncu/regions/ (report.json, report.md, one directory per region); prints DIR."
     )]
     Ncu(ImportNcuArgs),
+    /// A PyTorch profiler (Kineto) trace: .json, .json.gz, *.pt.trace.json(.gz).
+    #[command(
+        after_help = "Examples:\n  llmperf import torch trace.json -o runs/imported\n  llmperf import torch rank-0.pt.trace.json.gz runner.run.top_n_kernels=50\n\nReads the trace in one streaming pass (gzip or not) and writes torch/regions.json (the region\ntree of user_annotation, cpu_op and python_function ranges with the kernels each launched, joined\nby correlation id), torch/top_kernels.json, torch/samples.json and torch/capture.json (kernels,\ncopies and sets per device and stream, kernels per launch call, graph kernels, kernels without a\nlaunch call), then the reports; prints DIR."
+    )]
+    Torch(ImportArgs),
 }
 
 #[derive(Debug, Args)]

@@ -42,6 +42,12 @@ pub(crate) fn plain_logs(profiler: &str) -> (String, String) {
 }
 
 pub(crate) const NSYS_REGIONS: &str = "nsys/regions.json";
+/// `llmperf import torch`: the region model of a PyTorch profiler trace, in
+/// the schemas of `nsys/`'s files, and what the trace says of its GPU work.
+pub(crate) const TORCH_REGIONS: &str = "torch/regions.json";
+pub(crate) const TORCH_TOP_KERNELS: &str = "torch/top_kernels.json";
+pub(crate) const TORCH_SAMPLES: &str = "torch/samples.json";
+pub(crate) const TORCH_CAPTURE: &str = "torch/capture.json";
 pub(crate) const NSYS_TOP_KERNELS: &str = "nsys/top_kernels.json";
 /// Per-instance durations of the regions and top kernels (for diff and check).
 pub(crate) const NSYS_SAMPLES: &str = "nsys/samples.json";

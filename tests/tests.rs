@@ -37,6 +37,7 @@ mod reports;
 mod signals;
 mod snapshots;
 mod specs;
+mod torch;
 mod user_mfu;
 mod weak_words;
 mod workflows;

@@ -11,3 +11,4 @@ pub(crate) mod mapped;
 pub mod ncu;
 pub mod nsys;
 pub(crate) mod nsys_csv;
+pub(crate) mod torch;

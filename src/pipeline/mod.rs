@@ -10,6 +10,7 @@ mod merge;
 mod ncu;
 mod nsys;
 mod stage;
+mod torch;
 mod workload;
 
 use std::path::{Path, PathBuf};
@@ -187,6 +188,25 @@ pub(crate) fn import_nsys(
     let mut verdict = RunStatus::default();
     let stages =
         nsys::analyze(&run, &mut manifest, &mut verdict, tool.as_ref(), &absolute(file), &nsys::IngestOptions::of(cfg));
+    finish(&run, manifest, verdict, stages)
+}
+
+/// `llmperf import torch FILE`: the region model of a PyTorch profiler trace.
+pub(crate) fn import_torch(
+    resolved: &Resolved,
+    file: &Path,
+    out: Option<&Path>,
+    argv: Vec<String>,
+) -> Result<Outcome, Error> {
+    let cfg = &resolved.config;
+    crate::parse::input::check(file)?;
+    let run = output_dir(out, cfg)?;
+    let _lock = run.lock()?;
+    run.write(run_dir::CONFIG_YAML, resolved.to_yaml().as_bytes())?;
+    let mut manifest = ManifestWriter::extend(&run, argv)?;
+    let mut verdict = RunStatus::default();
+    let top_n = cfg.runner.run.top_n_kernels as usize;
+    let stages = torch::analyze(&run, &mut manifest, &absolute(file), top_n).map(|o| verdict.add(o));
     finish(&run, manifest, verdict, stages)
 }
 

@@ -254,6 +254,28 @@ pub struct Sweep {
     folded: usize,
     attributed: (usize, i64),
     attributed_graph: (usize, i64),
+    /// Whether a range holds what happens at its end instant.
+    ends: Ends,
+}
+
+/// Where a range's end falls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ends {
+    /// `[start, end)`: nsys's ns. A range ends before what starts at its end.
+    Exclusive,
+    /// `[start, end]`: a PyTorch profiler trace's times, rounded to µs in
+    /// most, where a call made in a range's last µs often has the range's end
+    /// as its start. A range holds a launch at its end and a range that ends
+    /// by its end (as Holistic Trace Analysis and the corpus's expect.py
+    /// nest them); a range that ends later is not its child, and closes it.
+    Inclusive,
+}
+
+impl Sweep {
+    /// A sweep of ranges whose ends are `ends`.
+    pub(crate) fn with_ends(ends: Ends) -> Sweep {
+        Sweep { ends, ..Sweep::default() }
+    }
 }
 
 impl Default for Sweep {
@@ -271,6 +293,7 @@ impl Default for Sweep {
             folded: 0,
             attributed: (0, 0),
             attributed_graph: (0, 0),
+            ends: Ends::Exclusive,
         }
     }
 }
@@ -343,8 +366,14 @@ impl Timeline for Sweep {
 impl Sweep {
     /// Close the ranges of a thread that ended by `t`; each instance's GPU
     /// time goes to `gpu` (the first error of writing it to `failed`).
-    fn close(stack: &mut Vec<Open>, regions: &mut [Acc], gpu: &mut Runs, failed: &mut Option<Error>, t: i64) {
-        while stack.last().is_some_and(|o| o.end <= t) {
+    fn close(
+        stack: &mut Vec<Open>,
+        regions: &mut [Acc],
+        gpu: &mut Runs,
+        failed: &mut Option<Error>,
+        over: impl Fn(i64) -> bool,
+    ) {
+        while stack.last().is_some_and(|o| over(o.end)) {
             let o = stack.pop().expect("checked above");
             let acc = &mut regions[o.region as usize];
             if o.first_kernel <= o.last_kernel {
@@ -371,7 +400,12 @@ impl Sweep {
         self.ranges += 1;
         let stack = self.stacks.entry(r.global_tid).or_default();
         let parent = if r.style == RangeStyle::PushPop {
-            Self::close(stack, &mut self.regions, &mut self.gpu_durations, &mut self.failed, r.start);
+            let ends = self.ends;
+            let over = |end| match ends {
+                Ends::Exclusive => end <= r.start,
+                Ends::Inclusive => end < r.end,
+            };
+            Self::close(stack, &mut self.regions, &mut self.gpu_durations, &mut self.failed, over);
             if stack.len() >= MAX_DEPTH {
                 // Its time stays in the ancestor's own time; its kernels go to that ancestor.
                 self.folded += 1;
@@ -432,7 +466,12 @@ impl Sweep {
     /// A kernel belongs to the ranges open on its launching thread when the launch call began.
     fn launch(&mut self, k: Launched) {
         let Some(stack) = self.stacks.get_mut(&k.global_tid) else { return };
-        Self::close(stack, &mut self.regions, &mut self.gpu_durations, &mut self.failed, k.launch);
+        let ends = self.ends;
+        let over = |end| match ends {
+            Ends::Exclusive => end <= k.launch,
+            Ends::Inclusive => end < k.launch,
+        };
+        Self::close(stack, &mut self.regions, &mut self.gpu_durations, &mut self.failed, over);
         let Some(inner) = stack.last() else { return };
         let ns = k.end - k.start;
         let acc = &mut self.regions[inner.region as usize];
@@ -511,7 +550,7 @@ impl Sweep {
     /// Close every range still open, as at the end of time.
     fn close_every_range(&mut self) -> Result<(), Error> {
         for stack in self.stacks.values_mut() {
-            Self::close(stack, &mut self.regions, &mut self.gpu_durations, &mut self.failed, i64::MAX);
+            Self::close(stack, &mut self.regions, &mut self.gpu_durations, &mut self.failed, |_| true);
         }
         self.failed.take().map_or(Ok(()), Err)
     }

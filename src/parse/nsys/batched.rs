@@ -19,6 +19,13 @@ pub(crate) fn channel<T>() -> (Batcher<T>, Stream<T>) {
     (Batcher { tx, buf: Vec::with_capacity(BATCH) }, Stream { rx, batch: Vec::new().into_iter() })
 }
 
+/// A stream of rows already in hand (a reader that reads its whole input
+/// before the sweep, as the torch trace's does).
+pub(crate) fn of<T>(rows: Vec<T>) -> Stream<T> {
+    let (_, rx) = std::sync::mpsc::sync_channel(0);
+    Stream { rx, batch: rows.into_iter() }
+}
+
 /// Sends rows in batches; false once the stream is gone (its consumer stopped).
 /// Dropping it ends the stream after the batches sent: [`Batcher::flush`] the
 /// last one first.

@@ -1,0 +1,702 @@
+//! parse::torch: a PyTorch profiler (Kineto) chrome trace, as
+//! `torch.profiler` writes it (`export_chrome_trace`, `tensorboard_trace_handler`,
+//! the serving engines' `/start_profile`): plain or gzip-compressed JSON,
+//! read in one streaming pass. The document is never built: each event of
+//! `traceEvents` is read, kept in a compact form when it is one llmperf uses,
+//! and dropped.
+//!
+//! What is kept (complete events, `ph: "X"`):
+//! - CPU ranges: `user_annotation` (record_function, `ProfilerStep#N`),
+//!   `cpu_op` (operators), `python_function` (with_stack), per process and
+//!   thread. The 2021 schema's `Operator` is `cpu_op`.
+//! - GPU-side ranges: `gpu_user_annotation` (the projection of a
+//!   record_function onto a stream), kept apart from the CPU's.
+//! - Launch calls: `cuda_runtime` and `cuda_driver` events with an
+//!   `args.correlation` (2021: `Runtime`).
+//! - GPU activity: `kernel`, `gpu_memcpy`, `gpu_memset` (2021: `Kernel`,
+//!   `Memcpy`, `Memset`), with their device, stream and correlation id.
+//!
+//! Times are exact: `ts` and `dur` are read as the decimal text the file
+//! holds (integer µs in older traces, µs with three decimals, so ns, in
+//! newer ones) and turned into integer nanoseconds without a float;
+//! `baseTimeNanoseconds` (relative timestamps) is added where present.
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use rustc_hash::FxHashMap as HashMap;
+
+use crate::error::{Error, ErrorKind};
+use crate::parse::nsys::sqlite::{Kernel, Launched, Names, NvtxRange};
+use crate::regions::RangeStyle;
+
+/// A CPU or GPU-side range's kind: its category, as the file spells it today.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum RangeKind {
+    UserAnnotation,
+    CpuOp,
+    PythonFunction,
+    GpuUserAnnotation,
+}
+
+impl RangeKind {
+    /// The category's name, which becomes the region's domain.
+    pub(crate) fn category(self) -> &'static str {
+        match self {
+            RangeKind::UserAnnotation => "user_annotation",
+            RangeKind::CpuOp => "cpu_op",
+            RangeKind::PythonFunction => "python_function",
+            RangeKind::GpuUserAnnotation => "gpu_user_annotation",
+        }
+    }
+}
+
+/// What runs on the GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GpuKind {
+    Kernel,
+    Memcpy,
+    Memset,
+}
+
+/// A range: `[start, end)` in ns on a process and thread (a GPU-side range:
+/// the device and stream).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Range {
+    pub(crate) start: i64,
+    pub(crate) end: i64,
+    pub(crate) name: u32,
+    pub(crate) kind: RangeKind,
+    pub(crate) pid: i64,
+    pub(crate) tid: i64,
+}
+
+/// A CUDA runtime or driver call that may launch work: its correlation id.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Call {
+    pub(crate) start: i64,
+    pub(crate) end: i64,
+    pub(crate) name: u32,
+    pub(crate) pid: i64,
+    pub(crate) tid: i64,
+    pub(crate) correlation: i64,
+}
+
+/// A kernel, copy or set on the GPU.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GpuOp {
+    pub(crate) start: i64,
+    pub(crate) end: i64,
+    pub(crate) name: u32,
+    pub(crate) kind: GpuKind,
+    pub(crate) device: i64,
+    pub(crate) stream: i64,
+    /// None where the event has no `args.correlation`.
+    pub(crate) correlation: Option<i64>,
+}
+
+/// A GPU of `deviceProperties`.
+#[derive(Debug, Clone, serde::Serialize, PartialEq)]
+pub(crate) struct Device {
+    pub(crate) id: i64,
+    pub(crate) name: String,
+}
+
+/// What the trace says of itself beside its events.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Meta {
+    pub(crate) schema_version: Option<i64>,
+    /// `distributedInfo`: rank, world size, backend.
+    pub(crate) rank: Option<i64>,
+    pub(crate) world_size: Option<i64>,
+    pub(crate) devices: Vec<Device>,
+    pub(crate) base_time_ns: Option<i64>,
+}
+
+/// A trace, read: the events llmperf uses, compact, with their names
+/// interned; and what was left out, counted.
+#[derive(Default)]
+pub(crate) struct Trace {
+    pub(crate) ranges: Vec<Range>,
+    pub(crate) calls: Vec<Call>,
+    pub(crate) gpu: Vec<GpuOp>,
+    pub(crate) names: Names,
+    pub(crate) meta: Meta,
+    /// Events read.
+    pub(crate) events: u64,
+    /// Complete events of categories llmperf does not read (`cuda_sync`,
+    /// `Trace`, …), by category.
+    pub(crate) skipped: BTreeMap<String, u64>,
+    /// Complete events whose `ts` or `dur` is missing, negative or not a
+    /// number: left out.
+    pub(crate) odd_times: u64,
+}
+
+/// The pid or tid of an event: a number, or a string (the 2021 schema's
+/// `"25738"`, a stream's `"stream 7"`, `"Spans"`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum Id {
+    Number(i64),
+    Text(String),
+}
+
+impl Id {
+    /// The number it is or ends with (`"stream 7"` is 7).
+    fn number(&self) -> Option<i64> {
+        match self {
+            Id::Number(n) => Some(*n),
+            Id::Text(t) => {
+                let digits = t.trim().rsplit(|c: char| !c.is_ascii_digit()).next()?;
+                digits.parse().ok()
+            }
+        }
+    }
+}
+
+#[derive(Deserialize, Default)]
+struct Args {
+    correlation: Option<i64>,
+    stream: Option<i64>,
+    device: Option<i64>,
+}
+
+/// One event, as much of it as llmperf reads.
+#[derive(Deserialize)]
+struct Event {
+    ph: Option<String>,
+    cat: Option<String>,
+    name: Option<String>,
+    pid: Option<Id>,
+    tid: Option<Id>,
+    ts: Option<Box<RawValue>>,
+    dur: Option<Box<RawValue>>,
+    #[serde(default, deserialize_with = "lenient_args")]
+    args: Args,
+}
+
+/// `args` where it is an object; anything else (absent, null) reads as none.
+fn lenient_args<'de, D: Deserializer<'de>>(d: D) -> Result<Args, D::Error> {
+    Ok(Option::<Args>::deserialize(d)?.unwrap_or_default())
+}
+
+/// What a category is to llmperf.
+enum Category {
+    Range(RangeKind),
+    Call,
+    Gpu(GpuKind),
+}
+
+fn category(cat: &str) -> Option<Category> {
+    Some(match cat {
+        "user_annotation" => Category::Range(RangeKind::UserAnnotation),
+        "cpu_op" | "Operator" => Category::Range(RangeKind::CpuOp),
+        "python_function" => Category::Range(RangeKind::PythonFunction),
+        "gpu_user_annotation" => Category::Range(RangeKind::GpuUserAnnotation),
+        "cuda_runtime" | "cuda_driver" | "Runtime" => Category::Call,
+        "kernel" | "Kernel" => Category::Gpu(GpuKind::Kernel),
+        "gpu_memcpy" | "Memcpy" => Category::Gpu(GpuKind::Memcpy),
+        "gpu_memset" | "Memset" => Category::Gpu(GpuKind::Memset),
+        _ => return None,
+    })
+}
+
+/// Microseconds written as JSON number text (`1712195495519695.8`,
+/// `63.813`, `10.0`, `1e3`) in integer nanoseconds, exactly where the text
+/// has at most three decimals, else rounded to the nearest ns; None for
+/// text that is not a number or does not fit.
+pub(crate) fn micros_to_ns(text: &str) -> Option<i64> {
+    let (negative, body) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (mantissa, exponent) = match body.find(['e', 'E']) {
+        Some(i) => (&body[..i], body[i + 1..].parse::<i32>().ok()?),
+        None => (body, 0),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if int.is_empty() || !int.bytes().all(|b| b.is_ascii_digit()) || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // digits × 10^(shift) ns, where the digits are int and frac run together.
+    let digits = format!("{int}{frac}");
+    let digits = digits.trim_start_matches('0');
+    let shift = exponent.checked_add(3)?.checked_sub(i32::try_from(frac.len()).ok()?)?;
+    if digits.is_empty() {
+        return Some(0);
+    }
+    if digits.len() > 36 {
+        return None;
+    }
+    let value: i128 = digits.parse().ok()?;
+    let ns = if shift >= 0 {
+        value.checked_mul(10i128.checked_pow(u32::try_from(shift).ok()?)?)?
+    } else {
+        let down = 10i128.checked_pow(u32::try_from(-shift).ok()?).unwrap_or(i128::MAX);
+        let (q, r) = (value / down, value % down);
+        q + i128::from(r * 2 >= down)
+    };
+    let ns = i64::try_from(ns).ok()?;
+    Some(if negative { -ns } else { ns })
+}
+
+impl Trace {
+    fn add(&mut self, e: Event) {
+        self.events += 1;
+        if e.ph.as_deref() != Some("X") {
+            return;
+        }
+        let cat = e.cat.as_deref().unwrap_or("");
+        let Some(kind) = category(cat) else {
+            *self.skipped.entry(cat.to_string()).or_default() += 1;
+            return;
+        };
+        let base = self.meta.base_time_ns.unwrap_or(0);
+        let times =
+            (e.ts.as_deref().and_then(|t| micros_to_ns(t.get())), e.dur.as_deref().and_then(|d| micros_to_ns(d.get())));
+        let (Some(ts), Some(dur)) = times else {
+            self.odd_times += 1;
+            return;
+        };
+        let (Some(start), true) = (ts.checked_add(base), dur >= 0) else {
+            self.odd_times += 1;
+            return;
+        };
+        let Some(end) = start.checked_add(dur) else {
+            self.odd_times += 1;
+            return;
+        };
+        let name = self.names.intern(e.name.as_deref().unwrap_or(""));
+        let pid = e.pid.as_ref().and_then(Id::number).unwrap_or(0);
+        let tid = e.tid.as_ref().and_then(Id::number).unwrap_or(0);
+        match kind {
+            Category::Range(kind) => self.ranges.push(Range { start, end, name, kind, pid, tid }),
+            Category::Call => {
+                if let Some(correlation) = e.args.correlation {
+                    self.calls.push(Call { start, end, name, pid, tid, correlation });
+                }
+            }
+            Category::Gpu(kind) => self.gpu.push(GpuOp {
+                start,
+                end,
+                name,
+                kind,
+                device: e.args.device.unwrap_or(pid),
+                stream: e.args.stream.unwrap_or(tid),
+                correlation: e.args.correlation,
+            }),
+        }
+    }
+}
+
+/// Read the trace at `path` (gzip-compressed where it starts with gzip's
+/// magic, whatever its name).
+pub(crate) fn read(path: &Path) -> Result<Trace, Error> {
+    let file = crate::parse::input::open(path)?;
+    let mut reader = BufReader::with_capacity(1 << 16, file);
+    let gzip = reader.fill_buf().map(|b| b.starts_with(&[0x1f, 0x8b])).unwrap_or(false);
+    let input: Box<dyn Read> = if gzip {
+        Box::new(BufReader::with_capacity(1 << 16, flate2::bufread::MultiGzDecoder::new(reader)))
+    } else {
+        Box::new(reader)
+    };
+    let mut trace = Trace::default();
+    let mut de = serde_json::Deserializer::from_reader(input);
+    let read = TopSeed { trace: &mut trace }.deserialize(&mut de).and_then(|()| de.end());
+    match read {
+        Ok(()) => Ok(trace),
+        Err(e) => Err(not_a_trace(path, &e)),
+    }
+}
+
+fn not_a_trace(path: &Path, e: &serde_json::Error) -> Error {
+    let at = if e.line() > 0 { format!(" (line {}, column {})", e.line(), e.column()) } else { String::new() };
+    let io = e.io_error_kind().is_some();
+    let what = if io { "could not be read to its end" } else { "is not a PyTorch profiler trace" };
+    Error::new(ErrorKind::Unparseable, format!("{}{at} {what}: {e}", path.display())).with_hint(if io {
+        "a gzip file cut short, or unreadable: write the trace again, or check the copy"
+    } else {
+        "pass the JSON that torch.profiler wrote (export_chrome_trace, tensorboard_trace_handler: *.pt.trace.json or .json.gz)"
+    })
+}
+
+/// The document: an object with `traceEvents` (or, as some tools write, a
+/// bare array of events).
+struct TopSeed<'t> {
+    trace: &'t mut Trace,
+}
+
+impl<'de> DeserializeSeed<'de> for TopSeed<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for TopSeed<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object with traceEvents, or an array of trace events")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<(), A::Error> {
+        EventsSeed { trace: self.trace }.visit_seq(seq)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut saw_events = false;
+        // Events read before baseTimeNanoseconds (written last by Kineto)
+        // are moved by it afterwards.
+        let mut read_before_base = None;
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "traceEvents" => {
+                    map.next_value_seed(EventsSeed { trace: self.trace })?;
+                    saw_events = true;
+                    read_before_base = Some(self.trace.meta.base_time_ns.is_none());
+                }
+                "schemaVersion" => self.trace.meta.schema_version = map.next_value::<Option<i64>>().ok().flatten(),
+                "baseTimeNanoseconds" => {
+                    let base: Option<i64> = map.next_value()?;
+                    self.trace.meta.base_time_ns = base;
+                }
+                "distributedInfo" => {
+                    let info: serde_json::Value = map.next_value()?;
+                    self.trace.meta.rank = info.get("rank").and_then(serde_json::Value::as_i64);
+                    self.trace.meta.world_size = info.get("world_size").and_then(serde_json::Value::as_i64);
+                }
+                "deviceProperties" => {
+                    let props: serde_json::Value = map.next_value()?;
+                    self.trace.meta.devices = devices(&props);
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        if !saw_events {
+            return Err(de::Error::custom("no traceEvents in the document"));
+        }
+        if let (Some(true), Some(base)) = (read_before_base, self.trace.meta.base_time_ns) {
+            shift(self.trace, base)
+                .ok_or_else(|| de::Error::custom("baseTimeNanoseconds moves a time past 2^63 ns"))?;
+        }
+        Ok(())
+    }
+}
+
+/// Add `base` to every time read before it was known.
+fn shift(trace: &mut Trace, base: i64) -> Option<()> {
+    for r in &mut trace.ranges {
+        (r.start, r.end) = (r.start.checked_add(base)?, r.end.checked_add(base)?);
+    }
+    for c in &mut trace.calls {
+        (c.start, c.end) = (c.start.checked_add(base)?, c.end.checked_add(base)?);
+    }
+    for g in &mut trace.gpu {
+        (g.start, g.end) = (g.start.checked_add(base)?, g.end.checked_add(base)?);
+    }
+    Some(())
+}
+
+fn devices(props: &serde_json::Value) -> Vec<Device> {
+    let Some(list) = props.as_array() else { return Vec::new() };
+    list.iter()
+        .enumerate()
+        .filter_map(|(i, d)| {
+            let name = d.get("name")?.as_str()?.to_string();
+            let id = d.get("id").and_then(serde_json::Value::as_i64).unwrap_or(i as i64);
+            Some(Device { id, name })
+        })
+        .collect()
+}
+
+struct EventsSeed<'t> {
+    trace: &'t mut Trace,
+}
+
+impl<'de> DeserializeSeed<'de> for EventsSeed<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for EventsSeed<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an array of trace events")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(event) = seq.next_element::<Event>()? {
+            self.trace.add(event);
+        }
+        Ok(())
+    }
+}
+
+/// The trace as the region sweep reads an nsys export: ranges and launches
+/// in time order, every kernel, and what the trace holds per stream and per
+/// launch call.
+pub(crate) struct Rows {
+    pub(crate) ranges: Vec<NvtxRange>,
+    pub(crate) launches: Vec<Launched>,
+    pub(crate) kernels: Vec<Kernel>,
+    pub(crate) summary: Summary,
+}
+
+/// GPU work counted by where it ran and what launched it (`torch/capture.json`).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub(crate) struct Summary {
+    /// Per device and stream: kernels, copies and sets.
+    pub(crate) streams: Vec<StreamRow>,
+    /// Per launch call name (`cudaLaunchKernel`, `cuLaunchKernel`,
+    /// `cudaGraphLaunch`, …): the kernels it launched.
+    pub(crate) launch_calls: Vec<LaunchRow>,
+    /// Kernels whose correlation id no runtime or driver call of the trace has.
+    pub(crate) kernels_without_launch: Count,
+    /// Kernels that CUDA graph launches ran, and the graph launches.
+    pub(crate) graph_kernels: Count,
+    pub(crate) graph_launches: u64,
+    /// Correlation ids that more than one call holds: each kernel goes to the first call read.
+    pub(crate) repeated_correlation_ids: u64,
+    /// Ranges that end after the range open on their thread when they
+    /// started: not its children (it ends for the sweep when they start).
+    pub(crate) overhanging_ranges: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default, serde::Serialize, PartialEq, Eq)]
+pub(crate) struct Count {
+    pub(crate) count: u64,
+    pub(crate) time_ns: i64,
+}
+
+impl Count {
+    fn add(&mut self, ns: i64) {
+        self.count += 1;
+        self.time_ns = self.time_ns.saturating_add(ns);
+    }
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct StreamRow {
+    pub(crate) device: i64,
+    pub(crate) stream: i64,
+    pub(crate) kernels: Count,
+    pub(crate) memcpy: Count,
+    pub(crate) memset: Count,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct LaunchRow {
+    pub(crate) call: String,
+    pub(crate) kernels: Count,
+}
+
+/// The process and thread of a range or call as one nsys-style global
+/// thread id (process in bits 24–47, thread in 0–23); ids that do not fit in
+/// 24 bits are numbered in the order met, and counted.
+#[derive(Default)]
+struct Threads {
+    big: HashMap<i64, i64>,
+    renumbered: u64,
+}
+
+impl Threads {
+    fn small(&mut self, id: i64) -> i64 {
+        if (0..1 << 24).contains(&id) {
+            return id;
+        }
+        let next = (1 << 24) - 1 - self.big.len() as i64;
+        *self.big.entry(id).or_insert_with(|| {
+            self.renumbered += 1;
+            next
+        })
+    }
+
+    fn global(&mut self, pid: i64, tid: i64) -> i64 {
+        (self.small(pid) << 24) | self.small(tid)
+    }
+}
+
+/// Order of ranges that start and end together on one thread: the
+/// annotation outside, then the Python function, then the operator.
+fn nesting_rank(kind: RangeKind) -> u8 {
+    match kind {
+        RangeKind::UserAnnotation => 0,
+        RangeKind::PythonFunction => 1,
+        RangeKind::CpuOp => 2,
+        RangeKind::GpuUserAnnotation => 3,
+    }
+}
+
+impl Trace {
+    /// The rows of the region sweep. GPU-side annotations are depth-0
+    /// start/end regions of their own (no kernels), apart from the CPU's.
+    pub(crate) fn rows(&mut self) -> Rows {
+        let mut threads = Threads::default();
+        let mut summary = Summary::default();
+        let mut ranges = std::mem::take(&mut self.ranges);
+        // Stable: ranges with the same interval keep the file's order (the outer first).
+        ranges.sort_by_key(|r| (r.start, std::cmp::Reverse(r.end), nesting_rank(r.kind)));
+        summary.overhanging_ranges = overhanging(&ranges);
+        let domains: Vec<u32> =
+            [RangeKind::UserAnnotation, RangeKind::CpuOp, RangeKind::PythonFunction, RangeKind::GpuUserAnnotation]
+                .iter()
+                .map(|k| self.names.intern(k.category()))
+                .collect();
+        let nvtx: Vec<NvtxRange> = ranges
+            .iter()
+            .map(|r| NvtxRange {
+                start: r.start,
+                end: r.end,
+                name: r.name,
+                domain: domains[r.kind as usize],
+                style: if r.kind == RangeKind::GpuUserAnnotation { RangeStyle::StartEnd } else { RangeStyle::PushPop },
+                ended: true,
+                global_tid: threads.global(r.pid, r.tid),
+            })
+            .collect();
+        let host_pids: std::collections::BTreeSet<i64> = ranges
+            .iter()
+            .filter(|r| r.kind != RangeKind::GpuUserAnnotation)
+            .map(|r| r.pid)
+            .chain(self.calls.iter().map(|c| c.pid))
+            .collect();
+        let lone_pid = if host_pids.len() == 1 { host_pids.first().copied().unwrap_or(0) } else { 0 };
+        let mut by_correlation: HashMap<i64, usize> = HashMap::default();
+        for (i, c) in self.calls.iter().enumerate() {
+            match by_correlation.entry(c.correlation) {
+                std::collections::hash_map::Entry::Occupied(_) => summary.repeated_correlation_ids += 1,
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert(i);
+                }
+            }
+        }
+        let devices: std::collections::BTreeSet<i64> = self.gpu.iter().map(|g| g.device).collect();
+        let mut streams: BTreeMap<(i64, i64), StreamRow> = BTreeMap::new();
+        let mut launch_calls: BTreeMap<u32, Count> = BTreeMap::new();
+        let mut graphs: std::collections::HashSet<usize> = std::collections::HashSet::new();
+        let mut launches = Vec::new();
+        let mut kernels = Vec::new();
+        for g in &self.gpu {
+            let ns = g.end - g.start;
+            let row = streams.entry((g.device, g.stream)).or_insert_with(|| StreamRow {
+                device: g.device,
+                stream: g.stream,
+                kernels: Count::default(),
+                memcpy: Count::default(),
+                memset: Count::default(),
+            });
+            match g.kind {
+                GpuKind::Memcpy => row.memcpy.add(ns),
+                GpuKind::Memset => row.memset.add(ns),
+                GpuKind::Kernel => row.kernels.add(ns),
+            }
+            if g.kind != GpuKind::Kernel {
+                continue;
+            }
+            let call = g.correlation.and_then(|c| by_correlation.get(&c)).map(|&i| (i, &self.calls[i]));
+            let graph = call.is_some_and(|(_, c)| self.names.get(c.name).contains("GraphLaunch"));
+            match call {
+                Some((i, c)) => {
+                    launch_calls.entry(c.name).or_default().add(ns);
+                    if graph {
+                        summary.graph_kernels.add(ns);
+                        graphs.insert(i);
+                    }
+                    launches.push(Launched {
+                        global_tid: threads.global(c.pid, c.tid),
+                        launch: c.start,
+                        start: g.start,
+                        end: g.end,
+                        name: g.name,
+                        graph,
+                    });
+                }
+                None => summary.kernels_without_launch.add(ns),
+            }
+            kernels.push(Kernel {
+                start: g.start,
+                end: g.end,
+                name: g.name,
+                short_id: None,
+                graph,
+                pid: call.map_or(lone_pid, |(_, c)| c.pid),
+                device: (devices.len() > 1).then_some(g.device),
+                gpu: g.device,
+            });
+        }
+        launches.sort_by_key(|l| l.launch);
+        summary.graph_launches = graphs.len() as u64;
+        summary.streams = streams.into_values().collect();
+        summary.launch_calls = launch_calls
+            .into_iter()
+            .map(|(name, kernels)| LaunchRow { call: self.names.get(name).to_string(), kernels })
+            .collect();
+        Rows { ranges: nvtx, launches, kernels, summary }
+    }
+}
+
+/// Ranges (sorted by start, the longer first) that end after the innermost
+/// range open on their thread when they start.
+fn overhanging(ranges: &[Range]) -> u64 {
+    let mut open: HashMap<(i64, i64, bool), Vec<i64>> = HashMap::default();
+    let mut n = 0;
+    for r in ranges {
+        let stack = open.entry((r.pid, r.tid, r.kind == RangeKind::GpuUserAnnotation)).or_default();
+        while stack.last().is_some_and(|&end| end < r.start) {
+            stack.pop();
+        }
+        if stack.last().is_some_and(|&end| end < r.end && end > r.start) {
+            n += 1;
+        }
+        while stack.last().is_some_and(|&end| end < r.end) {
+            stack.pop();
+        }
+        stack.push(r.end);
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn microseconds_become_exact_nanoseconds() {
+        for (text, ns) in [
+            ("1712195495519695.8", 1_712_195_495_519_695_800),
+            ("63.813", 63_813),
+            ("10.0", 10_000),
+            ("1740461679479712", 1_740_461_679_479_712_000),
+            ("0", 0),
+            ("1e3", 1_000_000),
+            ("1.5E-3", 2),
+            ("0.0004", 0),
+            ("0.0005", 1),
+            ("-2.5", -2_500),
+        ] {
+            assert_eq!(micros_to_ns(text), Some(ns), "{text}");
+        }
+        for text in ["", "x", "1.2.3", "1e", "99999999999999999999999", ".5", "1e999"] {
+            assert_eq!(micros_to_ns(text), None, "{text}");
+        }
+    }
+
+    #[test]
+    fn ids_are_numbers_or_end_with_one() {
+        assert_eq!(Id::Text("stream 7".into()).number(), Some(7));
+        assert_eq!(Id::Text("25738".into()).number(), Some(25738));
+        assert_eq!(Id::Text("Spans".into()).number(), None);
+        assert_eq!(Id::Number(3).number(), Some(3));
+    }
+}

@@ -1,0 +1,126 @@
+//! pipeline::torch: `llmperf import torch FILE`. A PyTorch profiler trace
+//! ([`crate::parse::torch`]) becomes the same region model an nsys export
+//! does: its ranges and launches go through the nsys region sweep
+//! ([`aggregate::nsys::Sweep`]) and its kernels into the same totals, so
+//! `torch/regions.json`, `torch/top_kernels.json` and `torch/samples.json`
+//! have `nsys/`'s schemas, and the reports read them as they read nsys's.
+use std::path::Path;
+
+use crate::aggregate;
+use crate::aggregate::nsys::{Ends, KernelTotals, Sweep};
+use crate::error::Error;
+use crate::manifest::ManifestWriter;
+use crate::parse::nsys::batched;
+use crate::parse::nsys::ingest::{Ingest, KernelSink, Timeline};
+use crate::parse::torch;
+use crate::run_dir::{self, RunDir};
+
+use super::stage::{self, Done, StageOutcome};
+
+/// What `torch/capture.json` holds: the trace's own account of itself and of
+/// its GPU work, beside the region model.
+#[derive(serde::Serialize)]
+struct Capture<'a> {
+    /// The file read.
+    trace: String,
+    schema_version: Option<i64>,
+    rank: Option<i64>,
+    world_size: Option<i64>,
+    devices: &'a [torch::Device],
+    /// Events read, and the complete events of categories llmperf does not read.
+    events: u64,
+    skipped_categories: &'a std::collections::BTreeMap<String, u64>,
+    /// Complete events left out because their `ts` or `dur` was missing or negative.
+    odd_times: u64,
+    #[serde(flatten)]
+    summary: &'a torch::Summary,
+}
+
+/// The `torch_regions` stage: read `trace`, write the region model.
+pub(crate) fn analyze(
+    run: &RunDir,
+    manifest: &mut ManifestWriter,
+    trace: &Path,
+    top_n: usize,
+) -> Result<StageOutcome, Error> {
+    stage::run(manifest, "torch_regions", Vec::new(), || {
+        let (regions, kernels) = write_outputs(run, trace, top_n)?;
+        tracing::info!(
+            "torch: {} regions, {} kernels ({} unattributed)",
+            regions.regions.len(),
+            kernels,
+            regions.unattributed.kernel_count
+        );
+        let files =
+            [run_dir::TORCH_REGIONS, run_dir::TORCH_TOP_KERNELS, run_dir::TORCH_SAMPLES, run_dir::TORCH_CAPTURE];
+        Ok(Done::ok(files.map(String::from).to_vec()))
+    })
+}
+
+/// Read the trace, sweep it, write `torch/`.
+fn write_outputs(run: &RunDir, path: &Path, top_n: usize) -> Result<(aggregate::nsys::RegionsReport, usize), Error> {
+    let mut trace = torch::read(path)?;
+    crate::signals::check()?;
+    let rows = trace.rows();
+    let mut sweep = Sweep::with_ends(Ends::Inclusive);
+    let in_order = sweep.run(batched::of(rows.ranges), batched::of(rows.launches), None)?;
+    if !in_order {
+        return Err(Error::new(
+            crate::error::ErrorKind::Internal,
+            format!("{}: the sorted ranges and launches were not in time order", path.display()),
+        )
+        .with_hint("a bug in llmperf: please report it with the trace"));
+    }
+    let mut kernels = KernelTotals::new(&trace.names);
+    let strings = Default::default();
+    for k in rows.kernels {
+        kernels.add(k, &strings, &trace.names);
+    }
+    if let Some(e) = kernels.take_error() {
+        return Err(e);
+    }
+    let names = std::mem::take(&mut trace.names);
+    let pass = Ingest { timeline: sweep, kernels, names, renamed: None, breakdown: () };
+    let mut done = aggregate::nsys::reports(pass, &[], top_n)?;
+    done.regions.notes.retain(|n| !n.starts_with("no NVTX ranges"));
+    if rows.summary.overhanging_ranges > 0 {
+        done.regions.notes.push(format!(
+            "{} ranges end after the range open on their thread when they started: that range is not their parent, and \
+             ends for the sweep when they start, so the kernels launched in the rest of it go to them",
+            rows.summary.overhanging_ranges
+        ));
+    }
+    if done.regions.regions.is_empty() {
+        done.regions.notes.push(
+            "no CPU ranges in the trace (user_annotation, cpu_op, python_function): every kernel is unattributed"
+                .into(),
+        );
+    }
+    if let Some(rank) = trace.meta.rank.and_then(|r| u32::try_from(r).ok()) {
+        let pids: std::collections::BTreeMap<i64, u32> = done
+            .regions
+            .processes
+            .iter()
+            .map(|p| p.process_id)
+            .chain(done.regions.regions.iter().map(|r| r.process_id))
+            .map(|p| (p, rank))
+            .collect();
+        done.regions.tag_ranks(&pids);
+    }
+    let capture = Capture {
+        trace: path.display().to_string(),
+        schema_version: trace.meta.schema_version,
+        rank: trace.meta.rank,
+        world_size: trace.meta.world_size,
+        devices: &trace.meta.devices,
+        events: trace.events,
+        skipped_categories: &trace.skipped,
+        odd_times: trace.odd_times,
+        summary: &rows.summary,
+    };
+    run.write_json(run_dir::TORCH_CAPTURE, &capture)?;
+    run.write_json(run_dir::TORCH_REGIONS, &done.regions)?;
+    run.write_json(run_dir::TORCH_TOP_KERNELS, &done.top)?;
+    run.write_json(run_dir::TORCH_SAMPLES, &done.samples)?;
+    Ok((done.regions, done.kernels))
+}
