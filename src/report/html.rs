@@ -150,7 +150,7 @@ fn breakdown_bars(h: &mut String, b: &crate::aggregate::nsys::breakdown::Breakdo
 /// regions.json's `module_groups`: repeated modules as one row each, as regions.md has them.
 fn module_groups_table(h: &mut String, inputs: &Inputs) {
     use super::regions_md::{coverage_sentence, group_figures, short_path, GROUP_ROWS};
-    let Some(g) = inputs.nsys_regions.as_ref().and_then(|r| r.module_groups.as_ref()) else { return };
+    let Some(g) = inputs.regions.as_ref().and_then(|r| r.module_groups.as_ref()) else { return };
     if g.groups.is_empty() {
         return;
     }
@@ -186,7 +186,7 @@ type Box = (usize, Option<Vec<String>>, f64);
 fn regions_chart(h: &mut String, inputs: &Inputs) {
     h.push_str("<h2>Time per region</h2>\n");
     let mut boxes: BTreeMap<Vec<String>, Box> = BTreeMap::new();
-    let source = match &inputs.nsys_regions {
+    let source = match &inputs.regions {
         Some(r) if !r.regions.is_empty() => {
             // GPU time first wherever the capture has kernels in its ranges: on an
             // asynchronous GPU run the wall time of a range is the host's, not the device's.
@@ -197,9 +197,10 @@ fn regions_chart(h: &mut String, inputs: &Inputs) {
                 let e = boxes.entry(names).or_insert((x.depth, parent, 0.0));
                 e.2 += if gpu { x.gpu_time_ns } else { x.inclusive_ns } as f64 / 1e6;
             }
+            let (source, range) = (inputs.timeline.name(), inputs.timeline.range());
             match gpu {
-                true => "nsys (GPU time of the kernels launched inside each NVTX range, summed over processes and threads; largest first)",
-                false => "nsys (wall time of the NVTX ranges, summed over threads; largest first)",
+                true => format!("{source} (GPU time of the kernels launched inside each {range}, summed over processes and threads; largest first)"),
+                false => format!("{source} (wall time of the {range}s, summed over threads; largest first)"),
             }
         }
         _ => match &inputs.timings {
@@ -209,7 +210,7 @@ fn regions_chart(h: &mut String, inputs: &Inputs) {
                     let parent = (names.len() > 1).then(|| names[..names.len() - 1].to_vec());
                     boxes.insert(names.clone(), (names.len() - 1, parent, s.total_ms));
                 }
-                "the workload's own clock (timings.json)"
+                "the workload's own clock (timings.json)".to_string()
             }
             None => {
                 h.push_str("<p class=\"note\">No NVTX regions in this run.</p>\n");

@@ -56,9 +56,9 @@ pub(crate) fn write_summaries(run: &RunDir) -> Result<Vec<String>, Error> {
     run.write(run_dir::SUMMARY_MD, summary::stakeholder_summary(&inputs, &d).as_bytes())?;
     run.write(run_dir::REPORT_HTML, html::render(&inputs, &d).as_bytes())?;
     let mut written = Vec::new();
-    let regions = inputs.nsys_regions.as_ref();
+    let regions = inputs.regions.as_ref();
     let labels = regions.map(|r| model::process_labels(r, d.ranks.as_ref())).unwrap_or_default();
-    if let Some(md) = regions.and_then(|r| regions_md::regions_md(r, &d.kernels, &labels)) {
+    if let Some(md) = regions.and_then(|r| regions_md::regions_md(inputs.timeline, r, &d.kernels, &labels)) {
         run.write(run_dir::REGIONS_MD, md.as_bytes())?;
         written.push(run_dir::REGIONS_MD.to_string());
     }

@@ -27,8 +27,11 @@ pub(crate) struct Inputs {
     pub(crate) timings: Option<Timings>,
     /// The same workload without a profiler (`runner.run.baseline`).
     pub(crate) baseline: Option<Timings>,
-    pub(crate) nsys_regions: Option<RegionsReport>,
-    pub(crate) nsys_top: Option<Vec<TopKernel>>,
+    /// The region model (nsys/regions.json, else torch/regions.json) and its
+    /// top kernels, and which timeline they came from.
+    pub(crate) regions: Option<RegionsReport>,
+    pub(crate) top_kernels: Option<Vec<TopKernel>>,
+    pub(crate) timeline: Timeline,
     /// ncu's rule results by kernel (ncu/rules.json).
     pub(crate) ncu_rules: Option<crate::aggregate::rules::RulesReport>,
     /// Where each top-level region's time went per device (nsys/breakdown.json).
@@ -47,14 +50,16 @@ pub(crate) struct Inputs {
 impl Inputs {
     /// What the reports read, each part if present and readable.
     pub(crate) fn read(run: &RunDir) -> Inputs {
+        let timeline = Timeline::of(run);
         Inputs {
             config: crate::config::load_resolved(&run.join(run_dir::CONFIG_YAML)).ok(),
             env: run.read_json(run_dir::ENV_JSON),
             manifest: run.read_json(run_dir::MANIFEST_JSON),
             timings: run.read_json(run_dir::TIMINGS_JSON),
             baseline: run.read_json(run_dir::BASELINE_TIMINGS_JSON),
-            nsys_regions: run.read_json(run_dir::NSYS_REGIONS),
-            nsys_top: run.read_json(run_dir::NSYS_TOP_KERNELS),
+            regions: run.read_json(timeline.regions_file()),
+            top_kernels: run.read_json(timeline.top_kernels_file()),
+            timeline,
             nsys_breakdown: run.read_json(run_dir::NSYS_BREAKDOWN),
             ncu_rules: run.read_json(run_dir::NCU_RULES_JSON),
             capture: run.read_json(run_dir::NSYS_CAPTURE),
@@ -76,8 +81,9 @@ impl Inputs {
             manifest: None,
             timings: None,
             baseline: None,
-            nsys_regions: None,
-            nsys_top: None,
+            regions: None,
+            top_kernels: None,
+            timeline: Timeline::Nsys,
             nsys_breakdown: None,
             ncu_rules: None,
             capture: None,
@@ -85,6 +91,55 @@ impl Inputs {
             roofline: None,
             launched: Vec::new(),
             command: Vec::new(),
+        }
+    }
+}
+
+/// Where a run's region model came from: an nsys capture, or a PyTorch
+/// profiler trace (`llmperf import torch`). Both write the same schemas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Timeline {
+    Nsys,
+    Torch,
+}
+
+impl Timeline {
+    /// nsys's where the run has its files (or neither's), else the trace's.
+    fn of(run: &RunDir) -> Timeline {
+        if !run.join(run_dir::NSYS_REGIONS).exists() && run.join(run_dir::TORCH_REGIONS).exists() {
+            Timeline::Torch
+        } else {
+            Timeline::Nsys
+        }
+    }
+
+    /// Its name in the reports (`kernels.json`'s `source`).
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Timeline::Nsys => "nsys",
+            Timeline::Torch => "torch",
+        }
+    }
+
+    pub(crate) fn regions_file(self) -> &'static str {
+        match self {
+            Timeline::Nsys => run_dir::NSYS_REGIONS,
+            Timeline::Torch => run_dir::TORCH_REGIONS,
+        }
+    }
+
+    fn top_kernels_file(self) -> &'static str {
+        match self {
+            Timeline::Nsys => run_dir::NSYS_TOP_KERNELS,
+            Timeline::Torch => run_dir::TORCH_TOP_KERNELS,
+        }
+    }
+
+    /// What one of its ranges is called.
+    pub(crate) fn range(self) -> &'static str {
+        match self {
+            Timeline::Nsys => "NVTX range",
+            Timeline::Torch => "profiler range",
         }
     }
 }
@@ -227,7 +282,7 @@ pub(crate) fn kernels(inputs: &Inputs) -> KernelsReport {
 const LABEL_CHARS: usize = 60;
 
 fn kernel_rows(inputs: &Inputs) -> KernelsReport {
-    if let Some(top) = inputs.nsys_top.as_ref().filter(|t| !t.is_empty()) {
+    if let Some(top) = inputs.top_kernels.as_ref().filter(|t| !t.is_empty()) {
         let rows = top
             .iter()
             .map(|k| KernelRow {
@@ -242,7 +297,7 @@ fn kernel_rows(inputs: &Inputs) -> KernelsReport {
                 share_pct: k.share_pct,
             })
             .collect();
-        return KernelsReport { source: "nsys".into(), full_names: false, note: None, kernels: rows };
+        return KernelsReport { source: inputs.timeline.name().into(), full_names: false, note: None, kernels: rows };
     }
     if let Some(scope) = inputs.ncu.as_ref().and_then(|r| r.scopes.first()) {
         let mut by_name: BTreeMap<(String, String), (u64, u64, f64)> = BTreeMap::new();
@@ -298,7 +353,7 @@ pub(crate) fn operators(inputs: &Inputs, ranks: Option<&crate::aggregate::ranks:
     };
     let is_operator =
         |r: &&crate::aggregate::nsys::Region| (r.depth > 0 || !stages.contains(r.name.as_str())) && !warmup(r);
-    if let Some(regions) = inputs.nsys_regions.as_ref().filter(|r| r.regions.iter().any(|r| is_operator(&r))) {
+    if let Some(regions) = inputs.regions.as_ref().filter(|r| r.regions.iter().any(|r| is_operator(&r))) {
         let rank_of = process_labels(regions, ranks);
         // By nested names, not by their `::` spelling: `aten::to` inside
         // `aten::_to_copy` is not `aten` › `to` › `aten` › `_to_copy`.
@@ -332,7 +387,7 @@ pub(crate) fn operators(inputs: &Inputs, ranks: Option<&crate::aggregate::ranks:
             .collect();
         let ranked_by = if operators.iter().any(|o| o.gpu_ms.is_some()) { "gpu_time" } else { "wall_time" };
         return OperatorsReport {
-            source: "nsys".into(),
+            source: inputs.timeline.name().into(),
             ranked_by: ranked_by.into(),
             operators: sorted(operators),
             by_leaf: sorted(by_leaf),
@@ -637,7 +692,7 @@ fn ranks_of_launch(
 pub(crate) fn arch_hint(inputs: &Inputs) -> Option<String> {
     let re =
         regex::Regex::new(r"(?:^|[^A-Za-z0-9])sm_?([1-9][0-9]{1,2})[a-z]?(?:[^A-Za-z0-9]|$)").expect("valid regex");
-    let nsys = inputs.nsys_top.iter().flatten().map(|k| k.name.as_str());
+    let nsys = inputs.top_kernels.iter().flatten().map(|k| k.name.as_str());
     let ncu = inputs.ncu.iter().flat_map(|r| r.scopes.first()).flat_map(|s| &s.regions).flat_map(|r| &r.kernels);
     let names = nsys.chain(ncu.map(|k| k.kernel_name.as_str()));
     let best = names.filter_map(|n| re.captures(n)?.get(1)?.as_str().parse::<u32>().ok()).max()?;
@@ -718,7 +773,7 @@ fn findings_of(
     };
     super::findings::build(Sources {
         breakdown: inputs.nsys_breakdown.as_ref(),
-        regions: inputs.nsys_regions.as_ref(),
+        regions: inputs.regions.as_ref(),
         kernels: &shares,
         rules: inputs.ncu_rules.as_ref(),
         ncu,
@@ -750,17 +805,17 @@ pub(crate) struct Derived {
 impl Derived {
     pub(crate) fn of(inputs: &Inputs) -> Derived {
         let peak = peak_of(inputs);
-        let (uses, unmatched_flops) = match (&inputs.timings, &peak, &inputs.nsys_regions, &inputs.config) {
+        let (uses, unmatched_flops) = match (&inputs.timings, &peak, &inputs.regions, &inputs.config) {
             (Some(t), Some(p), _, _) => (utilization(t, p), Vec::new()),
             (None, Some(p), Some(r), Some(c)) => region_utilization(&c.workload.flops, r, p),
             _ => (Vec::new(), Vec::new()),
         };
         let clocks = inputs.config.as_ref().and_then(|c| c.pipeline.ncu.ncu_cli.clock_control);
-        let join = match (&inputs.nsys_regions, &inputs.ncu) {
+        let join = match (&inputs.regions, &inputs.ncu) {
             (Some(nsys), Some(ncu)) => super::join::join(nsys, ncu, clocks, peak.as_ref()),
             _ => None,
         };
-        let ranks = inputs.nsys_regions.as_ref().and_then(|r| ranks_of_capture(inputs, r));
+        let ranks = inputs.regions.as_ref().and_then(|r| ranks_of_capture(inputs, r));
         let operators = operators(inputs, ranks.as_ref());
         let kernels = kernels(inputs);
         let categories = categories_of(inputs);

@@ -86,7 +86,7 @@ pub(crate) fn utilization_reading(u: &StageUse) -> String {
 /// module ranges `--annotate` records: a program's own ranges that differ in
 /// an index are no modules, and their names may hold `::`.
 fn top_module_groups(inputs: &Inputs) -> Vec<String> {
-    let Some(r) = inputs.nsys_regions.as_ref() else { return Vec::new() };
+    let Some(r) = inputs.regions.as_ref() else { return Vec::new() };
     let Some(g) = r.module_groups.as_ref() else { return Vec::new() };
     let modules = crate::plan::annotate::domain_of(crate::config::schema::AnnotateMode::Modules);
     let groups: Vec<&crate::aggregate::nsys::ModuleGroup> = g.groups.iter().filter(|x| x.domain == modules).collect();

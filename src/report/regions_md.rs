@@ -32,6 +32,7 @@ struct Row {
 /// regions.md of a capture with NVTX regions; None without any. `labels`:
 /// each process's rank as the other reports name it (`model::process_labels`).
 pub(crate) fn regions_md(
+    timeline: super::model::Timeline,
     regions: &RegionsReport,
     kernels: &KernelsReport,
     labels: &BTreeMap<i64, String>,
@@ -54,10 +55,11 @@ pub(crate) fn regions_md(
             *row.kernels.entry(k.name.clone()).or_default() += k.gpu_time_ns;
         }
     }
+    let (file, range) = (timeline.regions_file(), timeline.range());
     let mut md = String::from("# Regions\n\n");
     let _ = writeln!(
         md,
-        "Source: nsys/regions.json. Every top-level NVTX range and the ranges directly inside it, {}; at most {TOP_ROWS} top-level rows and {CHILD_ROWS} inside each (the whole tree is in nsys/regions.json). Time of several threads of one process is added; of several processes, never.\n",
+        "Source: {file}. Every top-level {range} and the ranges directly inside it, {}; at most {TOP_ROWS} top-level rows and {CHILD_ROWS} inside each (the whole tree is in {file}). Time of several threads of one process is added; of several processes, never.\n",
         if gpu {
             "largest GPU time first (the kernels launched inside; wall time is the host's, beside it)"
         } else {
@@ -89,7 +91,7 @@ pub(crate) fn regions_md(
         md.push('\n');
     }
     if let Some(groups) = &regions.module_groups {
-        module_groups_md(&mut md, groups, labels);
+        module_groups_md(&mut md, groups, labels, file);
     }
     Some(md)
 }
@@ -158,7 +160,12 @@ pub(crate) fn short_path(path: &str) -> String {
 }
 
 /// `## Repeated modules`: regions.json's module_groups, and the coverage.
-fn module_groups_md(md: &mut String, g: &crate::aggregate::nsys::ModuleGroups, labels: &BTreeMap<i64, String>) {
+fn module_groups_md(
+    md: &mut String,
+    g: &crate::aggregate::nsys::ModuleGroups,
+    labels: &BTreeMap<i64, String>,
+    file: &str,
+) {
     md.push_str("## Repeated modules\n\n");
     if let Some(c) = &g.coverage {
         let _ = writeln!(md, "{}\n", coverage_sentence(c));
@@ -168,7 +175,7 @@ fn module_groups_md(md: &mut String, g: &crate::aggregate::nsys::ModuleGroups, l
     }
     let _ = writeln!(
         md,
-        "Regions whose paths differ only in an index (`layers.0`, `layers.1`, …) as one row, `[0-31]` the indices seen; per member (one index tuple), its total time: GPU where the group launched kernels, else wall. Largest first, at most {GROUP_ROWS}; paths past 60 characters cut in the middle (whole in nsys/regions.json, `module_groups`).\n"
+        "Regions whose paths differ only in an index (`layers.0`, `layers.1`, …) as one row, `[0-31]` the indices seen; per member (one index tuple), its total time: GPU where the group launched kernels, else wall. Largest first, at most {GROUP_ROWS}; paths past 60 characters cut in the middle (whole in {file}, `module_groups`).\n"
     );
     md.push_str("| group | process | members | calls | GPU ms | wall ms | per member min / median / max ms | largest member |\n|---|---|---:|---:|---:|---:|---|---|\n");
     for r in g.groups.iter().take(GROUP_ROWS) {

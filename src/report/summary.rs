@@ -433,7 +433,7 @@ fn opt(v: Option<i64>) -> String {
 
 /// GPU busy time and kernel count over the whole capture (nsys).
 fn gpu_totals(inputs: &Inputs) -> Option<(f64, usize)> {
-    let r = inputs.nsys_regions.as_ref()?;
+    let r = inputs.regions.as_ref()?;
     let top: Vec<_> = r.regions.iter().filter(|x| x.depth == 0 && x.style == RangeStyle::PushPop).collect();
     let ns: i64 = top.iter().map(|x| x.gpu_time_ns).sum::<i64>() + r.unattributed.gpu_time_ns;
     let n: usize = top.iter().map(|x| x.kernel_count).sum::<usize>() + r.unattributed.kernel_count;
@@ -443,7 +443,7 @@ fn gpu_totals(inputs: &Inputs) -> Option<(f64, usize)> {
 /// The kernels CUDA graphs ran, attributed to the ranges around the graph
 /// launches and outside every range, as text; None when there were none.
 fn graph_totals(inputs: &Inputs) -> Option<String> {
-    let r = inputs.nsys_regions.as_ref()?;
+    let r = inputs.regions.as_ref()?;
     let top = r.regions.iter().filter(|x| x.depth == 0 && x.style == RangeStyle::PushPop);
     let (n, ns) = top.fold((0, 0), |(n, ns), x| (n + x.graph_kernel_count, ns + x.graph_gpu_time_ns));
     let (un, uns) = (r.unattributed.graph_kernel_count, r.unattributed.graph_gpu_time_ns);
@@ -570,7 +570,7 @@ fn mfu(md: &mut String, inputs: &Inputs, d: &Derived) {
     md.push_str("## MFU\n\n");
     let flops = inputs.config.as_ref().map(|c| &c.workload.flops).filter(|f| !f.is_empty());
     let Some(t) = &inputs.timings else {
-        match (flops, &inputs.nsys_regions, peak) {
+        match (flops, &inputs.regions, peak) {
             (Some(_), Some(_), Some(p)) => user_mfu(md, p, uses, &d.unmatched_flops),
             (Some(_), None, _) => md.push_str("MFU not computed: workload.flops is set, but there is no nsys capture to time its regions (hint: keep nsys on).\n\n"),
             _ => md.push_str("MFU not computed: no analytic FLOP count (a user command, not a built-in workload; hint: give the FLOPs of one instance per region, workload.flops='{prefill: 2.1e12}', and a peak, hardware.peak_tflops or a GPU in the peak table).\n\n"),
