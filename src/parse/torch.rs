@@ -32,6 +32,7 @@ use serde_json::value::RawValue;
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::error::{Error, ErrorKind};
+use crate::parse::nsys::activity::{Activity, ActivitySink, Direction, What};
 use crate::parse::nsys::sqlite::{Kernel, Launched, Names, NvtxRange};
 use crate::regions::RangeStyle;
 
@@ -98,6 +99,8 @@ pub(crate) struct GpuOp {
     pub(crate) stream: i64,
     /// None where the event has no `args.correlation`.
     pub(crate) correlation: Option<i64>,
+    /// A copy's or set's `args.bytes` (0 where absent).
+    pub(crate) bytes: i64,
 }
 
 /// A GPU of `deviceProperties`.
@@ -124,6 +127,9 @@ pub(crate) struct Meta {
 pub(crate) struct Trace {
     pub(crate) ranges: Vec<Range>,
     pub(crate) calls: Vec<Call>,
+    /// The runtime and driver calls that wait for the GPU
+    /// ([`crate::parse::nsys::calls::BLOCKING`]), correlation id or not.
+    pub(crate) blocking: Vec<Call>,
     pub(crate) gpu: Vec<GpuOp>,
     pub(crate) names: Names,
     pub(crate) meta: Meta,
@@ -162,6 +168,7 @@ impl Id {
 #[derive(Deserialize, Default)]
 struct Args {
     correlation: Option<i64>,
+    bytes: Option<i64>,
     stream: Option<i64>,
     device: Option<i64>,
 }
@@ -277,8 +284,13 @@ impl Trace {
         match kind {
             Category::Range(kind) => self.ranges.push(Range { start, end, name, kind, pid, tid }),
             Category::Call => {
-                if let Some(correlation) = e.args.correlation {
-                    self.calls.push(Call { start, end, name, pid, tid, correlation });
+                let correlation = e.args.correlation;
+                let call = Call { start, end, name, pid, tid, correlation: correlation.unwrap_or(-1) };
+                if crate::parse::nsys::calls::is_blocking(self.names.get(name)) {
+                    self.blocking.push(call);
+                }
+                if correlation.is_some() {
+                    self.calls.push(call);
                 }
             }
             Category::Gpu(kind) => self.gpu.push(GpuOp {
@@ -289,6 +301,7 @@ impl Trace {
                 device: e.args.device.unwrap_or(pid),
                 stream: e.args.stream.unwrap_or(tid),
                 correlation: e.args.correlation,
+                bytes: e.args.bytes.unwrap_or(0),
             }),
         }
     }
@@ -396,7 +409,7 @@ fn shift(trace: &mut Trace, base: i64) -> Option<()> {
     for r in &mut trace.ranges {
         (r.start, r.end) = (r.start.checked_add(base)?, r.end.checked_add(base)?);
     }
-    for c in &mut trace.calls {
+    for c in trace.calls.iter_mut().chain(&mut trace.blocking) {
         (c.start, c.end) = (c.start.checked_add(base)?, c.end.checked_add(base)?);
     }
     for g in &mut trace.gpu {
@@ -450,6 +463,12 @@ pub(crate) struct Rows {
     pub(crate) ranges: Vec<NvtxRange>,
     pub(crate) launches: Vec<Launched>,
     pub(crate) kernels: Vec<Kernel>,
+    /// Every kernel, copy and set for the time breakdown, in start order,
+    /// each on the process that launched it; a kernel's name is its
+    /// interned id, its class `classify`'s.
+    pub(crate) activity: Vec<Activity>,
+    /// The blocking calls (process, start, end, interned name), in start order.
+    pub(crate) blocking: Vec<(i64, i64, i64, i64)>,
     pub(crate) summary: Summary,
 }
 
@@ -541,7 +560,7 @@ fn nesting_rank(kind: RangeKind) -> u8 {
 impl Trace {
     /// The rows of the region sweep. GPU-side annotations are depth-0
     /// start/end regions of their own (no kernels), apart from the CPU's.
-    pub(crate) fn rows(&mut self) -> Rows {
+    pub(crate) fn rows(&mut self, classify: &dyn Fn(&str) -> u8) -> Rows {
         let mut threads = Threads::default();
         let mut summary = Summary::default();
         let mut ranges = std::mem::take(&mut self.ranges);
@@ -587,8 +606,29 @@ impl Trace {
         let mut graphs: std::collections::HashSet<usize> = std::collections::HashSet::new();
         let mut launches = Vec::new();
         let mut kernels = Vec::new();
+        let mut activity = Vec::with_capacity(self.gpu.len());
+        let mut classes: HashMap<u32, u8> = HashMap::default();
         for g in &self.gpu {
             let ns = g.end - g.start;
+            let launcher = g.correlation.and_then(|c| by_correlation.get(&c)).map(|&i| self.calls[i].pid);
+            let what = match g.kind {
+                GpuKind::Kernel => {
+                    What::Kernel(*classes.entry(g.name).or_insert_with(|| classify(self.names.get(g.name))))
+                }
+                GpuKind::Memcpy => {
+                    let (direction, pageable) = copy_kind(self.names.get(g.name));
+                    What::Copy { direction, bytes: g.bytes, pageable }
+                }
+                GpuKind::Memset => What::Memset { bytes: g.bytes },
+            };
+            activity.push(Activity {
+                pid: launcher.unwrap_or(lone_pid),
+                device: g.device,
+                start: g.start,
+                end: g.end,
+                what,
+                name: if g.kind == GpuKind::Kernel { i64::from(g.name) } else { 0 },
+            });
             let row = streams.entry((g.device, g.stream)).or_insert_with(|| StreamRow {
                 device: g.device,
                 stream: g.stream,
@@ -636,14 +676,69 @@ impl Trace {
             });
         }
         launches.sort_by_key(|l| l.launch);
+        activity.sort_by_key(|a| a.start);
+        let mut blocking: Vec<(i64, i64, i64, i64)> =
+            self.blocking.iter().map(|c| (c.pid, c.start, c.end, i64::from(c.name))).collect();
+        blocking.sort_by_key(|c| c.1);
         summary.graph_launches = graphs.len() as u64;
         summary.streams = streams.into_values().collect();
         summary.launch_calls = launch_calls
             .into_iter()
             .map(|(name, kernels)| LaunchRow { call: self.names.get(name).to_string(), kernels })
             .collect();
-        Rows { ranges: nvtx, launches, kernels, summary }
+        Rows { ranges: nvtx, launches, kernels, activity, blocking, summary }
     }
+}
+
+/// A copy's direction, and whether host memory on its side is pageable (the
+/// copy is then synchronous for the host), from Kineto's name:
+/// `Memcpy HtoD (Pageable -> Device)`, `Memcpy DtoD (Device -> Device)`.
+fn copy_kind(name: &str) -> (Direction, bool) {
+    let kind = name.split_whitespace().nth(1).unwrap_or("");
+    let direction = match kind {
+        "HtoD" => Direction::HostToDevice,
+        "DtoH" => Direction::DeviceToHost,
+        "DtoD" => Direction::DeviceToDevice,
+        "PtoP" => Direction::PeerToPeer,
+        _ => Direction::Other,
+    };
+    let pageable = match direction {
+        Direction::HostToDevice => name.contains("(Pageable ->"),
+        Direction::DeviceToHost => name.contains("-> Pageable)"),
+        _ => false,
+    };
+    (direction, pageable)
+}
+
+/// The time breakdown's feed, in the order an [`ActivitySink`] takes it:
+/// before each operation, every window and every blocking call starting at
+/// or before it; then what is left. False when the sink found an operation
+/// out of order (it cannot be: the activity is sorted).
+pub(crate) fn feed<S: ActivitySink>(
+    sink: &mut S,
+    windows: Vec<S::Window>,
+    activity: Vec<Activity>,
+    blocking: &[(i64, i64, i64, i64)],
+) -> bool {
+    let mut windows = windows.into_iter().peekable();
+    let mut calls = blocking.iter().peekable();
+    let mut in_order = true;
+    for a in activity {
+        while let Some(w) = windows.next_if(|w| S::start_of(w) <= a.start) {
+            sink.window(w);
+        }
+        while let Some(&(pid, start, end, name)) = calls.next_if(|c| c.1 <= a.start) {
+            sink.blocking(pid, start, end, name, a.start);
+        }
+        in_order &= sink.add(a);
+    }
+    for w in windows {
+        sink.window(w);
+    }
+    for &(pid, start, end, name) in calls {
+        sink.blocking(pid, start, end, name, start);
+    }
+    in_order
 }
 
 /// Ranges (sorted by start, the longer first) that end after the innermost

@@ -205,8 +205,8 @@ pub(crate) fn import_torch(
     run.write(run_dir::CONFIG_YAML, resolved.to_yaml().as_bytes())?;
     let mut manifest = ManifestWriter::extend(&run, argv)?;
     let mut verdict = RunStatus::default();
-    let top_n = cfg.runner.run.top_n_kernels as usize;
-    let stages = torch::analyze(&run, &mut manifest, &absolute(file), top_n).map(|o| verdict.add(o));
+    let opts = nsys::IngestOptions::of(cfg);
+    let stages = torch::analyze(&run, &mut manifest, &absolute(file), &opts).map(|o| verdict.add(o));
     finish(&run, manifest, verdict, stages)
 }
 

@@ -661,7 +661,7 @@ pub(crate) fn write_outputs(
 }
 
 /// `report.launch_gap_us` in ns, checked.
-fn launch_gap_ns(us: f64) -> Result<i64, Error> {
+pub(super) fn launch_gap_ns(us: f64) -> Result<i64, Error> {
     if !(us.is_finite() && us >= 0.0) {
         return Err(Error::config(format!("report.launch_gap_us: {us} is not a duration"))
             .with_hint("give a number of microseconds, 0 or more (50 by default)"));

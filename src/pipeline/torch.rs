@@ -7,15 +7,31 @@
 use std::path::Path;
 
 use crate::aggregate;
+use crate::aggregate::nsys::breakdown::Breakdown;
 use crate::aggregate::nsys::{Ends, KernelTotals, Sweep};
 use crate::error::Error;
 use crate::manifest::ManifestWriter;
+use crate::parse::nsys::activity::Named;
 use crate::parse::nsys::batched;
+use crate::parse::nsys::beside::Windows;
 use crate::parse::nsys::ingest::{Ingest, KernelSink, Timeline};
 use crate::parse::torch;
 use crate::run_dir::{self, RunDir};
 
+use super::nsys::{launch_gap_ns, IngestOptions};
 use super::stage::{self, Done, StageOutcome};
+
+/// The windows the sweep meets, kept for the breakdown, which is fed once
+/// the sweep is done.
+struct Collected<W>(Vec<W>);
+
+impl<W> Windows<W> for Collected<W> {
+    fn window(&mut self, w: W) {
+        self.0.push(w);
+    }
+
+    fn upto(&mut self, _: i64) {}
+}
 
 /// What `torch/capture.json` holds: the trace's own account of itself and of
 /// its GPU work, beside the region model.
@@ -41,30 +57,44 @@ pub(crate) fn analyze(
     run: &RunDir,
     manifest: &mut ManifestWriter,
     trace: &Path,
-    top_n: usize,
+    opts: &IngestOptions,
 ) -> Result<StageOutcome, Error> {
     stage::run(manifest, "torch_regions", Vec::new(), || {
-        let (regions, kernels) = write_outputs(run, trace, top_n)?;
+        let (regions, kernels) = write_outputs(run, trace, opts)?;
         tracing::info!(
             "torch: {} regions, {} kernels ({} unattributed)",
             regions.regions.len(),
             kernels,
             regions.unattributed.kernel_count
         );
-        let files =
-            [run_dir::TORCH_REGIONS, run_dir::TORCH_TOP_KERNELS, run_dir::TORCH_SAMPLES, run_dir::TORCH_CAPTURE];
+        let files = [
+            run_dir::TORCH_REGIONS,
+            run_dir::TORCH_TOP_KERNELS,
+            run_dir::TORCH_SAMPLES,
+            run_dir::TORCH_CAPTURE,
+            run_dir::TORCH_BREAKDOWN,
+        ];
         Ok(Done::ok(files.map(String::from).to_vec()))
     })
 }
 
 /// Read the trace, sweep it, write `torch/`.
-fn write_outputs(run: &RunDir, path: &Path, top_n: usize) -> Result<(aggregate::nsys::RegionsReport, usize), Error> {
+fn write_outputs(
+    run: &RunDir,
+    path: &Path,
+    opts: &IngestOptions,
+) -> Result<(aggregate::nsys::RegionsReport, usize), Error> {
+    let categories = aggregate::categories::Categories::load(opts.kernel_categories.as_deref())?;
     let mut trace = torch::read(path)?;
     crate::signals::check()?;
-    let rows = trace.rows();
+    let classify = |name: &str| categories.of(name) as u8;
+    let rows = trace.rows(&classify);
     let mut sweep = Sweep::with_ends(Ends::Inclusive);
-    let in_order = sweep.run(batched::of(rows.ranges), batched::of(rows.launches), None)?;
-    if !in_order {
+    let mut windows = Collected(Vec::new());
+    let in_order = sweep.run(batched::of(rows.ranges), batched::of(rows.launches), Some(&mut windows))?;
+    let mut breakdown = Breakdown::new(launch_gap_ns(opts.launch_gap_us)?);
+    let fed = torch::feed(&mut breakdown, windows.0, rows.activity, &rows.blocking);
+    if !(in_order && fed) {
         return Err(Error::new(
             crate::error::ErrorKind::Internal,
             format!("{}: the sorted ranges and launches were not in time order", path.display()),
@@ -81,7 +111,7 @@ fn write_outputs(run: &RunDir, path: &Path, top_n: usize) -> Result<(aggregate::
     }
     let names = std::mem::take(&mut trace.names);
     let pass = Ingest { timeline: sweep, kernels, names, renamed: None, breakdown: () };
-    let mut done = aggregate::nsys::reports(pass, &[], top_n)?;
+    let mut done = aggregate::nsys::reports(pass, &[], opts.top_n)?;
     done.regions.notes.retain(|n| !n.starts_with("no NVTX ranges"));
     if rows.summary.overhanging_ranges > 0 {
         done.regions.notes.push(format!(
@@ -118,6 +148,21 @@ fn write_outputs(run: &RunDir, path: &Path, top_n: usize) -> Result<(aggregate::
         odd_times: trace.odd_times,
         summary: &rows.summary,
     };
+    // Kernels are named by their interned ids, and so are the blocking calls.
+    let spell = |n| match n {
+        Named::Kernel(id) | Named::Call(id) => {
+            let name = u32::try_from(id).ok().and_then(|id| done.names.all().get(id as usize));
+            crate::parse::nsys::calls::base_name(name.map_or("", String::as_str)).to_string()
+        }
+    };
+    let mut breakdown = breakdown.finish(&done.window_names, categories.sources.clone(), &spell);
+    if let Some(rank) = trace.meta.rank.and_then(|r| u32::try_from(r).ok()) {
+        for d in &mut breakdown.devices {
+            d.rank = Some(rank);
+        }
+    }
+    aggregate::nsys::issued::add_issued(&mut breakdown, &done.regions, &categories);
+    run.write_json(run_dir::TORCH_BREAKDOWN, &breakdown)?;
     run.write_json(run_dir::TORCH_CAPTURE, &capture)?;
     run.write_json(run_dir::TORCH_REGIONS, &done.regions)?;
     run.write_json(run_dir::TORCH_TOP_KERNELS, &done.top)?;

@@ -60,7 +60,7 @@ impl Inputs {
             regions: run.read_json(timeline.regions_file()),
             top_kernels: run.read_json(timeline.top_kernels_file()),
             timeline,
-            nsys_breakdown: run.read_json(run_dir::NSYS_BREAKDOWN),
+            nsys_breakdown: run.read_json(timeline.breakdown_file()),
             ncu_rules: run.read_json(run_dir::NCU_RULES_JSON),
             capture: run.read_json(run_dir::NSYS_CAPTURE),
             ncu: run.read_json(run_dir::NCU_REGIONS_JSON),
@@ -125,6 +125,13 @@ impl Timeline {
         match self {
             Timeline::Nsys => run_dir::NSYS_REGIONS,
             Timeline::Torch => run_dir::TORCH_REGIONS,
+        }
+    }
+
+    fn breakdown_file(self) -> &'static str {
+        match self {
+            Timeline::Nsys => run_dir::NSYS_BREAKDOWN,
+            Timeline::Torch => run_dir::TORCH_BREAKDOWN,
         }
     }
 
