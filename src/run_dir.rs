@@ -30,6 +30,69 @@ pub(crate) fn nsys_stats_csv(report: &str) -> String {
     format!("{NSYS_STATS_BASE}_{report}.csv")
 }
 
+/// Where a run's region model came from: an nsys capture, or a PyTorch
+/// profiler trace (`llmperf import torch`). Both write the same schemas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Timeline {
+    Nsys,
+    Torch,
+}
+
+impl Timeline {
+    /// nsys's where the run has its files (or neither's), else the trace's.
+    pub(crate) fn of(run: &RunDir) -> Timeline {
+        if !run.join(NSYS_REGIONS).exists() && run.join(TORCH_REGIONS).exists() {
+            Timeline::Torch
+        } else {
+            Timeline::Nsys
+        }
+    }
+
+    /// Its name in the reports (`kernels.json`'s `source`).
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Timeline::Nsys => "nsys",
+            Timeline::Torch => "torch",
+        }
+    }
+
+    pub(crate) fn regions_file(self) -> &'static str {
+        match self {
+            Timeline::Nsys => NSYS_REGIONS,
+            Timeline::Torch => TORCH_REGIONS,
+        }
+    }
+
+    pub(crate) fn samples_file(self) -> &'static str {
+        match self {
+            Timeline::Nsys => NSYS_SAMPLES,
+            Timeline::Torch => TORCH_SAMPLES,
+        }
+    }
+
+    pub(crate) fn breakdown_file(self) -> &'static str {
+        match self {
+            Timeline::Nsys => NSYS_BREAKDOWN,
+            Timeline::Torch => TORCH_BREAKDOWN,
+        }
+    }
+
+    pub(crate) fn top_kernels_file(self) -> &'static str {
+        match self {
+            Timeline::Nsys => NSYS_TOP_KERNELS,
+            Timeline::Torch => TORCH_TOP_KERNELS,
+        }
+    }
+
+    /// What one of its ranges is called.
+    pub(crate) fn range(self) -> &'static str {
+        match self {
+            Timeline::Nsys => "NVTX range",
+            Timeline::Torch => "profiler range",
+        }
+    }
+}
+
 /// `nsys/stdout.attempt2.log` for `nsys/stdout.log`: a hung capture's logs, kept.
 pub(crate) fn attempt_log(log: &str, attempt: u32) -> String {
     log.replace(".log", &format!(".attempt{attempt}.log"))

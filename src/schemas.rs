@@ -93,6 +93,32 @@ pub const ARTIFACTS: &[Artifact] = &[
         spec: "nsys-top-kernels.schema.json",
         schema: schema_of::<Vec<crate::aggregate::nsys::TopKernel>>,
     },
+    Artifact {
+        pattern: run_dir::TORCH_CAPTURE,
+        spec: "torch-capture.schema.json",
+        schema: schema_of::<crate::parse::torch::Capture>,
+    },
+    // `llmperf import torch`: the region model in nsys's schemas.
+    Artifact {
+        pattern: run_dir::TORCH_REGIONS,
+        spec: "nsys-regions.schema.json",
+        schema: schema_of::<crate::aggregate::nsys::RegionsReport>,
+    },
+    Artifact {
+        pattern: run_dir::TORCH_BREAKDOWN,
+        spec: "nsys-breakdown.schema.json",
+        schema: schema_of::<crate::aggregate::nsys::breakdown::BreakdownReport>,
+    },
+    Artifact {
+        pattern: run_dir::TORCH_SAMPLES,
+        spec: "nsys-samples.schema.json",
+        schema: schema_of::<crate::aggregate::nsys::Samples>,
+    },
+    Artifact {
+        pattern: run_dir::TORCH_TOP_KERNELS,
+        spec: "nsys-top-kernels.schema.json",
+        schema: schema_of::<Vec<crate::aggregate::nsys::TopKernel>>,
+    },
     Artifact { pattern: run_dir::RANK_JSON, spec: "rank.schema.json", schema: schema_of::<crate::plan::rank::RankId> },
     Artifact {
         pattern: run_dir::LAUNCHED_RANK_PATTERN,

@@ -299,3 +299,84 @@ fn hta_temporal_breakdown_equals_llmperfs_on_the_same_gpu_work() {
         assert_eq!((h["kernel_time_us"].as_f64().unwrap(), llmperf_breakdown(&run).0), (hta_span, ours_span), "{rel}");
     }
 }
+
+/// A copy of the corpus trace `rel` in `dir` whose kernels with `family` in
+/// their name run `factor` times as long (their `dur`, as exact decimal
+/// text), written by Python's json module.
+fn scaled_trace(rel: &str, dir: &Path, name: &str, family: &str, factor: &str) -> Option<PathBuf> {
+    let src = corpus_file("a_slower_kernel_family_of_a_torch_trace_fails_the_check_naming_it", rel)?;
+    let out = dir.join(format!("{name}.json"));
+    let script = r#"
+import decimal, gzip, json, sys
+src, out, family, factor = sys.argv[1:5]
+with (gzip.open if src.endswith(".gz") else open)(src, "rt") as f:
+    doc = json.load(f, parse_float=decimal.Decimal)
+n = 0
+for e in doc["traceEvents"]:
+    if e.get("ph") == "X" and e.get("cat") in ("kernel", "Kernel") and family in e["name"]:
+        e["dur"] = decimal.Decimal(e["dur"]) * decimal.Decimal(factor)
+        n += 1
+class D(json.JSONEncoder):
+    def default(self, o):
+        return str(o) if isinstance(o, decimal.Decimal) else super().default(o)
+text = json.dumps(doc, cls=D)
+# Decimals were written as strings: unquote the durations edited.
+import re
+text = re.sub(r'"dur": "([0-9.]+)"', r'"dur": \1', text)
+open(out, "w").write(text)
+print(n)
+"#;
+    let run = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(&src)
+        .arg(&out)
+        .args([family, factor])
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let edited: usize = String::from_utf8_lossy(&run.stdout).trim().parse().unwrap();
+    assert!(edited > 0 || factor == "1", "no kernel of {family} in {rel}");
+    Some(out)
+}
+
+/// `llmperf check` between a torch trace and a copy whose batch-norm kernels
+/// (cuDNN's `bn_` family) take 1.25 times as long fails, naming those
+/// kernels and no other; the unedited copy passes.
+#[test]
+fn a_slower_kernel_family_of_a_torch_trace_fails_the_check_naming_it() {
+    let rel = "real/kineto/kineto-tb-plugin/worker0.1623143089861.pt.trace.json.gz";
+    let family = "cudnn::bn_";
+    let root = tempfile::tempdir().unwrap();
+    let Some(base) = scaled_trace(rel, root.path(), "base", family, "1") else { return };
+    let same = scaled_trace(rel, root.path(), "same", family, "1").unwrap();
+    let slow = scaled_trace(rel, root.path(), "slow", family, "1.25").unwrap();
+    let runs: Vec<PathBuf> = [&base, &same, &slow]
+        .iter()
+        .map(|t| {
+            let run = t.with_extension("run");
+            import_torch(t, &run);
+            run
+        })
+        .collect();
+    let check = |run: &Path| {
+        let out = llmperf().arg("check").arg(run).arg("--baseline").arg(&runs[0]).output().unwrap();
+        let c = json(&run.join("check/check.json"));
+        (out.status.code().unwrap(), c, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, c, stderr) = check(&runs[1]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(c["checks"].as_array().unwrap().iter().all(|x| x["outcome"] == "pass"));
+
+    let (code, c, stderr) = check(&runs[2]);
+    assert_eq!(code, 8, "{stderr}");
+    let failing_kernels: Vec<&str> = c["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["outcome"] != "pass" && x["row"]["source"] == "kernel")
+        .map(|x| x["row"]["name"].as_str().unwrap())
+        .collect();
+    assert!(failing_kernels.len() >= 3, "{failing_kernels:?}");
+    assert!(failing_kernels.iter().all(|k| k.contains(family)), "{failing_kernels:?}");
+    assert!(stderr.contains(&format!("regression kernel void {family}")), "{stderr}");
+}

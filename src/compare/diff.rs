@@ -210,12 +210,15 @@ impl Loaded {
     }
 
     fn nsys(&mut self) -> Result<(), Error> {
-        let Some(s) = self.dir.read_json_checked::<Samples>(run_dir::NSYS_SAMPLES)? else {
-            if self.dir.join(run_dir::NSYS_REGIONS).is_file() {
+        // A torch trace's region model has the same files under torch/.
+        let timeline = run_dir::Timeline::of(&self.dir);
+        let samples_file = timeline.samples_file();
+        let Some(s) = self.dir.read_json_checked::<Samples>(samples_file)? else {
+            if self.dir.join(timeline.regions_file()).is_file() {
                 self.notes.push(format!(
                     "{}: no {} (an older llmperf; `llmperf report {}` writes it): nsys rows left out",
                     self.id(),
-                    run_dir::NSYS_SAMPLES,
+                    samples_file,
                     self.dir.path().display()
                 ));
             }
@@ -223,7 +226,7 @@ impl Loaded {
         };
         if s.schema != crate::aggregate::nsys::SAMPLES_SCHEMA {
             return Err(run_dir::unknown_schema(
-                &self.dir.join(run_dir::NSYS_SAMPLES),
+                &self.dir.join(samples_file),
                 &s.schema,
                 crate::aggregate::nsys::SAMPLES_SCHEMA,
             ));
@@ -233,7 +236,7 @@ impl Loaded {
         for r in s.regions {
             let name = regions::selector(&r.path, &r.domain);
             let all = r.samples_ns.iter().chain(&r.gpu_samples_ns).map(|ns| *ns as f64);
-            self.durations(run_dir::NSYS_SAMPLES, &name, all)?;
+            self.durations(samples_file, &name, all)?;
             processes.entry(name.clone()).or_default().insert(r.process_id);
             let series = self.series.entry((Source::Nsys, name.clone())).or_default();
             series.samples_ms.extend(ms(&r.samples_ns));
@@ -252,7 +255,7 @@ impl Loaded {
             ));
         }
         for (rank, k) in s.kernels.into_iter().enumerate() {
-            self.durations(run_dir::NSYS_SAMPLES, &k.name, k.samples_ns.iter().map(|ns| *ns as f64))?;
+            self.durations(samples_file, &k.name, k.samples_ns.iter().map(|ns| *ns as f64))?;
             let series =
                 Series { samples_ms: ms(&k.samples_ns), instances: k.calls, repeat_medians_ms: Vec::new(), rank };
             self.series.insert((Source::Kernel, k.name), series);
@@ -299,7 +302,8 @@ impl Loaded {
 
     fn breakdown(&mut self) -> Result<(), Error> {
         use crate::aggregate::nsys::breakdown::BreakdownReport;
-        let Some(b) = self.dir.read_json_checked::<BreakdownReport>(run_dir::NSYS_BREAKDOWN)? else { return Ok(()) };
+        let file = run_dir::Timeline::of(&self.dir).breakdown_file();
+        let Some(b) = self.dir.read_json_checked::<BreakdownReport>(file)? else { return Ok(()) };
         // Process ids differ between runs: a device is named by its rank, else
         // its GPU; where several processes of the run ran on one GPU without
         // ranks, by GPU and process, so that none overwrites another.

@@ -104,7 +104,7 @@ pub(crate) struct GpuOp {
 }
 
 /// A GPU of `deviceProperties`.
-#[derive(Debug, Clone, serde::Serialize, PartialEq)]
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema, PartialEq)]
 pub(crate) struct Device {
     pub(crate) id: i64,
     pub(crate) name: String,
@@ -472,8 +472,30 @@ pub(crate) struct Rows {
     pub(crate) summary: Summary,
 }
 
+/// `torch/capture.json`: the trace's own account of itself and of its GPU
+/// work, beside the region model.
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
+pub(crate) struct Capture {
+    /// The file read.
+    pub(crate) trace: String,
+    pub(crate) schema_version: Option<i64>,
+    /// `distributedInfo`'s rank and world size.
+    pub(crate) rank: Option<i64>,
+    pub(crate) world_size: Option<i64>,
+    /// `deviceProperties`.
+    pub(crate) devices: Vec<Device>,
+    /// Events read.
+    pub(crate) events: u64,
+    /// Complete events of categories llmperf does not read, by category.
+    pub(crate) skipped_categories: BTreeMap<String, u64>,
+    /// Complete events left out because their `ts` or `dur` was missing or negative.
+    pub(crate) odd_times: u64,
+    #[serde(flatten)]
+    pub(crate) summary: Summary,
+}
+
 /// GPU work counted by where it ran and what launched it (`torch/capture.json`).
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, schemars::JsonSchema)]
 pub(crate) struct Summary {
     /// Per device and stream: kernels, copies and sets.
     pub(crate) streams: Vec<StreamRow>,
@@ -492,7 +514,7 @@ pub(crate) struct Summary {
     pub(crate) overhanging_ranges: u64,
 }
 
-#[derive(Debug, Clone, Copy, Default, serde::Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, serde::Serialize, schemars::JsonSchema, PartialEq, Eq)]
 pub(crate) struct Count {
     pub(crate) count: u64,
     pub(crate) time_ns: i64,
@@ -505,7 +527,7 @@ impl Count {
     }
 }
 
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
 pub(crate) struct StreamRow {
     pub(crate) device: i64,
     pub(crate) stream: i64,
@@ -514,7 +536,7 @@ pub(crate) struct StreamRow {
     pub(crate) memset: Count,
 }
 
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
 pub(crate) struct LaunchRow {
     pub(crate) call: String,
     pub(crate) kernels: Count,

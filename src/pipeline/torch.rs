@@ -33,25 +33,6 @@ impl<W> Windows<W> for Collected<W> {
     fn upto(&mut self, _: i64) {}
 }
 
-/// What `torch/capture.json` holds: the trace's own account of itself and of
-/// its GPU work, beside the region model.
-#[derive(serde::Serialize)]
-struct Capture<'a> {
-    /// The file read.
-    trace: String,
-    schema_version: Option<i64>,
-    rank: Option<i64>,
-    world_size: Option<i64>,
-    devices: &'a [torch::Device],
-    /// Events read, and the complete events of categories llmperf does not read.
-    events: u64,
-    skipped_categories: &'a std::collections::BTreeMap<String, u64>,
-    /// Complete events left out because their `ts` or `dur` was missing or negative.
-    odd_times: u64,
-    #[serde(flatten)]
-    summary: &'a torch::Summary,
-}
-
 /// The `torch_regions` stage: read `trace`, write the region model.
 pub(crate) fn analyze(
     run: &RunDir,
@@ -137,16 +118,16 @@ fn write_outputs(
             .collect();
         done.regions.tag_ranks(&pids);
     }
-    let capture = Capture {
+    let capture = torch::Capture {
         trace: path.display().to_string(),
         schema_version: trace.meta.schema_version,
         rank: trace.meta.rank,
         world_size: trace.meta.world_size,
-        devices: &trace.meta.devices,
+        devices: std::mem::take(&mut trace.meta.devices),
         events: trace.events,
-        skipped_categories: &trace.skipped,
+        skipped_categories: std::mem::take(&mut trace.skipped),
         odd_times: trace.odd_times,
-        summary: &rows.summary,
+        summary: rows.summary,
     };
     // Kernels are named by their interned ids, and so are the blocking calls.
     let spell = |n| match n {

@@ -31,7 +31,7 @@ pub(crate) struct Inputs {
     /// top kernels, and which timeline they came from.
     pub(crate) regions: Option<RegionsReport>,
     pub(crate) top_kernels: Option<Vec<TopKernel>>,
-    pub(crate) timeline: Timeline,
+    pub(crate) timeline: run_dir::Timeline,
     /// ncu's rule results by kernel (ncu/rules.json).
     pub(crate) ncu_rules: Option<crate::aggregate::rules::RulesReport>,
     /// Where each top-level region's time went per device (nsys/breakdown.json).
@@ -50,7 +50,7 @@ pub(crate) struct Inputs {
 impl Inputs {
     /// What the reports read, each part if present and readable.
     pub(crate) fn read(run: &RunDir) -> Inputs {
-        let timeline = Timeline::of(run);
+        let timeline = run_dir::Timeline::of(run);
         Inputs {
             config: crate::config::load_resolved(&run.join(run_dir::CONFIG_YAML)).ok(),
             env: run.read_json(run_dir::ENV_JSON),
@@ -83,7 +83,7 @@ impl Inputs {
             baseline: None,
             regions: None,
             top_kernels: None,
-            timeline: Timeline::Nsys,
+            timeline: run_dir::Timeline::Nsys,
             nsys_breakdown: None,
             ncu_rules: None,
             capture: None,
@@ -91,62 +91,6 @@ impl Inputs {
             roofline: None,
             launched: Vec::new(),
             command: Vec::new(),
-        }
-    }
-}
-
-/// Where a run's region model came from: an nsys capture, or a PyTorch
-/// profiler trace (`llmperf import torch`). Both write the same schemas.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Timeline {
-    Nsys,
-    Torch,
-}
-
-impl Timeline {
-    /// nsys's where the run has its files (or neither's), else the trace's.
-    fn of(run: &RunDir) -> Timeline {
-        if !run.join(run_dir::NSYS_REGIONS).exists() && run.join(run_dir::TORCH_REGIONS).exists() {
-            Timeline::Torch
-        } else {
-            Timeline::Nsys
-        }
-    }
-
-    /// Its name in the reports (`kernels.json`'s `source`).
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Timeline::Nsys => "nsys",
-            Timeline::Torch => "torch",
-        }
-    }
-
-    pub(crate) fn regions_file(self) -> &'static str {
-        match self {
-            Timeline::Nsys => run_dir::NSYS_REGIONS,
-            Timeline::Torch => run_dir::TORCH_REGIONS,
-        }
-    }
-
-    fn breakdown_file(self) -> &'static str {
-        match self {
-            Timeline::Nsys => run_dir::NSYS_BREAKDOWN,
-            Timeline::Torch => run_dir::TORCH_BREAKDOWN,
-        }
-    }
-
-    fn top_kernels_file(self) -> &'static str {
-        match self {
-            Timeline::Nsys => run_dir::NSYS_TOP_KERNELS,
-            Timeline::Torch => run_dir::TORCH_TOP_KERNELS,
-        }
-    }
-
-    /// What one of its ranges is called.
-    pub(crate) fn range(self) -> &'static str {
-        match self {
-            Timeline::Nsys => "NVTX range",
-            Timeline::Torch => "profiler range",
         }
     }
 }

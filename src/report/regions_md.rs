@@ -32,7 +32,7 @@ struct Row {
 /// regions.md of a capture with NVTX regions; None without any. `labels`:
 /// each process's rank as the other reports name it (`model::process_labels`).
 pub(crate) fn regions_md(
-    timeline: super::model::Timeline,
+    timeline: crate::run_dir::Timeline,
     regions: &RegionsReport,
     kernels: &KernelsReport,
     labels: &BTreeMap<i64, String>,
