@@ -580,11 +580,8 @@ fn nesting_rank(kind: RangeKind) -> u8 {
 }
 
 impl Trace {
-    /// The rows of the region sweep. GPU-side annotations are depth-0
-    /// start/end regions of their own (no kernels), apart from the CPU's.
-    pub(crate) fn rows(&mut self, classify: &dyn Fn(&str) -> u8) -> Rows {
-        let mut threads = Threads::default();
-        let mut summary = Summary::default();
+    /// The ranges as the sweep reads them, in time order (taken out of the trace).
+    fn sorted_ranges(&mut self, threads: &mut Threads, summary: &mut Summary) -> Vec<NvtxRange> {
         let mut ranges = std::mem::take(&mut self.ranges);
         // Stable: ranges with the same interval keep the file's order (the outer first).
         ranges.sort_by_key(|r| (r.start, std::cmp::Reverse(r.end), nesting_rank(r.kind)));
@@ -594,7 +591,7 @@ impl Trace {
                 .iter()
                 .map(|k| self.names.intern(k.category()))
                 .collect();
-        let nvtx: Vec<NvtxRange> = ranges
+        ranges
             .iter()
             .map(|r| NvtxRange {
                 start: r.start,
@@ -605,14 +602,12 @@ impl Trace {
                 ended: true,
                 global_tid: threads.global(r.pid, r.tid),
             })
-            .collect();
-        let host_pids: std::collections::BTreeSet<i64> = ranges
-            .iter()
-            .filter(|r| r.kind != RangeKind::GpuUserAnnotation)
-            .map(|r| r.pid)
-            .chain(self.calls.iter().map(|c| c.pid))
-            .collect();
-        let lone_pid = if host_pids.len() == 1 { host_pids.first().copied().unwrap_or(0) } else { 0 };
+            .collect()
+    }
+
+    /// Each correlation id's launch call (its index): the first read where
+    /// several hold one (counted).
+    fn calls_by_correlation(&self, summary: &mut Summary) -> HashMap<i64, usize> {
         let mut by_correlation: HashMap<i64, usize> = HashMap::default();
         for (i, c) in self.calls.iter().enumerate() {
             match by_correlation.entry(c.correlation) {
@@ -622,6 +617,24 @@ impl Trace {
                 }
             }
         }
+        by_correlation
+    }
+
+    /// The rows of the region sweep. GPU-side annotations are depth-0
+    /// start/end regions of their own (no kernels), apart from the CPU's.
+    pub(crate) fn rows(&mut self, classify: &dyn Fn(&str) -> u8) -> Rows {
+        let mut threads = Threads::default();
+        let mut summary = Summary::default();
+        let host_pids: std::collections::BTreeSet<i64> = self
+            .ranges
+            .iter()
+            .filter(|r| r.kind != RangeKind::GpuUserAnnotation)
+            .map(|r| r.pid)
+            .chain(self.calls.iter().map(|c| c.pid))
+            .collect();
+        let lone_pid = if host_pids.len() == 1 { host_pids.first().copied().unwrap_or(0) } else { 0 };
+        let nvtx = self.sorted_ranges(&mut threads, &mut summary);
+        let by_correlation = self.calls_by_correlation(&mut summary);
         let devices: std::collections::BTreeSet<i64> = self.gpu.iter().map(|g| g.device).collect();
         let mut streams: BTreeMap<(i64, i64), StreamRow> = BTreeMap::new();
         let mut launch_calls: BTreeMap<u32, Count> = BTreeMap::new();
