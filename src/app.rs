@@ -200,7 +200,7 @@ fn workload(config_dir: Option<std::path::PathBuf>, args: WorkloadArgs, argv: Ve
 }
 
 fn import_nsys(config_dir: Option<std::path::PathBuf>, args: ImportArgs, argv: Vec<String>) -> anyhow::Result<i32> {
-    let (files, overrides) = split_inputs(args.inputs)?;
+    let (files, overrides) = split_inputs(args.inputs, "nsys")?;
     let resolved = load(config_dir, overrides)?;
     let outcome = match files.as_slice() {
         [file] => pipeline::import_nsys(&resolved, file, args.output.as_deref(), argv)?,
@@ -214,7 +214,7 @@ fn import_nsys(config_dir: Option<std::path::PathBuf>, args: ImportArgs, argv: V
 }
 
 fn import_torch(config_dir: Option<std::path::PathBuf>, args: ImportArgs, argv: Vec<String>) -> anyhow::Result<i32> {
-    let (files, overrides) = split_inputs(args.inputs)?;
+    let (files, overrides) = split_inputs(args.inputs, "torch")?;
     let resolved = load(config_dir, overrides)?;
     let [file] = files.as_slice() else {
         return Err(Error::usage(format!("{} traces given: `llmperf import torch` reads one", files.len()))
@@ -230,7 +230,7 @@ fn import_torch(config_dir: Option<std::path::PathBuf>, args: ImportArgs, argv: 
 }
 
 fn import_ncu(config_dir: Option<std::path::PathBuf>, args: ImportNcuArgs, argv: Vec<String>) -> anyhow::Result<i32> {
-    let (files, overrides) = split_inputs(args.inputs)?;
+    let (files, overrides) = split_inputs(args.inputs, "ncu")?;
     let resolved = load(config_dir, overrides)?;
     let outcome = pipeline::import_ncu(&resolved, &files, args.output.as_deref(), args.ranges, argv)?;
     print(&format!("{}\n", outcome.run_dir.display()))?;
@@ -242,7 +242,12 @@ fn import_ncu(config_dir: Option<std::path::PathBuf>, args: ImportNcuArgs, argv:
 
 /// Files, then overrides: an argument is a file when it names one, an override
 /// when it holds `=`; anything else is a missing file.
-fn split_inputs(inputs: Vec<OsString>) -> Result<(Vec<std::path::PathBuf>, Vec<OsString>), Error> {
+fn split_inputs(inputs: Vec<OsString>, importer: &str) -> Result<(Vec<std::path::PathBuf>, Vec<OsString>), Error> {
+    let what = match importer {
+        "ncu" => "pass .ncu-rep files, or CSVs from `ncu --import R.ncu-rep --csv --page details` (or --page raw)",
+        "torch" => "pass the trace torch.profiler wrote (export_chrome_trace, tensorboard_trace_handler: *.pt.trace.json or .json.gz)",
+        _ => "pass .nsys-rep, .qdrep or .sqlite files (nsys export --type sqlite), or an nsys stats kernel summary CSV",
+    };
     let (mut files, mut overrides) = (Vec::new(), Vec::new());
     for arg in inputs {
         let path = std::path::PathBuf::from(&arg);
@@ -251,13 +256,13 @@ fn split_inputs(inputs: Vec<OsString>) -> Result<(Vec<std::path::PathBuf>, Vec<O
         } else if arg.as_encoded_bytes().contains(&b'=') {
             overrides.push(arg);
         } else {
-            return Err(Error::usage(format!("{}: no such file", path.display())).with_hint(
-                "pass .ncu-rep files, or CSVs from `ncu --import R.ncu-rep --csv --page details` (or --page raw)",
-            ));
+            return Err(Error::usage(format!("{}: no such file", path.display())).with_hint(what));
         }
     }
     if files.is_empty() {
-        return Err(Error::usage("no report to import").with_hint("llmperf import ncu FILE... [KEY=VALUE...]"));
+        return Err(
+            Error::usage("no report to import").with_hint(format!("llmperf import {importer} FILE... [KEY=VALUE...]"))
+        );
     }
     Ok((files, overrides))
 }

@@ -380,3 +380,66 @@ fn a_slower_kernel_family_of_a_torch_trace_fails_the_check_naming_it() {
     assert!(failing_kernels.iter().all(|k| k.contains(family)), "{failing_kernels:?}");
     assert!(stderr.contains(&format!("regression kernel void {family}")), "{stderr}");
 }
+
+/// Bad inputs, each made from a real trace: cut short (gzip and plain), no
+/// `traceEvents`, one kernel with a negative `dur`, an nsys export, a
+/// directory. Each is named with what is wrong and a hint; the one bad
+/// kernel is left out and counted, never read as a time.
+#[test]
+fn a_damaged_or_wrong_trace_is_named_and_a_bad_event_is_left_out_and_counted() {
+    let test = "a_damaged_or_wrong_trace_is_named_and_a_bad_event_is_left_out_and_counted";
+    let Some(gz) = corpus_file(test, "real/kineto/hta-alexnet/benchmark_result_2869224_1695835535_trace.json.gz")
+    else {
+        return;
+    };
+    let Some(plain) = corpus_file(test, "real/kineto/deepseek-profile-data/train.json") else { return };
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path();
+    let bytes = std::fs::read(&gz).unwrap();
+    std::fs::write(dir.join("cut.json.gz"), &bytes[..bytes.len() / 2]).unwrap();
+    let text = std::fs::read_to_string(&plain).unwrap();
+    std::fs::write(dir.join("cut.json"), &text[..text.len() / 2]).unwrap();
+    std::fs::write(dir.join("renamed.json"), text.replacen("\"traceEvents\"", "\"events\"", 1)).unwrap();
+    // One kernel's dur made negative, with Python's json module.
+    let one_bad = dir.join("one_bad.json");
+    let edit = "import json,sys\nd=json.load(open(sys.argv[1]))\nk=next(e for e in d['traceEvents'] if e.get('cat')=='kernel')\nk['dur']=-5\njson.dump(d,open(sys.argv[2],'w'))";
+    let ok = std::process::Command::new("python3").args(["-c", edit]).arg(&plain).arg(&one_bad).status().unwrap();
+    assert!(ok.success());
+
+    let import = |input: &Path, out: &str| {
+        let o = llmperf().args(["import", "torch"]).arg(input).arg("-o").arg(dir.join(out)).output().unwrap();
+        (o.status.code().unwrap(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    for (input, code, said) in [
+        ("cut.json.gz", 6, "could not be read to its end: "),
+        ("cut.json", 6, "is not a PyTorch profiler trace: EOF while parsing"),
+        ("renamed.json", 6, "is not a PyTorch profiler trace: no traceEvents in the document"),
+    ] {
+        let (got, stderr) = import(&dir.join(input), &format!("run-{input}"));
+        assert_eq!(got, code, "{input}: {stderr}");
+        assert!(stderr.contains(&format!("{}", dir.join(input).display())) && stderr.contains(said), "{stderr}");
+        assert!(stderr.contains("hint: "), "{stderr}");
+    }
+    let (got, stderr) = import(dir, "run-dir");
+    assert_eq!(got, 2, "{stderr}");
+    assert!(stderr.contains("is a directory: `llmperf import torch` reads one trace"), "{stderr}");
+    if let Some(db) = corpus_copy(test, "real/memfusion/report1.sqlite", dir) {
+        let (got, stderr) = import(&db, "run-db");
+        assert_eq!(got, 6, "{stderr}");
+        assert!(stderr.contains("import it with `llmperf import nsys"), "{stderr}");
+    }
+
+    let (got, stderr) = import(&one_bad, "run-bad");
+    assert_eq!(got, 0, "{stderr}");
+    let (good, _) = import(&plain, "run-good");
+    assert_eq!(good, 0);
+    let capture = |run: &str| json(&dir.join(run).join("torch/capture.json"));
+    assert_eq!(capture("run-bad")["odd_times"], 1);
+    assert_eq!(capture("run-good")["odd_times"], 0);
+    let kernels = |run: &str| -> u64 {
+        capture(run)["streams"].as_array().unwrap().iter().map(|s| s["kernels"]["count"].as_u64().unwrap()).sum()
+    };
+    assert_eq!(kernels("run-bad") + 1, kernels("run-good"));
+    let notes = json(&dir.join("run-bad/torch/regions.json"))["notes"].to_string();
+    assert!(notes.contains("1 events of the categories read had a ts or dur that is missing, negative"), "{notes}");
+}

@@ -85,6 +85,8 @@ pub(crate) fn check_kind(path: &Path, importer: &str) -> Result<(), Error> {
 fn wrong_kind(path: &Path, magic: Magic, importer: &str) -> Option<Error> {
     let shown = path.display();
     let (what, hint) = match (magic, importer) {
+        // A torch trace is read through gzip as it comes.
+        (Magic::Compressed("gzip", _), "torch") => return None,
         (Magic::Compressed(name, cmd), _) => (
             format!("a {name}-compressed file"),
             format!("decompress it first (`{cmd} {shown}`), then import what it holds"),
@@ -95,8 +97,14 @@ fn wrong_kind(path: &Path, magic: Magic, importer: &str) -> Option<Error> {
         (Magic::NsysReport, "ncu") => {
             ("an Nsight Systems report".into(), format!("import it with `llmperf import nsys {shown}`"))
         }
-        (Magic::NcuReport, "nsys") => {
+        (Magic::NcuReport, "nsys" | "torch") => {
             ("an Nsight Compute report".into(), format!("import it with `llmperf import ncu {shown}`"))
+        }
+        (Magic::Sqlite, "torch") => {
+            ("a SQLite database (an nsys export?)".into(), format!("import it with `llmperf import nsys {shown}`"))
+        }
+        (Magic::NsysReport, "torch") => {
+            ("an Nsight Systems report".into(), format!("import it with `llmperf import nsys {shown}`"))
         }
         _ => return None,
     };

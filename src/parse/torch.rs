@@ -321,15 +321,33 @@ pub(crate) fn read(path: &Path) -> Result<Trace, Error> {
     let mut trace = Trace::default();
     let mut de = serde_json::Deserializer::from_reader(input);
     let read = TopSeed { trace: &mut trace }.deserialize(&mut de).and_then(|()| de.end());
-    match read {
-        Ok(()) => Ok(trace),
-        Err(e) => Err(not_a_trace(path, &e)),
+    read.map_err(|e| not_a_trace(path, &e))?;
+    if trace.ranges.is_empty() && trace.calls.is_empty() && trace.gpu.is_empty() {
+        return Err(nothing_kept(path, &trace));
     }
+    Ok(trace)
+}
+
+/// A document with trace events, none of which llmperf reads.
+fn nothing_kept(path: &Path, trace: &Trace) -> Error {
+    let seen: Vec<String> = trace.skipped.iter().take(8).map(|(cat, n)| format!("{cat} ({n})")).collect();
+    let why = if trace.odd_times > 0 {
+        format!("the {} complete events of the categories it reads have no usable ts or dur", trace.odd_times)
+    } else if seen.is_empty() {
+        format!("none of its {} events is a complete event (ph \"X\")", trace.events)
+    } else {
+        format!("its complete events are of other categories: {}", seen.join(", "))
+    };
+    Error::new(ErrorKind::Unparseable, format!("{}: nothing to read as a PyTorch profiler trace: {why}", path.display()))
+        .with_hint("llmperf import torch reads the cpu_op, user_annotation, kernel and cuda_runtime events that torch.profiler writes (export_chrome_trace, tensorboard_trace_handler)")
 }
 
 fn not_a_trace(path: &Path, e: &serde_json::Error) -> Error {
     let at = if e.line() > 0 { format!(" (line {}, column {})", e.line(), e.column()) } else { String::new() };
     let io = e.io_error_kind().is_some();
+    // serde_json's text ends with the position, said once above.
+    let text = e.to_string();
+    let e = text.rsplit_once(" at line ").map_or(text.as_str(), |(msg, _)| msg);
     let what = if io { "could not be read to its end" } else { "is not a PyTorch profiler trace" };
     Error::new(ErrorKind::Unparseable, format!("{}{at} {what}: {e}", path.display())).with_hint(if io {
         "a gzip file cut short, or unreadable: write the trace again, or check the copy"

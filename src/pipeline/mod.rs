@@ -199,7 +199,11 @@ pub(crate) fn import_torch(
     argv: Vec<String>,
 ) -> Result<Outcome, Error> {
     let cfg = &resolved.config;
-    crate::parse::input::check(file)?;
+    if file.is_dir() {
+        return Err(Error::usage(format!("{} is a directory: `llmperf import torch` reads one trace", file.display()))
+            .with_hint("import each trace in it into a directory of its own (`-o DIR`); several ranks' traces are not merged by one import yet"));
+    }
+    crate::parse::input::check_kind(file, "torch")?;
     let run = output_dir(out, cfg)?;
     let _lock = run.lock()?;
     run.write(run_dir::CONFIG_YAML, resolved.to_yaml().as_bytes())?;

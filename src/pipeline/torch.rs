@@ -101,6 +101,14 @@ fn write_outputs(
             rows.summary.overhanging_ranges
         ));
     }
+    if trace.odd_times > 0 {
+        let note = format!(
+            "{} events of the categories read had a ts or dur that is missing, negative or not a number: left out",
+            trace.odd_times
+        );
+        tracing::warn!("{}: {note}", path.display());
+        done.regions.notes.push(note);
+    }
     if done.regions.regions.is_empty() {
         done.regions.notes.push(
             "no CPU ranges in the trace (user_annotation, cpu_op, python_function): every kernel is unattributed"
