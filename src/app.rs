@@ -3,8 +3,8 @@ use std::ffi::OsString;
 use std::io::Write;
 
 use crate::cli::{
-    CheckArgs, Cli, Command, ConfigCommand, DiffArgs, ImportArgs, ImportCommand, ImportNcuArgs, ProfileArgs,
-    WorkloadArgs,
+    CheckArgs, Cli, Command, ConfigCommand, DiffArgs, ImportArgs, ImportCommand, ImportNcuArgs, ImportTorchArgs,
+    ProfileArgs, WorkloadArgs,
 };
 use crate::config::{self, LoadOptions, Resolved};
 use crate::error::{Error, ErrorKind};
@@ -213,15 +213,17 @@ fn import_nsys(config_dir: Option<std::path::PathBuf>, args: ImportArgs, argv: V
     }
 }
 
-fn import_torch(config_dir: Option<std::path::PathBuf>, args: ImportArgs, argv: Vec<String>) -> anyhow::Result<i32> {
+fn import_torch(
+    config_dir: Option<std::path::PathBuf>,
+    args: ImportTorchArgs,
+    argv: Vec<String>,
+) -> anyhow::Result<i32> {
     let (files, overrides) = split_inputs(args.inputs, "torch")?;
     let resolved = load(config_dir, overrides)?;
-    let [file] = files.as_slice() else {
-        return Err(Error::usage(format!("{} traces given: `llmperf import torch` reads one", files.len()))
-            .with_hint("import each rank's trace into its own directory, then `llmperf merge` them")
-            .into());
+    let outcome = match files.as_slice() {
+        [file] => pipeline::import_torch(&resolved, file, args.output.as_deref(), argv)?,
+        _ => pipeline::import_torch_ranks(&resolved, &files, args.output.as_deref(), argv)?,
     };
-    let outcome = pipeline::import_torch(&resolved, file, args.output.as_deref(), argv)?;
     print(&format!("{}\n", outcome.run_dir.display()))?;
     match outcome.error {
         Some(e) => Err(e.into()),

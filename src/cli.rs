@@ -313,9 +313,9 @@ pub(crate) enum ImportCommand {
     Ncu(ImportNcuArgs),
     /// A PyTorch profiler (Kineto) trace: .json, .json.gz, *.pt.trace.json(.gz).
     #[command(
-        after_help = "Examples:\n  llmperf import torch trace.json -o runs/imported\n  llmperf import torch rank-0.pt.trace.json.gz runner.run.top_n_kernels=50\n\nReads the trace in one streaming pass (gzip or not) and writes torch/regions.json (the region\ntree of user_annotation, cpu_op and python_function ranges with the kernels each launched, joined\nby correlation id), torch/top_kernels.json, torch/samples.json and torch/capture.json (kernels,\ncopies and sets per device and stream, kernels per launch call, graph kernels, kernels without a\nlaunch call), then the reports; prints DIR."
+        after_help = "Examples:\n  llmperf import torch trace.json -o runs/imported\n  llmperf import torch rank-0.pt.trace.json.gz runner.run.top_n_kernels=50\n  llmperf import torch traces/*.pt.trace.json.gz -o runs/job   # the ranks of one job\n\nReads the trace in one streaming pass (gzip or not) and writes torch/regions.json (the region\ntree of user_annotation, cpu_op and python_function ranges with the kernels each launched, joined\nby correlation id), torch/top_kernels.json, torch/samples.json and torch/capture.json (kernels,\ncopies and sets per device and stream, kernels per launch call, graph kernels, kernels without a\nlaunch call), then the reports; prints DIR. Several files are the ranks of one job (rank:\ndistributedInfo.rank, else the last number in the name): each goes to DIR/ranks/<rank>/, then\nDIR/ranks.json and ranks.md as `llmperf merge` writes them."
     )]
-    Torch(ImportArgs),
+    Torch(ImportTorchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -343,6 +343,17 @@ pub(crate) struct RunDirArgs {
 pub(crate) struct ImportArgs {
     /// The reports to read (.nsys-rep, .qdrep, .sqlite, or a kernel summary
     /// .csv; several: one per rank), then configuration overrides (KEY=VALUE).
+    #[arg(value_name = "FILE|OVERRIDE", required = true)]
+    pub(crate) inputs: Vec<OsString>,
+    /// Output directory (default: a new run directory under runner.artifacts.root).
+    #[arg(short = 'o', long = "output", value_name = "DIR")]
+    pub(crate) output: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ImportTorchArgs {
+    /// The traces to read (.json, .json.gz; several: the ranks of one job),
+    /// then configuration overrides (KEY=VALUE).
     #[arg(value_name = "FILE|OVERRIDE", required = true)]
     pub(crate) inputs: Vec<OsString>,
     /// Output directory (default: a new run directory under runner.artifacts.root).

@@ -41,7 +41,12 @@ pub(crate) enum Timeline {
 impl Timeline {
     /// nsys's where the run has its files (or neither's), else the trace's.
     pub(crate) fn of(run: &RunDir) -> Timeline {
-        if !run.join(NSYS_REGIONS).exists() && run.join(TORCH_REGIONS).exists() {
+        Timeline::of_dir(run.path())
+    }
+
+    /// [`Timeline::of`] a run directory not opened (a rank's, by `merge`).
+    pub(crate) fn of_dir(dir: &Path) -> Timeline {
+        if !dir.join(NSYS_REGIONS).exists() && dir.join(TORCH_REGIONS).exists() {
             Timeline::Torch
         } else {
             Timeline::Nsys

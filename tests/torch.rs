@@ -422,7 +422,7 @@ fn a_damaged_or_wrong_trace_is_named_and_a_bad_event_is_left_out_and_counted() {
     }
     let (got, stderr) = import(dir, "run-dir");
     assert_eq!(got, 2, "{stderr}");
-    assert!(stderr.contains("is a directory: `llmperf import torch` reads one trace"), "{stderr}");
+    assert!(stderr.contains("is a directory: `llmperf import torch` reads trace files"), "{stderr}");
     if let Some(db) = corpus_copy(test, "real/memfusion/report1.sqlite", dir) {
         let (got, stderr) = import(&db, "run-db");
         assert_eq!(got, 6, "{stderr}");
@@ -442,4 +442,39 @@ fn a_damaged_or_wrong_trace_is_named_and_a_bad_event_is_left_out_and_counted() {
     assert_eq!(kernels("run-bad") + 1, kernels("run-good"));
     let notes = json(&dir.join("run-bad/torch/regions.json"))["notes"].to_string();
     assert!(notes.contains("1 events of the categories read had a ts or dur that is missing, negative"), "{notes}");
+}
+
+/// The two ranks of HTA's sampled job, given in reverse order, become one
+/// job: each trace in `ranks/<rank>/` by its `distributedInfo.rank`, and
+/// ranks.json with each rank's kernels and GPU time as expect.py counts
+/// them, and the other 126 ranks of the world of 128 missing.
+#[test]
+fn the_traces_of_a_jobs_ranks_are_merged_by_their_distributed_rank() {
+    let test = "the_traces_of_a_jobs_ranks_are_merged_by_their_distributed_rank";
+    let Some(kineto) = corpus_dir().map(|d| d.join("real/kineto")).filter(|d| d.join("expect.py").is_file()) else {
+        skipped(test, "corpus directory real/kineto with expect.py not found");
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    // Named so that the file names would give other ranks: the trace's own rank wins.
+    let mut inputs = Vec::new();
+    for (rank, name) in [(1, "sampled_rank-1.json.gz"), (0, "sampled_rank-0.json.gz")] {
+        let to = root.path().join(format!("trace.{}.json.gz", 7 + rank));
+        std::fs::copy(kineto.join("hta-trace-filter").join(name), &to).unwrap();
+        inputs.push((rank, name, to));
+    }
+    let job = root.path().join("job");
+    let out =
+        llmperf().args(["import", "torch"]).args(inputs.iter().map(|i| &i.2)).arg("-o").arg(&job).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let ranks = json(&job.join("ranks.json"));
+    for (rank, name, _) in &inputs {
+        let id = json(&job.join(format!("ranks/{rank}/rank.json")));
+        assert_eq!((id["rank"].as_u64(), id["rank_from"].as_str()), (Some(*rank), Some("distributedInfo.rank")));
+        let want = expected(&kineto, &kineto.join("hta-trace-filter").join(name));
+        let row = ranks["ranks"].as_array().unwrap().iter().find(|r| r["rank"] == *rank).unwrap();
+        let want_ns: i64 = want.streams.values().map(|s| s.1).sum();
+        assert_eq!((row["kernels"].as_u64().unwrap(), row["gpu_time_ns"].as_i64().unwrap()), (want.kernels, want_ns));
+    }
+    assert_eq!(ranks["missing"].as_array().unwrap().len(), 126);
 }

@@ -307,17 +307,23 @@ impl Trace {
     }
 }
 
-/// Read the trace at `path` (gzip-compressed where it starts with gzip's
-/// magic, whatever its name).
-pub(crate) fn read(path: &Path) -> Result<Trace, Error> {
+/// The trace's bytes, through gzip where it starts with gzip's magic
+/// (whatever its name).
+fn open(path: &Path) -> Result<Box<dyn Read>, Error> {
     let file = crate::parse::input::open(path)?;
     let mut reader = BufReader::with_capacity(1 << 16, file);
     let gzip = reader.fill_buf().map(|b| b.starts_with(&[0x1f, 0x8b])).unwrap_or(false);
-    let input: Box<dyn Read> = if gzip {
+    Ok(if gzip {
         Box::new(BufReader::with_capacity(1 << 16, flate2::bufread::MultiGzDecoder::new(reader)))
     } else {
         Box::new(reader)
-    };
+    })
+}
+
+/// Read the trace at `path` (gzip-compressed where it starts with gzip's
+/// magic, whatever its name).
+pub(crate) fn read(path: &Path) -> Result<Trace, Error> {
+    let input = open(path)?;
     let mut trace = Trace::default();
     let mut de = serde_json::Deserializer::from_reader(input);
     let read = TopSeed { trace: &mut trace }.deserialize(&mut de).and_then(|()| de.end());
@@ -326,6 +332,42 @@ pub(crate) fn read(path: &Path) -> Result<Trace, Error> {
         return Err(nothing_kept(path, &trace));
     }
     Ok(trace)
+}
+
+/// The rank the trace's `distributedInfo` gives, read from the keys before
+/// `traceEvents` only (Kineto writes it first): None where it is not there
+/// or comes later, or where the file cannot be read.
+pub(crate) fn peek_rank(path: &Path) -> Option<i64> {
+    let input = open(path).ok()?;
+    // The visitor stops at the first key it needs no further than (an error
+    // to serde_json, which would read the rest of the map otherwise); what
+    // it found is set aside first.
+    struct Head<'a>(&'a mut Option<i64>);
+    impl<'de> Visitor<'de> for Head<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a trace object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(key) = map.next_key::<String>()? {
+                match key.as_str() {
+                    "distributedInfo" => {
+                        let info: serde_json::Value = map.next_value()?;
+                        *self.0 = info.get("rank").and_then(serde_json::Value::as_i64);
+                        return Err(de::Error::custom("read enough"));
+                    }
+                    "traceEvents" => return Err(de::Error::custom("read enough")),
+                    _ => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+    let mut rank = None;
+    let _ = serde_json::Deserializer::from_reader(input).deserialize_map(Head(&mut rank));
+    rank
 }
 
 /// A document with trace events, none of which llmperf reads.

@@ -46,7 +46,8 @@ pub(crate) fn merge(job_dirs: &[PathBuf]) -> Result<PathBuf, Error> {
                 .with_hint("merge the directories of one job only (its ranks are numbered once)"));
             }
             let id: Option<RankId> = read(&dir.join(run_dir::RANK_JSON));
-            let has_regions = dir.join(run_dir::NSYS_REGIONS).is_file();
+            let regions_file = run_dir::Timeline::of_dir(&dir).regions_file();
+            let has_regions = dir.join(regions_file).is_file();
             let manifest = read(&dir.join(run_dir::MANIFEST_JSON));
             found.insert(rank, Found { rank, dir, id, has_regions, manifest });
         }
@@ -78,7 +79,7 @@ pub(crate) fn merge(job_dirs: &[PathBuf]) -> Result<PathBuf, Error> {
             continue;
         }
         let regions: Option<RegionsReport> =
-            if f.has_regions { read(&f.dir.join(run_dir::NSYS_REGIONS)) } else { None };
+            if f.has_regions { read(&f.dir.join(run_dir::Timeline::of_dir(&f.dir).regions_file())) } else { None };
         match &regions {
             Some(regions) => builder.add(&RankInput {
                 rank: f.rank,
@@ -92,7 +93,7 @@ pub(crate) fn merge(job_dirs: &[PathBuf]) -> Result<PathBuf, Error> {
                 rank: f.rank,
                 reason: format!(
                     "{} is not a regions.json this llmperf reads (rebuild it: llmperf report {})",
-                    f.dir.join(run_dir::NSYS_REGIONS).display(),
+                    f.dir.join(run_dir::Timeline::of_dir(&f.dir).regions_file()).display(),
                     f.dir.display()
                 ),
             }),

@@ -200,8 +200,13 @@ pub(crate) fn import_torch(
 ) -> Result<Outcome, Error> {
     let cfg = &resolved.config;
     if file.is_dir() {
-        return Err(Error::usage(format!("{} is a directory: `llmperf import torch` reads one trace", file.display()))
-            .with_hint("import each trace in it into a directory of its own (`-o DIR`); several ranks' traces are not merged by one import yet"));
+        return Err(Error::usage(format!(
+            "{} is a directory: `llmperf import torch` reads trace files",
+            file.display()
+        ))
+        .with_hint(
+            "pass the traces in it (`DIR/*.json*`): several are the ranks of one job, merged as `llmperf merge` does",
+        ));
     }
     crate::parse::input::check_kind(file, "torch")?;
     let run = output_dir(out, cfg)?;
@@ -212,6 +217,76 @@ pub(crate) fn import_torch(
     let opts = nsys::IngestOptions::of(cfg);
     let stages = torch::analyze(&run, &mut manifest, &absolute(file), &opts).map(|o| verdict.add(o));
     finish(&run, manifest, verdict, stages)
+}
+
+/// `llmperf import torch FILE FILE…`: the traces of one job's ranks, each
+/// imported into `<job>/ranks/<rank>/` with a `rank.json` (its rank: the
+/// trace's `distributedInfo.rank`, else the last number in its file name),
+/// then merged as `llmperf merge` does.
+pub(crate) fn import_torch_ranks(
+    resolved: &Resolved,
+    files: &[PathBuf],
+    out: Option<&Path>,
+    argv: Vec<String>,
+) -> Result<Outcome, Error> {
+    let mut ranked: Vec<(u32, PathBuf, String)> = Vec::new();
+    for file in files {
+        crate::parse::input::check_kind(file, "torch")?;
+        let (rank, from) = match crate::parse::torch::peek_rank(file).and_then(|r| u32::try_from(r).ok()) {
+            Some(r) => (r, "distributedInfo.rank".to_string()),
+            None => {
+                let [(r, _)] = crate::plan::rank::ranks_of_files(std::slice::from_ref(file))?[..] else {
+                    unreachable!("one file, one rank")
+                };
+                (r, format!("file name ({})", file.file_name().unwrap_or_default().to_string_lossy()))
+            }
+        };
+        if let Some((_, other, _)) = ranked.iter().find(|(r, _, _)| *r == rank) {
+            return Err(Error::usage(format!("{} and {} are both rank {rank}", other.display(), file.display()))
+                .with_hint(
+                    "pass each rank's trace once (its rank: distributedInfo.rank, else the last number in its name)",
+                ));
+        }
+        ranked.push((rank, file.clone(), from));
+    }
+    ranked.sort_by_key(|(r, _, _)| *r);
+    let job = job_dir(out, resolved)?;
+    let name = job.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut error = None;
+    for (rank, file, rank_from) in ranked {
+        let dir = job.join(run_dir::RANKS_DIR).join(rank.to_string());
+        let outcome = import_torch(resolved, &file, Some(&dir), argv.clone())?;
+        let run = RunDir::open(&dir)?;
+        let world_size = run
+            .read_json::<serde_json::Value>(run_dir::TORCH_CAPTURE)
+            .and_then(|c| c["world_size"].as_u64())
+            .and_then(|w| u32::try_from(w).ok());
+        let id = crate::plan::rank::RankId {
+            rank,
+            rank_from,
+            world_size,
+            job: name.clone(),
+            job_from: "llmperf import torch".into(),
+            host: String::new(),
+            profiled: vec!["torch".into()],
+        };
+        run.write_json(run_dir::RANK_JSON, &id)?;
+        error = error.or(outcome.error);
+    }
+    merge(std::slice::from_ref(&job))?;
+    Ok(Outcome { run_dir: job, error })
+}
+
+/// The job directory of an import of several ranks: `-o DIR`, else a new
+/// directory under the artifacts root.
+fn job_dir(out: Option<&Path>, resolved: &Resolved) -> Result<PathBuf, Error> {
+    match out {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).map_err(|e| run_dir::io_error(dir, "create the job directory", &e))?;
+            Ok(dir.to_path_buf())
+        }
+        None => Ok(RunDir::create(&resolved.config.runner.artifacts.root)?.path().to_path_buf()),
+    }
 }
 
 /// `llmperf import nsys FILE FILE…`: one capture per rank of a job (`nsys
@@ -229,13 +304,7 @@ pub(crate) fn import_nsys_ranks(
     for (_, file) in &ranked {
         crate::parse::input::check_kind(file, "nsys")?;
     }
-    let job = match out {
-        Some(dir) => {
-            std::fs::create_dir_all(dir).map_err(|e| run_dir::io_error(dir, "create the job directory", &e))?;
-            dir.to_path_buf()
-        }
-        None => RunDir::create(&resolved.config.runner.artifacts.root)?.path().to_path_buf(),
-    };
+    let job = job_dir(out, resolved)?;
     let name = job.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let mut error = None;
     for (rank, file) in ranked {
