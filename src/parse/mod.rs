@@ -7,6 +7,7 @@
 //! - [`mapped`]: a file mapped read-only for the readers that scan big inputs on every core;
 //! - [`nsys_csv`]: an `nsys stats` kernel summary CSV.
 pub(crate) mod input;
+pub(crate) mod json_frames;
 pub(crate) mod mapped;
 pub mod ncu;
 pub mod nsys;

@@ -20,18 +20,20 @@
 //! holds (integer µs in older traces, µs with three decimals, so ns, in
 //! newer ones) and turned into integer nanoseconds without a float;
 //! `baseTimeNanoseconds` (relative timestamps) is added where present.
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::error::{Error, ErrorKind};
+use crate::parse::json_frames::{FrameError, Frames};
 use crate::parse::nsys::activity::{Activity, ActivitySink, Direction, What};
 use crate::parse::nsys::sqlite::{Kernel, Launched, Names, NvtxRange};
 use crate::regions::RangeStyle;
@@ -173,18 +175,38 @@ struct Args {
     device: Option<i64>,
 }
 
-/// One event, as much of it as llmperf reads.
+/// One event, as much of it as llmperf reads, borrowed from the buffer
+/// where it can be (a string without escapes, a number's text).
 #[derive(Deserialize)]
-struct Event {
-    ph: Option<String>,
-    cat: Option<String>,
-    name: Option<String>,
-    pid: Option<Id>,
-    tid: Option<Id>,
-    ts: Option<Box<RawValue>>,
-    dur: Option<Box<RawValue>>,
+struct Event<'a> {
+    #[serde(borrow)]
+    ph: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    cat: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    pid: Option<&'a RawValue>,
+    #[serde(borrow)]
+    tid: Option<&'a RawValue>,
+    #[serde(borrow)]
+    ts: Option<&'a RawValue>,
+    #[serde(borrow)]
+    dur: Option<&'a RawValue>,
     #[serde(default, deserialize_with = "lenient_args")]
     args: Args,
+}
+
+/// A pid or tid: a number, or a string (the 2021 schema's `"25738"`, a
+/// stream's `"stream 7"`) read as the number it ends with.
+fn id_of(raw: &RawValue) -> Option<i64> {
+    let text = raw.get();
+    if text.starts_with('"') {
+        let s: String = serde_json::from_str(text).ok()?;
+        Id::Text(s).number()
+    } else {
+        text.parse().ok()
+    }
 }
 
 /// `args` where it is an object; anything else (absent, null) reads as none.
@@ -231,16 +253,14 @@ pub(crate) fn micros_to_ns(text: &str) -> Option<i64> {
         return None;
     }
     // digits × 10^(shift) ns, where the digits are int and frac run together.
-    let digits = format!("{int}{frac}");
-    let digits = digits.trim_start_matches('0');
     let shift = exponent.checked_add(3)?.checked_sub(i32::try_from(frac.len()).ok()?)?;
-    if digits.is_empty() {
+    let mut value: i128 = 0;
+    for b in int.bytes().chain(frac.bytes()) {
+        value = value.checked_mul(10)?.checked_add(i128::from(b - b'0'))?;
+    }
+    if value == 0 {
         return Some(0);
     }
-    if digits.len() > 36 {
-        return None;
-    }
-    let value: i128 = digits.parse().ok()?;
     let ns = if shift >= 0 {
         value.checked_mul(10i128.checked_pow(u32::try_from(shift).ok()?)?)?
     } else {
@@ -253,7 +273,7 @@ pub(crate) fn micros_to_ns(text: &str) -> Option<i64> {
 }
 
 impl Trace {
-    fn add(&mut self, e: Event) {
+    fn add(&mut self, e: Event<'_>) {
         self.events += 1;
         if e.ph.as_deref() != Some("X") {
             return;
@@ -264,8 +284,7 @@ impl Trace {
             return;
         };
         let base = self.meta.base_time_ns.unwrap_or(0);
-        let times =
-            (e.ts.as_deref().and_then(|t| micros_to_ns(t.get())), e.dur.as_deref().and_then(|d| micros_to_ns(d.get())));
+        let times = (e.ts.and_then(|t| micros_to_ns(t.get())), e.dur.and_then(|d| micros_to_ns(d.get())));
         let (Some(ts), Some(dur)) = times else {
             self.odd_times += 1;
             return;
@@ -279,8 +298,8 @@ impl Trace {
             return;
         };
         let name = self.names.intern(e.name.as_deref().unwrap_or(""));
-        let pid = e.pid.as_ref().and_then(Id::number).unwrap_or(0);
-        let tid = e.tid.as_ref().and_then(Id::number).unwrap_or(0);
+        let pid = e.pid.and_then(id_of).unwrap_or(0);
+        let tid = e.tid.and_then(id_of).unwrap_or(0);
         match kind {
             Category::Range(kind) => self.ranges.push(Range { start, end, name, kind, pid, tid }),
             Category::Call => {
@@ -323,11 +342,9 @@ fn open(path: &Path) -> Result<Box<dyn Read>, Error> {
 /// Read the trace at `path` (gzip-compressed where it starts with gzip's
 /// magic, whatever its name).
 pub(crate) fn read(path: &Path) -> Result<Trace, Error> {
-    let input = open(path)?;
+    let mut frames = Frames::new(open(path)?);
     let mut trace = Trace::default();
-    let mut de = serde_json::Deserializer::from_reader(input);
-    let read = TopSeed { trace: &mut trace }.deserialize(&mut de).and_then(|()| de.end());
-    read.map_err(|e| not_a_trace(path, &e))?;
+    read_frames(&mut frames, &mut trace).map_err(|e| not_a_trace(path, &frames, e))?;
     if trace.ranges.is_empty() && trace.calls.is_empty() && trace.gpu.is_empty() {
         return Err(nothing_kept(path, &trace));
     }
@@ -384,14 +401,16 @@ fn nothing_kept(path: &Path, trace: &Trace) -> Error {
         .with_hint("llmperf import torch reads the cpu_op, user_annotation, kernel and cuda_runtime events that torch.profiler writes (export_chrome_trace, tensorboard_trace_handler)")
 }
 
-fn not_a_trace(path: &Path, e: &serde_json::Error) -> Error {
-    let at = if e.line() > 0 { format!(" (line {}, column {})", e.line(), e.column()) } else { String::new() };
-    let io = e.io_error_kind().is_some();
-    // serde_json's text ends with the position, said once above.
-    let text = e.to_string();
-    let e = text.rsplit_once(" at line ").map_or(text.as_str(), |(msg, _)| msg);
-    let what = if io { "could not be read to its end" } else { "is not a PyTorch profiler trace" };
-    Error::new(ErrorKind::Unparseable, format!("{}{at} {what}: {e}", path.display())).with_hint(if io {
+fn not_a_trace<R: Read>(path: &Path, frames: &Frames<R>, e: FrameError) -> Error {
+    let (what, at, why) = match e {
+        FrameError::Io(e) => ("could not be read to its end", String::new(), e.to_string()),
+        FrameError::Syntax(why, offset) => {
+            let (line, column) = frames.line_column(offset);
+            ("is not a PyTorch profiler trace", format!(" (line {line}, column {column})"), why)
+        }
+    };
+    let io = at.is_empty();
+    Error::new(ErrorKind::Unparseable, format!("{}{at} {what}: {why}", path.display())).with_hint(if io {
         "a gzip file cut short, or unreadable: write the trace again, or check the copy"
     } else {
         "pass the JSON that torch.profiler wrote (export_chrome_trace, tensorboard_trace_handler: *.pt.trace.json or .json.gz)"
@@ -399,68 +418,102 @@ fn not_a_trace(path: &Path, e: &serde_json::Error) -> Error {
 }
 
 /// The document: an object with `traceEvents` (or, as some tools write, a
-/// bare array of events).
-struct TopSeed<'t> {
-    trace: &'t mut Trace,
-}
-
-impl<'de> DeserializeSeed<'de> for TopSeed<'_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
+/// bare array of events), cut into values by [`Frames`]; each event parsed
+/// by serde_json from its own bytes.
+fn read_frames<R: Read>(f: &mut Frames<R>, trace: &mut Trace) -> Result<(), FrameError> {
+    match f.peek()? {
+        Some(b'[') => {
+            events(f, trace)?;
+            return f.end();
+        }
+        Some(b'{') => f.bump(),
+        Some(_) => return Err(FrameError::Syntax("expected a JSON object with traceEvents".into(), f.offset())),
+        None => return Err(FrameError::Syntax("EOF while parsing the document: it is empty".into(), f.offset())),
     }
-}
-
-impl<'de> Visitor<'de> for TopSeed<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON object with traceEvents, or an array of trace events")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<(), A::Error> {
-        EventsSeed { trace: self.trace }.visit_seq(seq)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let mut saw_events = false;
-        // Events read before baseTimeNanoseconds (written last by Kineto)
-        // are moved by it afterwards.
-        let mut read_before_base = None;
-        while let Some(key) = map.next_key::<String>()? {
+    let mut saw_events = false;
+    // Events read before baseTimeNanoseconds (written last by Kineto) are
+    // moved by it afterwards.
+    let mut read_before_base = None;
+    if f.peek()? == Some(b'}') {
+        f.bump();
+    } else {
+        loop {
+            let key: String = parsed(f)?;
+            f.expect(b':', "':' after a key")?;
             match key.as_str() {
                 "traceEvents" => {
-                    map.next_value_seed(EventsSeed { trace: self.trace })?;
+                    events(f, trace)?;
                     saw_events = true;
-                    read_before_base = Some(self.trace.meta.base_time_ns.is_none());
+                    read_before_base = Some(trace.meta.base_time_ns.is_none());
                 }
-                "schemaVersion" => self.trace.meta.schema_version = map.next_value::<Option<i64>>().ok().flatten(),
-                "baseTimeNanoseconds" => {
-                    let base: Option<i64> = map.next_value()?;
-                    self.trace.meta.base_time_ns = base;
-                }
+                "schemaVersion" => trace.meta.schema_version = parsed::<_, serde_json::Value>(f)?.as_i64(),
+                "baseTimeNanoseconds" => trace.meta.base_time_ns = parsed::<_, serde_json::Value>(f)?.as_i64(),
                 "distributedInfo" => {
-                    let info: serde_json::Value = map.next_value()?;
-                    self.trace.meta.rank = info.get("rank").and_then(serde_json::Value::as_i64);
-                    self.trace.meta.world_size = info.get("world_size").and_then(serde_json::Value::as_i64);
+                    let info: serde_json::Value = parsed(f)?;
+                    trace.meta.rank = info.get("rank").and_then(serde_json::Value::as_i64);
+                    trace.meta.world_size = info.get("world_size").and_then(serde_json::Value::as_i64);
                 }
-                "deviceProperties" => {
-                    let props: serde_json::Value = map.next_value()?;
-                    self.trace.meta.devices = devices(&props);
-                }
+                "deviceProperties" => trace.meta.devices = devices(&parsed(f)?),
                 _ => {
-                    map.next_value::<IgnoredAny>()?;
+                    f.value()?;
                 }
             }
+            match f.peek()? {
+                Some(b',') => f.bump(),
+                Some(b'}') => {
+                    f.bump();
+                    break;
+                }
+                Some(_) => return Err(FrameError::Syntax("expected ',' or '}' in the document".into(), f.offset())),
+                None => return Err(FrameError::Syntax("EOF while parsing the document".into(), f.offset())),
+            }
         }
-        if !saw_events {
-            return Err(de::Error::custom("no traceEvents in the document"));
+    }
+    f.end()?;
+    if !saw_events {
+        return Err(FrameError::Syntax("no traceEvents in the document".into(), f.offset()));
+    }
+    if let (Some(true), Some(base)) = (read_before_base, trace.meta.base_time_ns) {
+        shift(trace, base)
+            .ok_or_else(|| FrameError::Syntax("baseTimeNanoseconds moves a time past 2^63 ns".into(), f.offset()))?;
+    }
+    Ok(())
+}
+
+/// The next value, parsed by serde_json; an error is placed at the value.
+fn parsed<R: Read, T: serde::de::DeserializeOwned>(f: &mut Frames<R>) -> Result<T, FrameError> {
+    let at = f.offset();
+    let r = f.value()?;
+    serde_json::from_slice(f.bytes(r)).map_err(|e| FrameError::Syntax(e.to_string(), at))
+}
+
+/// `traceEvents`: an array of events, each handed to the trace.
+fn events<R: Read>(f: &mut Frames<R>, trace: &mut Trace) -> Result<(), FrameError> {
+    f.expect(b'[', "traceEvents to be an array")?;
+    if f.peek()? == Some(b']') {
+        f.bump();
+        return Ok(());
+    }
+    loop {
+        let at = f.offset();
+        let r = f.value()?;
+        let event: Event<'_> = serde_json::from_slice(f.bytes(r)).map_err(|e| {
+            let why = e.to_string();
+            let why = why.rsplit_once(" at line ").map_or(why.as_str(), |(msg, _)| msg).to_string();
+            FrameError::Syntax(format!("an event: {why}"), at)
+        })?;
+        trace.add(event);
+        match f.peek()? {
+            Some(b',') => f.bump(),
+            Some(b']') => {
+                f.bump();
+                return Ok(());
+            }
+            Some(_) => return Err(FrameError::Syntax("expected ',' or ']' between events".into(), f.offset())),
+            None => {
+                return Err(FrameError::Syntax("EOF while parsing the document: in traceEvents".into(), f.offset()))
+            }
         }
-        if let (Some(true), Some(base)) = (read_before_base, self.trace.meta.base_time_ns) {
-            shift(self.trace, base)
-                .ok_or_else(|| de::Error::custom("baseTimeNanoseconds moves a time past 2^63 ns"))?;
-        }
-        Ok(())
     }
 }
 
@@ -488,32 +541,6 @@ fn devices(props: &serde_json::Value) -> Vec<Device> {
             Some(Device { id, name })
         })
         .collect()
-}
-
-struct EventsSeed<'t> {
-    trace: &'t mut Trace,
-}
-
-impl<'de> DeserializeSeed<'de> for EventsSeed<'_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_seq(self)
-    }
-}
-
-impl<'de> Visitor<'de> for EventsSeed<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an array of trace events")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while let Some(event) = seq.next_element::<Event>()? {
-            self.trace.add(event);
-        }
-        Ok(())
-    }
 }
 
 /// The trace as the region sweep reads an nsys export: ranges and launches
