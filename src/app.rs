@@ -219,6 +219,7 @@ fn import_torch(
     argv: Vec<String>,
 ) -> anyhow::Result<i32> {
     let (files, overrides) = split_inputs(args.inputs, "torch")?;
+    let files = crate::parse::torch::traces_in(files)?;
     let resolved = load(config_dir, overrides)?;
     let outcome = match files.as_slice() {
         [file] => pipeline::import_torch(&resolved, file, args.output.as_deref(), argv)?,

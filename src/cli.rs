@@ -352,7 +352,8 @@ pub(crate) struct ImportArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct ImportTorchArgs {
-    /// The traces to read (.json, .json.gz; several: the ranks of one job),
+    /// The traces to read (.json, .json.gz; several, or a directory of them:
+    /// the ranks of one job),
     /// then configuration overrides (KEY=VALUE).
     #[arg(value_name = "FILE|OVERRIDE", required = true)]
     pub(crate) inputs: Vec<OsString>,

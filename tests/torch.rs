@@ -420,9 +420,11 @@ fn a_damaged_or_wrong_trace_is_named_and_a_bad_event_is_left_out_and_counted() {
         assert!(stderr.contains(&format!("{}", dir.join(input).display())) && stderr.contains(said), "{stderr}");
         assert!(stderr.contains("hint: "), "{stderr}");
     }
-    let (got, stderr) = import(dir, "run-dir");
+    let empty = dir.join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let (got, stderr) = import(&empty, "run-dir");
     assert_eq!(got, 2, "{stderr}");
-    assert!(stderr.contains("is a directory: `llmperf import torch` reads trace files"), "{stderr}");
+    assert!(stderr.contains("a directory with no trace in it (*.json, *.json.gz)"), "{stderr}");
     if let Some(db) = corpus_copy(test, "real/memfusion/report1.sqlite", dir) {
         let (got, stderr) = import(&db, "run-db");
         assert_eq!(got, 6, "{stderr}");
@@ -467,6 +469,11 @@ fn the_traces_of_a_jobs_ranks_are_merged_by_their_distributed_rank() {
     let out =
         llmperf().args(["import", "torch"]).args(inputs.iter().map(|i| &i.2)).arg("-o").arg(&job).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // The directory that holds them is the same job.
+    let from_dir = root.path().join("job-from-dir");
+    let out = llmperf().args(["import", "torch"]).arg(root.path()).arg("-o").arg(&from_dir).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(json(&from_dir.join("ranks.json"))["ranks"], json(&job.join("ranks.json"))["ranks"]);
     let ranks = json(&job.join("ranks.json"));
     for (rank, name, _) in &inputs {
         let id = json(&job.join(format!("ranks/{rank}/rank.json")));

@@ -351,6 +351,35 @@ pub(crate) fn read(path: &Path) -> Result<Trace, Error> {
     Ok(trace)
 }
 
+/// The traces to read: the files given, a directory standing for the
+/// traces in it (`*.json`, `*.json.gz`, by name: the ranks of one job).
+pub(crate) fn traces_in(inputs: Vec<std::path::PathBuf>) -> Result<Vec<std::path::PathBuf>, Error> {
+    let mut files = Vec::new();
+    for input in inputs {
+        if !input.is_dir() {
+            files.push(input);
+            continue;
+        }
+        let entries = std::fs::read_dir(&input).map_err(|e| crate::run_dir::io_error(&input, "list", &e))?;
+        let mut found: Vec<std::path::PathBuf> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_file())
+            .filter(|p| {
+                let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                name.ends_with(".json") || name.ends_with(".json.gz")
+            })
+            .collect();
+        if found.is_empty() {
+            return Err(Error::usage(format!("{}: a directory with no trace in it (*.json, *.json.gz)", input.display()))
+                .with_hint("pass the traces torch.profiler wrote (tensorboard_trace_handler writes *.pt.trace.json), or the directory that holds them"));
+        }
+        found.sort();
+        files.extend(found);
+    }
+    Ok(files)
+}
+
 /// The rank the trace's `distributedInfo` gives, read from the keys before
 /// `traceEvents` only (Kineto writes it first): None where it is not there
 /// or comes later, or where the file cannot be read.

@@ -200,13 +200,8 @@ pub(crate) fn import_torch(
 ) -> Result<Outcome, Error> {
     let cfg = &resolved.config;
     if file.is_dir() {
-        return Err(Error::usage(format!(
-            "{} is a directory: `llmperf import torch` reads trace files",
-            file.display()
-        ))
-        .with_hint(
-            "pass the traces in it (`DIR/*.json*`): several are the ranks of one job, merged as `llmperf merge` does",
-        ));
+        return Err(Error::usage(format!("{} is a directory: one trace file is read here", file.display()))
+            .with_hint("`llmperf import torch DIR` reads the traces in it as the ranks of one job"));
     }
     crate::parse::input::check_kind(file, "torch")?;
     let run = output_dir(out, cfg)?;
