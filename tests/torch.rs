@@ -175,6 +175,7 @@ fn every_corpus_trace_gives_what_expect_py_counts() {
     let found = traces(&kineto);
     assert!(found.len() >= 8, "{found:?}");
     let root = tempfile::tempdir().unwrap();
+    let (mut annotations, mut operators) = (0, 0);
     for (i, trace) in found.iter().enumerate() {
         let input = root.path().join(format!("{i}-{}", trace.file_name().unwrap().to_string_lossy()));
         std::fs::copy(trace, &input).unwrap();
@@ -194,7 +195,10 @@ fn every_corpus_trace_gives_what_expect_py_counts() {
         for (a, counts) in &want.annotations {
             assert_eq!(got.annotations.get(a), Some(counts), "{name}: user_annotation {a}");
         }
+        (annotations, operators) = (annotations + want.annotations.len(), operators + want.top_ops.len());
     }
+    // The comparisons above compared something: expect.py's output was read.
+    assert!(annotations >= 20 && operators >= 200, "{annotations} annotations, {operators} operators compared");
 }
 
 /// Holistic Trace Analysis's `get_temporal_breakdown` and
@@ -431,11 +435,24 @@ fn a_damaged_or_wrong_trace_is_named_and_a_bad_event_is_left_out_and_counted() {
         assert!(stderr.contains("import it with `llmperf import nsys"), "{stderr}");
     }
 
+    let capture = |run: &str| json(&dir.join(run).join("torch/capture.json"));
+    // A thread id past 2^24 and a correlation id held by two calls: said, not hidden.
+    let odd_ids = dir.join("odd_ids.json");
+    let edit = "import json,sys\nd=json.load(open(sys.argv[1]))\nev=d['traceEvents']\nop=next(e for e in ev if e.get('cat')=='cpu_op')\nop['tid']=2**40\nc=[e for e in ev if e.get('cat')=='cuda_runtime' and 'correlation' in e.get('args',{})]\nc[1]['args']['correlation']=c[0]['args']['correlation']\njson.dump(d,open(sys.argv[2],'w'))";
+    let ok = std::process::Command::new("python3").args(["-c", edit]).arg(&plain).arg(&odd_ids).status().unwrap();
+    assert!(ok.success());
+    let (got, stderr) = import(&odd_ids, "run-odd-ids");
+    assert_eq!(got, 0, "{stderr}");
+    assert_eq!(capture("run-odd-ids")["renumbered_ids"], 1);
+    assert_eq!(capture("run-odd-ids")["repeated_correlation_ids"], 1);
+    let notes = json(&dir.join("run-odd-ids/torch/regions.json"))["notes"].to_string();
+    assert!(notes.contains("1 correlation ids are held by more than one launch call"), "{notes}");
+    assert!(notes.contains("1 process or thread ids do not fit in 24 bits"), "{notes}");
+
     let (got, stderr) = import(&one_bad, "run-bad");
     assert_eq!(got, 0, "{stderr}");
     let (good, _) = import(&plain, "run-good");
     assert_eq!(good, 0);
-    let capture = |run: &str| json(&dir.join(run).join("torch/capture.json"));
     assert_eq!(capture("run-bad")["odd_times"], 1);
     assert_eq!(capture("run-good")["odd_times"], 0);
     let kernels = |run: &str| -> u64 {

@@ -145,28 +145,6 @@ pub(crate) struct Trace {
     pub(crate) odd_times: u64,
 }
 
-/// The pid or tid of an event: a number, or a string (the 2021 schema's
-/// `"25738"`, a stream's `"stream 7"`, `"Spans"`).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-enum Id {
-    Number(i64),
-    Text(String),
-}
-
-impl Id {
-    /// The number it is or ends with (`"stream 7"` is 7).
-    fn number(&self) -> Option<i64> {
-        match self {
-            Id::Number(n) => Some(*n),
-            Id::Text(t) => {
-                let digits = t.trim().rsplit(|c: char| !c.is_ascii_digit()).next()?;
-                digits.parse().ok()
-            }
-        }
-    }
-}
-
 #[derive(Deserialize, Default)]
 struct Args {
     correlation: Option<i64>,
@@ -201,12 +179,11 @@ struct Event<'a> {
 /// stream's `"stream 7"`) read as the number it ends with.
 fn id_of(raw: &RawValue) -> Option<i64> {
     let text = raw.get();
-    if text.starts_with('"') {
-        let s: String = serde_json::from_str(text).ok()?;
-        Id::Text(s).number()
-    } else {
-        text.parse().ok()
+    if !text.starts_with('"') {
+        return text.parse().ok();
     }
+    let s: String = serde_json::from_str(text).ok()?;
+    s.trim().rsplit(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
 }
 
 /// `args` where it is an object; anything else (absent, null) reads as none.
@@ -625,6 +602,9 @@ pub(crate) struct Summary {
     pub(crate) graph_launches: u64,
     /// Correlation ids that more than one call holds: each kernel goes to the first call read.
     pub(crate) repeated_correlation_ids: u64,
+    /// Process or thread ids past 2^24, which the region model cannot hold:
+    /// each is numbered down from 2^24 − 1 instead.
+    pub(crate) renumbered_ids: u64,
     /// Ranges that end after the range open on their thread when they
     /// started: not its children (it ends for the sweep when they start).
     pub(crate) overhanging_ranges: u64,
@@ -761,7 +741,7 @@ impl Trace {
         let mut classes: HashMap<u32, u8> = HashMap::default();
         for g in &self.gpu {
             let ns = g.end - g.start;
-            let launcher = g.correlation.and_then(|c| by_correlation.get(&c)).map(|&i| self.calls[i].pid);
+            let call = g.correlation.and_then(|c| by_correlation.get(&c)).map(|&i| (i, &self.calls[i]));
             let what = match g.kind {
                 GpuKind::Kernel => {
                     What::Kernel(*classes.entry(g.name).or_insert_with(|| classify(self.names.get(g.name))))
@@ -773,7 +753,7 @@ impl Trace {
                 GpuKind::Memset => What::Memset { bytes: g.bytes },
             };
             activity.push(Activity {
-                pid: launcher.unwrap_or(lone_pid),
+                pid: call.map_or(lone_pid, |(_, c)| c.pid),
                 device: g.device,
                 start: g.start,
                 end: g.end,
@@ -795,7 +775,6 @@ impl Trace {
             if g.kind != GpuKind::Kernel {
                 continue;
             }
-            let call = g.correlation.and_then(|c| by_correlation.get(&c)).map(|&i| (i, &self.calls[i]));
             let graph = call.is_some_and(|(_, c)| self.names.get(c.name).contains("GraphLaunch"));
             match call {
                 Some((i, c)) => {
@@ -833,6 +812,7 @@ impl Trace {
         blocking.sort_by_key(|c| c.1);
         summary.graph_launches = graphs.len() as u64;
         summary.streams = streams.into_values().collect();
+        summary.renumbered_ids = threads.renumbered;
         summary.launch_calls = launch_calls
             .into_iter()
             .map(|(name, kernels)| LaunchRow { call: self.names.get(name).to_string(), kernels })
@@ -940,9 +920,10 @@ mod tests {
 
     #[test]
     fn ids_are_numbers_or_end_with_one() {
-        assert_eq!(Id::Text("stream 7".into()).number(), Some(7));
-        assert_eq!(Id::Text("25738".into()).number(), Some(25738));
-        assert_eq!(Id::Text("Spans".into()).number(), None);
-        assert_eq!(Id::Number(3).number(), Some(3));
+        let id = |text: &str| id_of(&RawValue::from_string(text.to_string()).unwrap());
+        assert_eq!(id("\"stream 7\""), Some(7));
+        assert_eq!(id("\"25738\""), Some(25738));
+        assert_eq!(id("\"Spans\""), None);
+        assert_eq!(id("3"), Some(3));
     }
 }

@@ -101,6 +101,19 @@ fn write_outputs(
             rows.summary.overhanging_ranges
         ));
     }
+    if rows.summary.repeated_correlation_ids > 0 {
+        done.regions.notes.push(format!(
+            "{} correlation ids are held by more than one launch call: each kernel of those ids is charged to the \
+             first call read, which may not be the one that launched it",
+            rows.summary.repeated_correlation_ids
+        ));
+    }
+    if rows.summary.renumbered_ids > 0 {
+        done.regions.notes.push(format!(
+            "{} process or thread ids do not fit in 24 bits: shown numbered down from 16777215, not as the trace has them",
+            rows.summary.renumbered_ids
+        ));
+    }
     if trace.odd_times > 0 {
         let note = format!(
             "{} events of the categories read had a ts or dur that is missing, negative or not a number: left out",
