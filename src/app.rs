@@ -303,6 +303,17 @@ fn flag_overrides(args: &ProfileArgs) -> Vec<String> {
     if args.no_nsys {
         o.push("pipeline.nsys.enable=false".into());
     }
+    match args.tracer {
+        Some(crate::cli::Tracer::Torch) => {
+            o.push("pipeline.torch.enable=true".into());
+            o.push("pipeline.nsys.enable=false".into());
+        }
+        Some(crate::cli::Tracer::Nsys) => {
+            o.push("pipeline.torch.enable=false".into());
+            o.push("pipeline.nsys.enable=true".into());
+        }
+        None => {}
+    }
     if args.no_ncu {
         o.push("pipeline.ncu.enable=false".into());
     }

@@ -10,6 +10,7 @@ Examples:
   llmperf profile --model llm_tiny                 ... of a small decoder LLM (prefill, decode)
   llmperf profile -- python infer.py               nsys timeline of any command
   llmperf profile --annotate modules -- python infer.py   ... with a range per nn.Module call
+  llmperf profile --tracer torch -- python infer.py        ... recorded by torch.profiler, no nsys
   llmperf profile --model hf model.arch=mixtral    a Hugging Face architecture by config
   llmperf profile --replay-mode range -- ./app     add Nsight Compute range replay
   llmperf config show --origin runner=light        resolved config and where each value came from
@@ -232,6 +233,13 @@ pub(crate) struct WorkloadArgs {
     pub(crate) overrides: Vec<OsString>,
 }
 
+/// `profile --tracer`: the timeline's recorder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Tracer {
+    Nsys,
+    Torch,
+}
+
 #[derive(Debug, Args)]
 pub(crate) struct ProfileArgs {
     /// Enable Nsight Compute with this replay mode (pipeline.ncu.ncu_cli.replay_mode).
@@ -253,6 +261,11 @@ pub(crate) struct ProfileArgs {
     /// Skip Nsight Systems (pipeline.nsys.enable=false).
     #[arg(long)]
     pub(crate) no_nsys: bool,
+    /// What records the timeline: `nsys` (Nsight Systems, the default) or
+    /// `torch` (torch.profiler inside a Python command or --model hf, no nsys
+    /// needed; pipeline.torch.enable=true, pipeline.nsys.enable=false).
+    #[arg(long, value_enum, value_name = "TRACER", conflicts_with = "no_nsys")]
+    pub(crate) tracer: Option<Tracer>,
     /// Skip Nsight Compute (pipeline.ncu.enable=false).
     #[arg(long, conflicts_with = "replay_mode")]
     pub(crate) no_ncu: bool,

@@ -47,7 +47,56 @@ pub(crate) fn run(cfg: &Config) -> Vec<Check> {
     checks.push(gpu_check());
     checks.push(counter_check());
     checks.extend(libtorch_checks());
+    checks.push(torch_tracer_check(nsys.is_ok()));
     checks
+}
+
+/// `--tracer torch`: whether `python3` on PATH imports torch, and whether its
+/// profiler would record CUDA as well as CPU activity. A WARN: nsys is the
+/// default tracer; without nsys it is the only one, and said so.
+fn torch_tracer_check(nsys: bool) -> Check {
+    const NAME: &str = "torch tracer";
+    // Not from the working directory: a folder named `torch` there (this
+    // repository's plugin crate) would import as an empty namespace package.
+    let probe = "import sys; sys.path = [p for p in sys.path if p not in ('', '.')]\n\
+                 import torch, torch.profiler; print(torch.__version__, int(torch.cuda.is_available()))";
+    let Some(python) = crate::process::find_executable("python3") else {
+        return check(
+            NAME,
+            Level::Warn,
+            "no python3 on PATH",
+            Some("--tracer torch runs a Python program that imports torch".into()),
+        );
+    };
+    let spec = crate::process::Spawn::new([python.as_os_str(), "-c".as_ref(), probe.as_ref()])
+        .stdout(crate::process::Sink::Capture)
+        .stderr(crate::process::Sink::Capture)
+        .timeout(Some(std::time::Duration::from_secs(120)));
+    let install = if nsys {
+        "install PyTorch into the Python that runs your program to profile it with --tracer torch".to_string()
+    } else {
+        "without nsys, --tracer torch is the timeline tracer here: install PyTorch into the Python that runs your program".to_string()
+    };
+    let done = match crate::process::run(&spec) {
+        Ok(done) => done,
+        Err(e) => {
+            return check(NAME, Level::Warn, format!("{} did not run: {}", python.display(), e.message), Some(install))
+        }
+    };
+    let said = String::from_utf8_lossy(&done.stdout).trim().to_string();
+    match (done.success(), said.split_once(' ')) {
+        (true, Some((version, cuda))) => {
+            let activities =
+                if cuda == "1" { "CPU and CUDA activity" } else { "CPU activity only (torch sees no CUDA device)" };
+            let hint = (!nsys).then(|| "nsys is missing: profile a Python program with --tracer torch".to_string());
+            check(NAME, Level::Ok, format!("torch {version} in {}: {activities}", python.display()), hint)
+        }
+        _ => {
+            let stderr = String::from_utf8_lossy(&done.stderr);
+            let why = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no output").trim().to_string();
+            check(NAME, Level::Warn, format!("{} cannot import torch ({why})", python.display()), Some(install))
+        }
+    }
 }
 
 fn tool_check(name: &'static str, tool: &Result<Tool, crate::error::Error>, enabled: bool) -> Check {

@@ -117,6 +117,11 @@ pub(crate) const TORCH_TOP_KERNELS: &str = "torch/top_kernels.json";
 pub(crate) const TORCH_SAMPLES: &str = "torch/samples.json";
 pub(crate) const TORCH_CAPTURE: &str = "torch/capture.json";
 pub(crate) const TORCH_BREAKDOWN: &str = "torch/breakdown.json";
+/// `profile --tracer torch`: the traces torch.profiler wrote, one per process
+/// (`trace.<pid>.pt.trace.json`), and the application's output.
+pub(crate) const TORCH_TRACE_DIR: &str = "torch/trace";
+pub(crate) const TORCH_APP_STDOUT: &str = "torch/app.stdout.log";
+pub(crate) const TORCH_APP_STDERR: &str = "torch/app.stderr.log";
 pub(crate) const NSYS_TOP_KERNELS: &str = "nsys/top_kernels.json";
 /// Per-instance durations of the regions and top kernels (for diff and check).
 pub(crate) const NSYS_SAMPLES: &str = "nsys/samples.json";

@@ -108,7 +108,7 @@ fn convenience_flags_map_to_keys() {
         .args(["profile", "--no-nsys", "--device", "cpu", "-o", "runs", "--nvtx-include", "A::A1", "--", "true"])
         .assert()
         .success()
-        .stderr(predicate::str::contains("nsys and ncu are both disabled: the command does not run"))
+        .stderr(predicate::str::contains("nsys, ncu and torch.profiler are all disabled: the command does not run"))
         .get_output()
         .stdout
         .clone();
@@ -182,6 +182,52 @@ fn doctor_on_this_machine_warns_without_failing() {
         assert!(text.contains("hint: workloads run on CPU"), "{text}");
     }
     assert!(text.contains("ready: llmperf can run its default profile"), "{text}");
+}
+
+#[test]
+fn doctor_says_whether_the_torch_tracer_works_with_the_python3_on_path() {
+    let venv = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin");
+    let path = format!("{}:/usr/bin:/bin", venv.display());
+    let out = llmperf().arg("doctor").env("PATH", &path).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.contains("torch tracer")).unwrap_or_else(|| panic!("{text}"));
+    assert!(line.starts_with("OK") && line.contains("torch 2.") && line.contains(".venv/bin/python3"), "{line}");
+    // A python3 without torch (an empty folder's stand-in on PATH): a warning that says so.
+    let dir = tempfile::tempdir().unwrap();
+    write_executable(
+        &dir.path().join("python3"),
+        "#!/bin/sh\necho \"ModuleNotFoundError: No module named 'torch'\" >&2\nexit 1\n",
+    );
+    let out = llmperf().arg("doctor").env("PATH", format!("{}:/usr/bin:/bin", dir.path().display())).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.contains("torch tracer")).unwrap_or_else(|| panic!("{text}"));
+    assert!(line.starts_with("WARN") && line.contains("cannot import torch (ModuleNotFoundError"), "{line}");
+}
+
+#[test]
+fn without_nsys_a_python_program_is_pointed_at_the_torch_tracer() {
+    let root = tempfile::tempdir().unwrap();
+    let run = |command: &[&str]| {
+        let out = llmperf()
+            .args(["profile", "--no-ncu", "pipeline.nsys.executable=/nonexistent/nsys", "-o"])
+            .arg(root.path())
+            .arg("--")
+            .args(command)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let python = run(&["python3", "-c", "pass"]);
+    assert!(python.contains("error: nsys not found"), "{python}");
+    assert!(
+        python.contains(
+            "or record this Python program's timeline with torch.profiler instead: llmperf profile --tracer torch"
+        ),
+        "{python}"
+    );
+    let shell = run(&["sh", "-c", "true"]);
+    assert!(shell.contains("error: nsys not found") && !shell.contains("--tracer torch"), "{shell}");
 }
 
 #[test]

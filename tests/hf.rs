@@ -188,6 +188,37 @@ fn under_nsys_the_hf_model_has_the_decoder_stages_and_its_module_ranges() {
     }
 }
 
+/// `--tracer torch`: the same phases and module ranges as under nsys (the
+/// test above), as record_function ranges in torch.profiler's trace.
+#[test]
+fn under_torch_profiler_the_hf_model_has_its_phases_and_module_ranges() {
+    let root = tempfile::tempdir().unwrap();
+    let out = llmperf()
+        .args(["profile", "--tracer", "torch", "--model", "hf", "--annotate", "modules", "annotate.depth=2", "-o"])
+        .arg(root.path())
+        .arg(python())
+        .timeout(Duration::from_secs(600))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let regions = json(&run_dir(&out.stdout).join("torch/regions.json"));
+    let instances = |path: &str| {
+        regions["regions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["domain"] == "user_annotation" && r["path"] == path)
+            .map(|r| r["instances"].as_u64().unwrap())
+    };
+    assert_eq!(instances("prefill"), Some(3));
+    assert_eq!(instances("decode_all::decode_step"), Some(21));
+    assert_eq!(instances("prefill::LlamaForCausalLM"), Some(3));
+    assert_eq!(instances("decode_all::decode_step::LlamaForCausalLM::model"), Some(21));
+    assert_eq!(instances("warmup::LlamaForCausalLM"), Some(8));
+    assert!(!stderr.contains("holds no range"), "{stderr}");
+}
+
 /// `model.path`: a checkpoint saved by transformers in the test (config.json
 /// and safetensors), loaded with its own config; an architecture whose
 /// layers llmperf does not know is timed with no FLOPs rather than a guess.

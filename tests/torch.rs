@@ -502,3 +502,151 @@ fn the_traces_of_a_jobs_ranks_are_merged_by_their_distributed_rank() {
     }
     assert_eq!(ranks["missing"].as_array().unwrap().len(), 126);
 }
+
+/// `llmperf profile --tracer torch -- python scripts/torch_trace_demo.py
+/// STEPS COUNTS`: the run's output, and what the script counted of itself.
+fn profile_traced(root: &Path, extra: &[&str], steps: u32) -> (std::process::Output, serde_json::Value) {
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/torch_trace_demo.py");
+    let counts = root.join("counts.json");
+    let out = llmperf()
+        .args(["profile", "--tracer", "torch", "-o"])
+        .arg(root.join("runs"))
+        .args(extra)
+        .arg("--")
+        .arg(python)
+        .arg(script)
+        .arg(steps.to_string())
+        .arg(&counts)
+        .timeout(std::time::Duration::from_secs(300))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    (out, json(&counts))
+}
+
+/// (path, domain) → instances of a run's torch/regions.json.
+fn traced_regions(run: &Path) -> BTreeMap<(String, String), u64> {
+    let regions = json(&run.join("torch/regions.json"));
+    let mut got = BTreeMap::new();
+    for r in regions["regions"].as_array().unwrap() {
+        let key = (r["path"].as_str().unwrap().to_string(), r["domain"].as_str().unwrap().to_string());
+        *got.entry(key).or_insert(0) += r["instances"].as_u64().unwrap();
+    }
+    got
+}
+
+/// The instances of the regions whose innermost name is `name`, in `domain`.
+fn instances_named(regions: &BTreeMap<(String, String), u64>, name: &str, domain: &str) -> u64 {
+    regions
+        .iter()
+        .filter(|((path, d), _)| d == domain && (path == name || path.ends_with(&format!("::{name}"))))
+        .map(|(_, n)| n)
+        .sum()
+}
+
+#[test]
+fn a_script_traced_by_torch_profiler_has_the_ranges_and_operators_it_counted() {
+    let root = tempfile::tempdir().unwrap();
+    let (out, counts) = profile_traced(root.path(), &[], 4);
+    let run = run_dir(&out.stdout);
+    let regions = traced_regions(&run);
+    let mut compared = 0;
+    for (path, n) in counts["ranges"].as_object().unwrap() {
+        assert_eq!(regions.get(&(path.clone(), "user_annotation".into())), n.as_u64().as_ref(), "{path}: {regions:?}");
+        compared += 1;
+    }
+    for (path, n) in counts["ops"].as_object().unwrap() {
+        assert_eq!(regions.get(&(path.clone(), "cpu_op".into())), n.as_u64().as_ref(), "{path}: {regions:?}");
+        compared += 1;
+    }
+    assert_eq!(compared, 4, "step, step::extra, and its mm and add");
+    assert_eq!(counts["ops"]["step::extra::aten::mm"], 10, "1 + 2 + 3 + 4 calls");
+    // No module range without --annotate: the forward's operators sit in `step` itself.
+    assert_eq!(instances_named(&regions, "Net", "user_annotation"), 0, "{regions:?}");
+    assert_eq!(regions.get(&("step::aten::linear".into(), "cpu_op".into())), Some(&(4 * 5)), "5 Linear per forward");
+    let manifest = json(&run.join("manifest.json"));
+    assert_eq!(stage(&manifest, "torch")["status"], "ok");
+    assert_eq!(stage(&manifest, "torch_regions")["status"], "ok");
+    assert_eq!(stage(&manifest, "nsys")["status"], "skipped");
+    let traces: Vec<_> = std::fs::read_dir(run.join("torch/trace")).unwrap().flatten().collect();
+    assert_eq!(traces.len(), 1, "one process, one trace");
+    assert!(run.join("report.html").is_file() && run.join("findings.json").is_file());
+    // `llmperf report` makes torch/ again from the trace the run keeps.
+    let copy = root.path().join("copy");
+    copy_dir(&run, &copy);
+    for f in ["torch/regions.json", "torch/breakdown.json", "torch/capture.json"] {
+        std::fs::remove_file(copy.join(f)).unwrap();
+    }
+    llmperf().arg("report").arg(&copy).assert().success();
+    for f in ["torch/regions.json", "torch/breakdown.json", "torch/capture.json", "findings.json"] {
+        assert_eq!(without_timestamps(&run.join(f)), without_timestamps(&copy.join(f)), "{f}");
+    }
+}
+
+#[test]
+fn annotate_modules_under_torch_profiler_gives_each_module_call_a_range() {
+    let root = tempfile::tempdir().unwrap();
+    let (out, counts) = profile_traced(root.path(), &["--annotate", "modules"], 3);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("holds no range"), "{stderr}");
+    let regions = traced_regions(&run_dir(&out.stdout));
+    let modules = counts["modules"].as_object().unwrap();
+    assert_eq!(modules.len(), 10, "Net, blocks.0 and .1 with their fc1, act, fc2, head: {modules:?}");
+    for (name, n) in modules {
+        assert_eq!(instances_named(&regions, name, "user_annotation"), n.as_u64().unwrap(), "{name}: {regions:?}");
+    }
+    assert_eq!(regions.get(&("step::Net::blocks.1::blocks.1.fc2".into(), "user_annotation".into())), Some(&3));
+    // The operators nest under the module that called them.
+    assert_eq!(regions.get(&("step::Net::head::aten::linear".into(), "cpu_op".into())), Some(&3));
+}
+
+#[test]
+fn the_torch_profiler_schedule_keeps_the_active_steps_only() {
+    let root = tempfile::tempdir().unwrap();
+    let schedule =
+        ["--annotate", "modules", "pipeline.torch.wait=1", "pipeline.torch.warmup=1", "pipeline.torch.active=2"];
+    let (out, counts) = profile_traced(root.path(), &schedule, 5);
+    assert_eq!(counts["modules"]["Net"], 5);
+    let regions = traced_regions(&run_dir(&out.stdout));
+    // A step is one outermost module call: forwards 3 and 4 of 5 are kept.
+    assert_eq!(instances_named(&regions, "Net", "user_annotation"), 2, "{regions:?}");
+    assert_eq!(instances_named(&regions, "head", "user_annotation"), 2, "{regions:?}");
+}
+
+#[test]
+fn a_program_that_writes_no_trace_or_is_no_python_is_told_why() {
+    let root = tempfile::tempdir().unwrap();
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    // os._exit skips the exit handlers that write the trace.
+    let out = llmperf()
+        .args(["profile", "--tracer", "torch", "-o"])
+        .arg(root.path())
+        .arg("--")
+        .arg(&python)
+        .args(["-c", "import os, torch; os._exit(0)"])
+        .timeout(std::time::Duration::from_secs(300))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("torch.profiler wrote no trace into"), "{stderr}");
+    assert!(stderr.contains("hint: the program must import torch and exit normally"), "{stderr}");
+    let manifest = json(&run_dir(&out.stdout).join("manifest.json"));
+    assert_eq!(stage(&manifest, "torch")["status"], "ok", "the program itself exited 0");
+    assert_eq!(stage(&manifest, "torch_regions")["status"], "failed");
+
+    for command in [&["sh", "-c", "true"][..], &[]] {
+        let out = llmperf()
+            .args(["profile", "--tracer", "torch", "-o"])
+            .arg(root.path().join("never"))
+            .arg("--")
+            .args(command)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{command:?}: {stderr}");
+        assert!(stderr.contains("this command is not one (nor --model hf)"), "{command:?}: {stderr}");
+        assert!(!root.path().join("never").exists(), "refused before a run directory");
+    }
+}

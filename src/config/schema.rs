@@ -286,6 +286,43 @@ pub struct InferConfig {
 pub struct Pipeline {
     pub(crate) nsys: NsysConfig,
     pub ncu: NcuConfig,
+    /// Defaulted (off) for the config.yaml of runs recorded before the key existed.
+    #[serde(default)]
+    pub(crate) torch: TorchConfig,
+}
+
+/// `--tracer torch`: torch.profiler (Kineto) records the timeline of a Python
+/// command instead of nsys (plan/annotate.rs starts it in the bootstrap).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TorchConfig {
+    pub(crate) enable: bool,
+    /// Seconds before the application is stopped (0 = no limit).
+    pub(crate) timeout_s: u64,
+    /// torch.profiler's `record_shapes`: input shapes in each operator's args.
+    pub(crate) record_shapes: bool,
+    /// torch.profiler's `with_stack`: Python stacks (large traces, slow to write).
+    pub(crate) with_stack: bool,
+    /// torch.profiler's schedule, counted in steps (outermost nn.Module calls):
+    /// `wait` steps unrecorded, `warmup` steps recorded and dropped, then
+    /// `active` steps kept. `active: 0` records the whole program.
+    pub(crate) wait: u32,
+    pub(crate) warmup: u32,
+    pub(crate) active: u32,
+}
+
+impl Default for TorchConfig {
+    fn default() -> TorchConfig {
+        TorchConfig {
+            enable: false,
+            timeout_s: 900,
+            record_shapes: false,
+            with_stack: false,
+            wait: 0,
+            warmup: 0,
+            active: 0,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -132,7 +132,12 @@ class Regions:
     def __init__(self, torch, device, domain_name, nvtx):
         self.sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
         self.domain = None
-        if nvtx:
+        if os.environ.get("LLMPERF_BOOTSTRAP_TRACER") == "torch":
+            # `profile --tracer torch`: the phases as record_function ranges in its trace.
+            from _llmperf_nvtx import Records
+
+            self.domain = Records(torch)
+        elif nvtx:
             from _llmperf_nvtx import Domain
 
             self.domain = Domain.create(domain_name)

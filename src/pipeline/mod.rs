@@ -44,7 +44,7 @@ fn create_run_dir(plan: &RunPlan) -> Result<RunDir, Error> {
             run
         }
     };
-    if plan.annotates() {
+    if plan.bootstraps() {
         run.subdir(run_dir::ANNOTATE_DIR)?;
         run.write(run_dir::ANNOTATE_BOOTSTRAP, annotate::BOOTSTRAP.as_bytes())?;
         run.write(run_dir::ANNOTATE_NVTX, annotate::NVTX.as_bytes())?;
@@ -62,12 +62,19 @@ pub(crate) fn profile(req: Request) -> Result<Outcome, Error> {
     }
     if plan.idle() {
         tracing::warn!(
-            "nsys and ncu are both disabled: the command does not run and nothing is profiled (hint: drop --no-nsys, or pass --replay-mode MODE for ncu)"
+            "nsys, ncu and torch.profiler are all disabled: the command does not run and nothing is profiled (hint: drop --no-nsys, pass --tracer torch, or --replay-mode MODE for ncu)"
         );
     }
     let run = create_run_dir(&plan)?;
     tracing::info!("run directory: {}", run.path().display());
-    let tools = Probed::probe(cfg);
+    let mut tools = Probed::probe(cfg);
+    if let (true, Err(e)) = (plan.python, &mut tools.nsys) {
+        // A Python program can still get its timeline, without nsys.
+        let fix = e.hint.take().map(|h| format!("{h}; or ")).unwrap_or_default();
+        e.hint = Some(format!(
+            "{fix}record this Python program's timeline with torch.profiler instead: llmperf profile --tracer torch …"
+        ));
+    }
     let argvs = plan.argvs(&run);
     let app = &argvs.nsys;
     provenance::write(&run, &req.resolved, app, plan.builtin(), &tools)?;
@@ -76,6 +83,9 @@ pub(crate) fn profile(req: Request) -> Result<Outcome, Error> {
     let stages = (|| {
         if plan.baseline {
             verdict.add(workload::baseline(&run, &mut manifest, &argvs.baseline)?);
+        }
+        if plan.torch.is_some() && !verdict.stopped() {
+            torch::capture(&run, &mut manifest, &mut verdict, cfg, &argvs.torch)?;
         }
         // Each profiler's stage as the plan has it: skipped, the application
         // run plainly, or profiled where the tool was found.
@@ -119,8 +129,11 @@ pub(crate) fn profile(req: Request) -> Result<Outcome, Error> {
 /// NVTX range: the generic "check that nsys traces nvtx" does not tell such a
 /// user that llmperf can put the ranges in without a code change.
 fn warn_python_without_ranges(run: &RunDir) {
-    let Some(regions) = run.read_json::<crate::aggregate::nsys::RegionsReport>(run_dir::NSYS_REGIONS) else { return };
-    if regions.regions.is_empty() {
+    let file = run_dir::Timeline::of(run).regions_file();
+    let Some(regions) = run.read_json::<crate::aggregate::nsys::RegionsReport>(file) else { return };
+    // A torch trace always has its operators: what it may lack is the module ranges.
+    let marked = regions.regions.iter().any(|r| r.domain != "cpu_op");
+    if !marked {
         tracing::warn!(
             "the Python program marked no NVTX range, so nothing is reported per region (hint: `llmperf profile --annotate modules -- CMD` gives a range per nn.Module forward, `--annotate ops` one per PyTorch operator, with no change to the program; annotate.mode)"
         );
@@ -132,12 +145,26 @@ fn warn_python_without_ranges(run: &RunDir) {
 /// NVTX library the profiler does not see. Said loudly: the reports would
 /// otherwise look like a program without modules.
 fn warn_without_module_ranges(run: &RunDir, mode: crate::config::schema::AnnotateMode) {
-    let Some(regions) = run.read_json::<crate::aggregate::nsys::RegionsReport>(run_dir::NSYS_REGIONS) else { return };
-    let domain = match crate::plan::annotate::domain_of(mode) {
-        "" => "default",
-        named => named,
+    let timeline = run_dir::Timeline::of(run);
+    let Some(regions) = run.read_json::<crate::aggregate::nsys::RegionsReport>(timeline.regions_file()) else {
+        return;
     };
-    if !regions.regions.iter().any(|r| r.domain == crate::plan::annotate::domain_of(mode)) {
+    let (domain, found) = match timeline {
+        // Under torch.profiler the module ranges are record_function ranges,
+        // known by the names the bootstrap wrote down.
+        run_dir::Timeline::Torch => {
+            let names = nsys::module_classes(run).unwrap_or_default();
+            (
+                "user_annotation",
+                regions.regions.iter().any(|r| r.domain == "user_annotation" && names.contains_key(&r.name)),
+            )
+        }
+        run_dir::Timeline::Nsys => {
+            let domain = crate::plan::annotate::domain_of(mode);
+            (if domain.is_empty() { "default" } else { domain }, regions.regions.iter().any(|r| r.domain == domain))
+        }
+    };
+    if !found {
         tracing::warn!(
             "--annotate modules: the capture holds no range of the {domain} domain (hint: the command must be a Python program that imports torch and calls nn.Module forwards; see {} in the run directory and the application's stderr for the bootstrap's own message)",
             run_dir::ANNOTATE_BOOTSTRAP
@@ -365,6 +392,9 @@ pub(crate) fn report(dir: &Path) -> Result<PathBuf, Error> {
     let top_n = cfg.runner.run.top_n_kernels as usize;
     if run.join(run_dir::NSYS_SQLITE).is_file() {
         nsys::write_outputs(&run, &run.join(run_dir::NSYS_SQLITE), &nsys::IngestOptions::of(&cfg))?;
+    } else if let Some(trace) = torch::saved_trace(&run)? {
+        // `profile --tracer torch`: the trace torch.profiler wrote into the run.
+        torch::rebuild(&run, &trace, &nsys::IngestOptions::of(&cfg))?;
     } else if let Some(csv) = run_dir::nsys_kernel_summary(&run) {
         nsys::write_summary_outputs(&run, &csv, top_n)?;
     } else if nsys_reports_were_made(&run) && !run.join(run_dir::NSYS_REGIONS).exists() {

@@ -698,7 +698,7 @@ pub(crate) fn write_summary_outputs(
 /// one per Python process), merged; None when it wrote none (no `--annotate`,
 /// an import). A file that cannot be read is left out with a warning: the
 /// groups then fall back to names for its modules.
-fn module_classes(run: &RunDir) -> Option<aggregate::nsys::Classes> {
+pub(super) fn module_classes(run: &RunDir) -> Option<aggregate::nsys::Classes> {
     let entries = std::fs::read_dir(run.join(run_dir::ANNOTATE_DIR)).ok()?;
     let mut merged = aggregate::nsys::Classes::new();
     let mut any = false;

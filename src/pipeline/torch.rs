@@ -1,25 +1,28 @@
-//! pipeline::torch: `llmperf import torch FILE`. A PyTorch profiler trace
+//! pipeline::torch: `llmperf import torch FILE` and `profile --tracer torch`. A PyTorch profiler trace
 //! ([`crate::parse::torch`]) becomes the same region model an nsys export
 //! does: its ranges and launches go through the nsys region sweep
 //! ([`aggregate::nsys::Sweep`]) and its kernels into the same totals, so
 //! `torch/regions.json`, `torch/top_kernels.json` and `torch/samples.json`
 //! have `nsys/`'s schemas, and the reports read them as they read nsys's.
+use std::ffi::OsString;
 use std::path::Path;
+use std::time::Duration;
 
 use crate::aggregate;
 use crate::aggregate::nsys::breakdown::Breakdown;
 use crate::aggregate::nsys::{Ends, KernelTotals, Sweep};
-use crate::error::Error;
-use crate::manifest::ManifestWriter;
+use crate::error::{Error, ErrorKind};
+use crate::manifest::{ExitInfo, ManifestWriter};
 use crate::parse::nsys::activity::Named;
 use crate::parse::nsys::batched;
 use crate::parse::nsys::beside::Windows;
 use crate::parse::nsys::ingest::{Ingest, KernelSink, Timeline};
 use crate::parse::torch;
+use crate::process::{Exit, Sink, Spawn};
 use crate::run_dir::{self, RunDir};
 
 use super::nsys::{launch_gap_ns, IngestOptions};
-use super::stage::{self, Done, StageOutcome};
+use super::stage::{self, Done, RunStatus, StageOutcome};
 
 /// The windows the sweep meets, kept for the breakdown, which is fed once
 /// the sweep is done.
@@ -57,6 +60,105 @@ pub(crate) fn analyze(
         ];
         Ok(Done::ok(files.map(String::from).to_vec()))
     })
+}
+
+/// `profile --tracer torch`: the application behind the bootstrap, which
+/// starts torch.profiler when the program imports torch and writes one trace
+/// per process into `torch/trace/` at its exit (stage `torch`); then that
+/// trace is imported (stage `torch_regions`). A trace written by an
+/// application that then failed is still read, as nsys's capture is.
+pub(crate) fn capture(
+    run: &RunDir,
+    manifest: &mut ManifestWriter,
+    verdict: &mut RunStatus,
+    cfg: &crate::config::Config,
+    argv: &[OsString],
+) -> Result<(), Error> {
+    run.subdir(run_dir::TORCH_TRACE_DIR)?;
+    let limit = cfg.pipeline.torch.timeout_s;
+    let spec = Spawn::new(argv.to_vec())
+        .stdout(Sink::File(run.join(run_dir::TORCH_APP_STDOUT)))
+        .stderr(Sink::File(run.join(run_dir::TORCH_APP_STDERR)))
+        .timeout((limit > 0).then(|| Duration::from_secs(limit)));
+    let outcome = stage::run(manifest, "torch", spec.argv_strings(), || {
+        let done = stage::run_with_progress("torch", &spec)?;
+        let failure = match done.exit {
+            Exit::Code(0) => None,
+            Exit::Interrupted => Some(crate::signals::interrupted()),
+            _ => Some(
+                Error::new(ErrorKind::StageFailed, format!("the application under torch.profiler {}", done.describe()))
+                    .with_hint(format!("see {} in the run directory", run_dir::TORCH_APP_STDERR)),
+            ),
+        };
+        let files = [run_dir::TORCH_APP_STDOUT, run_dir::TORCH_APP_STDERR, run_dir::TORCH_TRACE_DIR];
+        Ok(Done::of(failure).exit(ExitInfo::from(&done)).artifacts(files.map(String::from).to_vec()))
+    })?;
+    let interrupted = matches!(outcome, StageOutcome::Interrupted(_));
+    verdict.add(outcome);
+    if interrupted {
+        return Ok(());
+    }
+    let opts = IngestOptions::of(cfg);
+    match written_traces(run)?.as_slice() {
+        [one] => verdict.add(analyze(run, manifest, one, &opts)?),
+        other => {
+            let outcome = stage::run(manifest, "torch_regions", Vec::new(), || Err(not_one_trace(run, other)))?;
+            verdict.add(outcome);
+        }
+    }
+    Ok(())
+}
+
+/// `llmperf report` of a `--tracer torch` run: the one trace in
+/// `torch/trace/`, if the run has it (an import reads the user's file where
+/// it lies, and keeps no copy).
+pub(crate) fn saved_trace(run: &RunDir) -> Result<Option<std::path::PathBuf>, Error> {
+    if !run.join(run_dir::TORCH_TRACE_DIR).is_dir() {
+        return Ok(None);
+    }
+    match written_traces(run)?.as_slice() {
+        [one] => Ok(Some(one.clone())),
+        _ => Ok(None),
+    }
+}
+
+/// `torch/` made again from the saved trace.
+pub(crate) fn rebuild(run: &RunDir, trace: &Path, opts: &IngestOptions) -> Result<(), Error> {
+    write_outputs(run, trace, opts).map(|_| ())
+}
+
+/// The traces the bootstrap wrote into `torch/trace/` (finished ones: a
+/// process killed while writing leaves only its `.tmp`).
+fn written_traces(run: &RunDir) -> Result<Vec<std::path::PathBuf>, Error> {
+    let dir = run.join(run_dir::TORCH_TRACE_DIR);
+    let entries = std::fs::read_dir(&dir).map_err(|e| run_dir::io_error(&dir, "list", &e))?;
+    let mut found: Vec<_> =
+        entries.flatten().map(|e| e.path()).filter(|p| p.to_string_lossy().ends_with(".pt.trace.json")).collect();
+    found.sort();
+    Ok(found)
+}
+
+/// No trace, or one per process of several: said with what to do.
+fn not_one_trace(run: &RunDir, traces: &[std::path::PathBuf]) -> Error {
+    if traces.is_empty() {
+        return Error::new(
+            ErrorKind::StageFailed,
+            format!("torch.profiler wrote no trace into {}", run.join(run_dir::TORCH_TRACE_DIR).display()),
+        )
+        .with_hint(format!(
+            "the program must import torch and exit normally (not os._exit or a kill); with pipeline.torch.active > 0 \
+             it must make more than wait + warmup steps (outermost nn.Module calls); see {} for the bootstrap's message",
+            run_dir::TORCH_APP_STDERR
+        ));
+    }
+    Error::new(
+        ErrorKind::StageFailed,
+        format!("{} processes imported torch and each wrote a trace: one run reads one", traces.len()),
+    )
+    .with_hint(format!(
+        "read them as the ranks of one job: llmperf import torch {}",
+        run.join(run_dir::TORCH_TRACE_DIR).display()
+    ))
 }
 
 /// Read the trace, sweep it, write `torch/`.
@@ -128,6 +230,10 @@ fn write_outputs(
                 .into(),
         );
     }
+    // `--tracer torch --annotate modules`: the bootstrap's module classes, as for nsys.
+    if let Some(classes) = super::nsys::module_classes(run) {
+        aggregate::nsys::regroup_modules(&mut done.regions, &classes);
+    }
     if let Some(rank) = trace.meta.rank.and_then(|r| u32::try_from(r).ok()) {
         let pids: std::collections::BTreeMap<i64, u32> = done
             .regions
@@ -140,7 +246,8 @@ fn write_outputs(
         done.regions.tag_ranks(&pids);
     }
     let capture = torch::Capture {
-        trace: path.display().to_string(),
+        // A trace inside the run (`--tracer torch`) by its place in it, so that a copied run still says it.
+        trace: path.strip_prefix(run.path()).unwrap_or(path).display().to_string(),
         schema_version: trace.meta.schema_version,
         rank: trace.meta.rank,
         world_size: trace.meta.world_size,

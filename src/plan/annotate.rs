@@ -9,7 +9,7 @@
 use std::ffi::OsString;
 use std::path::Path;
 
-use crate::config::schema::{Annotate, AnnotateMode};
+use crate::config::schema::{Annotate, AnnotateMode, TorchConfig};
 use crate::error::Error;
 
 /// The NVTX domain of the injected module ranges: their selectors read
@@ -106,8 +106,9 @@ pub(crate) fn wrap(
     pythonpath: Option<&OsString>,
     argv: Vec<OsString>,
     own_phases: bool,
+    tracer: Option<&Tracer>,
 ) -> Vec<OsString> {
-    if cfg.mode == AnnotateMode::Off {
+    if cfg.mode == AnnotateMode::Off && tracer.is_none() {
         return argv;
     }
     let mut path = OsString::from("PYTHONPATH=");
@@ -117,18 +118,71 @@ pub(crate) fn wrap(
         path.push(rest);
     }
     let mut out: Vec<OsString> = vec!["env".into(), path];
-    let mode = if cfg.mode == AnnotateMode::Ops { "ops" } else { "modules" };
-    out.push(format!("LLMPERF_BOOTSTRAP={mode}").into());
-    out.push(format!("LLMPERF_BOOTSTRAP_DOMAIN={}", domain_of(cfg.mode)).into());
-    out.push(format!("LLMPERF_BOOTSTRAP_DEPTH={}", cfg.depth).into());
-    if let Some(pattern) = &cfg.include {
-        out.push(format!("LLMPERF_BOOTSTRAP_INCLUDE={pattern}").into());
+    if cfg.mode != AnnotateMode::Off {
+        let mode = if cfg.mode == AnnotateMode::Ops { "ops" } else { "modules" };
+        out.push(format!("LLMPERF_BOOTSTRAP={mode}").into());
+        out.push(format!("LLMPERF_BOOTSTRAP_DOMAIN={}", domain_of(cfg.mode)).into());
+        out.push(format!("LLMPERF_BOOTSTRAP_DEPTH={}", cfg.depth).into());
+        if let Some(pattern) = &cfg.include {
+            out.push(format!("LLMPERF_BOOTSTRAP_INCLUDE={pattern}").into());
+        }
+        if own_phases {
+            out.push("LLMPERF_BOOTSTRAP_PHASES=0".into());
+        }
     }
-    if own_phases {
-        out.push("LLMPERF_BOOTSTRAP_PHASES=0".into());
+    if let Some(t) = tracer {
+        let c = &t.config;
+        out.push("LLMPERF_BOOTSTRAP_TRACER=torch".into());
+        let mut folder = OsString::from("LLMPERF_BOOTSTRAP_TRACE_DIR=");
+        folder.push(&t.dir);
+        out.push(folder);
+        out.push(format!("LLMPERF_BOOTSTRAP_TORCH_SHAPES={}", u8::from(c.record_shapes)).into());
+        out.push(format!("LLMPERF_BOOTSTRAP_TORCH_STACK={}", u8::from(c.with_stack)).into());
+        for (key, value) in [("WAIT", c.wait), ("WARMUP", c.warmup), ("ACTIVE", c.active)] {
+            out.push(format!("LLMPERF_BOOTSTRAP_TORCH_{key}={value}").into());
+        }
     }
     out.extend(argv);
     out
+}
+
+/// `--tracer torch`: where the bootstrap's torch.profiler writes its traces, and how it records.
+#[derive(Debug, Clone)]
+pub(crate) struct Tracer {
+    pub(crate) dir: std::path::PathBuf,
+    pub(crate) config: TorchConfig,
+}
+
+/// `--tracer torch`, checked before a run directory exists: a Python command
+/// (or `--model hf`), one tracer, no launcher around it.
+pub(crate) fn check_tracer(cfg: &TorchConfig, python: bool, nsys: bool, launcher: bool) -> Result<(), Error> {
+    if !cfg.enable {
+        return Ok(());
+    }
+    if nsys {
+        return Err(Error::config("pipeline.torch.enable and pipeline.nsys.enable both ask for the run's timeline")
+            .with_hint("pick one tracer: --tracer torch (turns nsys off) or --tracer nsys"));
+    }
+    if !python {
+        return Err(Error::usage(
+            "--tracer torch starts torch.profiler inside a Python program; this command is not one (nor --model hf)",
+        )
+        .with_hint(
+            "profile a Python command (llmperf profile --tracer torch -- python3 infer.py), or use --tracer nsys",
+        ));
+    }
+    if launcher {
+        return Err(Error::usage("--tracer torch does not run under --launcher yet")
+            .with_hint("run each rank as `llmperf profile --rank-from-env --tracer torch -- …` under the launcher, or trace with torch.profiler yourself and `llmperf import torch DIR`"));
+    }
+    if cfg.active == 0 && (cfg.wait > 0 || cfg.warmup > 0) {
+        return Err(Error::config(format!(
+            "pipeline.torch.wait={} warmup={} with active=0: no step would be kept",
+            cfg.wait, cfg.warmup
+        ))
+        .with_hint("set pipeline.torch.active to the steps to record, or wait=0 warmup=0 for the whole program"));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -143,7 +197,7 @@ mod tests {
     fn the_command_runs_under_env_with_the_bootstrap_first_on_pythonpath() {
         let argv = vec![OsString::from("python3"), "infer.py".into(), "--x=1".into()];
         let old = OsString::from("/opt/lib");
-        let got = wrap(&modules(), Path::new("/r/annotate"), Some(&old), argv.clone(), false);
+        let got = wrap(&modules(), Path::new("/r/annotate"), Some(&old), argv.clone(), false, None);
         let got: Vec<&str> = got.iter().map(|a| a.to_str().unwrap()).collect();
         assert_eq!(
             got,
@@ -160,11 +214,53 @@ mod tests {
             ]
         );
         let off = Annotate::default();
-        assert_eq!(wrap(&off, Path::new("/r/annotate"), None, argv.clone(), false), argv);
-        let plain = wrap(&Annotate { include: None, ..modules() }, Path::new("/r/a"), None, argv, true);
+        assert_eq!(wrap(&off, Path::new("/r/annotate"), None, argv.clone(), false, None), argv);
+        let plain = wrap(&Annotate { include: None, ..modules() }, Path::new("/r/a"), None, argv.clone(), true, None);
         assert_eq!(plain[1], "PYTHONPATH=/r/a");
         assert!(!plain.iter().any(|a| a.to_string_lossy().starts_with("LLMPERF_BOOTSTRAP_INCLUDE")));
         assert!(plain.iter().any(|a| a == "LLMPERF_BOOTSTRAP_PHASES=0"), "an application with its own phases");
+
+        // --tracer torch without --annotate: the bootstrap starts torch.profiler, and adds no module ranges.
+        let config = TorchConfig { active: 3, warmup: 1, record_shapes: true, ..TorchConfig::default() };
+        let tracer = Tracer { dir: "/r/torch/trace".into(), config };
+        let traced = wrap(&off, Path::new("/r/a"), None, argv.clone(), false, Some(&tracer));
+        let traced: Vec<&str> = traced.iter().map(|a| a.to_str().unwrap()).collect();
+        assert_eq!(
+            traced,
+            [
+                "env",
+                "PYTHONPATH=/r/a",
+                "LLMPERF_BOOTSTRAP_TRACER=torch",
+                "LLMPERF_BOOTSTRAP_TRACE_DIR=/r/torch/trace",
+                "LLMPERF_BOOTSTRAP_TORCH_SHAPES=1",
+                "LLMPERF_BOOTSTRAP_TORCH_STACK=0",
+                "LLMPERF_BOOTSTRAP_TORCH_WAIT=0",
+                "LLMPERF_BOOTSTRAP_TORCH_WARMUP=1",
+                "LLMPERF_BOOTSTRAP_TORCH_ACTIVE=3",
+                "python3",
+                "infer.py",
+                "--x=1"
+            ]
+        );
+        let both = wrap(&modules(), Path::new("/r/a"), None, argv, false, Some(&tracer));
+        assert_eq!(both[2], "LLMPERF_BOOTSTRAP=modules");
+        assert!(both.iter().any(|a| a == "LLMPERF_BOOTSTRAP_TRACER=torch"));
+    }
+
+    #[test]
+    fn the_torch_tracer_needs_python_alone_and_a_schedule_that_keeps_a_step() {
+        let on = TorchConfig { enable: true, ..TorchConfig::default() };
+        assert!(check_tracer(&TorchConfig::default(), false, true, true).is_ok(), "off: nothing to check");
+        assert!(check_tracer(&on, true, false, false).is_ok());
+        let e = check_tracer(&on, true, true, false).unwrap_err();
+        assert!(e.message.contains("both ask for the run's timeline"), "{}", e.message);
+        let e = check_tracer(&on, false, false, false).unwrap_err();
+        assert!(e.message.contains("this command is not one"), "{}", e.message);
+        let e = check_tracer(&on, true, false, true).unwrap_err();
+        assert!(e.message.contains("does not run under --launcher"), "{}", e.message);
+        let e = check_tracer(&TorchConfig { wait: 2, ..on.clone() }, true, false, false).unwrap_err();
+        assert!(e.message.contains("no step would be kept"), "{}", e.message);
+        assert!(check_tracer(&TorchConfig { wait: 2, active: 1, ..on }, true, false, false).is_ok());
     }
 
     #[test]
@@ -189,6 +285,7 @@ mod tests {
             None,
             vec!["python3".into()],
             false,
+            None,
         );
         assert_eq!(ops[2], "LLMPERF_BOOTSTRAP=ops");
         assert_eq!(ops[3], "LLMPERF_BOOTSTRAP_DOMAIN=", "operators nest under modules in one domain");

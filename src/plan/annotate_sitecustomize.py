@@ -22,6 +22,15 @@ operators that build and initialise the model are not top-level regions of
 their own), in the default domain (`aten::linear, seq = 12`; llmperf strips
 the attributes).
 
+LLMPERF_BOOTSTRAP_TRACER=torch (`llmperf profile --tracer torch`): when the
+program imports torch, torch.profiler starts recording (CPU, and CUDA where
+torch sees a GPU), and at exit the trace is written to
+LLMPERF_BOOTSTRAP_TRACE_DIR/trace.<pid>.pt.trace.json, one per process. The
+module ranges above are then record_function ranges (user_annotation in the
+trace) instead of NVTX; `ops` adds nothing, the trace has every operator.
+With LLMPERF_BOOTSTRAP_TORCH_ACTIVE > 0, torch.profiler's schedule runs in
+steps, a step being one outermost nn.Module call (WAIT, WARMUP, ACTIVE).
+
 A sitecustomize that this file shadows is run after it.
 """
 import atexit
@@ -34,13 +43,25 @@ import weakref
 
 
 def _say(message):
-    sys.stderr.write("llmperf --annotate: " + message + "\n")
+    sys.stderr.write("llmperf bootstrap: " + message + "\n")
 
 
 def _install(torch):
-    from _llmperf_nvtx import Domain
+    tracer = None
+    if os.environ.get("LLMPERF_BOOTSTRAP_TRACER") == "torch":
+        tracer = _Tracer(torch)
+    if os.environ.get("LLMPERF_BOOTSTRAP") not in ("modules", "ops"):
+        if tracer is not None and tracer.steps:
+            _install_steps(torch, tracer)
+        return
+    if tracer is not None:
+        from _llmperf_nvtx import Records
 
-    domain = Domain.create(os.environ.get("LLMPERF_BOOTSTRAP_DOMAIN", "llmperf.modules"))
+        domain = Records(torch)
+    else:
+        from _llmperf_nvtx import Domain
+
+        domain = Domain.create(os.environ.get("LLMPERF_BOOTSTRAP_DOMAIN", "llmperf.modules"))
     if domain is None:
         _say("no NVTX C library (libnvToolsExt, libnvtx3interop) next to torch: no module ranges are recorded")
         return
@@ -48,8 +69,10 @@ def _install(torch):
     # An application that marks its own prefill and decode steps (--model hf) gets no phase ranges here.
     with_phases = os.environ.get("LLMPERF_BOOTSTRAP_PHASES", "1") != "0"
     # `ops`: the operator ranges start at the first module call (a list, so
-    # that `call` can empty it: once, whichever thread calls first).
-    ops_pending = [True] if os.environ.get("LLMPERF_BOOTSTRAP") == "ops" else []
+    # that `call` can empty it: once, whichever thread calls first). Under
+    # torch.profiler the trace holds every operator already.
+    ops_pending = [True] if os.environ.get("LLMPERF_BOOTSTRAP") == "ops" and tracer is None else []
+    step = tracer.step if tracer is not None and tracer.steps else None
     pattern = os.environ.get("LLMPERF_BOOTSTRAP_INCLUDE") or None
     include = re.compile(pattern) if pattern else None
     # id(module) -> its range, prepared once (False: the filter leaves it out),
@@ -134,11 +157,95 @@ def _install(torch):
             stack.pop()
             for _ in range(pushed):
                 domain.pop()
+            if depth == 0 and step is not None:
+                step()
 
     # Module.__call__ rather than global forward hooks: a module below the
     # depth limit then costs one Python call, and torch keeps its fast path
     # (global hooks send every module call through the slow one).
     torch.nn.Module.__call__ = call
+
+
+def _install_steps(torch, tracer):
+    """The profiler's schedule steps at the end of each outermost module call."""
+    state = threading.local()
+    original = torch.nn.Module.__call__
+
+    def call(module, *args, **kwargs):
+        depth = getattr(state, "depth", 0)
+        state.depth = depth + 1
+        try:
+            return original(module, *args, **kwargs)
+        finally:
+            state.depth = depth
+            if depth == 0:
+                tracer.step()
+
+    torch.nn.Module.__call__ = call
+
+
+def _cuda_seen(torch):
+    """torch.cuda.is_available() through NVML, which leaves CUDA uninitialised
+    (a program that forks workers after importing torch must still be able to)."""
+    before = os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK")
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+    try:
+        return torch.cuda.is_available()
+    finally:
+        if before is None:
+            del os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"]
+        else:
+            os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = before
+
+
+class _Tracer:
+    """torch.profiler from the import of torch to the exit of the process."""
+
+    def __init__(self, torch):
+        from torch.profiler import ProfilerActivity, profile, schedule
+
+        folder = os.environ["LLMPERF_BOOTSTRAP_TRACE_DIR"]
+        self.path = os.path.join(folder, "trace.%d.pt.trace.json" % os.getpid())
+        self.written = False
+        env = os.environ.get
+        activities = [ProfilerActivity.CPU]
+        if _cuda_seen(torch):
+            activities.append(ProfilerActivity.CUDA)
+        wait, warmup, active = (int(env("LLMPERF_BOOTSTRAP_TORCH_" + k, "0")) for k in ("WAIT", "WARMUP", "ACTIVE"))
+        self.steps = active > 0
+        options = dict(
+            activities=activities,
+            record_shapes=env("LLMPERF_BOOTSTRAP_TORCH_SHAPES") == "1",
+            with_stack=env("LLMPERF_BOOTSTRAP_TORCH_STACK") == "1",
+        )
+        if self.steps:
+            options["schedule"] = schedule(wait=wait, warmup=warmup, active=active, repeat=1)
+            options["on_trace_ready"] = self._write
+        self.profiler = profile(**options)
+        self.profiler.start()
+        atexit.register(self.stop)
+
+    def step(self):
+        try:
+            self.profiler.step()
+        except Exception as e:  # never break the user's program
+            _say("torch.profiler step failed: %s: %s" % (type(e).__name__, e))
+
+    def stop(self):
+        try:
+            self.profiler.stop()
+            if not self.steps:
+                self._write(self.profiler)
+        except Exception as e:
+            _say("no trace written: %s: %s" % (type(e).__name__, e))
+
+    def _write(self, profiler):
+        if self.written:
+            return
+        self.written = True
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        profiler.export_chrome_trace(self.path + ".tmp")
+        os.replace(self.path + ".tmp", self.path)
 
 
 def _operator_ranges(torch):
@@ -209,7 +316,7 @@ class _AfterTorch:
             try:
                 _install(module)
             except Exception as e:  # never break the user's program
-                _say("module ranges are off: %s: %s" % (type(e).__name__, e))
+                _say("not installed: %s: %s" % (type(e).__name__, e))
 
         spec.loader.exec_module = exec_module
         return spec
@@ -227,7 +334,7 @@ def _run_shadowed_sitecustomize():
             return
 
 
-if os.environ.get("LLMPERF_BOOTSTRAP") in ("modules", "ops"):
+if os.environ.get("LLMPERF_BOOTSTRAP") in ("modules", "ops") or os.environ.get("LLMPERF_BOOTSTRAP_TRACER") == "torch":
     if "torch" in sys.modules:
         _install(sys.modules["torch"])
     else:

@@ -62,6 +62,10 @@ pub(crate) struct RunPlan {
     /// with the PYTHONPATH llmperf was started with.
     pub(crate) annotate: crate::config::schema::Annotate,
     pythonpath: Option<OsString>,
+    /// `--tracer torch`: torch.profiler records the timeline (nsys is off).
+    pub(crate) torch: Option<crate::config::schema::TorchConfig>,
+    /// The application is a Python program (or `--model hf`): `--tracer torch` can trace it.
+    pub(crate) python: bool,
 }
 
 /// Where the run directory goes (its name is drawn when it is created).
@@ -93,6 +97,9 @@ pub(crate) struct Argvs {
     /// What nsys runs (or its plain stage), and what ncu runs.
     pub(crate) nsys: Vec<OsString>,
     pub(crate) ncu: Vec<OsString>,
+    /// What runs under torch.profiler (`--tracer torch`): the application
+    /// behind the bootstrap; empty without it.
+    pub(crate) torch: Vec<OsString>,
 }
 
 /// The two profilers, for [`RunPlan::argv`].
@@ -135,6 +142,12 @@ impl RunPlan {
         if let App::Command(argv) = &app {
             annotate::check_program(&annotation, argv)?;
         }
+        let python = match &app {
+            App::Command(_) => annotate::is_python(&req.command),
+            App::Builtin { .. } => hf,
+        };
+        annotate::check_tracer(&cfg.pipeline.torch, python, cfg.pipeline.nsys.enable, req.launcher.is_some())?;
+        let torch = cfg.pipeline.torch.enable.then(|| cfg.pipeline.torch.clone());
         let baseline = matches!(app, App::Builtin { .. }) && cfg.runner.run.baseline;
         let job = match (&req.rank, &req.launcher) {
             (Some(r), _) => Some(Job::of_rank(cfg, r)?),
@@ -146,7 +159,10 @@ impl RunPlan {
         let place = match &req.rank {
             Some(r) => {
                 let profiled = [("nsys", &nsys), ("ncu", &ncu)].into_iter().filter(|(_, u)| **u == Use::Profiled);
-                let profiled = profiled.map(|(name, _)| name.to_string()).collect();
+                let mut profiled: Vec<String> = profiled.map(|(name, _)| name.to_string()).collect();
+                if torch.is_some() {
+                    profiled.insert(0, "torch".into());
+                }
                 Place::Rank { root, id: RankId { profiled, ..r.clone() } }
             }
             None => Place::Single { root },
@@ -166,6 +182,8 @@ impl RunPlan {
             ncu_inputs,
             annotate: annotation,
             pythonpath: std::env::var_os("PYTHONPATH"),
+            torch,
+            python,
         })
     }
 
@@ -174,9 +192,17 @@ impl RunPlan {
         self.annotate.mode != crate::config::schema::AnnotateMode::Off
     }
 
+    /// Whether the run directory gets the Python bootstrap (`--annotate`, `--tracer torch`).
+    pub(crate) fn bootstraps(&self) -> bool {
+        self.annotates() || self.torch.is_some()
+    }
+
     /// Whether no stage runs the application (nothing profiled, no baseline).
     pub(crate) fn idle(&self) -> bool {
-        matches!(self.nsys, Use::Off { .. }) && matches!(self.ncu, Use::Off { .. }) && !self.baseline
+        matches!(self.nsys, Use::Off { .. })
+            && matches!(self.ncu, Use::Off { .. })
+            && !self.baseline
+            && self.torch.is_none()
     }
 
     /// Every argv the run's stages run, once its directory exists (the
@@ -186,7 +212,19 @@ impl RunPlan {
             baseline: self.app_argv(run, run_dir::BASELINE_TIMINGS_JSON),
             nsys: self.argv(Profiler::Nsys, run),
             ncu: self.argv(Profiler::Ncu, run),
+            torch: self.torch_argv(run),
         }
+    }
+
+    /// The application under torch.profiler: behind the bootstrap, which
+    /// starts the profiler and writes its traces into `torch/trace/`.
+    fn torch_argv(&self, run: &RunDir) -> Vec<OsString> {
+        let Some(config) = &self.torch else { return Vec::new() };
+        let inner = self.app_argv(run, run_dir::TIMINGS_JSON);
+        let dir = absolute(&run.join(run_dir::ANNOTATE_DIR));
+        let tracer = annotate::Tracer { dir: absolute(&run.join(run_dir::TORCH_TRACE_DIR)), config: config.clone() };
+        let own_phases = matches!(self.app, App::Builtin { .. });
+        annotate::wrap(&self.annotate, &dir, self.pythonpath.as_ref(), inner, own_phases, Some(&tracer))
     }
 
     /// The argv a profiler's stage runs (profiled or plain): the application,
@@ -201,7 +239,7 @@ impl RunPlan {
         let dir = absolute(&run.join(run_dir::ANNOTATE_DIR));
         // The built-in workload that annotates (`--model hf`) marks its own phases.
         let own_phases = matches!(self.app, App::Builtin { .. });
-        let inner = annotate::wrap(&self.annotate, &dir, self.pythonpath.as_ref(), inner, own_phases);
+        let inner = annotate::wrap(&self.annotate, &dir, self.pythonpath.as_ref(), inner, own_phases, None);
         match &self.launch {
             Some(_) if profiler == Profiler::Ncu && self.ncu_inputs.inside_rank.is_some() => inner,
             Some(l) => l.around(Some(&run.join(record)), None, &inner),
@@ -274,6 +312,12 @@ fn uses(cfg: &Config, job: Option<&Job>, profiler: Profiler) -> Use {
         Profiler::Nsys => ("nsys", cfg.pipeline.nsys.enable),
         Profiler::Ncu => ("ncu", cfg.pipeline.ncu.enable),
     };
+    if profiler == Profiler::Nsys && cfg.pipeline.torch.enable {
+        return Use::Off {
+            reason: "the timeline comes from torch.profiler (--tracer torch)".into(),
+            hint: "--tracer nsys records it with Nsight Systems".into(),
+        };
+    }
     if !enabled {
         let hint = match profiler {
             Profiler::Ncu => "enable with --replay-mode MODE or pipeline.ncu.enable=true".to_string(),

@@ -7,6 +7,9 @@ ASCII message: no `nvtx` Python package is needed, so none of its versions can
 break the capture (under nsys 2022.4 the package's 0.2.17 recorded no range at
 all, 0.2.10 did), and ncu 2022.3 matches ranges by these messages where it
 sees registered strings as empty names.
+
+Under `--tracer torch` the same calls make torch.profiler record_function
+ranges instead (`Records`): they land in the trace as user_annotation.
 """
 import ctypes
 import glob
@@ -91,3 +94,30 @@ class Domain:
             self._lib.nvtxRangePop()
         else:
             self._lib.nvtxDomainRangePop(self._handle)
+
+
+class Records:
+    """A Domain's push/pop as torch.profiler record_function ranges, per thread."""
+
+    def __init__(self, torch):
+        import threading
+
+        self.record_function = torch.autograd.profiler.record_function
+        self.local = threading.local()
+
+    def prepare(self, name):
+        return name
+
+    def push(self, name):
+        try:
+            stack = self.local.stack
+        except AttributeError:
+            stack = self.local.stack = []
+        entry = self.record_function(name)
+        entry.__enter__()
+        stack.append(entry)
+
+    push_prepared = push
+
+    def pop(self):
+        self.local.stack.pop().__exit__(None, None, None)
