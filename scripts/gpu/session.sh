@@ -11,7 +11,10 @@
 # 3. a Hugging Face Llama built from its config (scripts/gpu/hf_decode.py),
 #    prefill + decode, in kernel replay and in range replay of prefill/decode
 #                      -> OUT/hf.tar.gz;
-# 4. with FACTS=1, what this ncu offers (sets, sections, tensor-pipe metric names);
+# 4. --tracer torch (the host has no nsys): the Llama of step 3 eager with
+#    module ranges, and one forward as a CUDA graph replayed (scripts/gpu/
+#    torch_graphs.py) -> OUT/torch.tar.gz (commit as tests/fixtures/gpu/<gpu>-torch<version>/);
+# 5. with FACTS=1, what this ncu offers (sets, sections, tensor-pipe metric names);
 #    the sanity check's files in any case -> OUT/ncu-facts.tar.gz.
 # The log of everything is OUT/session.log.
 set -uo pipefail
@@ -69,6 +72,18 @@ hf() { # MODE ARGS...: llmperf profile of hf_decode.py, recorded in hf/commands.
 hf range --nvtx-include prefill --nvtx-include decode
 hf kernel --nvtx-include prefill --nvtx-include decode pipeline.ncu.ncu_cli.launch_count=120
 tar czf "$OUT/hf.tar.gz" --exclude='*.ncu-rep' -C "$W" hf
+
+mkdir -p "$W/torch"
+python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' > "$W/torch/host.txt"
+traced() { # NAME ARGS...: llmperf profile --tracer torch, recorded in torch/commands.txt
+  local name=$1; shift
+  local argv=("$LLMPERF" profile --tracer torch -o "$W/torch/runs/$name" "$@")
+  printf '%q ' "${argv[@]}" >> "$W/torch/commands.txt"; echo >> "$W/torch/commands.txt"
+  step "torch-$name" "${TORCH_S:-90}" "${argv[@]}"
+}
+traced eager --annotate modules annotate.depth=2 -- "${HF[@]}"
+traced graphs -- python3 scripts/gpu/torch_graphs.py llama 64 5
+tar czf "$OUT/torch.tar.gz" -C "$W" torch
 
 [ -n "${FACTS:-}" ] && {
   "$NCU" --list-sets > "$W/facts/sets.txt" 2>&1
