@@ -650,3 +650,39 @@ fn a_program_that_writes_no_trace_or_is_no_python_is_told_why() {
         assert!(!root.path().join("never").exists(), "refused before a run directory");
     }
 }
+
+/// MFU of a torch trace's region: the peak table looks up the GPU the
+/// trace's kernels ran on, named by its `deviceProperties` (a V100, which the
+/// table lacks: said so, by name); with the peak given, the achieved FLOP/s
+/// are the FLOPs over the range's duration as expect.py reads it.
+#[test]
+fn a_torch_traces_gpu_comes_from_its_device_properties_for_mfu() {
+    let test = "a_torch_traces_gpu_comes_from_its_device_properties_for_mfu";
+    let rel = "real/kineto/hta-ns-resolution/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz";
+    let Some(trace) = corpus_file(test, rel) else { return };
+    let (_, ns) = expected(trace.parent().unwrap().parent().unwrap(), &trace).annotations["ProfilerStep#105"];
+    let root = tempfile::tempdir().unwrap();
+    let flops = r#"workload.flops={"user_annotation@ProfilerStep#105": 1.0e12}"#;
+    let summary = |dir: &str, extra: &[&str]| {
+        let run = root.path().join(dir);
+        let out = llmperf()
+            .args(["import", "torch"])
+            .arg(&trace)
+            .arg("-o")
+            .arg(&run)
+            .arg(flops)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        std::fs::read_to_string(run.join("stakeholder_summary.md")).unwrap()
+    };
+    let table = summary("table", &[]);
+    assert!(table.contains("| GPU | 0: Tesla V100-SXM2-32GB (the trace's deviceProperties) |"), "{table}");
+    assert!(table.contains("MFU not computed: unknown peak for Tesla V100-SXM2-32GB"), "{table}");
+    let given = summary("given", &["hardware.peak_tflops=100", "hardware.peak_gbps=900"]);
+    let ms = ns as f64 / 1e6;
+    let row = format!("| `user_annotation@ProfilerStep#105` | 1.000 T | {ms:.4} | {ms:.4} |");
+    let line = given.lines().find(|l| l.starts_with(&row)).unwrap_or_else(|| panic!("{row}\n{given}"));
+    assert!(line.ends_with(&format!("| {:.2}% |", 1e12 / (ns as f64 / 1e9) / 100e12 * 100.0)), "{line}");
+}

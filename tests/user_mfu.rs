@@ -75,7 +75,7 @@ fn a_user_command_with_workload_flops_gets_mfu_per_region() {
         assert!(regions["regions"].as_array().unwrap().iter().any(|r| r["path"] == region), "{region}");
         assert_eq!(mfu_cell(&summary, region), expected_by_sql(&db, text, flops, 0.2e12), "{region}");
     }
-    assert!(summary.contains("Not in the capture (no NVTX region of that name): `nope`"), "{summary}");
+    assert!(summary.contains("Not in the capture (no NVTX range of that name): `nope`"), "{summary}");
     assert!(!summary.contains("MFU not computed"), "{summary}");
 }
 

@@ -38,6 +38,9 @@ pub(crate) struct Inputs {
     pub(crate) nsys_breakdown: Option<crate::aggregate::nsys::breakdown::BreakdownReport>,
     /// The capture's machine (nsys/capture.json), for runs without env.json (imports).
     pub(crate) capture: Option<CaptureHost>,
+    /// A torch trace's GPUs that ran its GPU work, as (device, name) from its
+    /// `deviceProperties` (torch/capture.json).
+    pub(crate) trace_gpus: Vec<(i64, String)>,
     pub(crate) ncu: Option<RegionReportFile>,
     /// Per-kernel points from the ncu counters (roofline.json).
     pub(crate) roofline: Option<Roofline>,
@@ -63,6 +66,7 @@ impl Inputs {
             nsys_breakdown: run.read_json(timeline.breakdown_file()),
             ncu_rules: run.read_json(run_dir::NCU_RULES_JSON),
             capture: run.read_json(run_dir::NSYS_CAPTURE),
+            trace_gpus: trace_gpus(run),
             ncu: run.read_json(run_dir::NCU_REGIONS_JSON),
             roofline: run.read_json(run_dir::ROOFLINE_JSON),
             launched: crate::run_dir::read_launched(&run.join(run_dir::LAUNCHED_RANKS_DIR)),
@@ -87,12 +91,25 @@ impl Inputs {
             nsys_breakdown: None,
             ncu_rules: None,
             capture: None,
+            trace_gpus: Vec::new(),
             ncu: None,
             roofline: None,
             launched: Vec::new(),
             command: Vec::new(),
         }
     }
+}
+
+/// The GPUs a torch trace's kernels, copies and sets ran on, named by its
+/// `deviceProperties` (torch/capture.json); empty without a trace or GPU work.
+fn trace_gpus(run: &RunDir) -> Vec<(i64, String)> {
+    let Some(c) = run.read_json::<serde_json::Value>(run_dir::TORCH_CAPTURE) else { return Vec::new() };
+    let used: std::collections::BTreeSet<i64> =
+        c["streams"].as_array().into_iter().flatten().filter_map(|s| s["device"].as_i64()).collect();
+    let named = |id: i64| {
+        c["devices"].as_array()?.iter().find(|d| d["id"].as_i64() == Some(id))?["name"].as_str().map(String::from)
+    };
+    used.into_iter().filter_map(|id| Some((id, named(id)?))).collect()
 }
 
 /// The argv of a user's command, from inputs.yaml (`workload: {kind: command, argv: [...]}`).
@@ -514,11 +531,15 @@ pub(crate) fn region_utilization(
 }
 
 /// The GPU a user's command ran on, as far as the run knows: `hardware.gpu`,
+/// else the first GPU a torch trace's work ran on (its `deviceProperties`),
 /// else this machine's first GPU (env.json), else the capture's first GPU
 /// (nsys/capture.json).
 fn user_gpu(inputs: &Inputs) -> Option<(String, &'static str)> {
     if let Some(gpu) = configured_gpu(inputs) {
         return Some(gpu);
+    }
+    if let Some((_, name)) = inputs.trace_gpus.first() {
+        return Some((name.clone(), run_dir::TORCH_CAPTURE));
     }
     let from_env =
         inputs.env.as_ref().and_then(|e| e.gpus.devices.first()).map(|d| (d.name.clone(), run_dir::ENV_JSON));

@@ -294,6 +294,11 @@ fn imported_gpu(inputs: &Inputs) -> String {
     if let Some(name) = inputs.config.as_ref().and_then(|c| c.hardware.gpu.clone()) {
         return format!("{} (hardware.gpu)", crate::markdown::text(&name));
     }
+    if !inputs.trace_gpus.is_empty() {
+        let named: Vec<String> =
+            inputs.trace_gpus.iter().map(|(id, name)| format!("{id}: {}", crate::markdown::text(name))).collect();
+        return format!("{} (the trace's deviceProperties)", named.join(", "));
+    }
     let devices: Vec<String> = inputs
         .ncu
         .iter()
@@ -468,7 +473,7 @@ fn aggregates(md: &mut String, inputs: &Inputs) {
     );
     match gpu_totals(inputs) {
         Some((ms, n)) => {
-            let _ = writeln!(md, "| GPU busy time (sum of kernel times, nsys) | {ms:.3} ms |");
+            let _ = writeln!(md, "| GPU busy time (sum of kernel times, {}) | {ms:.3} ms |", inputs.timeline.name());
             let _ = writeln!(md, "| kernels | {n} |");
             if let Some(g) = graph_totals(inputs) {
                 let _ = writeln!(md, "| of them run by CUDA graphs (nsys, node trace) | {g} |");
@@ -571,7 +576,7 @@ fn mfu(md: &mut String, inputs: &Inputs, d: &Derived) {
     let flops = inputs.config.as_ref().map(|c| &c.workload.flops).filter(|f| !f.is_empty());
     let Some(t) = &inputs.timings else {
         match (flops, &inputs.regions, peak) {
-            (Some(_), Some(_), Some(p)) => user_mfu(md, p, uses, &d.unmatched_flops),
+            (Some(_), Some(_), Some(p)) => user_mfu(md, p, uses, &d.unmatched_flops, inputs.timeline),
             (Some(_), None, _) => md.push_str("MFU not computed: workload.flops is set, but there is no nsys capture to time its regions (hint: keep nsys on).\n\n"),
             _ => md.push_str("MFU not computed: no analytic FLOP count (a user command, not a built-in workload; hint: give the FLOPs of one instance per region, workload.flops='{prefill: 2.1e12}', and a peak, hardware.peak_tflops or a GPU in the peak table).\n\n"),
         }
@@ -625,7 +630,7 @@ fn mfu(md: &mut String, inputs: &Inputs, d: &Derived) {
 }
 
 /// MFU of a user's command, per region named in `workload.flops`.
-fn user_mfu(md: &mut String, peak: &Peak, uses: &[StageUse], unmatched: &[String]) {
+fn user_mfu(md: &mut String, peak: &Peak, uses: &[StageUse], unmatched: &[String], timeline: crate::run_dir::Timeline) {
     match &peak.missing {
         Some(why) => {
             let _ = writeln!(md, "{why}\n");
@@ -650,11 +655,14 @@ fn user_mfu(md: &mut String, peak: &Peak, uses: &[StageUse], unmatched: &[String
     if !unmatched.is_empty() {
         let _ = writeln!(
             md,
-            "\nNot in the capture (no NVTX region of that name): {} (hint: spell them as nsys/regions.json does, `DOMAIN@outer::inner`).",
-            unmatched.iter().map(|u| code(u)).collect::<Vec<_>>().join(", ")
+            "\nNot in the capture (no {} of that name): {} (hint: spell them as {} does, `DOMAIN@outer::inner`).",
+            timeline.range(),
+            unmatched.iter().map(|u| code(u)).collect::<Vec<_>>().join(", "),
+            timeline.regions_file()
         );
     }
-    md.push_str("\nFLOPs per instance: workload.flops (configuration). Median and mean ms: the region's wall time per instance in the nsys capture (a selector that names regions of several threads or processes pools their instances: the median column is then their mean). Achieved FLOP/s = FLOPs per instance / median wall time.\n\n");
+    let _ = write!(md, "\nFLOPs per instance: workload.flops (configuration). Median and mean ms: the region's wall time per instance in the {} capture (", timeline.name());
+    md.push_str("a selector that names regions of several threads or processes pools their instances: the median column is then their mean). Achieved FLOP/s = FLOPs per instance / median wall time.\n\n");
 }
 
 /// 1.23e9 → "1.23 G".
