@@ -687,8 +687,10 @@ impl Trace {
                 .iter()
                 .map(|k| self.names.intern(k.category()))
                 .collect();
+        // In place: a Range and an NvtxRange are both 40 bytes, so the sorted
+        // ranges are never held twice (a trace's largest table).
         ranges
-            .iter()
+            .into_iter()
             .map(|r| NvtxRange {
                 start: r.start,
                 end: r.end,
@@ -701,24 +703,21 @@ impl Trace {
             .collect()
     }
 
-    /// Each correlation id's launch call (its index): the first read where
-    /// several hold one (counted).
-    fn calls_by_correlation(&self, summary: &mut Summary) -> HashMap<i64, usize> {
-        let mut by_correlation: HashMap<i64, usize> = HashMap::default();
-        for (i, c) in self.calls.iter().enumerate() {
-            match by_correlation.entry(c.correlation) {
-                std::collections::hash_map::Entry::Occupied(_) => summary.repeated_correlation_ids += 1,
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    v.insert(i);
-                }
-            }
-        }
-        by_correlation
+    /// The launch calls sorted by correlation id, for [`call_of`]: stable,
+    /// so that of several calls holding one id the first read comes first
+    /// (the others are counted). A sort in place, not a map beside them.
+    fn calls_by_correlation(&mut self, summary: &mut Summary) -> Vec<Call> {
+        let mut calls = std::mem::take(&mut self.calls);
+        calls.sort_by_key(|c| c.correlation);
+        summary.repeated_correlation_ids =
+            calls.windows(2).filter(|w| w[0].correlation == w[1].correlation).count() as u64;
+        calls
     }
 
     /// The rows of the region sweep. GPU-side annotations are depth-0
     /// start/end regions of their own (no kernels), apart from the CPU's.
     pub(crate) fn rows(&mut self, classify: &dyn Fn(&str) -> u8) -> Rows {
+        const _: () = assert!(std::mem::size_of::<Range>() == std::mem::size_of::<NvtxRange>());
         let mut threads = Threads::default();
         let mut summary = Summary::default();
         let host_pids: std::collections::BTreeSet<i64> = self
@@ -730,18 +729,20 @@ impl Trace {
             .collect();
         let lone_pid = if host_pids.len() == 1 { host_pids.first().copied().unwrap_or(0) } else { 0 };
         let nvtx = self.sorted_ranges(&mut threads, &mut summary);
-        let by_correlation = self.calls_by_correlation(&mut summary);
-        let devices: std::collections::BTreeSet<i64> = self.gpu.iter().map(|g| g.device).collect();
+        let calls = self.calls_by_correlation(&mut summary);
+        // Taken out of the trace: what they become replaces them.
+        let gpu = std::mem::take(&mut self.gpu);
+        let devices: std::collections::BTreeSet<i64> = gpu.iter().map(|g| g.device).collect();
         let mut streams: BTreeMap<(i64, i64), StreamRow> = BTreeMap::new();
         let mut launch_calls: BTreeMap<u32, Count> = BTreeMap::new();
         let mut graphs: std::collections::HashSet<usize> = std::collections::HashSet::new();
         let mut launches = Vec::new();
         let mut kernels = Vec::new();
-        let mut activity = Vec::with_capacity(self.gpu.len());
+        let mut activity = Vec::with_capacity(gpu.len());
         let mut classes: HashMap<u32, u8> = HashMap::default();
-        for g in &self.gpu {
+        for g in &gpu {
             let ns = g.end - g.start;
-            let call = g.correlation.and_then(|c| by_correlation.get(&c)).map(|&i| (i, &self.calls[i]));
+            let call = g.correlation.and_then(|c| call_of(&calls, c)).map(|i| (i, &calls[i]));
             let what = match g.kind {
                 GpuKind::Kernel => {
                     What::Kernel(*classes.entry(g.name).or_insert_with(|| classify(self.names.get(g.name))))
@@ -807,8 +808,10 @@ impl Trace {
         }
         launches.sort_by_key(|l| l.launch);
         activity.sort_by_key(|a| a.start);
-        let mut blocking: Vec<(i64, i64, i64, i64)> =
-            self.blocking.iter().map(|c| (c.pid, c.start, c.end, i64::from(c.name))).collect();
+        let mut blocking: Vec<(i64, i64, i64, i64)> = std::mem::take(&mut self.blocking)
+            .into_iter()
+            .map(|c| (c.pid, c.start, c.end, i64::from(c.name)))
+            .collect();
         blocking.sort_by_key(|c| c.1);
         summary.graph_launches = graphs.len() as u64;
         summary.streams = streams.into_values().collect();
@@ -819,6 +822,12 @@ impl Trace {
             .collect();
         Rows { ranges: nvtx, launches, kernels, activity, blocking, summary }
     }
+}
+
+/// The first call holding `correlation` in calls sorted by it.
+fn call_of(calls: &[Call], correlation: i64) -> Option<usize> {
+    let i = calls.partition_point(|c| c.correlation < correlation);
+    (calls.get(i)?.correlation == correlation).then_some(i)
 }
 
 /// A copy's direction, and whether host memory on its side is pageable (the
