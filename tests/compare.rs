@@ -357,7 +357,7 @@ fn captures_find_the_slowed_region() -> Result<(), String> {
         llmperf().arg("diff").arg(&a).arg(&slow).args(["--discount-shift", "--relative-pct", "50"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     let stdout = String::from_utf8(out.stdout).unwrap();
-    assert!(stdout.contains("## Regions: NVTX ranges in the nsys capture"), "{stdout}");
+    assert!(stdout.contains("## Regions: range instances in the timeline (NVTX in nsys/samples.json"), "{stdout}");
     let d = json(&slow.join("diff/diff.json"));
     let verdict = |source: &str, name: &str| {
         d["rows"].as_array().unwrap().iter().find(|r| r["source"] == source && r["name"] == name).unwrap()["verdict"]

@@ -10,9 +10,12 @@ use crate::report::html::{esc, STYLE};
 
 const SECTIONS: [(Source, &str); 4] = [
     (Source::Workload, "Regions: the workload's own timings (workload/timings.json)"),
-    (Source::Nsys, "Regions: NVTX ranges in the nsys capture (nsys/samples.json)"),
-    (Source::Gpu, "Regions: GPU time of the kernels launched inside each range instance (nsys/samples.json)"),
-    (Source::Kernel, "Kernels: GPU time per launch (nsys/samples.json)"),
+    (
+        Source::Nsys,
+        "Regions: range instances in the timeline (NVTX in nsys/samples.json, torch.profiler's in torch/samples.json)",
+    ),
+    (Source::Gpu, "Regions: GPU time of the kernels launched inside each range instance (the timeline's samples.json)"),
+    (Source::Kernel, "Kernels: GPU time per launch (the timeline's samples.json)"),
 ];
 
 /// `12.345` ms, with as many decimals as small numbers need.
