@@ -79,15 +79,24 @@ pub(crate) struct Range {
     pub(crate) tid: i64,
 }
 
-/// A CUDA runtime or driver call that may launch work: its correlation id.
+/// A CUDA runtime or driver call with a correlation id, which may have
+/// launched work: held compactly (24 bytes; a trace has millions), its thread
+/// an index into [`Trace::call_threads`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Launch {
+    pub(crate) start: i64,
+    pub(crate) correlation: i64,
+    pub(crate) name: u32,
+    pub(crate) thread: u32,
+}
+
+/// A CUDA runtime or driver call that waits for the GPU.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Call {
     pub(crate) start: i64,
     pub(crate) end: i64,
     pub(crate) name: u32,
     pub(crate) pid: i64,
-    pub(crate) tid: i64,
-    pub(crate) correlation: i64,
 }
 
 /// A kernel, copy or set on the GPU.
@@ -128,7 +137,10 @@ pub(crate) struct Meta {
 #[derive(Default)]
 pub(crate) struct Trace {
     pub(crate) ranges: Vec<Range>,
-    pub(crate) calls: Vec<Call>,
+    pub(crate) calls: Vec<Launch>,
+    /// The (pid, tid) of each thread that made a call with a correlation id.
+    pub(crate) call_threads: Vec<(i64, i64)>,
+    call_thread_ids: HashMap<(i64, i64), u32>,
     /// The runtime and driver calls that wait for the GPU
     /// ([`crate::parse::nsys::calls::BLOCKING`]), correlation id or not.
     pub(crate) blocking: Vec<Call>,
@@ -281,12 +293,16 @@ impl Trace {
             Category::Range(kind) => self.ranges.push(Range { start, end, name, kind, pid, tid }),
             Category::Call => {
                 let correlation = e.args.correlation;
-                let call = Call { start, end, name, pid, tid, correlation: correlation.unwrap_or(-1) };
                 if crate::parse::nsys::calls::is_blocking(self.names.get(name)) {
-                    self.blocking.push(call);
+                    self.blocking.push(Call { start, end, name, pid });
                 }
-                if correlation.is_some() {
-                    self.calls.push(call);
+                if let Some(correlation) = correlation {
+                    let next = self.call_threads.len() as u32;
+                    let thread = *self.call_thread_ids.entry((pid, tid)).or_insert(next);
+                    if thread == next {
+                        self.call_threads.push((pid, tid));
+                    }
+                    self.calls.push(Launch { start, correlation, name, thread });
                 }
             }
             Category::Gpu(kind) => self.gpu.push(GpuOp {
@@ -325,6 +341,10 @@ pub(crate) fn read(path: &Path) -> Result<Trace, Error> {
     if trace.ranges.is_empty() && trace.calls.is_empty() && trace.gpu.is_empty() {
         return Err(nothing_kept(path, &trace));
     }
+    // The tables are held until the sweep: without the growth's spare room.
+    trace.ranges.shrink_to_fit();
+    trace.calls.shrink_to_fit();
+    trace.gpu.shrink_to_fit();
     Ok(trace)
 }
 
@@ -528,7 +548,10 @@ fn shift(trace: &mut Trace, base: i64) -> Option<()> {
     for r in &mut trace.ranges {
         (r.start, r.end) = (r.start.checked_add(base)?, r.end.checked_add(base)?);
     }
-    for c in trace.calls.iter_mut().chain(&mut trace.blocking) {
+    for c in &mut trace.calls {
+        c.start = c.start.checked_add(base)?;
+    }
+    for c in &mut trace.blocking {
         (c.start, c.end) = (c.start.checked_add(base)?, c.end.checked_add(base)?);
     }
     for g in &mut trace.gpu {
@@ -706,7 +729,7 @@ impl Trace {
     /// The launch calls sorted by correlation id, for [`call_of`]: stable,
     /// so that of several calls holding one id the first read comes first
     /// (the others are counted). A sort in place, not a map beside them.
-    fn calls_by_correlation(&mut self, summary: &mut Summary) -> Vec<Call> {
+    fn calls_by_correlation(&mut self, summary: &mut Summary) -> Vec<Launch> {
         let mut calls = std::mem::take(&mut self.calls);
         calls.sort_by_key(|c| c.correlation);
         summary.repeated_correlation_ids =
@@ -718,6 +741,7 @@ impl Trace {
     /// start/end regions of their own (no kernels), apart from the CPU's.
     pub(crate) fn rows(&mut self, classify: &dyn Fn(&str) -> u8) -> Rows {
         const _: () = assert!(std::mem::size_of::<Range>() == std::mem::size_of::<NvtxRange>());
+        const _: () = assert!(std::mem::size_of::<Launch>() == 24);
         let mut threads = Threads::default();
         let mut summary = Summary::default();
         let host_pids: std::collections::BTreeSet<i64> = self
@@ -725,7 +749,7 @@ impl Trace {
             .iter()
             .filter(|r| r.kind != RangeKind::GpuUserAnnotation)
             .map(|r| r.pid)
-            .chain(self.calls.iter().map(|c| c.pid))
+            .chain(self.call_threads.iter().map(|&(pid, _)| pid))
             .collect();
         let lone_pid = if host_pids.len() == 1 { host_pids.first().copied().unwrap_or(0) } else { 0 };
         let nvtx = self.sorted_ranges(&mut threads, &mut summary);
@@ -736,8 +760,9 @@ impl Trace {
         let mut streams: BTreeMap<(i64, i64), StreamRow> = BTreeMap::new();
         let mut launch_calls: BTreeMap<u32, Count> = BTreeMap::new();
         let mut graphs: std::collections::HashSet<usize> = std::collections::HashSet::new();
-        let mut launches = Vec::new();
-        let mut kernels = Vec::new();
+        let kernel_count = gpu.iter().filter(|g| g.kind == GpuKind::Kernel).count();
+        let mut launches = Vec::with_capacity(kernel_count);
+        let mut kernels = Vec::with_capacity(kernel_count);
         let mut activity = Vec::with_capacity(gpu.len());
         let mut classes: HashMap<u32, u8> = HashMap::default();
         for g in &gpu {
@@ -754,7 +779,7 @@ impl Trace {
                 GpuKind::Memset => What::Memset { bytes: g.bytes },
             };
             activity.push(Activity {
-                pid: call.map_or(lone_pid, |(_, c)| c.pid),
+                pid: call.map_or(lone_pid, |(_, c)| self.call_threads[c.thread as usize].0),
                 device: g.device,
                 start: g.start,
                 end: g.end,
@@ -785,7 +810,10 @@ impl Trace {
                         graphs.insert(i);
                     }
                     launches.push(Launched {
-                        global_tid: threads.global(c.pid, c.tid),
+                        global_tid: {
+                            let (pid, tid) = self.call_threads[c.thread as usize];
+                            threads.global(pid, tid)
+                        },
                         launch: c.start,
                         start: g.start,
                         end: g.end,
@@ -801,7 +829,7 @@ impl Trace {
                 name: g.name,
                 short_id: None,
                 graph,
-                pid: call.map_or(lone_pid, |(_, c)| c.pid),
+                pid: call.map_or(lone_pid, |(_, c)| self.call_threads[c.thread as usize].0),
                 device: (devices.len() > 1).then_some(g.device),
                 gpu: g.device,
             });
@@ -825,7 +853,7 @@ impl Trace {
 }
 
 /// The first call holding `correlation` in calls sorted by it.
-fn call_of(calls: &[Call], correlation: i64) -> Option<usize> {
+fn call_of(calls: &[Launch], correlation: i64) -> Option<usize> {
     let i = calls.partition_point(|c| c.correlation < correlation);
     (calls.get(i)?.correlation == correlation).then_some(i)
 }
