@@ -636,6 +636,21 @@ fn a_program_that_writes_no_trace_or_is_no_python_is_told_why() {
     assert_eq!(stage(&manifest, "torch")["status"], "ok", "the program itself exited 0");
     assert_eq!(stage(&manifest, "torch_regions")["status"], "failed");
 
+    // A program with no range of its own: its operators are its regions, and the warning says so.
+    let out = llmperf()
+        .args(["profile", "--tracer", "torch", "-o"])
+        .arg(root.path())
+        .arg("--")
+        .arg(&python)
+        .args(["-c", "import torch; torch.ones(2) + 1"])
+        .timeout(std::time::Duration::from_secs(300))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("marked no range of its own, so its regions are its operators only"), "{stderr}");
+    assert!(!stderr.contains("nothing is reported per region"), "{stderr}");
+
     for command in [&["sh", "-c", "true"][..], &[]] {
         let out = llmperf()
             .args(["profile", "--tracer", "torch", "-o"])

@@ -129,11 +129,17 @@ pub(crate) fn profile(req: Request) -> Result<Outcome, Error> {
 /// NVTX range: the generic "check that nsys traces nvtx" does not tell such a
 /// user that llmperf can put the ranges in without a code change.
 fn warn_python_without_ranges(run: &RunDir) {
-    let file = run_dir::Timeline::of(run).regions_file();
-    let Some(regions) = run.read_json::<crate::aggregate::nsys::RegionsReport>(file) else { return };
-    // A torch trace always has its operators: what it may lack is the module ranges.
+    let timeline = run_dir::Timeline::of(run);
+    let Some(regions) = run.read_json::<crate::aggregate::nsys::RegionsReport>(timeline.regions_file()) else {
+        return;
+    };
+    // A torch trace always has its operators: what it may lack is ranges of the program's own.
     let marked = regions.regions.iter().any(|r| r.domain != "cpu_op");
-    if !marked {
+    if timeline == run_dir::Timeline::Torch && !marked {
+        tracing::warn!(
+            "the Python program marked no range of its own, so its regions are its operators only (hint: `llmperf profile --tracer torch --annotate modules -- CMD` adds a range per nn.Module forward, with no change to the program)"
+        );
+    } else if !marked {
         tracing::warn!(
             "the Python program marked no NVTX range, so nothing is reported per region (hint: `llmperf profile --annotate modules -- CMD` gives a range per nn.Module forward, `--annotate ops` one per PyTorch operator, with no change to the program; annotate.mode)"
         );
