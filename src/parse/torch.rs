@@ -35,7 +35,10 @@ use rustc_hash::FxHashMap as HashMap;
 use crate::error::{Error, ErrorKind};
 use crate::parse::json_frames::{FrameError, Frames};
 use crate::parse::nsys::activity::{Activity, ActivitySink, Direction, What};
+use crate::parse::nsys::batched::Batcher;
+use crate::parse::nsys::ingest::KernelSink;
 use crate::parse::nsys::sqlite::{Kernel, Launched, Names, NvtxRange};
+use crate::parse::spill::{Record, Spill};
 use crate::regions::RangeStyle;
 
 /// A CPU or GPU-side range's kind: its category, as the file spells it today.
@@ -67,17 +70,70 @@ pub(crate) enum GpuKind {
     Memset,
 }
 
-/// A range: `[start, end)` in ns on a process and thread (a GPU-side range:
-/// the device and stream).
-#[derive(Debug, Clone, Copy)]
+impl RangeKind {
+    const ALL: [RangeKind; 4] =
+        [RangeKind::UserAnnotation, RangeKind::CpuOp, RangeKind::PythonFunction, RangeKind::GpuUserAnnotation];
+}
+
+/// A range: `[start, end)` in ns on a thread (a GPU-side range: the device
+/// and stream), its process and thread as one [`Threads::global`] id, and
+/// its place in the file. Ordered as the sweep reads ranges: by start, the
+/// longer first, then [`nesting_rank`], then as the file has them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Range {
     pub(crate) start: i64,
     pub(crate) end: i64,
+    pub(crate) global_tid: i64,
+    pub(crate) seq: u64,
     pub(crate) name: u32,
     pub(crate) kind: RangeKind,
-    pub(crate) pid: i64,
-    pub(crate) tid: i64,
 }
+
+impl Range {
+    fn key(&self) -> (i64, std::cmp::Reverse<i64>, u8, u64) {
+        (self.start, std::cmp::Reverse(self.end), nesting_rank(self.kind), self.seq)
+    }
+}
+
+impl Ord for Range {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key().cmp(&other.key())
+    }
+}
+
+impl PartialOrd for Range {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Record for Range {
+    const BYTES: usize = 37;
+
+    fn put(&self, out: &mut [u8]) {
+        out[0..8].copy_from_slice(&self.start.to_le_bytes());
+        out[8..16].copy_from_slice(&self.end.to_le_bytes());
+        out[16..24].copy_from_slice(&self.global_tid.to_le_bytes());
+        out[24..32].copy_from_slice(&self.seq.to_le_bytes());
+        out[32..36].copy_from_slice(&self.name.to_le_bytes());
+        out[36] = self.kind as u8;
+    }
+
+    fn get(b: &[u8]) -> Self {
+        let i64_at = |i: usize| i64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        Range {
+            start: i64_at(0),
+            end: i64_at(8),
+            global_tid: i64_at(16),
+            seq: i64_at(24) as u64,
+            name: u32::from_le_bytes(b[32..36].try_into().expect("4 bytes")),
+            kind: RangeKind::ALL[usize::from(b[36]) % RangeKind::ALL.len()],
+        }
+    }
+}
+
+/// Bytes of ranges held in memory before a sorted run of them goes to disk.
+const RANGES_HELD: usize = 8 << 20;
 
 /// A CUDA runtime or driver call with a correlation id, which may have
 /// launched work: held compactly (24 bytes; a trace has millions), its thread
@@ -108,10 +164,22 @@ pub(crate) struct GpuOp {
     pub(crate) kind: GpuKind,
     pub(crate) device: i64,
     pub(crate) stream: i64,
-    /// None where the event has no `args.correlation`.
-    pub(crate) correlation: Option<i64>,
+    /// Its `args.correlation`, until [`Trace::join`] finds its launch call.
+    pub(crate) link: Link,
     /// A copy's or set's `args.bytes` (0 where absent).
     pub(crate) bytes: i64,
+}
+
+/// What a kernel, copy or set is known by on the host side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Link {
+    /// The event's `args.correlation`, as read.
+    Correlation(i64),
+    /// The launch call found for it: the call's thread, an index into
+    /// [`Trace::call_threads`].
+    Thread(u32),
+    /// No correlation id, or no call holds it.
+    None,
 }
 
 /// A GPU of `deviceProperties`.
@@ -134,9 +202,19 @@ pub(crate) struct Meta {
 
 /// A trace, read: the events llmperf uses, compact, with their names
 /// interned; and what was left out, counted.
-#[derive(Default)]
 pub(crate) struct Trace {
-    pub(crate) ranges: Vec<Range>,
+    /// The CPU and GPU-side ranges, sorted in bounded memory: a trace's
+    /// largest table.
+    ranges: Spill<Range>,
+    /// The least start and greatest end of the ranges (to check
+    /// `baseTimeNanoseconds` against), and the base to add to them.
+    range_bounds: (i64, i64),
+    range_shift: i64,
+    /// The processes of the CPU ranges.
+    host_pids: std::collections::BTreeSet<i64>,
+    threads: Threads,
+    /// The first error of writing ranges to disk.
+    failed: Option<Error>,
     pub(crate) calls: Vec<Launch>,
     /// The (pid, tid) of each thread that made a call with a correlation id.
     pub(crate) call_threads: Vec<(i64, i64)>,
@@ -155,6 +233,29 @@ pub(crate) struct Trace {
     /// Complete events whose `ts` or `dur` is missing, negative or not a
     /// number: left out.
     pub(crate) odd_times: u64,
+}
+
+impl Trace {
+    fn new(ranges_held: usize) -> Trace {
+        Trace {
+            ranges: Spill::new(ranges_held),
+            range_bounds: (i64::MAX, i64::MIN),
+            range_shift: 0,
+            host_pids: Default::default(),
+            threads: Threads::default(),
+            failed: None,
+            calls: Vec::new(),
+            call_threads: Vec::new(),
+            call_thread_ids: HashMap::default(),
+            blocking: Vec::new(),
+            gpu: Vec::new(),
+            names: Names::default(),
+            meta: Meta::default(),
+            events: 0,
+            skipped: BTreeMap::new(),
+            odd_times: 0,
+        }
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -290,7 +391,17 @@ impl Trace {
         let pid = e.pid.and_then(id_of).unwrap_or(0);
         let tid = e.tid.and_then(id_of).unwrap_or(0);
         match kind {
-            Category::Range(kind) => self.ranges.push(Range { start, end, name, kind, pid, tid }),
+            Category::Range(kind) => {
+                if kind != RangeKind::GpuUserAnnotation {
+                    self.host_pids.insert(pid);
+                }
+                self.range_bounds = (self.range_bounds.0.min(start), self.range_bounds.1.max(end));
+                let range =
+                    Range { start, end, global_tid: self.threads.global(pid, tid), seq: self.ranges.len(), name, kind };
+                if let (Err(e), None) = (self.ranges.push(range), &self.failed) {
+                    self.failed = Some(e);
+                }
+            }
             Category::Call => {
                 let correlation = e.args.correlation;
                 if crate::parse::nsys::calls::is_blocking(self.names.get(name)) {
@@ -312,7 +423,7 @@ impl Trace {
                 kind,
                 device: e.args.device.unwrap_or(pid),
                 stream: e.args.stream.unwrap_or(tid),
-                correlation: e.args.correlation,
+                link: e.args.correlation.map_or(Link::None, Link::Correlation),
                 bytes: e.args.bytes.unwrap_or(0),
             }),
         }
@@ -335,14 +446,23 @@ fn open(path: &Path) -> Result<Box<dyn Read>, Error> {
 /// Read the trace at `path` (gzip-compressed where it starts with gzip's
 /// magic, whatever its name).
 pub(crate) fn read(path: &Path) -> Result<Trace, Error> {
+    read_holding(path, RANGES_HELD)
+}
+
+/// [`read`], holding at most `ranges_held` bytes of ranges in memory.
+fn read_holding(path: &Path, ranges_held: usize) -> Result<Trace, Error> {
     let mut frames = Frames::new(open(path)?);
-    let mut trace = Trace::default();
+    let mut trace = Trace::new(ranges_held);
     read_frames(&mut frames, &mut trace).map_err(|e| not_a_trace(path, &frames, e))?;
-    if trace.ranges.is_empty() && trace.calls.is_empty() && trace.gpu.is_empty() {
+    if let Some(e) = trace.failed.take() {
+        return Err(e);
+    }
+    if trace.ranges.len() == 0 && trace.calls.is_empty() && trace.gpu.is_empty() {
         return Err(nothing_kept(path, &trace));
     }
-    // The tables are held until the sweep: without the growth's spare room.
-    trace.ranges.shrink_to_fit();
+    // The tables are held until the sweep: without the growth's spare room,
+    // and the ranges, where they did not fit, without their buffer.
+    trace.ranges.release()?;
     trace.calls.shrink_to_fit();
     trace.gpu.shrink_to_fit();
     Ok(trace)
@@ -545,8 +665,11 @@ fn events<R: Read>(f: &mut Frames<R>, trace: &mut Trace) -> Result<(), FrameErro
 
 /// Add `base` to every time read before it was known.
 fn shift(trace: &mut Trace, base: i64) -> Option<()> {
-    for r in &mut trace.ranges {
-        (r.start, r.end) = (r.start.checked_add(base)?, r.end.checked_add(base)?);
+    // The ranges, partly on disk already, are moved as they are read back.
+    if trace.ranges.len() > 0 {
+        trace.range_bounds.0.checked_add(base)?;
+        trace.range_bounds.1.checked_add(base)?;
+        trace.range_shift = base;
     }
     for c in &mut trace.calls {
         c.start = c.start.checked_add(base)?;
@@ -570,22 +693,6 @@ fn devices(props: &serde_json::Value) -> Vec<Device> {
             Some(Device { id, name })
         })
         .collect()
-}
-
-/// The trace as the region sweep reads an nsys export: ranges and launches
-/// in time order, every kernel, and what the trace holds per stream and per
-/// launch call.
-pub(crate) struct Rows {
-    pub(crate) ranges: Vec<NvtxRange>,
-    pub(crate) launches: Vec<Launched>,
-    pub(crate) kernels: Vec<Kernel>,
-    /// Every kernel, copy and set for the time breakdown, in start order,
-    /// each on the process that launched it; a kernel's name is its
-    /// interned id, its class `classify`'s.
-    pub(crate) activity: Vec<Activity>,
-    /// The blocking calls (process, start, end, interned name), in start order.
-    pub(crate) blocking: Vec<(i64, i64, i64, i64)>,
-    pub(crate) summary: Summary,
 }
 
 /// `torch/capture.json`: the trace's own account of itself and of its GPU
@@ -698,94 +805,92 @@ fn nesting_rank(kind: RangeKind) -> u8 {
     }
 }
 
-impl Trace {
-    /// The ranges as the sweep reads them, in time order (taken out of the trace).
-    fn sorted_ranges(&mut self, threads: &mut Threads, summary: &mut Summary) -> Vec<NvtxRange> {
-        let mut ranges = std::mem::take(&mut self.ranges);
-        // Stable: ranges with the same interval keep the file's order (the outer first).
-        ranges.sort_by_key(|r| (r.start, std::cmp::Reverse(r.end), nesting_rank(r.kind)));
-        summary.overhanging_ranges = overhanging(&ranges);
-        let domains: Vec<u32> =
-            [RangeKind::UserAnnotation, RangeKind::CpuOp, RangeKind::PythonFunction, RangeKind::GpuUserAnnotation]
-                .iter()
-                .map(|k| self.names.intern(k.category()))
-                .collect();
-        // In place: a Range and an NvtxRange are both 40 bytes, so the sorted
-        // ranges are never held twice (a trace's largest table).
-        ranges
-            .into_iter()
-            .map(|r| NvtxRange {
-                start: r.start,
-                end: r.end,
+/// The ranges taken out of a trace, to be sent in the sweep's order.
+pub(crate) struct SortedRanges {
+    ranges: Spill<Range>,
+    shift: i64,
+    /// The interned category names, by [`RangeKind`].
+    domains: [u32; 4],
+}
+
+impl SortedRanges {
+    /// Send every range, as the sweep reads it and in its order, to `out`
+    /// (until its stream is gone); return how many overhang the range open
+    /// on their thread when they start ([`Summary::overhanging_ranges`]).
+    pub(crate) fn send(self, mut out: Batcher<NvtxRange>) -> Result<u64, Error> {
+        let (shift, domains) = (self.shift, self.domains);
+        let mut sorted = self.ranges.sorted()?;
+        let mut overhang = Overhang::default();
+        while let Some(r) = sorted.pop()? {
+            overhang.see(&r);
+            let range = NvtxRange {
+                start: r.start + shift,
+                end: r.end + shift,
                 name: r.name,
                 domain: domains[r.kind as usize],
                 style: if r.kind == RangeKind::GpuUserAnnotation { RangeStyle::StartEnd } else { RangeStyle::PushPop },
                 ended: true,
-                global_tid: threads.global(r.pid, r.tid),
-            })
-            .collect()
+                global_tid: r.global_tid,
+            };
+            if !out.push(range) {
+                break;
+            }
+        }
+        out.flush();
+        Ok(overhang.n)
+    }
+}
+
+/// The trace's GPU work joined to its launch calls ([`Trace::join`]).
+pub(crate) struct Joined {
+    /// Every kernel with a launch call, in launch order, for the sweep.
+    pub(crate) launches: Vec<Launched>,
+    pub(crate) summary: Summary,
+    /// Each kernel name's class.
+    classes: HashMap<u32, u8>,
+    /// The one process of the host side, where there is one: the process of
+    /// the GPU work no call explains.
+    lone_pid: i64,
+}
+
+impl Trace {
+    /// The ranges, taken out of the trace (it holds none after).
+    pub(crate) fn take_ranges(&mut self) -> SortedRanges {
+        let domains = RangeKind::ALL.map(|k| self.names.intern(k.category()));
+        SortedRanges { ranges: std::mem::replace(&mut self.ranges, Spill::new(0)), shift: self.range_shift, domains }
     }
 
-    /// The launch calls sorted by correlation id, for [`call_of`]: stable,
-    /// so that of several calls holding one id the first read comes first
-    /// (the others are counted). A sort in place, not a map beside them.
-    fn calls_by_correlation(&mut self, summary: &mut Summary) -> Vec<Launch> {
-        let mut calls = std::mem::take(&mut self.calls);
-        calls.sort_by_key(|c| c.correlation);
-        summary.repeated_correlation_ids =
-            calls.windows(2).filter(|w| w[0].correlation == w[1].correlation).count() as u64;
-        calls
-    }
-
-    /// The rows of the region sweep. GPU-side annotations are depth-0
-    /// start/end regions of their own (no kernels), apart from the CPU's.
-    pub(crate) fn rows(&mut self, classify: &dyn Fn(&str) -> u8) -> Rows {
-        const _: () = assert!(std::mem::size_of::<Range>() == std::mem::size_of::<NvtxRange>());
-        const _: () = assert!(std::mem::size_of::<Launch>() == 24);
-        let mut threads = Threads::default();
+    /// Join each kernel, copy and set to the call that launched it (by
+    /// correlation id): every kernel goes to `kernels` in file order, and
+    /// the kernels with a launch call come back in launch order for the
+    /// sweep. After it the GPU work is in start order for [`Trace::activity`].
+    pub(crate) fn join<K: KernelSink>(&mut self, classify: &dyn Fn(&str) -> u8, kernels: &mut K) -> Joined {
         let mut summary = Summary::default();
-        let host_pids: std::collections::BTreeSet<i64> = self
-            .ranges
-            .iter()
-            .filter(|r| r.kind != RangeKind::GpuUserAnnotation)
-            .map(|r| r.pid)
-            .chain(self.call_threads.iter().map(|&(pid, _)| pid))
-            .collect();
+        // Sorted by correlation id for [`call_of`]: stable, so that of several
+        // calls holding one id the first read comes first (the others are
+        // counted). A sort in place, not a map beside them.
+        self.calls.sort_by_key(|c| c.correlation);
+        summary.repeated_correlation_ids =
+            self.calls.windows(2).filter(|w| w[0].correlation == w[1].correlation).count() as u64;
+        let mut host_pids = std::mem::take(&mut self.host_pids);
+        host_pids.extend(self.call_threads.iter().map(|&(pid, _)| pid));
         let lone_pid = if host_pids.len() == 1 { host_pids.first().copied().unwrap_or(0) } else { 0 };
-        let nvtx = self.sorted_ranges(&mut threads, &mut summary);
-        let calls = self.calls_by_correlation(&mut summary);
-        // Taken out of the trace: what they become replaces them.
-        let gpu = std::mem::take(&mut self.gpu);
-        let devices: std::collections::BTreeSet<i64> = gpu.iter().map(|g| g.device).collect();
+        let devices: std::collections::BTreeSet<i64> = self.gpu.iter().map(|g| g.device).collect();
         let mut streams: BTreeMap<(i64, i64), StreamRow> = BTreeMap::new();
         let mut launch_calls: BTreeMap<u32, Count> = BTreeMap::new();
         let mut graphs: std::collections::HashSet<usize> = std::collections::HashSet::new();
-        let kernel_count = gpu.iter().filter(|g| g.kind == GpuKind::Kernel).count();
+        let kernel_count = self.gpu.iter().filter(|g| g.kind == GpuKind::Kernel).count();
         let mut launches = Vec::with_capacity(kernel_count);
-        let mut kernels = Vec::with_capacity(kernel_count);
-        let mut activity = Vec::with_capacity(gpu.len());
         let mut classes: HashMap<u32, u8> = HashMap::default();
-        for g in &gpu {
+        let strings = HashMap::default();
+        let Trace { gpu, calls, call_threads, names, threads, .. } = self;
+        for g in gpu.iter_mut() {
             let ns = g.end - g.start;
-            let call = g.correlation.and_then(|c| call_of(&calls, c)).map(|i| (i, &calls[i]));
-            let what = match g.kind {
-                GpuKind::Kernel => {
-                    What::Kernel(*classes.entry(g.name).or_insert_with(|| classify(self.names.get(g.name))))
-                }
-                GpuKind::Memcpy => {
-                    let (direction, pageable) = copy_kind(self.names.get(g.name));
-                    What::Copy { direction, bytes: g.bytes, pageable }
-                }
-                GpuKind::Memset => What::Memset { bytes: g.bytes },
+            let call = match g.link {
+                Link::Correlation(c) => call_of(calls, c).map(|i| (i, &calls[i])),
+                _ => None,
             };
-            activity.push(Activity {
-                pid: call.map_or(lone_pid, |(_, c)| self.call_threads[c.thread as usize].0),
-                device: g.device,
-                start: g.start,
-                end: g.end,
-                what,
-                name: if g.kind == GpuKind::Kernel { i64::from(g.name) } else { 0 },
-            });
+            g.link = call.map_or(Link::None, |(_, c)| Link::Thread(c.thread));
             let row = streams.entry((g.device, g.stream)).or_insert_with(|| StreamRow {
                 device: g.device,
                 stream: g.stream,
@@ -801,54 +906,85 @@ impl Trace {
             if g.kind != GpuKind::Kernel {
                 continue;
             }
-            let graph = call.is_some_and(|(_, c)| self.names.get(c.name).contains("GraphLaunch"));
-            match call {
+            classes.entry(g.name).or_insert_with(|| classify(names.get(g.name)));
+            let graph = call.is_some_and(|(_, c)| names.get(c.name).contains("GraphLaunch"));
+            let pid = match call {
                 Some((i, c)) => {
                     launch_calls.entry(c.name).or_default().add(ns);
                     if graph {
                         summary.graph_kernels.add(ns);
                         graphs.insert(i);
                     }
+                    let (pid, tid) = call_threads[c.thread as usize];
                     launches.push(Launched {
-                        global_tid: {
-                            let (pid, tid) = self.call_threads[c.thread as usize];
-                            threads.global(pid, tid)
-                        },
+                        global_tid: threads.global(pid, tid),
                         launch: c.start,
                         start: g.start,
                         end: g.end,
                         name: g.name,
                         graph,
                     });
+                    pid
                 }
-                None => summary.kernels_without_launch.add(ns),
-            }
-            kernels.push(Kernel {
+                None => {
+                    summary.kernels_without_launch.add(ns);
+                    lone_pid
+                }
+            };
+            let kernel = Kernel {
                 start: g.start,
                 end: g.end,
                 name: g.name,
                 short_id: None,
                 graph,
-                pid: call.map_or(lone_pid, |(_, c)| self.call_threads[c.thread as usize].0),
+                pid,
                 device: (devices.len() > 1).then_some(g.device),
                 gpu: g.device,
-            });
+            };
+            kernels.add(kernel, &strings, names);
         }
+        // Each GPU operation holds its launch call's thread now: the calls are done with.
+        *calls = Vec::new();
         launches.sort_by_key(|l| l.launch);
-        activity.sort_by_key(|a| a.start);
-        let mut blocking: Vec<(i64, i64, i64, i64)> = std::mem::take(&mut self.blocking)
-            .into_iter()
-            .map(|c| (c.pid, c.start, c.end, i64::from(c.name)))
-            .collect();
-        blocking.sort_by_key(|c| c.1);
+        // Stable: work starting together stays in file order.
+        self.gpu.sort_by_key(|g| g.start);
+        self.blocking.sort_by_key(|c| c.start);
         summary.graph_launches = graphs.len() as u64;
         summary.streams = streams.into_values().collect();
-        summary.renumbered_ids = threads.renumbered;
+        summary.renumbered_ids = self.threads.renumbered;
         summary.launch_calls = launch_calls
             .into_iter()
             .map(|(name, kernels)| LaunchRow { call: self.names.get(name).to_string(), kernels })
             .collect();
-        Rows { ranges: nvtx, launches, kernels, activity, blocking, summary }
+        Joined { launches, summary, classes, lone_pid }
+    }
+
+    /// Every kernel, copy and set for the time breakdown, in start order
+    /// (after [`Trace::join`]), each on the process that launched it; a
+    /// kernel's name is its interned id, its class `classify`'s.
+    pub(crate) fn activity<'a>(&'a self, joined: &'a Joined) -> impl Iterator<Item = Activity> + 'a {
+        self.gpu.iter().map(move |g| {
+            let pid = match g.link {
+                Link::Thread(t) => self.call_threads[t as usize].0,
+                _ => joined.lone_pid,
+            };
+            let what = match g.kind {
+                GpuKind::Kernel => What::Kernel(joined.classes.get(&g.name).copied().unwrap_or_default()),
+                GpuKind::Memcpy => {
+                    let (direction, pageable) = copy_kind(self.names.get(g.name));
+                    What::Copy { direction, bytes: g.bytes, pageable }
+                }
+                GpuKind::Memset => What::Memset { bytes: g.bytes },
+            };
+            Activity {
+                pid,
+                device: g.device,
+                start: g.start,
+                end: g.end,
+                what,
+                name: if g.kind == GpuKind::Kernel { i64::from(g.name) } else { 0 },
+            }
+        })
     }
 }
 
@@ -885,8 +1021,8 @@ fn copy_kind(name: &str) -> (Direction, bool) {
 pub(crate) fn feed<S: ActivitySink>(
     sink: &mut S,
     windows: Vec<S::Window>,
-    activity: Vec<Activity>,
-    blocking: &[(i64, i64, i64, i64)],
+    activity: impl Iterator<Item = Activity>,
+    blocking: &[Call],
 ) -> bool {
     let mut windows = windows.into_iter().peekable();
     let mut calls = blocking.iter().peekable();
@@ -895,44 +1031,107 @@ pub(crate) fn feed<S: ActivitySink>(
         while let Some(w) = windows.next_if(|w| S::start_of(w) <= a.start) {
             sink.window(w);
         }
-        while let Some(&(pid, start, end, name)) = calls.next_if(|c| c.1 <= a.start) {
-            sink.blocking(pid, start, end, name, a.start);
+        while let Some(c) = calls.next_if(|c| c.start <= a.start) {
+            sink.blocking(c.pid, c.start, c.end, i64::from(c.name), a.start);
         }
         in_order &= sink.add(a);
     }
     for w in windows {
         sink.window(w);
     }
-    for &(pid, start, end, name) in calls {
-        sink.blocking(pid, start, end, name, start);
+    for c in calls {
+        sink.blocking(c.pid, c.start, c.end, i64::from(c.name), c.start);
     }
     in_order
 }
 
-/// Ranges (sorted by start, the longer first) that end after the innermost
-/// range open on their thread when they start.
-fn overhanging(ranges: &[Range]) -> u64 {
-    let mut open: HashMap<(i64, i64, bool), Vec<i64>> = HashMap::default();
-    let mut n = 0;
-    for r in ranges {
-        let stack = open.entry((r.pid, r.tid, r.kind == RangeKind::GpuUserAnnotation)).or_default();
+/// Ranges, met in the sweep's order (by start, the longer first), that end
+/// after the innermost range open on their thread when they start.
+#[derive(Default)]
+struct Overhang {
+    /// The ends of the ranges open, per thread and side (CPU or GPU).
+    open: HashMap<(i64, bool), Vec<i64>>,
+    n: u64,
+}
+
+impl Overhang {
+    fn see(&mut self, r: &Range) {
+        let stack = self.open.entry((r.global_tid, r.kind == RangeKind::GpuUserAnnotation)).or_default();
         while stack.last().is_some_and(|&end| end < r.start) {
             stack.pop();
         }
         if stack.last().is_some_and(|&end| end < r.end && end > r.start) {
-            n += 1;
+            self.n += 1;
         }
         while stack.last().is_some_and(|&end| end < r.end) {
             stack.pop();
         }
         stack.push(r.end);
     }
-    n
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A range as the sweep gets it: start, end, name, domain, thread.
+    type Sent = (i64, i64, String, String, i64);
+
+    /// The ranges as the sweep gets them, and the overhanging count.
+    fn sent(trace: &mut Trace) -> (Vec<Sent>, u64) {
+        let ranges = trace.take_ranges();
+        let (out, stream) = crate::parse::nsys::batched::channel();
+        let (got, overhang) = std::thread::scope(|s| {
+            let sender = s.spawn(move || ranges.send(out));
+            let got: Vec<NvtxRange> = stream.collect();
+            (got, sender.join().unwrap().unwrap())
+        });
+        let rows = got
+            .iter()
+            .map(|r| {
+                let name = |id: u32| trace.names.get(id).to_string();
+                (r.start, r.end, name(r.name), name(r.domain), r.global_tid)
+            })
+            .collect();
+        (rows, overhang)
+    }
+
+    /// Ranges sorted through many runs on disk come out as those sorted in
+    /// memory (ties in file order), and `baseTimeNanoseconds`, which Kineto
+    /// writes after the events, moves them all, on disk or not, by exactly
+    /// its value. The traces are the corpus's, one edited to carry the key.
+    #[test]
+    fn ranges_sorted_on_disk_are_those_sorted_in_memory_and_the_base_moves_them() {
+        let files = [
+            "real/kineto/hta-ns-resolution/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+            "real/kineto/deepseek-profile-data/train.json",
+        ];
+        for rel in files {
+            let Some(path) = crate::testdata::corpus("ranges_sorted_on_disk", rel) else { return };
+            let mut held = read(&path).unwrap();
+            assert_eq!(held.ranges.spilled(), 0, "{rel}: fits in memory");
+            let mut spilled = read_holding(&path, 64 * std::mem::size_of::<Range>()).unwrap();
+            assert!(spilled.ranges.spilled() > 10, "{rel}: {} runs", spilled.ranges.spilled());
+            let (want, want_overhang) = sent(&mut held);
+            assert!(want.len() > 1000, "{rel}: {} ranges", want.len());
+            assert!(want.windows(2).all(|w| w[0].0 <= w[1].0), "{rel}: by start");
+            assert_eq!(sent(&mut spilled), (want.clone(), want_overhang), "{rel}");
+
+            // The same trace, with a base.
+            let mut text = String::new();
+            open(&path).unwrap().read_to_string(&mut text).unwrap();
+            let end = text.trim_end().strip_suffix('}').expect("an object");
+            const BASE: i64 = 1_000_000_007;
+            let dir = tempfile::tempdir().unwrap();
+            let based = dir.path().join("based.json");
+            std::fs::write(&based, format!("{end}, \"baseTimeNanoseconds\": {BASE}}}")).unwrap();
+            let mut moved = read_holding(&based, 64 * std::mem::size_of::<Range>()).unwrap();
+            assert_eq!(moved.meta.base_time_ns, Some(BASE));
+            let moved_want: Vec<_> =
+                want.iter().map(|r| (r.0 + BASE, r.1 + BASE, r.2.clone(), r.3.clone(), r.4)).collect();
+            assert_eq!(sent(&mut moved), (moved_want, want_overhang), "{rel} with a base");
+        }
+    }
 
     #[test]
     fn microseconds_become_exact_nanoseconds() {

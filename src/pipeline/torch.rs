@@ -24,6 +24,11 @@ use crate::run_dir::{self, RunDir};
 use super::nsys::{launch_gap_ns, IngestOptions};
 use super::stage::{self, Done, RunStatus, StageOutcome};
 
+fn thread_panicked() -> Error {
+    Error::new(ErrorKind::Internal, "the thread that sorts a trace's ranges stopped unexpectedly")
+        .with_hint("a bug in llmperf: please report it with the trace")
+}
+
 /// The windows the sweep meets, kept for the breakdown, which is fed once
 /// the sweep is done.
 struct Collected<W>(Vec<W>);
@@ -171,12 +176,26 @@ fn write_outputs(
     let mut trace = torch::read(path)?;
     crate::signals::check()?;
     let classify = |name: &str| categories.of(name) as u8;
-    let rows = trace.rows(&classify);
+    let ranges = trace.take_ranges();
+    let mut kernels = KernelTotals::new(&trace.names);
+    let mut joined = trace.join(&classify, &mut kernels);
+    let launches = std::mem::take(&mut joined.launches);
+    if let Some(e) = kernels.take_error() {
+        return Err(e);
+    }
+    // The ranges come off their sorted runs on a thread of their own while
+    // the sweep reads them.
     let mut sweep = Sweep::with_ends(Ends::Inclusive);
     let mut windows = Collected(Vec::new());
-    let in_order = sweep.run(batched::of(rows.ranges), batched::of(rows.launches), Some(&mut windows))?;
+    let (in_order, overhanging) = std::thread::scope(|s| {
+        let (out, stream) = batched::channel();
+        let sender = s.spawn(move || ranges.send(out));
+        let in_order = sweep.run(stream, batched::of(launches), Some(&mut windows));
+        let sent = sender.join().unwrap_or_else(|_| Err(thread_panicked()));
+        Ok::<_, Error>((in_order?, sent?))
+    })?;
     let mut breakdown = Breakdown::new(launch_gap_ns(opts.launch_gap_us)?);
-    let fed = torch::feed(&mut breakdown, windows.0, rows.activity, &rows.blocking);
+    let fed = torch::feed(&mut breakdown, windows.0, trace.activity(&joined), &trace.blocking);
     if !(in_order && fed) {
         return Err(Error::new(
             crate::error::ErrorKind::Internal,
@@ -184,36 +203,30 @@ fn write_outputs(
         )
         .with_hint("a bug in llmperf: please report it with the trace"));
     }
-    let mut kernels = KernelTotals::new(&trace.names);
-    let strings = Default::default();
-    for k in rows.kernels {
-        kernels.add(k, &strings, &trace.names);
-    }
-    if let Some(e) = kernels.take_error() {
-        return Err(e);
-    }
+    let mut summary = std::mem::take(&mut joined.summary);
+    summary.overhanging_ranges = overhanging;
     let names = std::mem::take(&mut trace.names);
     let pass = Ingest { timeline: sweep, kernels, names, renamed: None, breakdown: () };
     let mut done = aggregate::nsys::reports(pass, &[], opts.top_n)?;
     done.regions.notes.retain(|n| !n.starts_with("no NVTX ranges"));
-    if rows.summary.overhanging_ranges > 0 {
+    if summary.overhanging_ranges > 0 {
         done.regions.notes.push(format!(
             "{} ranges end after the range open on their thread when they started: that range is not their parent, and \
              ends for the sweep when they start, so the kernels launched in the rest of it go to them",
-            rows.summary.overhanging_ranges
+            summary.overhanging_ranges
         ));
     }
-    if rows.summary.repeated_correlation_ids > 0 {
+    if summary.repeated_correlation_ids > 0 {
         done.regions.notes.push(format!(
             "{} correlation ids are held by more than one launch call: each kernel of those ids is charged to the \
              first call read, which may not be the one that launched it",
-            rows.summary.repeated_correlation_ids
+            summary.repeated_correlation_ids
         ));
     }
-    if rows.summary.renumbered_ids > 0 {
+    if summary.renumbered_ids > 0 {
         done.regions.notes.push(format!(
             "{} process or thread ids do not fit in 24 bits: shown numbered down from 16777215, not as the trace has them",
-            rows.summary.renumbered_ids
+            summary.renumbered_ids
         ));
     }
     if trace.odd_times > 0 {
@@ -255,7 +268,7 @@ fn write_outputs(
         events: trace.events,
         skipped_categories: std::mem::take(&mut trace.skipped),
         odd_times: trace.odd_times,
-        summary: rows.summary,
+        summary,
     };
     // Kernels are named by their interned ids, and so are the blocking calls.
     let spell = |n| match n {
