@@ -166,6 +166,38 @@ fn not_one_trace(run: &RunDir, traces: &[std::path::PathBuf]) -> Error {
     ))
 }
 
+/// The region model's notes on what in the trace it could not take as written.
+fn add_notes(notes: &mut Vec<String>, summary: &torch::Summary, odd_times: u64, path: &Path) {
+    if summary.overhanging_ranges > 0 {
+        notes.push(format!(
+            "{} ranges end after the range open on their thread when they started: that range is not their parent, and \
+             ends for the sweep when they start, so the kernels launched in the rest of it go to them",
+            summary.overhanging_ranges
+        ));
+    }
+    if summary.repeated_correlation_ids > 0 {
+        notes.push(format!(
+            "{} correlation ids are held by more than one launch call: each kernel of those ids is charged to the \
+             first call read, which may not be the one that launched it",
+            summary.repeated_correlation_ids
+        ));
+    }
+    if summary.renumbered_ids > 0 {
+        notes.push(format!(
+            "{} process or thread ids do not fit in 24 bits: shown numbered down from 16777215, not as the trace has them",
+            summary.renumbered_ids
+        ));
+    }
+    if odd_times > 0 {
+        let note = format!(
+            "{} events of the categories read had a ts or dur that is missing, negative or not a number: left out",
+            odd_times
+        );
+        tracing::warn!("{}: {note}", path.display());
+        notes.push(note);
+    }
+}
+
 /// Read the trace, sweep it, write `torch/`.
 fn write_outputs(
     run: &RunDir,
@@ -209,34 +241,7 @@ fn write_outputs(
     let pass = Ingest { timeline: sweep, kernels, names, renamed: None, breakdown: () };
     let mut done = aggregate::nsys::reports(pass, &[], opts.top_n)?;
     done.regions.notes.retain(|n| !n.starts_with("no NVTX ranges"));
-    if summary.overhanging_ranges > 0 {
-        done.regions.notes.push(format!(
-            "{} ranges end after the range open on their thread when they started: that range is not their parent, and \
-             ends for the sweep when they start, so the kernels launched in the rest of it go to them",
-            summary.overhanging_ranges
-        ));
-    }
-    if summary.repeated_correlation_ids > 0 {
-        done.regions.notes.push(format!(
-            "{} correlation ids are held by more than one launch call: each kernel of those ids is charged to the \
-             first call read, which may not be the one that launched it",
-            summary.repeated_correlation_ids
-        ));
-    }
-    if summary.renumbered_ids > 0 {
-        done.regions.notes.push(format!(
-            "{} process or thread ids do not fit in 24 bits: shown numbered down from 16777215, not as the trace has them",
-            summary.renumbered_ids
-        ));
-    }
-    if trace.odd_times > 0 {
-        let note = format!(
-            "{} events of the categories read had a ts or dur that is missing, negative or not a number: left out",
-            trace.odd_times
-        );
-        tracing::warn!("{}: {note}", path.display());
-        done.regions.notes.push(note);
-    }
+    add_notes(&mut done.regions.notes, &summary, trace.odd_times, path);
     if done.regions.regions.is_empty() {
         done.regions.notes.push(
             "no CPU ranges in the trace (user_annotation, cpu_op, python_function): every kernel is unattributed"
