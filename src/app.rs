@@ -4,7 +4,7 @@ use std::io::Write;
 
 use crate::cli::{
     CheckArgs, Cli, Command, ConfigCommand, DiffArgs, ImportArgs, ImportCommand, ImportNcuArgs, ImportTorchArgs,
-    ProfileArgs, WorkloadArgs,
+    ProfileArgs, ServeArgs, WorkloadArgs,
 };
 use crate::config::{self, LoadOptions, Resolved};
 use crate::error::{Error, ErrorKind};
@@ -16,7 +16,7 @@ use crate::{compare, doctor, pipeline};
 pub fn run(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
     // Profiles and imports stop their children first and keep what they
     // wrote; the rest have nothing to save and stop at the first signal.
-    let graceful = matches!(cli.command, Command::Profile(_) | Command::Import(_));
+    let graceful = matches!(cli.command, Command::Profile(_) | Command::Import(_) | Command::Serve(_));
     signals::install(if graceful { Policy::Graceful } else { Policy::Immediate });
     match cli.command {
         Command::Profile(args) => profile(cli.config_dir, args, argv),
@@ -24,6 +24,7 @@ pub fn run(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
         Command::Import(ImportCommand::Nsys(args)) => import_nsys(cli.config_dir, args, argv),
         Command::Import(ImportCommand::Ncu(args)) => import_ncu(cli.config_dir, args, argv),
         Command::Import(ImportCommand::Torch(args)) => import_torch(cli.config_dir, args, argv),
+        Command::Serve(args) => serve(cli.config_dir, args, argv),
         Command::Report(args) => {
             // A job directory of per-rank runs (ranks/<rank>/, no manifest of its own): its merge.
             let job = args.run_dir.join(crate::run_dir::RANKS_DIR).is_dir()
@@ -225,6 +226,57 @@ fn import_torch(
         [file] => pipeline::import_torch(&resolved, file, args.output.as_deref(), argv)?,
         _ => pipeline::import_torch_ranks(&resolved, &files, args.output.as_deref(), argv)?,
     };
+    print(&format!("{}\n", outcome.run_dir.display()))?;
+    match outcome.error {
+        Some(e) => Err(e.into()),
+        None => Ok(0),
+    }
+}
+
+fn serve(config_dir: Option<std::path::PathBuf>, args: ServeArgs, argv: Vec<String>) -> anyhow::Result<i32> {
+    if args.url.is_none() && args.command.is_empty() {
+        return Err(Error::usage(
+            "llmperf serve needs the engine's command line after --, or --url of a server running",
+        )
+        .with_hint("llmperf serve -- vllm serve MODEL   or   llmperf serve --url http://127.0.0.1:8000")
+        .into());
+    }
+    if args.requests == 0 || args.concurrency == 0 || args.rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
+        return Err(Error::usage("--requests, --concurrency and --rate must be above 0")
+            .with_hint("e.g. --requests 32 --concurrency 4 --rate 2.5")
+            .into());
+    }
+    let prompts = match &args.prompts {
+        Some(path) => crate::load::read_prompts(path)?,
+        None => Vec::new(),
+    };
+    let resolved = load(config_dir, Vec::new())?;
+    let request = pipeline::ServeRequest {
+        command: args.command,
+        url: args.url,
+        load: crate::load::Spec {
+            base_url: String::new(),
+            endpoint: match args.endpoint {
+                crate::cli::ServeEndpoint::Completions => crate::load::Endpoint::Completions,
+                crate::cli::ServeEndpoint::Chat => crate::load::Endpoint::Chat,
+            },
+            model: String::new(),
+            requests: args.requests,
+            concurrency: args.concurrency,
+            rate: args.rate,
+            input_len: args.input_len,
+            output_len: args.output_len,
+            prompts,
+            seed: args.seed,
+            ignore_eos: args.ignore_eos,
+            timeout: std::time::Duration::from_secs(args.request_timeout_s.max(1)),
+        },
+        model: args.model,
+        warmup: args.warmup,
+        ready_timeout: std::time::Duration::from_secs(args.ready_timeout_s.max(1)),
+        capture: matches!(args.tracer, crate::cli::ServeTracer::Torch),
+    };
+    let outcome = pipeline::serve(&resolved, &request, args.output.as_deref(), argv)?;
     print(&format!("{}\n", outcome.run_dir.display()))?;
     match outcome.error {
         Some(e) => Err(e.into()),

@@ -67,6 +67,9 @@ pub(crate) enum Command {
     /// Print how many CUDA devices libtorch sees (used by `profile --device cuda:N` before any profiler).
     #[command(hide = true)]
     CudaDevices,
+    /// Profile a serving engine under load: start it, warm it up, capture a window of load, stop it.
+    #[command(after_help = SERVE_EXAMPLES)]
+    Serve(ServeArgs),
     /// Cross-rank reports of a job whose ranks each ran `llmperf profile --rank-from-env`.
     #[command(after_help = MERGE_EXAMPLES)]
     Merge(MergeArgs),
@@ -361,6 +364,93 @@ pub(crate) struct ImportArgs {
     /// Output directory (default: a new run directory under runner.artifacts.root).
     #[arg(short = 'o', long = "output", value_name = "DIR")]
     pub(crate) output: Option<PathBuf>,
+}
+
+const SERVE_EXAMPLES: &str = "Examples:
+  llmperf serve --requests 64 --concurrency 8 -- vllm serve meta-llama/Llama-3.2-1B
+  llmperf serve --rate 4 --input-len 128:512 --output-len 64 --ignore-eos -- vllm serve MODEL --enforce-eager
+  llmperf serve --url http://127.0.0.1:8000 --requests 16     (a server already running, its profiler on)
+
+llmperf starts the engine (on 127.0.0.1, a free port, torch.profiler writing into the run),
+waits for /health, sends --warmup requests, then POST /start_profile, the load, POST /stop_profile,
+stops the engine and everything it started, and imports the trace (torch/). Each request's TTFT,
+inter-token latency, TPOT and end-to-end time go to serve/requests.json (docs/serving.md).";
+
+/// Output lengths and prompt lengths: `N`, or `LO:HI` (uniform).
+fn parse_len(text: &str) -> Result<(usize, usize), String> {
+    let (lo, hi) = text.split_once(':').unwrap_or((text, text));
+    let n = |t: &str| t.trim().parse::<usize>().map_err(|_| format!("{text}: expected N or LO:HI, whole numbers"));
+    let (lo, hi) = (n(lo)?, n(hi)?);
+    if lo == 0 || lo > hi {
+        return Err(format!("{text}: expected 1 <= LO <= HI"));
+    }
+    Ok((lo, hi))
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub(crate) enum ServeTracer {
+    /// torch.profiler, through the engine's /start_profile and /stop_profile.
+    Torch,
+    /// No capture: the load and its latencies only.
+    None,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// A server already running on loopback (http://127.0.0.1:PORT): not started or stopped by llmperf.
+    #[arg(long, value_name = "URL", conflicts_with = "command")]
+    pub(crate) url: Option<String>,
+    /// Requests in the captured load.
+    #[arg(long, default_value_t = 32)]
+    pub(crate) requests: usize,
+    /// Requests in flight at most.
+    #[arg(long, default_value_t = 4)]
+    pub(crate) concurrency: usize,
+    /// Requests per second, arriving as a Poisson process (default: as fast as --concurrency allows).
+    #[arg(long)]
+    pub(crate) rate: Option<f64>,
+    /// Prompt length in words: N or LO:HI.
+    #[arg(long, default_value = "32", value_parser = parse_len)]
+    pub(crate) input_len: (usize, usize),
+    /// Output tokens asked for: N or LO:HI.
+    #[arg(long, default_value = "16", value_parser = parse_len)]
+    pub(crate) output_len: (usize, usize),
+    /// Prompts from a JSONL file ({"prompt": "..."} per line) instead of made-up ones.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) prompts: Option<PathBuf>,
+    #[arg(long, default_value_t = 0)]
+    pub(crate) seed: u64,
+    /// Ask for exactly the output length (the engine ignores end-of-sequence).
+    #[arg(long)]
+    pub(crate) ignore_eos: bool,
+    #[arg(long, value_enum, default_value = "completions")]
+    pub(crate) endpoint: ServeEndpoint,
+    /// The served model's name (default: the first of /v1/models).
+    #[arg(long)]
+    pub(crate) model: Option<String>,
+    /// Requests sent before the capture opens, not captured.
+    #[arg(long, default_value_t = 2)]
+    pub(crate) warmup: usize,
+    /// How long the engine may take to answer /health.
+    #[arg(long, default_value_t = 600)]
+    pub(crate) ready_timeout_s: u64,
+    /// How long one request may take.
+    #[arg(long, default_value_t = 300)]
+    pub(crate) request_timeout_s: u64,
+    #[arg(long, value_enum, default_value = "torch")]
+    pub(crate) tracer: ServeTracer,
+    /// Output directory (default: a new run directory under runner.artifacts.root).
+    #[arg(short = 'o', long = "output", value_name = "DIR")]
+    pub(crate) output: Option<PathBuf>,
+    /// The engine's command line, e.g. vllm serve MODEL --enforce-eager.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub(crate) command: Vec<OsString>,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub(crate) enum ServeEndpoint {
+    Completions,
+    Chat,
 }
 
 #[derive(Debug, Args)]

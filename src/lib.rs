@@ -46,6 +46,7 @@ pub(crate) mod doctor;
 pub mod error;
 pub mod flops;
 pub(crate) mod kernel_names;
+pub(crate) mod load;
 pub(crate) mod manifest;
 pub mod markdown;
 pub mod memory;

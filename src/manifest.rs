@@ -94,6 +94,7 @@ impl From<&Finished> for ExitInfo {
             Exit::Signal(s) => info.signal = Some(s),
             Exit::TimedOut | Exit::Stalled => info.timed_out = true,
             Exit::Interrupted => info.interrupted = true,
+            Exit::Stopped => {}
         }
         info
     }

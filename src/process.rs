@@ -64,6 +64,9 @@ pub(crate) struct Spawn {
     /// On a signal or the timeout, stop the application first and give the
     /// profiler time to write its capture (see [`Spawn::stop_gracefully`]).
     pub(crate) stop: Option<Stop>,
+    /// Stop the child (and everything it started) once this is set: a
+    /// server llmperf started and is done with.
+    pub(crate) stop_when: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// How a profiler is stopped so that it keeps its capture.
@@ -90,6 +93,7 @@ impl Spawn {
             companions: None,
             linger: None,
             stop: None,
+            stop_when: None,
         }
     }
 
@@ -109,6 +113,13 @@ impl Spawn {
     /// once every descendant has exited; it then only converts its capture.
     /// Allow it `limit` for that, independently of the overall timeout (nsys
     /// 2022.4 sometimes hangs there forever).
+    /// Stop the child, its group and its descendants (SIGTERM, then SIGKILL
+    /// after a grace) once `flag` is set, from another thread.
+    pub(crate) fn stop_when(mut self, flag: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Self {
+        self.stop_when = Some(flag);
+        self
+    }
+
     pub(crate) fn linger_limit(mut self, limit: Duration) -> Self {
         self.linger = Some(limit);
         self
@@ -160,6 +171,8 @@ pub(crate) enum Exit {
     /// Still running longer than allowed after its descendants exited.
     Stalled,
     Interrupted,
+    /// Stopped by llmperf once done with it ([`Spawn::stop_when`]).
+    Stopped,
 }
 
 #[derive(Debug)]
@@ -185,6 +198,7 @@ impl Finished {
                 format!("stalled after its last phase began and was killed at {:.0} s", self.elapsed.as_secs_f64())
             }
             Exit::Interrupted => "interrupted".into(),
+            Exit::Stopped => format!("was stopped by llmperf after {:.0} s", self.elapsed.as_secs_f64()),
         }
     }
 }
@@ -301,6 +315,8 @@ fn wait(mut child: Child, spec: &Spawn, start: Instant) -> Result<Exit, Error> {
             Some(Exit::TimedOut)
         } else if linger.as_mut().is_some_and(|l| l.overdue(child.id() as i32)) {
             Some(Exit::Stalled)
+        } else if spec.stop_when.as_ref().is_some_and(|f| f.load(std::sync::atomic::Ordering::SeqCst)) {
+            Some(Exit::Stopped)
         } else {
             None
         };

@@ -122,6 +122,18 @@ pub(crate) const TORCH_BREAKDOWN: &str = "torch/breakdown.json";
 pub(crate) const TORCH_TRACE_DIR: &str = "torch/trace";
 pub(crate) const TORCH_APP_STDOUT: &str = "torch/app.stdout.log";
 pub(crate) const TORCH_APP_STDERR: &str = "torch/app.stderr.log";
+/// `llmperf serve`: the server's output, every request of the captured
+/// load with its latencies and the load's summary, and the server's
+/// Prometheus `/metrics` read before and after the load.
+pub(crate) const SERVE_LOG: &str = "serve/server.stderr.log";
+pub(crate) const SERVE_STDOUT: &str = "serve/server.stdout.log";
+pub(crate) const SERVE_REQUESTS: &str = "serve/requests.json";
+/// The engine's steps by kind (prefill, decode, mixed), from its trace's regions.
+pub(crate) const SERVE_STEPS: &str = "serve/steps.json";
+/// The load and the steps, as tables.
+pub(crate) const SERVE_SUMMARY: &str = "serve/summary.md";
+pub(crate) const SERVE_METRICS_BEFORE: &str = "serve/metrics.before.txt";
+pub(crate) const SERVE_METRICS_AFTER: &str = "serve/metrics.after.txt";
 pub(crate) const NSYS_TOP_KERNELS: &str = "nsys/top_kernels.json";
 /// Per-instance durations of the regions and top kernels (for diff and check).
 pub(crate) const NSYS_SAMPLES: &str = "nsys/samples.json";

@@ -94,6 +94,16 @@ pub const ARTIFACTS: &[Artifact] = &[
         schema: schema_of::<Vec<crate::aggregate::nsys::TopKernel>>,
     },
     Artifact {
+        pattern: run_dir::SERVE_REQUESTS,
+        spec: "serve-requests.schema.json",
+        schema: schema_of::<crate::pipeline::ServeRequests>,
+    },
+    Artifact {
+        pattern: run_dir::SERVE_STEPS,
+        spec: "serve-steps.schema.json",
+        schema: schema_of::<crate::aggregate::steps::Steps>,
+    },
+    Artifact {
         pattern: run_dir::TORCH_CAPTURE,
         spec: "torch-capture.schema.json",
         schema: schema_of::<crate::parse::torch::Capture>,

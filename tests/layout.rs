@@ -15,7 +15,7 @@ const FLOORS: &[&[&str]] = &[
     &["aggregate"],
     &["parse"],
     &["plan", "provenance"],
-    &["profile"],
+    &["profile", "load"],
     &["manifest", "plugin", "cli"],
     &["process"],
     &["run_dir", "timings", "config", "signals"],

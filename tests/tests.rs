@@ -34,6 +34,7 @@ mod ranks;
 mod readme;
 mod region_join;
 mod reports;
+mod serve;
 mod signals;
 mod snapshots;
 mod specs;

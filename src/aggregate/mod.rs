@@ -16,3 +16,4 @@ pub(crate) mod rules;
 pub(crate) mod runs;
 pub(crate) mod select;
 pub(crate) mod skip;
+pub(crate) mod steps;

@@ -9,6 +9,7 @@ mod launcher;
 mod merge;
 mod ncu;
 mod nsys;
+mod serve;
 mod stage;
 mod torch;
 mod workload;
@@ -213,14 +214,30 @@ pub(crate) fn import_nsys(
 ) -> Result<Outcome, Error> {
     let cfg = &resolved.config;
     crate::parse::input::check_kind(file, "nsys")?;
-    let run = output_dir(out, cfg)?;
-    let _lock = run.lock()?;
-    run.write(run_dir::CONFIG_YAML, resolved.to_yaml().as_bytes())?;
+    let (run, _lock) = open_run(resolved, out)?;
     let tool = Tool::probe(Kind::Nsys, &cfg.pipeline.nsys.executable).ok();
     let mut manifest = ManifestWriter::extend(&run, argv)?;
     let mut verdict = RunStatus::default();
     let stages =
         nsys::analyze(&run, &mut manifest, &mut verdict, tool.as_ref(), &absolute(file), &nsys::IngestOptions::of(cfg));
+    finish(&run, manifest, verdict, stages)
+}
+
+pub(crate) use serve::{Request as ServeRequest, Requests as ServeRequests};
+
+/// `llmperf serve`: a serving engine under load (see [`serve`]).
+pub(crate) fn serve(
+    resolved: &Resolved,
+    request: &ServeRequest,
+    out: Option<&Path>,
+    argv: Vec<String>,
+) -> Result<Outcome, Error> {
+    let cfg = &resolved.config;
+    let (run, _lock) = open_run(resolved, out)?;
+    let mut manifest = ManifestWriter::extend(&run, argv)?;
+    let mut verdict = RunStatus::default();
+    let opts = nsys::IngestOptions::of(cfg);
+    let stages = serve::run(&run, &mut manifest, &mut verdict, request, &opts);
     finish(&run, manifest, verdict, stages)
 }
 
@@ -237,9 +254,7 @@ pub(crate) fn import_torch(
             .with_hint("`llmperf import torch DIR` reads the traces in it as the ranks of one job"));
     }
     crate::parse::input::check_kind(file, "torch")?;
-    let run = output_dir(out, cfg)?;
-    let _lock = run.lock()?;
-    run.write(run_dir::CONFIG_YAML, resolved.to_yaml().as_bytes())?;
+    let (run, _lock) = open_run(resolved, out)?;
     let mut manifest = ManifestWriter::extend(&run, argv)?;
     let mut verdict = RunStatus::default();
     let opts = nsys::IngestOptions::of(cfg);
@@ -372,9 +387,7 @@ pub(crate) fn import_ncu(
         crate::parse::input::check_kind(file, "ncu")?;
     }
     let cfg = &resolved.config;
-    let run = output_dir(out, cfg)?;
-    let _lock = run.lock()?;
-    run.write(run_dir::CONFIG_YAML, resolved.to_yaml().as_bytes())?;
+    let (run, _lock) = open_run(resolved, out)?;
     let mut manifest = ManifestWriter::extend(&run, argv)?;
     let mut verdict = RunStatus::default();
     let stages = ncu::import(&run, &mut manifest, &mut verdict, cfg, files, ranges);
@@ -435,6 +448,15 @@ fn nsys_reports_were_made(run: &RunDir) -> bool {
 
 /// The run directory of an import: `-o DIR` (new, empty, or a run directory
 /// to add to), else a new one under the artifacts root.
+/// The run directory of an import or a serving run: created (or taken, as
+/// `-o` names it), locked, its configuration written.
+fn open_run(resolved: &Resolved, out: Option<&Path>) -> Result<(RunDir, run_dir::Lock), Error> {
+    let run = output_dir(out, &resolved.config)?;
+    let lock = run.lock()?;
+    run.write(run_dir::CONFIG_YAML, resolved.to_yaml().as_bytes())?;
+    Ok((run, lock))
+}
+
 fn output_dir(out: Option<&Path>, cfg: &crate::config::Config) -> Result<RunDir, Error> {
     match out {
         Some(dir) => RunDir::create_at(dir),

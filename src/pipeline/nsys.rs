@@ -271,7 +271,7 @@ fn judge(done: &Finished, have_report: bool, said: &Said, cfg: &NsysConfig) -> O
             ),
             if have_report { "raise pipeline.nsys.timeout_s, or shorten the workload" } else { &lost },
         ),
-        Exit::Stalled => failed(
+        Exit::Stalled | Exit::Stopped => failed(
             "nsys hung converting its capture after the application finished".into(),
             "a known Nsight Systems 2022.4 problem on some hosts: run again, or raise pipeline.nsys.hang_retries (pipeline.nsys.postprocess_timeout_s for very large captures)",
         ),
