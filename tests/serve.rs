@@ -173,7 +173,7 @@ fn a_served_load_has_the_steps_the_engines_trace_holds_and_the_tokens_the_client
         reqs["requests"].as_array().unwrap().iter().map(|r| r["ttft_ns"].as_f64().unwrap() / 1e9).sum();
     let server_ttft = m["vllm:time_to_first_token_seconds_sum"].as_f64().unwrap();
     assert!(
-        client_ttft >= server_ttft * 0.99 && client_ttft - server_ttft <= 0.1 * requests as f64,
+        client_ttft >= server_ttft * 0.99 && client_ttft - server_ttft <= 0.25 * requests as f64,
         "client TTFT sum {client_ttft} s against the server's {server_ttft} s"
     );
     let summary = std::fs::read_to_string(run.join("serve/summary.md")).unwrap();
