@@ -176,6 +176,8 @@ fn a_served_load_has_the_steps_the_engines_trace_holds_and_the_tokens_the_client
         client_ttft >= server_ttft * 0.99 && client_ttft - server_ttft <= 0.25 * requests as f64,
         "client TTFT sum {client_ttft} s against the server's {server_ttft} s"
     );
+    // Every JSON artifact, requests.json and steps.json included, matches its schema.
+    llmperf().arg("validate").arg(&run).assert().success();
     let summary = std::fs::read_to_string(run.join("serve/summary.md")).unwrap();
     assert!(summary.contains("| Decode |") && summary.contains("| TTFT | 8 |"), "{summary}");
 }

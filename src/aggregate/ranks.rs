@@ -50,7 +50,8 @@ pub(crate) struct RankEntry {
     pub(crate) gpu_time_ns: i64,
     /// Of `gpu_time_ns`: communication kernels (names starting `nccl`).
     pub(crate) comm_gpu_time_ns: i64,
-    /// Time inside the rank's outermost NVTX ranges (its depth-0 push/pop regions).
+    /// Time inside the rank's outermost ranges (its depth-0 push/pop regions:
+    /// NVTX ranges, or a torch trace's annotations and operators).
     pub(crate) wall_ns: i64,
     /// With one run directory per rank: its run's status (`ok`, `failed`,
     /// `interrupted`), and what failed, with its exit status.

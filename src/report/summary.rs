@@ -166,7 +166,7 @@ pub(crate) fn ranks_section(md: &mut String, r: &crate::aggregate::ranks::RanksR
 
 /// Each rank's totals, then the regions whose ranks differ most.
 fn ranks_tables(md: &mut String, r: &crate::aggregate::ranks::RanksReport) {
-    md.push_str("| rank | host | processes | devices | kernels | GPU ms | of it communication | in NVTX ranges ms |\n|---:|---|---|---|---:|---:|---:|---:|\n");
+    md.push_str("| rank | host | processes | devices | kernels | GPU ms | of it communication | in top-level ranges ms |\n|---:|---|---|---|---:|---:|---:|---:|\n");
     let ms = |ns: i64| format!("{:.3}", ns as f64 / 1e6);
     let list = |v: &[i64]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ");
     for k in &r.ranks {
