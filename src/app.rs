@@ -241,11 +241,14 @@ fn serve(config_dir: Option<std::path::PathBuf>, args: ServeArgs, argv: Vec<Stri
         .with_hint("llmperf serve -- vllm serve MODEL   or   llmperf serve --url http://127.0.0.1:8000")
         .into());
     }
-    if args.requests == 0 || args.concurrency == 0 || args.rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
-        return Err(Error::usage("--requests, --concurrency and --rate must be above 0")
-            .with_hint("e.g. --requests 32 --concurrency 4 --rate 2.5")
+    let positive = |v: Option<f64>| v.is_none_or(|r| r > 0.0 && r.is_finite());
+    if args.requests == Some(0) || args.concurrency == 0 || !positive(args.rate) || !positive(args.duration) {
+        return Err(Error::usage("--requests, --duration, --concurrency and --rate must be above 0")
+            .with_hint("e.g. --requests 32 --concurrency 4 --rate 2.5, or --duration 60")
             .into());
     }
+    let duration = args.duration.map(std::time::Duration::from_secs_f64);
+    let requests = args.requests.unwrap_or(if duration.is_some() { usize::MAX } else { 32 });
     let prompts = match &args.prompts {
         Some(path) => crate::load::read_prompts(path)?,
         None => Vec::new(),
@@ -261,7 +264,8 @@ fn serve(config_dir: Option<std::path::PathBuf>, args: ServeArgs, argv: Vec<Stri
                 crate::cli::ServeEndpoint::Chat => crate::load::Endpoint::Chat,
             },
             model: String::new(),
-            requests: args.requests,
+            requests,
+            duration,
             concurrency: args.concurrency,
             rate: args.rate,
             input_len: args.input_len,

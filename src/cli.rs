@@ -400,9 +400,12 @@ pub(crate) struct ServeArgs {
     /// A server already running on loopback (http://127.0.0.1:PORT): not started or stopped by llmperf.
     #[arg(long, value_name = "URL", conflicts_with = "command")]
     pub(crate) url: Option<String>,
-    /// Requests in the captured load.
-    #[arg(long, default_value_t = 32)]
-    pub(crate) requests: usize,
+    /// Requests in the captured load (with --duration: the most sent; default then unlimited).
+    #[arg(long)]
+    pub(crate) requests: Option<usize>,
+    /// Send requests for this many seconds (those in flight then finish).
+    #[arg(long, value_name = "SECONDS")]
+    pub(crate) duration: Option<f64>,
     /// Requests in flight at most.
     #[arg(long, default_value_t = 4)]
     pub(crate) concurrency: usize,

@@ -9,7 +9,6 @@
 //! latency), time per output token after the first, end-to-end latency, and
 //! the token counts the server's `usage` reports.
 use std::io::BufRead;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -36,6 +35,9 @@ pub(crate) struct Spec {
     /// The served model's name (`model` of each request).
     pub(crate) model: String,
     pub(crate) requests: usize,
+    /// Send no request after this much time from the start (the ones in
+    /// flight finish); `requests` is then the most sent.
+    pub(crate) duration: Option<Duration>,
     /// Requests in flight at most.
     pub(crate) concurrency: usize,
     /// Requests per second, arriving as a Poisson process; None: each
@@ -122,25 +124,46 @@ struct Planned {
     at: Duration,
 }
 
+/// The requests of a load, made one at a time as the workers ask (a long
+/// `--duration` load is not planned ahead): the same seed, the same sequence.
+struct Planner<'a> {
+    spec: &'a Spec,
+    rng: Rng,
+    at: Duration,
+    made: usize,
+}
+
+impl<'a> Planner<'a> {
+    fn new(spec: &'a Spec) -> Self {
+        Planner { spec, rng: Rng(spec.seed), at: Duration::ZERO, made: 0 }
+    }
+
+    /// The next request and its index; None once `requests` are made.
+    fn next(&mut self) -> Option<(usize, Planned)> {
+        let (spec, rng, i) = (self.spec, &mut self.rng, self.made);
+        if i >= spec.requests {
+            return None;
+        }
+        let prompt = if spec.prompts.is_empty() {
+            let n = rng.between(spec.input_len).max(1);
+            (0..n).map(|_| WORDS[rng.next() as usize % WORDS.len()]).collect::<Vec<_>>().join(" ")
+        } else {
+            spec.prompts[i % spec.prompts.len()].clone()
+        };
+        let max_tokens = rng.between(spec.output_len).max(1);
+        if let Some(rate) = spec.rate {
+            // Exponential gaps: a Poisson process of `rate` per second.
+            self.at += Duration::from_secs_f64(-rng.unit().ln() / rate);
+        }
+        self.made += 1;
+        Some((i, Planned { prompt, max_tokens, at: self.at }))
+    }
+}
+
+#[cfg(test)]
 fn plan(spec: &Spec) -> Vec<Planned> {
-    let mut rng = Rng(spec.seed);
-    let mut at = Duration::ZERO;
-    (0..spec.requests)
-        .map(|i| {
-            let prompt = if spec.prompts.is_empty() {
-                let n = rng.between(spec.input_len).max(1);
-                (0..n).map(|_| WORDS[rng.next() as usize % WORDS.len()]).collect::<Vec<_>>().join(" ")
-            } else {
-                spec.prompts[i % spec.prompts.len()].clone()
-            };
-            let max_tokens = rng.between(spec.output_len).max(1);
-            if let Some(rate) = spec.rate {
-                // Exponential gaps: a Poisson process of `rate` per second.
-                at += Duration::from_secs_f64(-rng.unit().ln() / rate);
-            }
-            Planned { prompt, max_tokens, at }
-        })
-        .collect()
+    let mut p = Planner::new(spec);
+    std::iter::from_fn(|| p.next().map(|(_, planned)| planned)).collect()
 }
 
 /// Refuse a URL whose host is not a loopback address: the load goes to a
@@ -175,16 +198,21 @@ pub(crate) fn agent(timeout: Duration) -> ureq::Agent {
 /// Send the requests; every one is recorded, failed or not. Stops early
 /// (what was sent is kept) when llmperf is interrupted.
 pub(crate) fn run(spec: &Spec) -> Vec<Request> {
-    let planned = plan(spec);
-    let next = AtomicUsize::new(0);
-    let done = Mutex::new(Vec::with_capacity(planned.len()));
+    let planner = Mutex::new(Planner::new(spec));
+    let done = Mutex::new(Vec::new());
     let agent = agent(spec.timeout);
     let start = Instant::now();
+    let over = |t: Duration| spec.duration.is_some_and(|d| t >= d);
     std::thread::scope(|s| {
-        for _ in 0..spec.concurrency.clamp(1, planned.len().max(1)) {
+        for _ in 0..spec.concurrency.clamp(1, spec.requests.max(1)) {
             s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(p) = planned.get(i) else { break };
+                if over(start.elapsed()) {
+                    break;
+                }
+                let Some((i, p)) = planner.lock().expect("no worker panics holding it").next() else { break };
+                if over(p.at) {
+                    break;
+                }
                 let wait = p.at.saturating_sub(start.elapsed());
                 if !wait.is_zero() && sleep_unless_interrupted(wait) {
                     break;
@@ -192,7 +220,7 @@ pub(crate) fn run(spec: &Spec) -> Vec<Request> {
                 if crate::signals::pending() {
                     break;
                 }
-                let r = one(&agent, spec, i, p, start);
+                let r = one(&agent, spec, i, &p, start);
                 done.lock().expect("no worker panics holding it").push(r);
             });
         }
@@ -489,6 +517,7 @@ mod tests {
             endpoint: Endpoint::Completions,
             model: "m".into(),
             requests: 2000,
+            duration: None,
             concurrency: 4,
             rate: Some(10.0),
             input_len: (3, 9),
@@ -505,5 +534,40 @@ mod tests {
         assert!((180.0..220.0).contains(&span), "{span}");
         let other = plan(&Spec { seed: 43, ..spec });
         assert!(a.iter().zip(&other).any(|(x, y)| x.prompt != y.prompt));
+    }
+
+    /// A 1.5 s load to a port nothing listens on: requests are sent (each
+    /// refused at once, recorded with why) until the time is up, then no
+    /// more, far below the count allowed.
+    #[test]
+    fn a_duration_ends_the_load_however_many_requests_are_allowed() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let spec = Spec {
+            base_url: format!("http://127.0.0.1:{port}"),
+            endpoint: Endpoint::Completions,
+            model: "m".into(),
+            requests: 1_000_000,
+            duration: Some(Duration::from_millis(1500)),
+            concurrency: 2,
+            rate: Some(20.0),
+            input_len: (1, 1),
+            output_len: (1, 1),
+            prompts: Vec::new(),
+            seed: 1,
+            ignore_eos: false,
+            timeout: Duration::from_secs(2),
+        };
+        let started = Instant::now();
+        let done = run(&spec);
+        let took = started.elapsed();
+        assert!(took >= Duration::from_millis(1400) && took < Duration::from_secs(5), "{took:?}");
+        // 20/s for 1.5 s: about 30 arrivals; none after the end.
+        assert!((10..=60).contains(&done.len()), "{} requests", done.len());
+        assert!(done
+            .iter()
+            .all(|r| r.status.is_none() && r.error.as_deref().is_some_and(|e| e.starts_with("no response"))));
+        assert!(done.iter().all(|r| r.start_ns < 1_500_000_000 + 50_000_000), "a request after the end");
+        let summary = summary(Endpoint::Completions, &done);
+        assert_eq!((summary.failed, summary.errors_by_status.get("none").copied()), (done.len(), Some(done.len())));
     }
 }

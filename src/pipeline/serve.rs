@@ -349,7 +349,13 @@ fn import_trace(
 /// load, `/metrics` again; `serve/requests.json`.
 fn load_stage(run: &RunDir, req: &Request, base: &str, spec: &load::Spec) -> Result<Done, Error> {
     if req.warmup > 0 {
-        let warm = load::Spec { requests: req.warmup, seed: spec.seed.wrapping_add(1), rate: None, ..spec.clone() };
+        let warm = load::Spec {
+            requests: req.warmup,
+            seed: spec.seed.wrapping_add(1),
+            rate: None,
+            duration: None,
+            ..spec.clone()
+        };
         let done = load::run(&warm);
         if let Some(bad) = done.iter().find(|r| !r.ok()) {
             return Err(Error::new(
@@ -388,7 +394,7 @@ fn load_stage(run: &RunDir, req: &Request, base: &str, spec: &load::Spec) -> Res
         summary.ttft.as_ref().map_or(f64::NAN, |p| p.median_ms),
         summary.itl.as_ref().map_or(f64::NAN, |p| p.median_ms)
     );
-    let failed = summary.failed;
+    let (failed, sent) = (summary.failed, summary.requests);
     let requests = Requests {
         schema: "llmperf.serve-requests/v1".into(),
         summary,
@@ -399,7 +405,7 @@ fn load_stage(run: &RunDir, req: &Request, base: &str, spec: &load::Spec) -> Res
     run.write_json(run_dir::SERVE_REQUESTS, &requests)?;
     run.write(run_dir::SERVE_SUMMARY, summary_md(&requests.summary, None).as_bytes())?;
     let error = (failed > 0).then(|| {
-        Error::new(ErrorKind::StageFailed, format!("{failed} of {} requests failed", spec.requests))
+        Error::new(ErrorKind::StageFailed, format!("{failed} of {sent} requests failed"))
             .with_hint(format!("see each request's error in {}", run_dir::SERVE_REQUESTS))
     });
     crate::signals::check()?;
