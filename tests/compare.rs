@@ -1002,3 +1002,109 @@ fn two_processes_on_one_gpu_keep_their_own_breakdown_rows() {
         assert!((span["a_pct"].as_f64().unwrap() - share).abs() < 1e-9, "{span}");
     }
 }
+
+/// A serving run of the project's own (tests/fixtures/runs: `llmperf serve`
+/// of the tiny Llama, 2 or 8 layers deep, under the same load), copied.
+fn serving_copy(name: &str, to: &Path) -> PathBuf {
+    crate::common::copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/runs").join(name), to);
+    to.to_path_buf()
+}
+
+const SERVE_BUDGETS: &str = "tests/fixtures/serve/budgets-shared-cpu.yaml";
+
+/// The samples of a serving row, counted in the run's own files with plain json.
+fn serving_samples(run: &Path, source: &str, name: &str) -> usize {
+    let reqs = json(&run.join("serve/requests.json"));
+    let ok = reqs["requests"].as_array().unwrap().iter().filter(|r| r["error"].is_null());
+    match (source, name) {
+        ("request", "itl") => ok.map(|r| r["itl_ns"].as_array().unwrap().len()).sum(),
+        ("request", field) => ok.filter(|r| r[format!("{field}_ns")].is_i64()).count(),
+        (_, kind) => {
+            let steps = json(&run.join("serve/steps.json"));
+            let k = steps["kinds"].as_array().unwrap().iter().find(|k| k["kind"] == kind).unwrap();
+            k[if source == "step" { "samples_ns" } else { "gpu_samples_ns" }].as_array().map_or(0, Vec::len)
+        }
+    }
+}
+
+#[test]
+fn two_serving_runs_are_judged_on_their_requests_and_steps_and_a_deeper_model_fails_on_decode() {
+    let root = tempfile::tempdir().unwrap();
+    let base = serving_copy("serve_tiny_2layers", &root.path().join("base"));
+    let same = serving_copy("serve_tiny_2layers", &root.path().join("same"));
+    let deeper = serving_copy("serve_tiny_8layers", &root.path().join("deeper"));
+
+    let (code, c, stderr) = check(&same, &base, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    let judged = outcomes(&c);
+    let names: Vec<String> = judged.iter().map(|o| format!("{}:{}", o.0, o.1)).collect();
+    assert_eq!(
+        names,
+        ["request:e2e", "request:itl", "request:tpot", "request:ttft", "step:decode", "step:mixed", "step:prefill"],
+        "{judged:?}"
+    );
+    assert!(judged.iter().all(|o| o.2 == "pass" || o.2 == "inconclusive"), "{judged:?}");
+    // Every sample of the run's own files is a sample of its row (no
+    // request failed; the empty steps are no step kind to compare).
+    for (source, name, _) in &judged {
+        let r = &row(&c, source, name)["row"];
+        assert_eq!(r["b"]["samples"].as_u64(), Some(serving_samples(&same, source, name) as u64), "{source}:{name}");
+    }
+    assert_eq!(row(&c, "request", "ttft")["row"]["b"]["samples"], 16);
+    // A chunk may carry more than one token: at most 15 gaps per request of 16 tokens.
+    assert!(row(&c, "request", "itl")["row"]["b"]["samples"].as_u64().unwrap() <= 16 * 15);
+
+    // 8 layers instead of 2: the decode steps fail, with the budgets a shared CPU needs too.
+    for budgets in [vec![], vec!["--budgets", SERVE_BUDGETS]] {
+        let (code, c, stderr) = check(&deeper, &base, &budgets);
+        assert_eq!(code, 8, "{budgets:?}: {stderr}");
+        let decode = row(&c, "step", "decode");
+        assert_eq!((decode["outcome"].as_str(), decode["fails"].as_bool()), (Some("regression"), Some(true)));
+        assert!(decode["row"]["change"]["change_pct"].as_f64().unwrap() > 300.0, "{decode}");
+        let notes = c["notes"].to_string();
+        assert!(
+            notes.contains("A served /tmp/llmperf-serve-gate/model, B served /tmp/llmperf-serve-gate/slow"),
+            "{notes}"
+        );
+    }
+}
+
+#[test]
+fn serving_runs_under_different_loads_are_compared_by_no_row_and_say_which_setting_differs() {
+    let root = tempfile::tempdir().unwrap();
+    let base = serving_copy("serve_tiny_2layers", &root.path().join("base"));
+    let edit = |run: &Path, f: &dyn Fn(&mut serde_json::Value)| {
+        let path = run.join("serve/requests.json");
+        let mut v = json(&path);
+        f(&mut v);
+        std::fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
+    };
+    // The 8-layer run, its load said to be 8 at a time: six times slower, and still no regression.
+    let deeper = serving_copy("serve_tiny_8layers", &root.path().join("deeper"));
+    edit(&deeper, &|v| v["load"]["concurrency"] = 8.into());
+    let (code, c, stderr) = check(&deeper, &base, &[]);
+    assert_ne!(code, 0, "{stderr}");
+    assert_ne!(code, 8, "{stderr}");
+    for (source, name, outcome) in outcomes(&c) {
+        let r = &row(&c, &source, &name)["row"];
+        assert_eq!(outcome, "inconclusive", "{source}:{name}");
+        assert!(r["change"].is_null() && r["a"].is_object() && r["b"].is_object(), "{r}");
+        assert!(r["reason"].as_str().unwrap().contains("the loads differ (concurrency 4 → 8)"), "{r}");
+    }
+    // A requests.json that records no load (an older llmperf): the same.
+    let older = serving_copy("serve_tiny_8layers", &root.path().join("older"));
+    edit(&older, &|v| {
+        v.as_object_mut().unwrap().remove("load");
+    });
+    let (code, c, stderr) = check(&older, &base, &[]);
+    assert_ne!(code, 8, "{stderr}");
+    let reason = row(&c, "step", "decode")["row"]["reason"].as_str().unwrap().to_string();
+    assert!(reason.contains("B's serve/requests.json records no load"), "{reason}");
+    // The seed and the number of requests are no other load.
+    let reseeded = serving_copy("serve_tiny_8layers", &root.path().join("reseeded"));
+    edit(&reseeded, &|v| {
+        v["load"]["seed"] = 7.into();
+        v["load"]["requests"] = 64.into();
+    });
+    assert_eq!(check(&reseeded, &base, &[]).0, 8);
+}

@@ -27,6 +27,10 @@ pub(crate) struct Budgets {
     /// Kernel rules: `match` is a glob over the kernel name.
     #[serde(default)]
     pub(crate) kernels: Vec<Rule>,
+    /// Serving rules: `match` is a glob over a serving row's name (`ttft`,
+    /// `tpot`, `itl`, `e2e`; the step kinds `prefill`, `decode`, `mixed`).
+    #[serde(default)]
+    pub(crate) serving: Vec<Rule>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -54,7 +58,7 @@ impl Rule {
     fn matches(&self, source: Source, name: &str) -> bool {
         let Some(p) = &self.pattern else { return false };
         match source {
-            Source::Kernel => glob_match(p, name),
+            Source::Kernel | Source::Request | Source::Step | Source::StepGpu => glob_match(p, name),
             Source::Workload | Source::Nsys | Source::Gpu => {
                 let row = Selector::parse(name);
                 Selector::parse(p).names_region(&regions::join(&row.names), row.domain)
@@ -82,13 +86,13 @@ impl Budgets {
                 "keys are defaults, regions and kernels; a rule has match, relative_pct, absolute_ms, min_samples, ignore (docs/ci.md)",
             )
         })?;
-        for (kind, rules) in [("regions", &b.regions), ("kernels", &b.kernels)] {
+        for (kind, rules) in [("regions", &b.regions), ("kernels", &b.kernels), ("serving", &b.serving)] {
             if let Some(i) = rules.iter().position(|r| r.pattern.is_none()) {
                 return Err(Error::config(format!("{}: {kind}[{i}] has no `match`", path.display()))
                     .with_hint(format!("give each rule under {kind} a `match:` pattern, e.g. match: \"decode*\"")));
             }
         }
-        for r in std::iter::once(&b.defaults).chain(&b.regions).chain(&b.kernels) {
+        for r in std::iter::once(&b.defaults).chain(&b.regions).chain(&b.kernels).chain(&b.serving) {
             let bad = [r.relative_pct, r.absolute_ms].into_iter().flatten().find(|v| !v.is_finite() || *v < 0.0);
             if let Some(v) = bad {
                 return Err(Error::config(format!("{}: threshold {v} is negative or not a number", path.display()))
@@ -98,11 +102,18 @@ impl Budgets {
         Ok(b)
     }
 
+    fn rules(&self, source: Source) -> &[Rule] {
+        match source {
+            Source::Kernel => &self.kernels,
+            Source::Request | Source::Step | Source::StepGpu => &self.serving,
+            Source::Workload | Source::Nsys | Source::Gpu => &self.regions,
+        }
+    }
+
     /// The thresholds of a row, or None when a rule ignores it.
     pub(crate) fn judge(&self, source: Source, name: &str) -> Option<Thresholds> {
         let base = self.defaults.over(Thresholds::default());
-        let rules = if source == Source::Kernel { &self.kernels } else { &self.regions };
-        match rules.iter().find(|r| r.matches(source, name)) {
+        match self.rules(source).iter().find(|r| r.matches(source, name)) {
             Some(r) if r.ignore => None,
             Some(r) => Some(r.over(base)),
             None => Some(base),
@@ -111,8 +122,7 @@ impl Budgets {
 
     /// Whether a rule names this row (a missing kernel fails only then).
     fn names(&self, source: Source, name: &str) -> bool {
-        let rules = if source == Source::Kernel { &self.kernels } else { &self.regions };
-        rules.iter().any(|r| r.matches(source, name))
+        self.rules(source).iter().any(|r| r.matches(source, name))
     }
 }
 
@@ -207,7 +217,17 @@ pub(crate) fn check(args: &CheckArgs) -> Result<CheckReport, Error> {
     }
     // Rows an `ignore` rule leaves out, by name: a check of nothing but those is the budgets' doing.
     let ignored = std::cell::RefCell::new(std::collections::BTreeSet::new());
+    // Two serving runs are judged on what the load measured. Their traces'
+    // regions are named by each step's batch (`execute_context_1(16)_…`),
+    // which differs between two runs of one load, and their operators and
+    // kernels run in those steps: `llmperf diff` shows them, the gate does not.
+    let serving = [args.run, args.baseline].iter().all(|p| p.join(crate::run_dir::SERVE_REQUESTS).is_file());
+    let left_out = std::cell::Cell::new(0usize);
     let judge = |s: Source, n: &str| {
+        if serving && !s.serving() {
+            left_out.set(left_out.get() + 1);
+            return None;
+        }
         let j = budgets.judge(s, n);
         if j.is_none() {
             ignored.borrow_mut().insert((s.as_str(), n.to_string()));
@@ -230,29 +250,7 @@ pub(crate) fn check(args: &CheckArgs) -> Result<CheckReport, Error> {
             ));
         }
     }
-    let mut checks = Vec::new();
-    let mut new = Vec::new();
-    for row in diff.rows {
-        let thresholds = budgets.judge(row.source, &row.name).unwrap_or_default();
-        let outcome = match row.verdict {
-            Verdict::Slower => Outcome::Regression,
-            Verdict::Faster | Verdict::Unchanged => Outcome::Pass,
-            Verdict::Inconclusive => Outcome::Inconclusive,
-            Verdict::Missing => Outcome::Missing,
-            Verdict::New => {
-                new.push(format!("{} {}", row.source.as_str(), row.name));
-                continue;
-            }
-        };
-        let fails = match outcome {
-            Outcome::Regression => true,
-            Outcome::Inconclusive => args.strict,
-            // A kernel leaves the top N when another grows: only a named one must stay.
-            Outcome::Missing => row.source != Source::Kernel || budgets.names(row.source, &row.name),
-            Outcome::Pass => false,
-        };
-        checks.push(Checked { outcome, fails, thresholds, row });
-    }
+    let (mut checks, new) = judged(diff.rows, &budgets, args.strict);
     // Failing rows first, then the rows that did not pass, then the rest, each
     // in the diff's order: stdout, check.md and the JUnit file open with what fails.
     checks.sort_by_key(|c| (!c.fails, c.outcome == Outcome::Pass));
@@ -269,6 +267,12 @@ pub(crate) fn check(args: &CheckArgs) -> Result<CheckReport, Error> {
         })
         .collect();
     let mut notes = diff.notes;
+    if left_out.get() > 0 {
+        notes.push(format!(
+            "serving runs: judged on their requests and step kinds; the {} region and kernel rows of their traces are left out (named by each step's batch, which differs between runs of one load): `llmperf diff` shows them",
+            left_out.get()
+        ));
+    }
     let ignored = ignored.into_inner().len();
     let run_empty = checks.iter().all(|c| c.row.b.is_none()) && new.is_empty();
     let compared = checks.iter().filter(|c| c.row.change.is_some()).count();
@@ -284,7 +288,10 @@ pub(crate) fn check(args: &CheckArgs) -> Result<CheckReport, Error> {
     } else if checks.iter().any(|c| c.fails) || shifts.iter().any(|s| s.fails) {
         ErrorKind::Regression.exit_code()
     } else if compared == 0 && !args.allow_empty_baseline {
-        notes.push(format!("nothing compared: no row has samples in both {} and {}", diff.a.path, diff.b.path));
+        notes.push(format!(
+            "nothing compared: no row of {} has a comparison with {} (rows in one run only, or without samples or a comparable load in both: each row's reason says which)",
+            diff.b.path, diff.a.path
+        ));
         ErrorKind::Empty.exit_code()
     } else {
         if compared == 0 {
@@ -307,6 +314,35 @@ pub(crate) fn check(args: &CheckArgs) -> Result<CheckReport, Error> {
         status: if exit_code == 0 { "pass".into() } else { "fail".into() },
         exit_code,
     })
+}
+
+/// Each row's outcome under the budgets, and whether it fails; rows in the
+/// run only are listed apart (they never fail).
+fn judged(rows: Vec<Row>, budgets: &Budgets, strict: bool) -> (Vec<Checked>, Vec<String>) {
+    let mut checks = Vec::new();
+    let mut new = Vec::new();
+    for row in rows {
+        let thresholds = budgets.judge(row.source, &row.name).unwrap_or_default();
+        let outcome = match row.verdict {
+            Verdict::Slower => Outcome::Regression,
+            Verdict::Faster | Verdict::Unchanged => Outcome::Pass,
+            Verdict::Inconclusive => Outcome::Inconclusive,
+            Verdict::Missing => Outcome::Missing,
+            Verdict::New => {
+                new.push(format!("{} {}", row.source.as_str(), row.name));
+                continue;
+            }
+        };
+        let fails = match outcome {
+            Outcome::Regression => true,
+            Outcome::Inconclusive => strict,
+            // A kernel leaves the top N when another grows: only a named one must stay.
+            Outcome::Missing => row.source != Source::Kernel || budgets.names(row.source, &row.name),
+            Outcome::Pass => false,
+        };
+        checks.push(Checked { outcome, fails, thresholds, row });
+    }
+    (checks, new)
 }
 
 /// `--allow-empty-baseline` with no baseline run yet: the run is read (it
@@ -397,12 +433,14 @@ pub(crate) fn failure(report: &CheckReport) -> Option<Error> {
             Error::new(
                 ErrorKind::Empty,
                 format!(
-                    "nothing compared: no row has samples in both {} and {}",
-                    report.baseline.path, report.run.path
+                    "nothing compared: no row of {} has a comparison with {}{}",
+                    report.run.path,
+                    report.baseline.path,
+                    report.notes.iter().find(|n| n.contains("the loads")).map(|n| format!(": {n}")).unwrap_or_default()
                 ),
             )
             .with_hint(
-                "compare runs of the same workload; for the first run of a new pipeline pass --allow-empty-baseline",
+                "compare runs of the same workload under the same load; for the first run of a new pipeline pass --allow-empty-baseline",
             )
         });
     }

@@ -29,6 +29,15 @@ pub(crate) enum Source {
     Gpu,
     /// GPU time per kernel launch in the nsys capture (nsys/samples.json).
     Kernel,
+    /// A serving run's latencies as its client measured them, one sample per
+    /// completed request (`ttft`, `tpot`, `e2e`) or per token gap (`itl`)
+    /// (serve/requests.json).
+    Request,
+    /// A serving run's engine steps by kind (`prefill`, `decode`, `mixed`):
+    /// each step's wall time (serve/steps.json).
+    Step,
+    /// The same steps' GPU time (serve/steps.json `gpu_samples_ns`).
+    StepGpu,
 }
 
 impl Source {
@@ -38,8 +47,19 @@ impl Source {
             Source::Nsys => "nsys",
             Source::Gpu => "gpu",
             Source::Kernel => "kernel",
+            Source::Request => "request",
+            Source::Step => "step",
+            Source::StepGpu => "step_gpu",
         }
     }
+
+    /// Rows of a serving run's own files (serve/), not of its timeline.
+    pub(crate) fn serving(self) -> bool {
+        matches!(self, Source::Request | Source::Step | Source::StepGpu)
+    }
+
+    pub(crate) const ALL: [Source; 7] =
+        [Source::Workload, Source::Nsys, Source::Gpu, Source::Kernel, Source::Request, Source::Step, Source::StepGpu];
 }
 
 /// `diff.json` (specs/diff.schema.json).
@@ -148,6 +168,9 @@ struct Loaded {
     ncu: BTreeMap<(String, String, String), (String, f64)>,
     /// (device, region) → (instances, parts) from nsys/breakdown.json.
     breakdown: BTreeMap<(String, String), (usize, crate::aggregate::nsys::breakdown::Parts)>,
+    /// A serving run's load (serve/requests.json): Some(None) where the file
+    /// records none (an older llmperf); None for a run that is no serving run.
+    load: Option<Option<crate::load::Shape>>,
     notes: Vec<String>,
 }
 
@@ -164,6 +187,7 @@ impl Loaded {
             series: BTreeMap::new(),
             ncu: BTreeMap::new(),
             breakdown: BTreeMap::new(),
+            load: None,
             notes: Vec::new(),
             status: manifest.status,
             dir,
@@ -172,6 +196,7 @@ impl Loaded {
         l.nsys()?;
         l.ncu_metrics()?;
         l.breakdown()?;
+        l.serving()?;
         Ok(l)
     }
 
@@ -328,6 +353,67 @@ impl Loaded {
         Ok(())
     }
 
+    /// A serving run: each completed request's TTFT, TPOT and end-to-end
+    /// time, every inter-token gap, and each step kind's step times.
+    fn serving(&mut self) -> Result<(), Error> {
+        #[derive(Deserialize)]
+        struct File {
+            schema: String,
+            #[serde(default)]
+            load: Option<crate::load::Shape>,
+            requests: Vec<Request>,
+        }
+        #[derive(Deserialize)]
+        struct Request {
+            error: Option<String>,
+            ttft_ns: Option<i64>,
+            e2e_ns: i64,
+            #[serde(default)]
+            itl_ns: Vec<i64>,
+            tpot_ns: Option<i64>,
+        }
+        const REQUESTS_SCHEMA: &str = "llmperf.serve-requests/v1";
+        const STEPS_SCHEMA: &str = "llmperf.serve-steps/v1";
+        let Some(f) = self.dir.read_json_checked::<File>(run_dir::SERVE_REQUESTS)? else { return Ok(()) };
+        if f.schema != REQUESTS_SCHEMA {
+            return Err(run_dir::unknown_schema(&self.dir.join(run_dir::SERVE_REQUESTS), &f.schema, REQUESTS_SCHEMA));
+        }
+        self.load = Some(f.load);
+        let ok: Vec<&Request> = f.requests.iter().filter(|r| r.error.is_none()).collect();
+        let metrics: [(&str, Vec<i64>); 4] = [
+            ("ttft", ok.iter().filter_map(|r| r.ttft_ns).collect()),
+            ("tpot", ok.iter().filter_map(|r| r.tpot_ns).collect()),
+            ("itl", ok.iter().flat_map(|r| r.itl_ns.iter().copied()).collect()),
+            ("e2e", ok.iter().map(|r| r.e2e_ns).collect()),
+        ];
+        for (name, ns) in metrics {
+            self.add_ns(run_dir::SERVE_REQUESTS, Source::Request, name, &ns, ns.len())?;
+        }
+        let Some(steps) = self.dir.read_json_checked::<crate::aggregate::steps::Steps>(run_dir::SERVE_STEPS)? else {
+            return Ok(());
+        };
+        if steps.schema != STEPS_SCHEMA {
+            return Err(run_dir::unknown_schema(&self.dir.join(run_dir::SERVE_STEPS), &steps.schema, STEPS_SCHEMA));
+        }
+        for k in steps.kinds.iter().filter(|k| k.kind != crate::aggregate::steps::Kind::Empty) {
+            let instances = k.steps as usize;
+            self.add_ns(run_dir::SERVE_STEPS, Source::Step, k.kind.as_str(), &k.samples_ns, instances)?;
+            self.add_ns(run_dir::SERVE_STEPS, Source::StepGpu, k.kind.as_str(), &k.gpu_samples_ns, instances)?;
+        }
+        Ok(())
+    }
+
+    /// A row of nanosecond samples; none, no row.
+    fn add_ns(&mut self, file: &str, source: Source, name: &str, ns: &[i64], instances: usize) -> Result<(), Error> {
+        if ns.is_empty() {
+            return Ok(());
+        }
+        self.durations(file, name, ns.iter().map(|v| *v as f64))?;
+        let samples_ms = ns.iter().map(|v| *v as f64 / 1e6).collect();
+        self.series.insert((source, name.to_string()), Series { samples_ms, instances, ..Series::default() });
+        Ok(())
+    }
+
     fn has_samples(&self) -> bool {
         self.series.values().any(|s| !s.samples_ms.is_empty())
     }
@@ -372,6 +458,8 @@ fn build(a: &Loaded, b: &Loaded, options: Options, judge: &Judge) -> Diff {
         rows.push(row(key, a.series.get(key), b.series.get(key), &t));
         judged.push(t);
     }
+    let mut notes: Vec<String> = a.notes.iter().chain(&b.notes).cloned().collect();
+    unlike_loads(a, b, &mut rows, &mut notes);
     let shifts = shifts(&rows);
     judge_few(&mut rows, &judged, &shifts);
     if options.discount_shift {
@@ -394,7 +482,6 @@ fn build(a: &Loaded, b: &Loaded, options: Options, judge: &Judge) -> Diff {
         })
         .collect();
     let breakdown = breakdown_rows(a, b);
-    let mut notes: Vec<String> = a.notes.iter().chain(&b.notes).cloned().collect();
     for (l, which) in [(a, "A"), (b, "B")] {
         if !l.has_samples() {
             notes.push(format!(
@@ -421,6 +508,39 @@ fn build(a: &Loaded, b: &Loaded, options: Options, judge: &Judge) -> Diff {
         ncu,
         breakdown,
         notes,
+    }
+}
+
+/// Two serving runs' latencies and steps compare only under the same load:
+/// where the loads differ (or a run does not say what its load was), their
+/// rows keep both sides and lose the comparison, inconclusive with the
+/// reason. The served models may differ: that is said, and compared.
+fn unlike_loads(a: &Loaded, b: &Loaded, rows: &mut [Row], notes: &mut Vec<String>) {
+    let (Some(la), Some(lb)) = (&a.load, &b.load) else { return };
+    let why = match (la, lb) {
+        (Some(x), Some(y)) => {
+            if x.model != y.model {
+                notes.push(format!("A served {}, B served {}", x.model, y.model));
+            }
+            let d = x.differences(y);
+            if d.is_empty() {
+                return;
+            }
+            format!("the loads differ ({}): their latencies and steps are not comparable", d.join(", "))
+        }
+        _ => {
+            let which = if la.is_none() { "A" } else { "B" };
+            format!(
+                "{which}'s {} records no load (an older llmperf): the loads cannot be known to match",
+                run_dir::SERVE_REQUESTS
+            )
+        }
+    };
+    notes.push(why.clone());
+    for r in rows.iter_mut().filter(|r| r.source.serving() && r.change.is_some()) {
+        r.change = None;
+        r.verdict = Verdict::Inconclusive;
+        r.reason = why.clone();
     }
 }
 
@@ -466,7 +586,7 @@ fn breakdown_rows(a: &Loaded, b: &Loaded) -> Vec<BreakdownRow> {
 /// least [`SHIFT_MIN_ROWS`]: how much the whole run moved.
 fn shifts(rows: &[Row]) -> Vec<Shift> {
     let mut shifts = Vec::new();
-    for source in [Source::Workload, Source::Nsys, Source::Gpu, Source::Kernel] {
+    for source in Source::ALL {
         let changes: Vec<f64> =
             rows.iter().filter(|r| r.source == source).filter_map(|r| Some(r.change.as_ref()?.change_pct)).collect();
         let Some(stats) = crate::stats::Stats::of(&changes).filter(|s| s.count >= SHIFT_MIN_ROWS) else { continue };
@@ -569,7 +689,12 @@ fn row(key: &(Source, String), a: Option<&Series>, b: Option<&Series>, t: &Thres
         (Some(_), None, _, _) => (Verdict::Missing, "in A only".to_string(), None),
         (None, Some(_), _, _) => (Verdict::New, "in B only".to_string(), None),
         (Some(x), Some(y), Some(p), Some(q)) => {
-            let c = verdict::compare(&x.samples_ms, &y.samples_ms, p, q, t);
+            let more = match key.0 {
+                Source::Request => "more requests: --requests, --duration",
+                Source::Step | Source::StepGpu => "more requests or longer outputs: more steps of each kind",
+                _ => "infer.iters, runner.run.repeat",
+            };
+            let c = verdict::compare(&x.samples_ms, &y.samples_ms, p, q, t, more);
             (c.verdict, c.reason.clone(), Some(c))
         }
         _ => (Verdict::Inconclusive, "no samples in one of the runs".to_string(), None),

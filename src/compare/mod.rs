@@ -2,8 +2,9 @@
 //! top kernel and ncu metric of two run directories next to each other with
 //! a verdict per row ([`verdict`]); `llmperf check RUN --baseline BASE` turns
 //! those verdicts into pass/fail with budgets ([`check`]). Both read only
-//! what runs write: `workload/timings.json` (`samples_ms`),
-//! `nsys/samples.json` and `ncu/regions/report.json`.
+//! what runs write: `workload/timings.json` (`samples_ms`), the timeline's
+//! `samples.json` (nsys's or the torch trace's), `ncu/regions/report.json`,
+//! and a serving run's `serve/requests.json` and `serve/steps.json`.
 pub(crate) mod check;
 mod diff;
 pub(crate) mod render;

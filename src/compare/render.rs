@@ -8,7 +8,7 @@ use super::verdict::{Side, Verdict};
 use crate::markdown::{code, text};
 use crate::report::html::{esc, STYLE};
 
-const SECTIONS: [(Source, &str); 4] = [
+const SECTIONS: [(Source, &str); 7] = [
     (Source::Workload, "Regions: the workload's own timings (workload/timings.json)"),
     (
         Source::Nsys,
@@ -16,6 +16,9 @@ const SECTIONS: [(Source, &str); 4] = [
     ),
     (Source::Gpu, "Regions: GPU time of the kernels launched inside each range instance (the timeline's samples.json)"),
     (Source::Kernel, "Kernels: GPU time per launch (the timeline's samples.json)"),
+    (Source::Request, "Requests: TTFT, TPOT and end-to-end per request, ITL per token gap (serve/requests.json)"),
+    (Source::Step, "Engine steps by kind: wall time per step (serve/steps.json)"),
+    (Source::StepGpu, "Engine steps by kind: GPU time per step (serve/steps.json)"),
 ];
 
 /// `12.345` ms, with as many decimals as small numbers need.

@@ -134,8 +134,9 @@ pub(crate) struct Change {
     pub(crate) reason: String,
 }
 
-/// Compare A's samples with B's.
-pub(crate) fn compare(a: &[f64], b: &[f64], a_side: &Side, b_side: &Side, t: &Thresholds) -> Change {
+/// Compare A's samples with B's; `more` says how to get more samples, for
+/// the reason of a row that has too few.
+pub(crate) fn compare(a: &[f64], b: &[f64], a_side: &Side, b_side: &Side, t: &Thresholds, more: &str) -> Change {
     let noise = a_side.repeat_spread_pct.into_iter().chain(b_side.repeat_spread_pct).fold(0.0, f64::max);
     let threshold_pct = t.relative_pct.max(noise);
     let shift = (a.len() >= 2 && b.len() >= 2).then(|| log_shift(a, b));
@@ -156,7 +157,7 @@ pub(crate) fn compare(a: &[f64], b: &[f64], a_side: &Side, b_side: &Side, t: &Th
     let alike = quantiles_alike(a, b, a_side, t);
     if few < t.min_samples {
         c.reason = format!(
-            "too few samples: {} in A, {} in B, {} needed (infer.iters, runner.run.repeat)",
+            "too few samples: {} in A, {} in B, {} needed ({more})",
             a_side.samples, b_side.samples, t.min_samples
         );
         if alike && a.len() == b.len() {
@@ -336,7 +337,7 @@ mod tests {
     }
 
     fn cmp(a: &[f64], b: &[f64]) -> Change {
-        compare(a, b, &side(a), &side(b), &Thresholds::default())
+        compare(a, b, &side(a), &side(b), &Thresholds::default(), "")
     }
 
     /// Samples around `center` with a fixed ±2% wobble.
@@ -388,7 +389,7 @@ mod tests {
         assert_eq!(cmp(&a, &b).verdict, Verdict::Slower);
         // The same per instance with a budget of 1 ms over the run: unchanged.
         let t = Thresholds { absolute_ms: 1.0, ..Thresholds::default() };
-        let c = compare(&a, &b, &side(&a), &side(&b), &t);
+        let c = compare(&a, &b, &side(&a), &side(&b), &t, "");
         assert_eq!(c.verdict, Verdict::Unchanged, "{c:?}");
     }
 
@@ -413,13 +414,13 @@ mod tests {
         assert_eq!(cmp(&a, &b).verdict, Verdict::Slower);
         let noisy = Side::of(&a, &[0.9, 1.0, 1.1], a.len()).unwrap();
         assert_eq!(noisy.repeat_spread_pct.map(|p| p.round()), Some(20.0));
-        let c = compare(&a, &b, &noisy, &side(&b), &Thresholds::default());
+        let c = compare(&a, &b, &noisy, &side(&b), &Thresholds::default(), "");
         assert_eq!(c.threshold_pct.round(), 20.0);
         assert_eq!(c.verdict, Verdict::Inconclusive, "{c:?}");
         // +376% with repeats spread 400%: not "unchanged".
         let big = wobble(4.76, 50);
         let wild = Side::of(&a, &[0.5, 1.0, 4.5], a.len()).unwrap();
-        let c = compare(&a, &big, &wild, &side(&big), &Thresholds::default());
+        let c = compare(&a, &big, &wild, &side(&big), &Thresholds::default(), "");
         assert_eq!(c.verdict, Verdict::Inconclusive, "{c:?}");
     }
 

@@ -54,6 +54,89 @@ pub(crate) struct Spec {
     pub(crate) timeout: Duration,
 }
 
+/// What a load was, as `serve/requests.json` records it: what two runs'
+/// latencies depend on besides the server. `llmperf diff` and `check`
+/// compare the latencies of two runs only where these agree ([`Shape::differences`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub(crate) struct Shape {
+    pub(crate) endpoint: Endpoint,
+    /// The served model's name: recorded, not compared (a new model is what
+    /// a comparison is often for).
+    pub(crate) model: String,
+    /// Requests sent at most (None: no limit but the duration), and the
+    /// load's time limit (s).
+    pub(crate) requests: Option<usize>,
+    pub(crate) duration_s: Option<f64>,
+    pub(crate) concurrency: usize,
+    /// Requests per second (Poisson arrivals); None: as fast as slots free.
+    pub(crate) rate: Option<f64>,
+    pub(crate) input_len: (usize, usize),
+    pub(crate) output_len: (usize, usize),
+    /// How many prompts a JSONL gave (0: made-up ones), and an FNV-1a hash of
+    /// their text: another prompt file, another load.
+    pub(crate) prompts: usize,
+    pub(crate) prompts_fnv1a: Option<String>,
+    pub(crate) seed: u64,
+    pub(crate) ignore_eos: bool,
+}
+
+impl Shape {
+    /// The settings that make two loads different loads, where they differ:
+    /// `concurrency 4 → 8`. The model, the seed and the number of requests
+    /// are left out: each request's latency does not depend on them.
+    pub(crate) fn differences(&self, b: &Shape) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut differ = |name: &str, x: String, y: String| {
+            if x != y {
+                out.push(format!("{name} {x} → {y}"));
+            }
+        };
+        let range = |r: (usize, usize)| if r.0 == r.1 { r.0.to_string() } else { format!("{}..{}", r.0, r.1) };
+        let rate = |r: Option<f64>| r.map_or("unlimited".into(), |r| format!("{r}/s"));
+        differ("endpoint", format!("{:?}", self.endpoint).to_lowercase(), format!("{:?}", b.endpoint).to_lowercase());
+        differ("concurrency", self.concurrency.to_string(), b.concurrency.to_string());
+        differ("rate", rate(self.rate), rate(b.rate));
+        differ("input length", range(self.input_len), range(b.input_len));
+        differ("output length", range(self.output_len), range(b.output_len));
+        differ("prompts", prompts(self), prompts(b));
+        differ("ignore_eos", self.ignore_eos.to_string(), b.ignore_eos.to_string());
+        out
+    }
+}
+
+fn prompts(s: &Shape) -> String {
+    match &s.prompts_fnv1a {
+        Some(h) => format!("{} from a file (FNV-1a {h})", s.prompts),
+        None => "made up".into(),
+    }
+}
+
+impl Spec {
+    pub(crate) fn shape(&self) -> Shape {
+        let fnv = (!self.prompts.is_empty()).then(|| {
+            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+            for byte in self.prompts.iter().flat_map(|p| p.bytes().chain([0])) {
+                h = (h ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+            }
+            format!("{h:016x}")
+        });
+        Shape {
+            endpoint: self.endpoint,
+            model: self.model.clone(),
+            requests: (self.requests != usize::MAX).then_some(self.requests),
+            duration_s: self.duration.map(|d| d.as_secs_f64()),
+            concurrency: self.concurrency,
+            rate: self.rate,
+            input_len: self.input_len,
+            output_len: self.output_len,
+            prompts: self.prompts.len(),
+            prompts_fnv1a: fnv,
+            seed: self.seed,
+            ignore_eos: self.ignore_eos,
+        }
+    }
+}
+
 /// One request, as the client saw it. Times in ns; `start_ns` from the
 /// start of the load.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]

@@ -117,20 +117,61 @@ fn engine_argv(command: &[OsString], trace_dir: &Path, capture: bool) -> Result<
         }
     };
     if capture {
-        if flag_value(command, "--profiler-config").is_some() {
-            return Err(Error::usage(
-                "the engine's command line has --profiler-config: llmperf sets it, to write the trace into the run",
-            )
-            .with_hint("leave --profiler-config out, or pass --tracer none to profile nothing"));
-        }
-        let config = serde_json::json!({
-            "profiler": "torch",
-            "torch_profiler_dir": trace_dir.display().to_string(),
-            "torch_profiler_with_stack": false,
-        });
+        let config = profiler_config(command, trace_dir)?;
+        argv = without_flag(&argv, "--profiler-config");
         argv.extend(["--profiler-config".into(), config.to_string().into()]);
     }
     Ok((argv, format!("http://127.0.0.1:{port}")))
+}
+
+/// The engine's `--profiler-config`: the user's JSON object where the
+/// command has one (`detailed_trace_annotation`, `torch_profiler_record_shapes`,
+/// …), with the torch profiler and the run's trace folder set; stacks off
+/// unless the user asked (with them `/stop_profile` takes minutes).
+fn profiler_config(command: &[OsString], trace_dir: &Path) -> Result<serde_json::Value, Error> {
+    let mut config = match flag_value(command, "--profiler-config") {
+        None => serde_json::json!({}),
+        Some(text) => {
+            serde_json::from_str::<serde_json::Value>(&text).ok().filter(|v| v.is_object()).ok_or_else(|| {
+                Error::usage(format!("the engine's --profiler-config {text}: not a JSON object"))
+                    .with_hint(r#"e.g. --profiler-config '{"detailed_trace_annotation": true}'"#)
+            })?
+        }
+    };
+    let dir = trace_dir.display().to_string();
+    for (key, ours) in [("profiler", "torch"), ("torch_profiler_dir", dir.as_str())] {
+        match config.get(key) {
+            Some(v) if v != ours => {
+                return Err(Error::usage(format!(
+                    "the engine's --profiler-config sets {key} to {v}: llmperf captures with the torch profiler into the run"
+                ))
+                .with_hint(format!("leave {key} out of --profiler-config (llmperf sets it), or pass --tracer none to profile nothing")));
+            }
+            _ => config[key] = ours.into(),
+        }
+    }
+    if config.get("torch_profiler_with_stack").is_none() {
+        config["torch_profiler_with_stack"] = false.into();
+    }
+    Ok(config)
+}
+
+/// `argv` without `flag VALUE` and `flag=VALUE`.
+fn without_flag(argv: &[OsString], flag: &str) -> Vec<OsString> {
+    let mut out = Vec::with_capacity(argv.len());
+    let mut skip = false;
+    for a in argv {
+        let text = a.to_string_lossy();
+        if std::mem::take(&mut skip) {
+            continue;
+        }
+        if text == flag {
+            skip = true;
+        } else if !text.starts_with(&format!("{flag}=")) {
+            out.push(a.clone());
+        }
+    }
+    out
 }
 
 /// Wait until `GET /health` answers 200.
@@ -197,6 +238,8 @@ fn post_ok(base: &str, path: &str, timeout: Duration) -> Result<(), Error> {
 pub(crate) struct Requests {
     pub(crate) schema: String,
     pub(crate) summary: load::Summary,
+    /// What the load was: two runs' latencies compare only where it agrees.
+    pub(crate) load: load::Shape,
     pub(crate) warmup_requests: usize,
     /// The server's own counters over the load: each `vllm:` counter and
     /// histogram `_count`/`_sum` of `/metrics`, after minus before, summed
@@ -265,12 +308,15 @@ pub(crate) fn run(
         stop(manifest, verdict, server.as_mut())?;
         return Ok(());
     }
-    let model = match &req.model {
-        Some(m) => m.clone(),
-        None => served_model(&base)?,
-    };
-    let spec = load::Spec { base_url: base.clone(), model, ..req.load.clone() };
-    let outcome = stage::run(manifest, "load", Vec::new(), || load_stage(run, req, &base, &spec))?;
+    // The served model is asked inside the stage: a server that cannot say
+    // fails `load`, and the engine is still stopped and recorded below.
+    let outcome = stage::run(manifest, "load", Vec::new(), || {
+        let model = match &req.model {
+            Some(m) => m.clone(),
+            None => served_model(&base)?,
+        };
+        load_stage(run, req, &base, &load::Spec { base_url: base.clone(), model, ..req.load.clone() })
+    })?;
     verdict.add(outcome);
     stop(manifest, verdict, server.as_mut())?;
     if !req.capture || crate::signals::pending() {
@@ -398,6 +444,7 @@ fn load_stage(run: &RunDir, req: &Request, base: &str, spec: &load::Spec) -> Res
     let requests = Requests {
         schema: "llmperf.serve-requests/v1".into(),
         summary,
+        load: spec.shape(),
         warmup_requests: req.warmup,
         server_metrics,
         requests,
@@ -446,29 +493,39 @@ fn write_steps(run: &RunDir) -> Result<(), Error> {
         run.read_json_checked(run_dir::TORCH_REGIONS)?.ok_or_else(|| needed(run_dir::TORCH_REGIONS))?;
     let samples: serde_json::Value =
         run.read_json_checked(run_dir::TORCH_SAMPLES)?.ok_or_else(|| needed(run_dir::TORCH_SAMPLES))?;
-    let mut by_path: std::collections::HashMap<(&str, i64), Vec<i64>> = std::collections::HashMap::new();
+    type Sampled = (Vec<i64>, Vec<i64>);
+    let mut by_path: std::collections::HashMap<(&str, i64), Sampled> = std::collections::HashMap::new();
+    let ns =
+        |v: &serde_json::Value| -> Vec<i64> { v.as_array().into_iter().flatten().filter_map(|v| v.as_i64()).collect() };
     for s in samples["regions"].as_array().into_iter().flatten() {
         let key = (s["path"].as_str().unwrap_or(""), s["thread_id"].as_i64().unwrap_or(0));
-        by_path.insert(key, s["samples_ns"].as_array().into_iter().flatten().filter_map(|v| v.as_i64()).collect());
+        by_path.insert(key, (ns(&s["samples_ns"]), ns(&s["gpu_samples_ns"])));
     }
-    let empty = Vec::new();
+    let empty = (Vec::new(), Vec::new());
     let rows: Vec<steps::Region<'_>> = regions["regions"]
         .as_array()
         .into_iter()
         .flatten()
-        .filter(|r| r["domain"] == "user_annotation")
-        .map(|r| steps::Region {
-            name: r["name"].as_str().unwrap_or(""),
-            instances: r["instances"].as_u64().unwrap_or(0),
-            inclusive_ns: r["inclusive_ns"].as_i64().unwrap_or(0),
-            gpu_time_ns: r["gpu_time_ns"].as_i64().unwrap_or(0),
-            kernel_count: r["kernel_count"].as_u64().unwrap_or(0),
-            samples_ns: by_path
+        .filter(|r| r["domain"] == steps::STEP_DOMAIN)
+        .map(|r| {
+            let sampled = by_path
                 .get(&(r["path"].as_str().unwrap_or(""), r["thread_id"].as_i64().unwrap_or(0)))
-                .unwrap_or(&empty),
+                .unwrap_or(&empty);
+            steps::Region {
+                name: r["name"].as_str().unwrap_or(""),
+                instances: r["instances"].as_u64().unwrap_or(0),
+                inclusive_ns: r["inclusive_ns"].as_i64().unwrap_or(0),
+                gpu_time_ns: r["gpu_time_ns"].as_i64().unwrap_or(0),
+                kernel_count: r["kernel_count"].as_u64().unwrap_or(0),
+                samples_ns: &sampled.0,
+                gpu_samples_ns: &sampled.1,
+            }
         })
         .collect();
     let steps = steps::steps(&rows);
+    for note in &steps.notes {
+        tracing::warn!("{}: {}", run_dir::SERVE_STEPS, crate::error::printable(note));
+    }
     run.write_json(run_dir::SERVE_STEPS, &steps)?;
     #[derive(serde::Deserialize)]
     struct Head {
@@ -522,9 +579,10 @@ fn summary_md(s: &load::Summary, steps: Option<&steps::Steps>) -> String {
     }
     if let Some(steps) = steps {
         md.push_str("\n## Engine steps (from the engine's trace)\n\n");
-        if steps.kinds.is_empty() {
-            md.push_str("No step ranges in the trace (vLLM's `execute_context_…_generation_…`).\n");
-        } else {
+        for note in &steps.notes {
+            let _ = writeln!(md, "{}\n", crate::markdown::text(note));
+        }
+        if !steps.kinds.is_empty() {
             md.push_str("| kind | steps | time ms | mean ms | median ms | p90 ms | requests/step | prompt tokens | decoded tokens | GPU ms | kernels |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
             for k in &steps.kinds {
                 let d = |f: fn(&load::Percentiles) -> f64| {
@@ -549,4 +607,53 @@ fn summary_md(s: &load::Summary, steps: Option<&steps::Steps>) -> String {
         }
     }
     md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn the_users_profiler_config_is_kept_with_the_torch_profiler_and_the_runs_folder_set() {
+        let dir = Path::new("/run/torch/trace");
+        let ours = profiler_config(&argv(&["vllm", "serve", "m"]), dir).unwrap();
+        assert_eq!(
+            ours,
+            serde_json::json!({"profiler": "torch", "torch_profiler_dir": "/run/torch/trace", "torch_profiler_with_stack": false})
+        );
+        let theirs = argv(&[
+            "vllm",
+            "serve",
+            "m",
+            "--profiler-config",
+            r#"{"detailed_trace_annotation": true, "torch_profiler_with_stack": true}"#,
+        ]);
+        let merged = profiler_config(&theirs, dir).unwrap();
+        assert_eq!(merged["detailed_trace_annotation"], true);
+        assert_eq!(
+            (merged["profiler"].as_str(), merged["torch_profiler_with_stack"].as_bool()),
+            (Some("torch"), Some(true))
+        );
+        let (engine, _) = engine_argv(&theirs, dir, true).unwrap();
+        let configs: Vec<&OsString> =
+            engine.iter().filter(|a| a.to_string_lossy().contains("detailed_trace_annotation")).collect();
+        assert_eq!(configs.len(), 1, "{engine:?}");
+        assert_eq!(engine.iter().filter(|a| *a == "--profiler-config").count(), 1, "{engine:?}");
+
+        let cuda = argv(&["vllm", "serve", "m", r#"--profiler-config={"profiler": "cuda"}"#]);
+        let err = profiler_config(&cuda, dir).unwrap_err();
+        assert!(err.message.contains("sets profiler to \"cuda\""), "{}", err.message);
+        let other_dir = argv(&["vllm", "--profiler-config", r#"{"torch_profiler_dir": "/elsewhere"}"#]);
+        assert!(profiler_config(&other_dir, dir).unwrap_err().message.contains("torch_profiler_dir"));
+        let not_json = argv(&["vllm", "--profiler-config", "torch"]);
+        assert!(profiler_config(&not_json, dir).unwrap_err().message.contains("not a JSON object"));
+        assert_eq!(
+            without_flag(&argv(&["a", "--x", "1", "b", "--x=2", "--xy", "3"]), "--x"),
+            argv(&["a", "b", "--xy", "3"])
+        );
+    }
 }
