@@ -584,6 +584,45 @@ fn a_script_traced_by_torch_profiler_has_the_ranges_and_operators_it_counted() {
     }
 }
 
+/// With Python stacks (`pipeline.torch.with_stack=true`) the trace holds a
+/// `python_function` event per Python call: each is a region instance in its
+/// own domain, none lost or made up (Python's json on the trace the run
+/// keeps, per category and name), and the operators stay counted. No corpus
+/// trace has `python_function` events; this capture of our own demo does.
+#[test]
+fn python_stacks_under_torch_profiler_are_regions_every_frame_counted() {
+    let root = tempfile::tempdir().unwrap();
+    let (out, counts) = profile_traced(root.path(), &["pipeline.torch.with_stack=true"], 2);
+    let run = run_dir(&out.stdout);
+    let script = r#"
+import glob, gzip, json, sys
+(f,) = glob.glob(sys.argv[1] + "/torch/trace/*.json*")
+doc = json.load((gzip.open if f.endswith(".gz") else open)(f, "rt"))
+counts = {}
+for e in doc["traceEvents"]:
+    if e.get("ph") == "X" and e.get("cat") in ("python_function", "cpu_op", "user_annotation"):
+        key = e["cat"] + "\t" + e["name"]
+        counts[key] = counts.get(key, 0) + 1
+print(json.dumps(counts))
+"#;
+    let py = std::process::Command::new("python3").args(["-c", script]).arg(&run).output().unwrap();
+    assert!(py.status.success(), "{}", String::from_utf8_lossy(&py.stderr));
+    let want: BTreeMap<String, u64> = serde_json::from_slice(&py.stdout).unwrap();
+    let mut got: BTreeMap<String, u64> = BTreeMap::new();
+    for r in json(&run.join("torch/regions.json"))["regions"].as_array().unwrap() {
+        let key = format!("{}\t{}", r["domain"].as_str().unwrap(), r["name"].as_str().unwrap());
+        *got.entry(key).or_default() += r["instances"].as_u64().unwrap();
+    }
+    assert_eq!(got, want);
+    let frames: u64 = want.iter().filter(|(k, _)| k.starts_with("python_function")).map(|(_, n)| n).sum();
+    assert!(frames > 1000, "{frames} python_function events");
+    let regions = traced_regions(&run);
+    assert_eq!(
+        instances_named(&regions, "aten::mm", "cpu_op"),
+        counts["ops"]["step::extra::aten::mm"].as_u64().unwrap()
+    );
+}
+
 #[test]
 fn annotate_modules_under_torch_profiler_gives_each_module_call_a_range() {
     let root = tempfile::tempdir().unwrap();
