@@ -1108,3 +1108,30 @@ fn serving_runs_under_different_loads_are_compared_by_no_row_and_say_which_setti
     });
     assert_eq!(check(&reseeded, &base, &[]).0, 8);
 }
+
+/// A load of 16 requests makes a few prefill and mixed steps (4 and 5 in the
+/// kept run), too few for a verdict of their own: four times slower there
+/// and unchanged in the 60 decode steps is no whole-run shift of the steps
+/// (their median would be +300%, past any budget), and the check passes.
+#[test]
+fn step_kinds_with_too_few_steps_make_no_whole_run_shift() {
+    let root = tempfile::tempdir().unwrap();
+    let base = serving_copy("serve_tiny_2layers", &root.path().join("base"));
+    let run = serving_copy("serve_tiny_2layers", &root.path().join("run"));
+    let path = run.join("serve/steps.json");
+    let mut steps = json(&path);
+    for kind in steps["kinds"].as_array_mut().unwrap() {
+        if kind["kind"] == "prefill" || kind["kind"] == "mixed" {
+            for v in kind["samples_ns"].as_array_mut().unwrap() {
+                *v = (v.as_i64().unwrap() * 4).into();
+            }
+        }
+    }
+    std::fs::write(&path, serde_json::to_vec(&steps).unwrap()).unwrap();
+    let (code, c, stderr) = check(&run, &base, &["--budgets", SERVE_BUDGETS]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(row(&c, "step", "prefill")["outcome"], "inconclusive");
+    assert!((row(&c, "step", "prefill")["row"]["change"]["change_pct"].as_f64().unwrap() - 300.0).abs() < 1.0);
+    assert_eq!(row(&c, "step", "decode")["outcome"], "pass");
+    assert!(c["shifts"].as_array().unwrap().iter().all(|s| s["source"] != "step"), "{:#}", c["shifts"]);
+}

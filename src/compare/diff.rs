@@ -460,7 +460,7 @@ fn build(a: &Loaded, b: &Loaded, options: Options, judge: &Judge) -> Diff {
     }
     let mut notes: Vec<String> = a.notes.iter().chain(&b.notes).cloned().collect();
     unlike_loads(a, b, &mut rows, &mut notes);
-    let shifts = shifts(&rows);
+    let shifts = shifts(&rows, &judged);
     judge_few(&mut rows, &judged, &shifts);
     if options.discount_shift {
         discount_shifts(&mut rows, &shifts);
@@ -584,11 +584,21 @@ fn breakdown_rows(a: &Loaded, b: &Loaded) -> Vec<BreakdownRow> {
 
 /// Per source: the median change of its compared rows, when there are at
 /// least [`SHIFT_MIN_ROWS`]: how much the whole run moved.
-fn shifts(rows: &[Row]) -> Vec<Shift> {
+fn shifts(rows: &[Row], judged: &[Thresholds]) -> Vec<Shift> {
     let mut shifts = Vec::new();
     for source in Source::ALL {
-        let changes: Vec<f64> =
-            rows.iter().filter(|r| r.source == source).filter_map(|r| Some(r.change.as_ref()?.change_pct)).collect();
+        // A serving source has a few rows, some of very few samples (a load
+        // of 16 requests makes 2 to 6 prefill steps): there only rows with
+        // samples enough for their own verdict say how the whole run moved.
+        let enough = |r: &Row, t: &Thresholds| {
+            !source.serving() || [&r.a, &r.b].iter().all(|s| s.as_ref().is_some_and(|s| s.samples >= t.min_samples))
+        };
+        let changes: Vec<f64> = rows
+            .iter()
+            .zip(judged)
+            .filter(|(r, t)| r.source == source && enough(r, t))
+            .filter_map(|(r, _)| Some(r.change.as_ref()?.change_pct))
+            .collect();
         let Some(stats) = crate::stats::Stats::of(&changes).filter(|s| s.count >= SHIFT_MIN_ROWS) else { continue };
         shifts.push(Shift { source, rows: stats.count, median_change_pct: stats.median_ms });
     }
