@@ -1135,3 +1135,30 @@ fn step_kinds_with_too_few_steps_make_no_whole_run_shift() {
     assert_eq!(row(&c, "step", "decode")["outcome"], "pass");
     assert!(c["shifts"].as_array().unwrap().iter().all(|s| s["source"] != "step"), "{:#}", c["shifts"]);
 }
+
+/// The served model's name comes from the server (`/v1/models`): the note
+/// that names it is escaped in diff.md, diff.html, check.md and the terminal.
+#[test]
+fn a_hostile_served_model_name_is_escaped_in_every_output() {
+    let root = tempfile::tempdir().unwrap();
+    let base = serving_copy("serve_tiny_2layers", &root.path().join("base"));
+    let run = serving_copy("serve_tiny_8layers", &root.path().join("run"));
+    let path = run.join("serve/requests.json");
+    let mut v = json(&path);
+    v["load"]["model"] = "<script>alert(1)</script> | `x` \u{1b}[31mred".into();
+    std::fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
+    let out = llmperf().arg("diff").arg(&base).arg(&run).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let html = std::fs::read_to_string(run.join("diff/diff.html")).unwrap();
+    let md = std::fs::read_to_string(run.join("diff/diff.md")).unwrap();
+    for (name, text) in [("stdout", &*stdout), ("diff.md", &*md)] {
+        let line = text.lines().find(|l| l.contains("B served")).unwrap_or_else(|| panic!("{name}: {text}"));
+        assert!(line.contains(r"&lt;script&gt;alert(1)&lt;/script&gt; \| \`x\`"), "{name}: {line}");
+        assert!(!line.contains('\u{1b}'), "{name}: {line:?}");
+    }
+    assert!(html.contains("B served &lt;script&gt;alert(1)&lt;/script&gt;") && !html.contains("<script>"), "{html}");
+    let (_, _, stderr) = check(&run, &base, &[]);
+    let md = std::fs::read_to_string(run.join("check/check.md")).unwrap();
+    assert!(md.contains(r"B served &lt;script&gt;alert(1)&lt;/script&gt; \|"), "{md}");
+    assert!(!md.contains('\u{1b}') && !stderr.contains('\u{1b}'), "{stderr:?}");
+}
