@@ -18,10 +18,10 @@ fn expected(regions: &serde_json::Value, path: &str, domain: &str, flops: f64, p
     format!("{:.2}%", 100.0 * flops / mean_s / peak)
 }
 
-/// The expected MFU of a region from plain SQL on the run's own export:
-/// FLOPs / the median of the durations of the NVTX ranges of that text (the
-/// mean of the middle two for an even count).
-fn expected_by_sql(db: &std::path::Path, text: &str, flops: f64, peak: f64) -> String {
+/// The expected MFU of a region from plain SQL on the run's own export, in
+/// percent, not rounded: FLOPs / the median of the durations of the NVTX
+/// ranges of that text (the mean of the middle two for an even count).
+fn expected_by_sql(db: &std::path::Path, text: &str, flops: f64, peak: f64) -> f64 {
     let conn = rusqlite::Connection::open(db).unwrap();
     let mut st = conn
         .prepare(
@@ -33,7 +33,15 @@ fn expected_by_sql(db: &std::path::Path, text: &str, flops: f64, peak: f64) -> S
     assert!(!walls.is_empty(), "no range {text}");
     let n = walls.len();
     let median_s = (walls[(n - 1) / 2] + walls[n / 2]) as f64 / 2.0 / 1e9;
-    format!("{:.2}%", 100.0 * flops / median_s / peak)
+    100.0 * flops / median_s / peak
+}
+
+/// A cell shows `exact` rounded to two decimals: within half a unit of the
+/// last place (and a hair of float error, where `exact` lies on a rounding
+/// boundary and the two computations may round it either way).
+fn assert_shows(cell: &str, exact: f64, what: &str) {
+    let shown: f64 = cell.trim_end_matches('%').parse().unwrap_or_else(|_| panic!("{what}: {cell}"));
+    assert!((shown - exact).abs() <= 0.005 + 1e-9, "{what}: shows {cell}, SQL gives {exact}%");
 }
 
 #[test]
@@ -73,7 +81,7 @@ fn a_user_command_with_workload_flops_gets_mfu_per_region() {
     let db = dir.join("nsys/report.sqlite");
     for (region, text, flops) in [("A", "A", 4.2e7), ("A::A1", "A1", 4.2e6), ("B", "B", 1.4e7)] {
         assert!(regions["regions"].as_array().unwrap().iter().any(|r| r["path"] == region), "{region}");
-        assert_eq!(mfu_cell(&summary, region), expected_by_sql(&db, text, flops, 0.2e12), "{region}");
+        assert_shows(&mfu_cell(&summary, region), expected_by_sql(&db, text, flops, 0.2e12), region);
     }
     assert!(summary.contains("Not in the capture (no NVTX range of that name): `nope`"), "{summary}");
     assert!(!summary.contains("MFU not computed"), "{summary}");
