@@ -15,6 +15,9 @@ use serde::{Deserialize, Serialize};
 /// projection, `gpu_user_annotation`, is a domain of its own and no step).
 pub(crate) const STEP_DOMAIN: &str = "user_annotation";
 
+/// `serve/steps.json`'s schema: written here, checked by `diff` and `check`.
+pub(crate) const STEPS_SCHEMA: &str = "llmperf.serve-steps/v1";
+
 /// A step kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -241,7 +244,7 @@ pub(crate) fn steps(regions: &[Region<'_>]) -> Steps {
         );
     }
     Steps {
-        schema: "llmperf.serve-steps/v1".into(),
+        schema: STEPS_SCHEMA.into(),
         context_tokens: kinds.iter().map(|k| k.context_tokens).sum(),
         generation_tokens: kinds.iter().map(|k| k.generation_tokens).sum(),
         kinds,

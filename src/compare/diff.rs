@@ -372,8 +372,8 @@ impl Loaded {
             itl_ns: Vec<i64>,
             tpot_ns: Option<i64>,
         }
-        const REQUESTS_SCHEMA: &str = "llmperf.serve-requests/v1";
-        const STEPS_SCHEMA: &str = "llmperf.serve-steps/v1";
+        use crate::aggregate::steps::STEPS_SCHEMA;
+        use crate::load::REQUESTS_SCHEMA;
         let Some(f) = self.dir.read_json_checked::<File>(run_dir::SERVE_REQUESTS)? else { return Ok(()) };
         if f.schema != REQUESTS_SCHEMA {
             return Err(run_dir::unknown_schema(&self.dir.join(run_dir::SERVE_REQUESTS), &f.schema, REQUESTS_SCHEMA));

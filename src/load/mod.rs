@@ -54,6 +54,9 @@ pub(crate) struct Spec {
     pub(crate) timeout: Duration,
 }
 
+/// `serve/requests.json`'s schema: written by `llmperf serve`, checked by `diff` and `check`.
+pub(crate) const REQUESTS_SCHEMA: &str = "llmperf.serve-requests/v1";
+
 /// What a load was, as `serve/requests.json` records it: what two runs'
 /// latencies depend on besides the server. `llmperf diff` and `check`
 /// compare the latencies of two runs only where these agree ([`Shape::differences`]).

@@ -442,7 +442,7 @@ fn load_stage(run: &RunDir, req: &Request, base: &str, spec: &load::Spec) -> Res
     );
     let (failed, sent) = (summary.failed, summary.requests);
     let requests = Requests {
-        schema: "llmperf.serve-requests/v1".into(),
+        schema: load::REQUESTS_SCHEMA.into(),
         summary,
         load: spec.shape(),
         warmup_requests: req.warmup,
