@@ -1085,6 +1085,12 @@ fn serving_runs_under_different_loads_are_compared_by_no_row_and_say_which_setti
     let (code, c, stderr) = check(&deeper, &base, &[]);
     assert_ne!(code, 0, "{stderr}");
     assert_ne!(code, 8, "{stderr}");
+    assert_eq!(code, 7, "{stderr}");
+    assert!(
+        stderr.contains("nothing compared") && stderr.contains(": the loads differ (concurrency 4 → 8)"),
+        "{stderr}"
+    );
+    assert!(c["unlike_loads"].as_str().unwrap().starts_with("the loads differ (concurrency 4 → 8)"), "{c:#}");
     for (source, name, outcome) in outcomes(&c) {
         let r = &row(&c, &source, &name)["row"];
         assert_eq!(outcome, "inconclusive", "{source}:{name}");

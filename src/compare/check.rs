@@ -163,6 +163,10 @@ pub(crate) struct CheckReport {
     #[serde(default)]
     pub(crate) shifts: Vec<CheckedShift>,
     pub(crate) notes: Vec<String>,
+    /// Two serving runs under loads that differ: why their serving rows have
+    /// no comparison (diff.json's `unlike_loads`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) unlike_loads: Option<String>,
     /// Rows the budgets' `ignore` rules left out.
     #[serde(default)]
     pub(crate) ignored: usize,
@@ -310,6 +314,7 @@ pub(crate) fn check(args: &CheckArgs) -> Result<CheckReport, Error> {
         new,
         shifts,
         notes,
+        unlike_loads: diff.unlike_loads,
         ignored,
         status: if exit_code == 0 { "pass".into() } else { "fail".into() },
         exit_code,
@@ -379,6 +384,7 @@ fn first_run(args: &CheckArgs, budgets: &Budgets) -> Result<CheckReport, Error> 
         new,
         shifts: Vec::new(),
         notes: vec![note],
+        unlike_loads: None,
         ignored: 0,
         status: if exit_code == 0 { "pass".into() } else { "fail".into() },
         exit_code,
@@ -436,7 +442,7 @@ pub(crate) fn failure(report: &CheckReport) -> Option<Error> {
                     "nothing compared: no row of {} has a comparison with {}{}",
                     report.run.path,
                     report.baseline.path,
-                    report.notes.iter().find(|n| n.contains("the loads")).map(|n| format!(": {n}")).unwrap_or_default()
+                    report.unlike_loads.as_ref().map(|n| format!(": {n}")).unwrap_or_default()
                 ),
             )
             .with_hint(

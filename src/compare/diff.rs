@@ -83,6 +83,10 @@ pub(crate) struct Diff {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) breakdown: Vec<BreakdownRow>,
     pub(crate) notes: Vec<String>,
+    /// Two serving runs under loads that differ (or not known to match):
+    /// why their serving rows have no comparison. Also among the notes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) unlike_loads: Option<String>,
 }
 
 /// One part of one region's time breakdown in both runs: its share of the
@@ -459,7 +463,7 @@ fn build(a: &Loaded, b: &Loaded, options: Options, judge: &Judge) -> Diff {
         judged.push(t);
     }
     let mut notes: Vec<String> = a.notes.iter().chain(&b.notes).cloned().collect();
-    unlike_loads(a, b, &mut rows, &mut notes);
+    let unlike_loads = unlike_loads(a, b, &mut rows, &mut notes);
     let shifts = shifts(&rows, &judged);
     judge_few(&mut rows, &judged, &shifts);
     if options.discount_shift {
@@ -508,15 +512,17 @@ fn build(a: &Loaded, b: &Loaded, options: Options, judge: &Judge) -> Diff {
         ncu,
         breakdown,
         notes,
+        unlike_loads,
     }
 }
 
 /// Two serving runs' latencies and steps compare only under the same load:
 /// where the loads differ (or a run does not say what its load was), their
 /// rows keep both sides and lose the comparison, inconclusive with the
-/// reason. The served models may differ: that is said, and compared.
-fn unlike_loads(a: &Loaded, b: &Loaded, rows: &mut [Row], notes: &mut Vec<String>) {
-    let (Some(la), Some(lb)) = (&a.load, &b.load) else { return };
+/// reason, which is returned. The served models may differ: that is said,
+/// and compared.
+fn unlike_loads(a: &Loaded, b: &Loaded, rows: &mut [Row], notes: &mut Vec<String>) -> Option<String> {
+    let (Some(la), Some(lb)) = (&a.load, &b.load) else { return None };
     let why = match (la, lb) {
         (Some(x), Some(y)) => {
             if x.model != y.model {
@@ -524,7 +530,7 @@ fn unlike_loads(a: &Loaded, b: &Loaded, rows: &mut [Row], notes: &mut Vec<String
             }
             let d = x.differences(y);
             if d.is_empty() {
-                return;
+                return None;
             }
             format!("the loads differ ({}): their latencies and steps are not comparable", d.join(", "))
         }
@@ -542,6 +548,7 @@ fn unlike_loads(a: &Loaded, b: &Loaded, rows: &mut [Row], notes: &mut Vec<String
         r.verdict = Verdict::Inconclusive;
         r.reason = why.clone();
     }
+    Some(why)
 }
 
 /// Each part of each (device, region) of either run's breakdown, side by
