@@ -1142,6 +1142,33 @@ fn step_kinds_with_too_few_steps_make_no_whole_run_shift() {
     assert!(c["shifts"].as_array().unwrap().iter().all(|s| s["source"] != "step"), "{:#}", c["shifts"]);
 }
 
+/// A steps.json written before the per-step samples (kinds with `steps` but
+/// no `samples_ns`) gives its step rows without a comparison, inconclusive
+/// with a note that says why, not rows left out in silence.
+#[test]
+fn a_steps_file_without_samples_makes_its_steps_inconclusive_and_says_so() {
+    let root = tempfile::tempdir().unwrap();
+    let base = serving_copy("serve_tiny_2layers", &root.path().join("base"));
+    let run = serving_copy("serve_tiny_2layers", &root.path().join("run"));
+    let path = base.join("serve/steps.json");
+    let mut steps = json(&path);
+    for kind in steps["kinds"].as_array_mut().unwrap() {
+        let kind = kind.as_object_mut().unwrap();
+        kind.remove("samples_ns");
+        kind.remove("gpu_samples_ns");
+    }
+    std::fs::write(&path, serde_json::to_vec(&steps).unwrap()).unwrap();
+    let (code, c, stderr) = check(&run, &base, &["--budgets", SERVE_BUDGETS]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(row(&c, "step", "decode")["outcome"], "inconclusive", "{c:#}");
+    assert_eq!(row(&c, "request", "ttft")["outcome"], "pass", "{c:#}");
+    let notes = c["notes"].as_array().unwrap();
+    assert!(
+        notes.iter().any(|n| n.as_str().unwrap().contains("serve/steps.json holds no per-step samples")),
+        "{notes:#?}"
+    );
+}
+
 /// The served model's name comes from the server (`/v1/models`): the note
 /// that names it is escaped in diff.md, diff.html, check.md and the terminal.
 #[test]

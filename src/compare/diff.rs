@@ -399,7 +399,25 @@ impl Loaded {
         if steps.schema != STEPS_SCHEMA {
             return Err(run_dir::unknown_schema(&self.dir.join(run_dir::SERVE_STEPS), &steps.schema, STEPS_SCHEMA));
         }
-        for k in steps.kinds.iter().filter(|k| k.kind != crate::aggregate::steps::Kind::Empty) {
+        let kinds = steps.kinds.iter().filter(|k| k.kind != crate::aggregate::steps::Kind::Empty);
+        if kinds.clone().any(|k| k.steps > 0 && k.samples_ns.is_empty()) {
+            self.notes.push(format!(
+                "{}: {} holds no per-step samples (written by an older llmperf): its steps are inconclusive",
+                self.id(),
+                run_dir::SERVE_STEPS
+            ));
+            for k in kinds.clone() {
+                // GPU rows only where the steps launched kernels.
+                let sources: &[Source] =
+                    if k.gpu_time_ns > 0 { &[Source::Step, Source::StepGpu] } else { &[Source::Step] };
+                for source in sources {
+                    let series = Series { instances: k.steps as usize, ..Series::default() };
+                    self.series.insert((*source, k.kind.as_str().to_string()), series);
+                }
+            }
+            return Ok(());
+        }
+        for k in kinds {
             let instances = k.steps as usize;
             self.add_ns(run_dir::SERVE_STEPS, Source::Step, k.kind.as_str(), &k.samples_ns, instances)?;
             self.add_ns(run_dir::SERVE_STEPS, Source::StepGpu, k.kind.as_str(), &k.gpu_samples_ns, instances)?;
