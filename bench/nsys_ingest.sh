@@ -17,31 +17,8 @@ SHARED_BENCH=${SHARED_BENCH:-../shared/bench}
 WORK=${WORK:-${TMPDIR:-/tmp}/llmperf-bench}
 [ -n "${LLMPERF:-}" ] || cargo build --release --locked -p llmperf >&2
 BIN=$(realpath "${LLMPERF:-target/release/llmperf}")
-DB="$WORK/nsys_${RANGES}_${KERNELS}.sqlite"
-mkdir -p "$WORK"
-if [ ! -f "$DB" ]; then
-    [ -f "$SHARED_BENCH/gen_nsys_sqlite.py" ] || { echo "need $SHARED_BENCH/gen_nsys_sqlite.py (set SHARED_BENCH)" >&2; exit 1; }
-    # The shared generator's rows, written in bounded memory (bench/gen_nsys_stream_check.sh).
-    SHARED_BENCH=$SHARED_BENCH python3 bench/gen_nsys_stream.py --ranges "$RANGES" --kernels "$KERNELS" \
-        --out "$DB" --expect "${DB%.sqlite}.json"
-fi
-
-# median_of N CMD...: runs CMD (which prints "seconds peak_kib") N times; prints the
-# median seconds and the largest peak.
-median_of() {
-    local n=$1
-    shift
-    for _ in $(seq "$n"); do "$@"; done | python3 -c '
-import statistics, sys
-runs = [line.split() for line in sys.stdin]
-print(statistics.median(float(t) for t, _ in runs), max(int(float(m)) for _, m in runs))'
-}
-
-# Prints "seconds peak_rss_kib" of a command (GNU time), its output discarded.
-timed() {
-    /usr/bin/time -f '%e %M' -o "$WORK/time.txt" "$@" >/dev/null 2>&1
-    cat "$WORK/time.txt"
-}
+source bench/lib.sh
+nsys_db "$RANGES" "$KERNELS"
 
 # ingest OUT BIN: run llmperf import nsys, check its output against the ground truth,
 # print "seconds peak_kib".

@@ -30,10 +30,7 @@ if [ ! -f "$TRACE" ] || [ ! -f "$TRUTH" ]; then
 fi
 echo "trace: $TRACE ($(du -m "$TRACE" | cut -f1) MB), truth $(cat "$TRUTH")" >&2
 
-timed() {
-    /usr/bin/time -f '%e %M' -o "$WORK/time.txt" "$@" >/dev/null 2>&1
-    cat "$WORK/time.txt"
-}
+source bench/lib.sh
 
 llmperf_once() {
     rm -rf "$WORK/torch-out"
