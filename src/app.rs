@@ -3,8 +3,8 @@ use std::ffi::OsString;
 use std::io::Write;
 
 use crate::cli::{
-    CheckArgs, Cli, Command, ConfigCommand, DiffArgs, ImportArgs, ImportCommand, ImportNcuArgs, ImportTorchArgs,
-    ProfileArgs, ServeArgs, WorkloadArgs,
+    CheckArgs, Cli, Command, ConfigCommand, DiffArgs, ExportCommand, ImportArgs, ImportCommand, ImportNcuArgs,
+    ImportTorchArgs, ProfileArgs, ServeArgs, WorkloadArgs,
 };
 use crate::config::{self, LoadOptions, Resolved};
 use crate::error::{Error, ErrorKind};
@@ -70,6 +70,13 @@ pub fn run(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             let resolved = load(cli.config_dir, overrides)?;
             let text = if args.origin { origins(&resolved) } else { resolved.to_yaml() };
             print(&text)?;
+            Ok(0)
+        }
+        Command::Export(ExportCommand::Perfetto(args)) => {
+            let (sqlite, dir) = crate::export::perfetto_paths(&args.source, args.out.as_deref())?;
+            let ranks = crate::export::recorded_ranks(&args.source);
+            let summary = crate::export::perfetto::export(&sqlite, &dir, &ranks)?;
+            print(&crate::export::render(&summary, &dir))?;
             Ok(0)
         }
         Command::Doctor(args) => {

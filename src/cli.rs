@@ -73,6 +73,9 @@ pub(crate) enum Command {
     /// Cross-rank reports of a job whose ranks each ran `llmperf profile --rank-from-env`.
     #[command(after_help = MERGE_EXAMPLES)]
     Merge(MergeArgs),
+    /// Write a run's timeline in another format (Perfetto / Chrome trace events).
+    #[command(subcommand)]
+    Export(ExportCommand),
     /// Show the resolved configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -332,6 +335,24 @@ pub(crate) enum ImportCommand {
         after_help = "Examples:\n  llmperf import torch trace.json -o runs/imported\n  llmperf import torch rank-0.pt.trace.json.gz runner.run.top_n_kernels=50\n  llmperf import torch traces/*.pt.trace.json.gz -o runs/job   # the ranks of one job\n\nReads the trace in one streaming pass (gzip or not) and writes torch/regions.json (the region\ntree of user_annotation, cpu_op and python_function ranges with the kernels each launched, joined\nby correlation id), torch/top_kernels.json, torch/samples.json and torch/capture.json (kernels,\ncopies and sets per device and stream, kernels per launch call, graph kernels, kernels without a\nlaunch call), then the reports; prints DIR. Several files are the ranks of one job (rank:\ndistributedInfo.rank, else the last number in the name): each goes to DIR/ranks/<rank>/, then\nDIR/ranks.json and ranks.md as `llmperf merge` writes them."
     )]
     Torch(ImportTorchArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ExportCommand {
+    /// An nsys capture as Chrome JSON trace events in torch.profiler's dialect, one gzipped file per process.
+    #[command(
+        after_help = "Examples:\n  llmperf export perfetto tmp/profile-output/20261122T130558Z-3f2a1c      into RUN/perfetto/\n  llmperf export perfetto report1.sqlite -o traces/\n\nReads the run's nsys/report.sqlite (or an `nsys export --type sqlite` file) and writes one\n<DIR>/pid<PID>.pt.trace.json.gz per process: NVTX ranges as user_annotation slices, CUDA calls,\nkernels, copies and memsets per device and stream, and a flow from each launch to what it\nlaunched. Open a file in https://ui.perfetto.dev or chrome://tracing; Holistic Trace Analysis\nand `llmperf import torch DIR` read the directory. Prints what each file holds."
+    )]
+    Perfetto(ExportPerfettoArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ExportPerfettoArgs {
+    /// A run directory with nsys/report.sqlite, or an nsys SQLite export.
+    pub(crate) source: PathBuf,
+    /// Where the traces go (created): by default RUN/perfetto/; required for a file.
+    #[arg(short = 'o', long = "out", value_name = "DIR")]
+    pub(crate) out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -12,7 +12,7 @@
 //! `pipeline` runs the stages in that order; raw outputs are in the run
 //! directory before anything parses them, and `llmperf report` starts again at
 //! `parse`. Imports are layered: a module names only modules on floors below
-//! its own (app; schemas, doctor; pipeline, compare; report; aggregate; parse; plan,
+//! its own (app; schemas, doctor; pipeline, compare, export; report; aggregate; parse; plan,
 //! provenance; profile; manifest, plugin, cli; process; run_dir, timings,
 //! config, signals; stats, flops, regions, kernel_names, markdown, error, units), with no cycle
 //! (tests/layout.rs checks both).
@@ -29,6 +29,7 @@
 //! - [`aggregate`]: rows → region trees, kernel selection, roofline sums (pure);
 //! - [`report`]: the typed report model and its renderers, and the one writer of reports;
 //! - [`compare`]: `llmperf diff` and `check`: two runs' samples, verdicts, budgets;
+//! - [`export`]: `llmperf export perfetto`: a capture as Chrome trace events (Kineto's dialect);
 //! - [`schemas`]: the JSON Schemas of every artifact, and `llmperf validate`;
 //! - [`kernel_names`]: one kernel's identity across nsys's and ncu's spellings;
 //! - [`markdown`]: names the profiled program chose, made safe for Markdown and terminals;
@@ -44,6 +45,7 @@ pub(crate) mod compare;
 pub mod config;
 pub(crate) mod doctor;
 pub mod error;
+pub(crate) mod export;
 pub mod flops;
 pub(crate) mod kernel_names;
 pub(crate) mod load;

@@ -10,7 +10,7 @@ use std::path::Path;
 const FLOORS: &[&[&str]] = &[
     &["app"],
     &["schemas", "doctor"],
-    &["pipeline", "compare"],
+    &["pipeline", "compare", "export"],
     &["report"],
     &["aggregate"],
     &["parse"],

@@ -29,6 +29,7 @@ mod ncu_matching;
 mod nsys_live;
 mod nsys_regions;
 mod null_inputs;
+mod perfetto;
 mod pytorch_names;
 mod ranks;
 mod readme;

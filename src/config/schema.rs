@@ -719,7 +719,7 @@ pub(crate) enum KernelNames {
 }
 
 /// What `torch.autograd.profiler.emit_nvtx` appends: `seq`, `op_id`, `sizes`, `input_op_ids`.
-fn pytorch_nvtx_attributes() -> Vec<String> {
+pub(crate) fn pytorch_nvtx_attributes() -> Vec<String> {
     ["seq", "op_id", "sizes", "input_op_ids", "stashed seq"].map(String::from).to_vec()
 }
 

@@ -1,0 +1,99 @@
+//! export: a run's timeline written for other tools. `llmperf export
+//! perfetto` ([`perfetto`]): an nsys capture as Chrome JSON trace events in
+//! torch.profiler's dialect.
+pub(crate) mod perfetto;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, ErrorKind};
+use crate::run_dir;
+
+/// The export to read and the directory to write, from `SOURCE [-o DIR]`: a
+/// run directory's nsys/report.sqlite (into RUN/perfetto/ unless told), or
+/// an SQLite export (`-o` required: nothing is written beside the user's file).
+pub(crate) fn perfetto_paths(source: &Path, out: Option<&Path>) -> Result<(PathBuf, PathBuf), Error> {
+    if source.is_dir() {
+        let sqlite = source.join(run_dir::NSYS_SQLITE);
+        if !sqlite.is_file() {
+            return Err(Error::new(
+                ErrorKind::Usage,
+                format!("{} holds no {}: nothing to export", source.display(), run_dir::NSYS_SQLITE),
+            )
+            .with_hint(
+                "an `llmperf import nsys FILE.sqlite` run reads the file in place: pass that file with -o DIR; a torch run's trace (torch/) already opens in Perfetto",
+            ));
+        }
+        let dir = out.map_or_else(|| source.join("perfetto"), Path::to_path_buf);
+        return Ok((sqlite, dir));
+    }
+    let is_sqlite = source.extension().is_some_and(|e| e == "sqlite");
+    if !source.is_file() || !is_sqlite {
+        let what = if source.exists() { "is not an SQLite export" } else { "does not exist" };
+        return Err(Error::new(ErrorKind::Usage, format!("{} {what}", source.display())).with_hint(
+            "pass a run directory, or the .sqlite of `nsys export --type sqlite REPORT.nsys-rep` (`llmperf import nsys REPORT.nsys-rep -o RUN` makes RUN/nsys/report.sqlite)",
+        ));
+    }
+    let Some(dir) = out else {
+        return Err(Error::new(ErrorKind::Usage, format!("where should the traces of {} go?", source.display()))
+            .with_hint(format!("llmperf export perfetto {} -o DIR", source.display())));
+    };
+    Ok((source.to_path_buf(), dir.to_path_buf()))
+}
+
+/// Each process's rank, where the run recorded ranks (`rank` on the
+/// processes of nsys/regions.json, a `--launcher` capture); empty otherwise.
+pub(crate) fn recorded_ranks(source: &Path) -> BTreeMap<i64, usize> {
+    let mut ranks = BTreeMap::new();
+    if !source.is_dir() {
+        return ranks;
+    }
+    let Ok(text) = std::fs::read(source.join(run_dir::NSYS_REGIONS)) else { return ranks };
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(&text) else { return ranks };
+    for p in v["processes"].as_array().into_iter().flatten() {
+        if let (Some(pid), Some(rank)) = (p["process_id"].as_i64(), p["rank"].as_u64()) {
+            ranks.insert(pid, rank as usize);
+        }
+    }
+    ranks
+}
+
+/// What the terminal shows after an export: each file, its process and
+/// what it holds, and where to open it.
+pub(crate) fn render(summary: &perfetto::Summary, dir: &Path) -> String {
+    let mut s = String::new();
+    for f in &summary.files {
+        let _ = writeln!(
+            s,
+            "{}  rank {} (pid {}): {} NVTX ranges, {} CUDA calls, {} kernels, {} copies, {} memsets, {} flows",
+            dir.join(&f.file).display(),
+            f.rank,
+            f.pid,
+            f.ranges,
+            f.calls,
+            f.kernels,
+            f.memcpys,
+            f.memsets,
+            f.flows
+        );
+        if f.overlapping > 0 {
+            let _ = writeln!(
+                s,
+                "  {} GPU operation{} overlapped an earlier one on its stream: drawn on the stream's overlap tracks{}",
+                f.overlapping,
+                if f.overlapping == 1 { "" } else { "s" },
+                if f.crossing > 0 {
+                    format!(" ({} found no free track and cross a slice)", f.crossing)
+                } else {
+                    String::new()
+                }
+            );
+        }
+    }
+    if summary.unended_ranges > 0 {
+        let _ = writeln!(s, "left out: {} NVTX ranges still open when the capture stopped", summary.unended_ranges);
+    }
+    let _ = writeln!(s, "open a file in https://ui.perfetto.dev (Open trace file) or chrome://tracing");
+    s
+}

@@ -1,0 +1,822 @@
+//! export::perfetto: an Nsight Systems export (SQLite) written as Chrome
+//! JSON trace events in the dialect torch.profiler (Kineto) writes, one
+//! gzipped file per process, so that ui.perfetto.dev and `chrome://tracing`
+//! open it and the PyTorch-trace tools (Holistic Trace Analysis, llmperf's own
+//! `import torch`) read it as if torch.profiler had written it.
+//!
+//! What each file holds, for its process (Kineto's names):
+//! - `user_annotation` slices: the NVTX push/pop ranges of each host thread
+//!   (`pid` the process, `tid` the thread), nested as they were; start/end
+//!   ranges, which need not nest, as async slices (`b`/`e`) of their own;
+//! - `cuda_runtime` / `cuda_driver` slices: the CUDA API calls, with the
+//!   `correlation` that ties a launch to what it launched;
+//! - `kernel`, `gpu_memcpy`, `gpu_memset` slices on a track per device
+//!   (`pid` the device, `tid` the stream), with `device`, `stream`,
+//!   `correlation` and the launch configuration in `args`;
+//! - `ac2g` flows (`s` on the call, `f` on the GPU operation) for each
+//!   correlation whose call and operation are both in the export;
+//! - `process_name` / `thread_name` metadata, `deviceProperties` from the
+//!   export's `TARGET_INFO_GPU`, and `distributedInfo` (rank: as the run's
+//!   launcher gave it, else the process's place in pid order; `rank_from`
+//!   says which).
+//!
+//! NVTX names that carry PyTorch's per-call attributes (`aten::mm, seq = 3,
+//! op_id = 5`) are named by their operator, with the attributes in `args`,
+//! as `llmperf import nsys` names them (the default `report.nvtx_attributes`).
+//!
+//! Times are the export's nanoseconds written as microseconds with three
+//! decimals (`ts`, `dur`): exact, as Kineto writes them since 2023. The
+//! writer streams: each table is read once in stored order and each row is
+//! written as it is read; memory holds the names and the open ranges.
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use flate2::write::GzEncoder;
+use flate2::Compression;
+use rustc_hash::FxHashMap as HashMap;
+use serde::Serialize;
+
+use crate::error::{Error, ErrorKind};
+use crate::parse::nsys::sqlite::{pid_of, tid_of, Names, NsysDb, Order};
+use crate::parse::nsys::sqlite_rows::Rows;
+use crate::regions::RangeStyle;
+
+/// The file name of process `pid`'s trace in the output directory.
+pub(crate) fn file_name(pid: i64) -> String {
+    format!("pid{pid}.pt.trace.json.gz")
+}
+
+/// What an export wrote: per file, its process and counts of each kind.
+#[derive(Debug, Default, Serialize)]
+pub(crate) struct Summary {
+    pub(crate) files: Vec<FileSummary>,
+    /// NVTX ranges left out: still open when the capture stopped.
+    pub(crate) unended_ranges: u64,
+}
+
+#[derive(Debug, Default, Clone, Serialize)]
+pub(crate) struct FileSummary {
+    pub(crate) file: String,
+    pub(crate) pid: i64,
+    pub(crate) rank: usize,
+    pub(crate) ranges: u64,
+    pub(crate) calls: u64,
+    pub(crate) kernels: u64,
+    pub(crate) memcpys: u64,
+    pub(crate) memsets: u64,
+    pub(crate) flows: u64,
+    /// GPU operations that started before the last one on their stream
+    /// ended, put on an overlap track of the stream.
+    pub(crate) overlapping: u64,
+    /// Of those, the ones no overlap track could take: they cross a slice.
+    pub(crate) crossing: u64,
+}
+
+/// Tracks per stream: its own and the overlap tracks.
+const MAX_LANES: usize = 16;
+
+/// ns as µs with three decimals: `1234567` → `1234.567`.
+fn micros(out: &mut String, ns: i64) {
+    let sign = if ns < 0 { "-" } else { "" };
+    let a = ns.unsigned_abs();
+    let _ = write!(out, "{sign}{}.{:03}", a / 1000, a % 1000);
+}
+
+/// A file gzipped on a thread of its own: writes fill a chunk, and each
+/// full chunk goes to the thread (two in flight at most), so that
+/// formatting and compressing take a core each. (Chunks, not events, reach
+/// the encoder: flate2 zero-fills its 32 KiB output buffer on every write,
+/// a third of an export's time when it was handed one event per write.)
+struct Gz {
+    chunk: Vec<u8>,
+    to: Option<std::sync::mpsc::SyncSender<Vec<u8>>>,
+    thread: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+}
+
+const CHUNK: usize = 256 << 10;
+
+impl Gz {
+    fn create(file: std::fs::File) -> Gz {
+        let (to, from) = std::sync::mpsc::sync_channel::<Vec<u8>>(2);
+        let thread = std::thread::spawn(move || {
+            let mut gz = GzEncoder::new(file, Compression::fast());
+            for chunk in from {
+                gz.write_all(&chunk)?;
+            }
+            gz.finish()?.flush()
+        });
+        Gz { chunk: Vec::with_capacity(CHUNK), to: Some(to), thread: Some(thread) }
+    }
+
+    fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.chunk.extend_from_slice(bytes);
+        if self.chunk.len() >= CHUNK {
+            self.send()?;
+        }
+        Ok(())
+    }
+
+    fn send(&mut self) -> std::io::Result<()> {
+        let chunk = std::mem::replace(&mut self.chunk, Vec::with_capacity(CHUNK));
+        if self.to.as_ref().is_some_and(|to| to.send(chunk).is_ok()) {
+            return Ok(());
+        }
+        // The thread stopped: its error says why.
+        self.finish().and(Err(std::io::Error::other("the compressing thread stopped")))
+    }
+
+    /// The rest written, the stream ended and the file closed.
+    fn finish(&mut self) -> std::io::Result<()> {
+        if !self.chunk.is_empty() {
+            let chunk = std::mem::take(&mut self.chunk);
+            if let Some(to) = &self.to {
+                let _ = to.send(chunk);
+            }
+        }
+        self.to = None;
+        match self.thread.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(std::io::Error::other("the compressing thread panicked")),
+            None => Ok(()),
+        }
+    }
+}
+
+/// One process's file: gzip stream, and whether an event was written yet.
+struct Out {
+    gz: Gz,
+    path: PathBuf,
+    first: bool,
+    summary: FileSummary,
+    /// GPU tracks (device, tid) named so far.
+    tracks: std::collections::BTreeSet<(i64, i64)>,
+    /// Per (device, stream), each track's latest end: lane 0 is the stream's
+    /// own track, the others hold operations that overlap it.
+    lanes: HashMap<(i64, i64), Vec<i64>>,
+    /// Host threads named so far.
+    threads: std::collections::BTreeSet<i64>,
+}
+
+impl Out {
+    fn event(&mut self, line: &str) -> Result<(), Error> {
+        let sep: &[u8] = if self.first { b"\n" } else { b",\n" };
+        self.first = false;
+        self.gz
+            .write_all(sep)
+            .and_then(|()| self.gz.write_all(line.as_bytes()))
+            .map_err(|e| crate::run_dir::io_error(&self.path, "write", &e))
+    }
+}
+
+/// A JSON string, escaped.
+fn json_str(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+}
+
+/// The writer of every process's file.
+struct Writer {
+    dir: PathBuf,
+    files: BTreeMap<i64, Out>,
+    ranks: BTreeMap<i64, usize>,
+    thread_names: HashMap<i64, String>,
+    process_names: HashMap<i64, String>,
+    line: String,
+}
+
+impl Writer {
+    fn out(&mut self, pid: i64) -> Result<&mut Out, Error> {
+        let Some(rank) = self.ranks.get(&pid).copied() else {
+            return Err(Error::new(ErrorKind::Internal, format!("process {pid} was not among the export's processes")));
+        };
+        if !self.files.contains_key(&pid) {
+            let path = self.dir.join(file_name(pid));
+            let file = std::fs::File::create(&path).map_err(|e| crate::run_dir::io_error(&path, "create", &e))?;
+            let mut out = Out {
+                gz: Gz::create(file),
+                path: path.clone(),
+                first: true,
+                summary: FileSummary { file: file_name(pid), pid, rank, ..FileSummary::default() },
+                tracks: Default::default(),
+                lanes: HashMap::default(),
+                threads: Default::default(),
+            };
+            out.gz
+                .write_all(b"{\"schemaVersion\": 1, \"traceEvents\": [")
+                .map_err(|e| crate::run_dir::io_error(&path, "write", &e))?;
+            let name = self.process_names.get(&pid).cloned().unwrap_or_else(|| format!("process {pid}"));
+            let meta = format!(
+                r#"{{"ph":"M","name":"process_name","pid":{pid},"tid":0,"args":{{"name":{}}}}}"#,
+                json_str(&format!("{name} (pid {pid}, rank {rank})"))
+            );
+            out.event(&meta)?;
+            self.files.insert(pid, out);
+        }
+        Ok(self.files.get_mut(&pid).expect("inserted above"))
+    }
+
+    /// Names host thread `tid` of `pid` the first time it is written to.
+    fn thread(&mut self, pid: i64, global_tid: i64) -> Result<(), Error> {
+        let tid = tid_of(global_tid);
+        if self.out(pid)?.threads.contains(&tid) {
+            return Ok(());
+        }
+        let name = self.thread_names.get(&global_tid).cloned();
+        let out = self.out(pid)?;
+        if out.threads.insert(tid) {
+            let name = name.unwrap_or_else(|| format!("thread {tid}"));
+            out.event(&format!(
+                r#"{{"ph":"M","name":"thread_name","pid":{pid},"tid":{tid},"args":{{"name":{}}}}}"#,
+                json_str(&name)
+            ))?;
+        }
+        Ok(())
+    }
+
+    /// The track (tid) of an operation `span` on `stream` of `device` in
+    /// `pid`'s file, named the first time: the stream's own (tid = stream),
+    /// or where the operation starts before the last one there ended (CUDA
+    /// lets kernels of one stream overlap: programmatic dependent launch),
+    /// the first of its overlap tracks (tid = stream + k << 32) it fits, so
+    /// that no slice crosses another on a track. None fits among
+    /// [`MAX_LANES`]: the last, and it is counted.
+    fn track(&mut self, pid: i64, device: i64, stream: i64, span: (i64, i64)) -> Result<i64, Error> {
+        let out = self.out(pid)?;
+        let lanes = out.lanes.entry((device, stream)).or_default();
+        let lane = match lanes.iter().position(|&end| end <= span.0) {
+            Some(k) => k,
+            None if lanes.len() < MAX_LANES => {
+                lanes.push(i64::MIN);
+                lanes.len() - 1
+            }
+            None => {
+                out.summary.crossing += 1;
+                MAX_LANES - 1
+            }
+        };
+        lanes[lane] = lanes[lane].max(span.1);
+        if lane > 0 {
+            out.summary.overlapping += 1;
+        }
+        let tid = stream + ((lane as i64) << 32);
+        if out.tracks.insert((device, tid)) {
+            if !out.tracks.iter().any(|&(d, t)| d == device && t != tid) {
+                out.event(&format!(
+                    r#"{{"ph":"M","name":"process_name","pid":{device},"tid":0,"args":{{"name":"GPU {device}"}}}}"#
+                ))?;
+            }
+            let name =
+                if lane == 0 { format!("stream {stream}") } else { format!("stream {stream} (overlapping {lane})") };
+            out.event(&format!(
+                r#"{{"ph":"M","name":"thread_name","pid":{device},"tid":{tid},"args":{{"name":"{name}"}}}}"#
+            ))?;
+        }
+        Ok(tid)
+    }
+
+    /// A complete slice of `span` (ns) in `pid`'s file, on `track` (pid, tid).
+    fn slice(
+        &mut self,
+        pid: i64,
+        track: (i64, i64),
+        cat: &str,
+        name: &str,
+        span: (i64, i64),
+        args: &str,
+    ) -> Result<(), Error> {
+        let (start, end) = span;
+        let mut line = std::mem::take(&mut self.line);
+        line.clear();
+        let _ = write!(
+            line,
+            r#"{{"ph":"X","cat":"{cat}","name":{},"pid":{},"tid":{},"ts":"#,
+            json_str(name),
+            track.0,
+            track.1
+        );
+        micros(&mut line, start);
+        line.push_str(",\"dur\":");
+        micros(&mut line, end - start);
+        let _ = write!(line, r#","args":{{{args}}}}}"#);
+        let r = self.out(pid)?.event(&line);
+        self.line = line;
+        r
+    }
+
+    fn finish(mut self, meta: &Meta) -> Result<Vec<FileSummary>, Error> {
+        let world = self.ranks.values().collect::<std::collections::BTreeSet<_>>().len();
+        let mut summaries = Vec::new();
+        // A process with no event still gets its file: its rank is in the job.
+        let pids: Vec<i64> = self.ranks.keys().copied().collect();
+        for pid in pids {
+            self.out(pid)?;
+        }
+        for (_, mut out) in std::mem::take(&mut self.files) {
+            let rank = out.summary.rank;
+            let tail = format!(
+                "\n], \"deviceProperties\": {}, \"distributedInfo\": {{\"rank\": {rank}, \"world_size\": {world}, \"rank_from\": {}}}, \"displayTimeUnit\": \"ms\", \"traceName\": {}}}\n",
+                meta.devices,
+                json_str(meta.rank_from),
+                json_str(&out.summary.file)
+            );
+            let path = out.path.clone();
+            out.gz.write_all(tail.as_bytes()).map_err(|e| crate::run_dir::io_error(&path, "write", &e))?;
+            out.gz.finish().map_err(|e| crate::run_dir::io_error(&path, "write", &e))?;
+            summaries.push(out.summary);
+        }
+        Ok(summaries)
+    }
+}
+
+/// What every file repeats: the devices, and where the ranks came from.
+struct Meta {
+    devices: String,
+    rank_from: &'static str,
+}
+
+/// `deviceProperties` from `TARGET_INFO_GPU` (Kineto's keys); `[]` where the
+/// export has none (nsys 2026 exports).
+fn devices(db: &NsysDb) -> String {
+    if !db.has_table("TARGET_INFO_GPU") {
+        return "[]".into();
+    }
+    let cols = db.columns("TARGET_INFO_GPU");
+    let col = |c: &str| if cols.contains(c) { c.to_string() } else { "NULL".to_string() };
+    let id = if cols.contains("cuDevice") { "cuDevice" } else { "id" };
+    let sql = format!(
+        "SELECT {id}, name, {}, {}, {}, {} FROM TARGET_INFO_GPU",
+        col("totalMemory"),
+        col("computeMajor"),
+        col("computeMinor"),
+        col("smCount")
+    );
+    let Ok(mut stmt) = db.conn().prepare(&sql) else { return "[]".into() };
+    let rows = stmt.query_map([], |r| {
+        Ok(serde_json::json!({
+            "id": r.get::<_, Option<i64>>(0)?,
+            "name": r.get::<_, Option<String>>(1)?,
+            "totalGlobalMem": r.get::<_, Option<i64>>(2)?,
+            "computeMajor": r.get::<_, Option<i64>>(3)?,
+            "computeMinor": r.get::<_, Option<i64>>(4)?,
+            "numSms": r.get::<_, Option<i64>>(5)?,
+        }))
+    });
+    let list: Vec<serde_json::Value> = match rows {
+        Ok(rows) => rows.filter_map(Result::ok).collect(),
+        Err(_) => Vec::new(),
+    };
+    serde_json::to_string(&list).unwrap_or_else(|_| "[]".into())
+}
+
+/// Every process the export has activity of, in pid order: its rank.
+fn processes(db: &NsysDb) -> Result<Vec<i64>, Error> {
+    let mut pids = std::collections::BTreeSet::new();
+    let mut add = |sql: &str, what: &str| -> Result<(), Error> {
+        let mut stmt = db.conn().prepare(sql).map_err(|e| db.sql_error(what, e))?;
+        let rows = stmt.query_map([], |r| r.get::<_, i64>(0)).map_err(|e| db.sql_error(what, e))?;
+        for gid in rows {
+            pids.insert(pid_of(gid.map_err(|e| db.sql_error(what, e))?));
+        }
+        Ok(())
+    };
+    for table in ["NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER"] {
+        if db.has_table(table) && db.columns(table).contains("globalTid") {
+            add(&format!("SELECT DISTINCT globalTid FROM {table} WHERE globalTid IS NOT NULL"), table)?;
+        }
+    }
+    for table in GPU_TABLES.iter().map(|(t, _)| *t) {
+        if db.has_table(table) && db.columns(table).contains("globalPid") {
+            add(&format!("SELECT DISTINCT globalPid FROM {table} WHERE globalPid IS NOT NULL"), table)?;
+        }
+    }
+    Ok(pids.into_iter().collect())
+}
+
+/// The tables of GPU work and the category Kineto gives each.
+const GPU_TABLES: [(&str, &str); 3] = [
+    ("CUPTI_ACTIVITY_KIND_KERNEL", "kernel"),
+    ("CUPTI_ACTIVITY_KIND_MEMCPY", "gpu_memcpy"),
+    ("CUPTI_ACTIVITY_KIND_MEMSET", "gpu_memset"),
+];
+
+fn names_of(db: &NsysDb, sql: &str, what: &str) -> HashMap<i64, String> {
+    let Ok(mut stmt) = db.conn().prepare(sql) else { return HashMap::default() };
+    let Ok(rows) = stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Option<String>>(1)?))) else {
+        tracing::debug!("{what}: not read");
+        return HashMap::default();
+    };
+    rows.filter_map(Result::ok).map(|(id, name)| (id, name.unwrap_or_default())).collect()
+}
+
+/// Write `sqlite`'s export as one trace per process into `dir` (created).
+/// `ranks`: each process's rank where the run recorded it (a `--launcher`
+/// capture's regions.json); else a process's rank is its place in pid order.
+pub(crate) fn export(sqlite: &Path, dir: &Path, ranks: &BTreeMap<i64, usize>) -> Result<Summary, Error> {
+    let db = NsysDb::open(sqlite)?;
+    std::fs::create_dir_all(dir).map_err(|e| crate::run_dir::io_error(dir, "create the output directory", &e))?;
+    let pids = processes(&db)?;
+    if pids.is_empty() {
+        return Err(Error::new(
+            ErrorKind::Unparseable,
+            format!("{}: no NVTX range, CUDA call or GPU operation to export", sqlite.display()),
+        )
+        .with_hint("capture with `-t cuda,nvtx` (llmperf profile does) so that the export holds a timeline"));
+    }
+    let known = !ranks.is_empty() && pids.iter().all(|p| ranks.contains_key(p));
+    let thread_names = if db.has_table("ThreadNames") {
+        names_of(
+            &db,
+            "SELECT t.globalTid, s.value FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId",
+            "ThreadNames",
+        )
+    } else {
+        HashMap::default()
+    };
+    let process_names = if db.has_table("PROCESSES") {
+        names_of(&db, "SELECT pid, name FROM PROCESSES", "PROCESSES")
+    } else {
+        HashMap::default()
+    };
+    let mut w = Writer {
+        dir: dir.to_path_buf(),
+        files: BTreeMap::new(),
+        ranks: if known { ranks.clone() } else { pids.iter().enumerate().map(|(rank, pid)| (*pid, rank)).collect() },
+        thread_names,
+        process_names,
+        line: String::new(),
+    };
+    let mut summary = Summary::default();
+    let mut strings = Names::default();
+    let ids = db.string_ids(&mut strings)?;
+    ranges(&db, &mut w, &mut strings, &ids, &mut summary)?;
+    let launched = calls(&db, &mut w, &ids, &strings)?;
+    gpu(&db, &mut w, &ids, &strings, &launched)?;
+    let rank_from = if known { "the run's launcher" } else { "process order (pid)" };
+    summary.files = w.finish(&Meta { devices: devices(&db), rank_from })?;
+    Ok(summary)
+}
+
+/// The NVTX ranges: push/pop as slices, start/end as async slices.
+fn ranges(
+    db: &NsysDb,
+    w: &mut Writer,
+    strings: &mut Names,
+    ids: &HashMap<i64, u32>,
+    summary: &mut Summary,
+) -> Result<(), Error> {
+    let keys = crate::config::schema::pytorch_nvtx_attributes();
+    let keys = &keys[..];
+    let mut failed = None;
+    let mut async_id = 0u64;
+    db.each_range(strings, ids, Order::Stored, |r, names| {
+        if !r.ended {
+            summary.unended_ranges += 1;
+            return true;
+        }
+        let pid = pid_of(r.global_tid);
+        let domain = names.get(r.domain);
+        let mut args = String::new();
+        if !domain.is_empty() {
+            let _ = write!(args, r#""domain":{}"#, json_str(domain));
+        }
+        // PyTorch's per-call attributes go to args; the name is the operator's.
+        let raw = names.get(r.name);
+        let name = match crate::regions::strip_attributes(raw, keys) {
+            Some((op, attrs)) => {
+                for (k, v) in attrs {
+                    let sep = if args.is_empty() { "" } else { "," };
+                    let _ = write!(args, "{sep}{}:{}", json_str(k), json_str(v));
+                }
+                op.to_string()
+            }
+            None => raw.to_string(),
+        };
+        let result = (|| -> Result<(), Error> {
+            w.thread(pid, r.global_tid)?;
+            match r.style {
+                RangeStyle::PushPop => {
+                    w.slice(pid, (pid, tid_of(r.global_tid)), "user_annotation", &name, (r.start, r.end), &args)?
+                }
+                RangeStyle::StartEnd => {
+                    async_id += 1;
+                    let name = json_str(&name);
+                    let tid = tid_of(r.global_tid);
+                    for (ph, t) in [("b", r.start), ("e", r.end)] {
+                        let mut line = format!(
+                            r#"{{"ph":"{ph}","cat":"user_annotation","name":{name},"id":{async_id},"pid":{pid},"tid":{tid},"ts":"#
+                        );
+                        micros(&mut line, t);
+                        let _ = write!(line, r#","args":{{{args}}}}}"#);
+                        w.out(pid)?.event(&line)?;
+                    }
+                }
+            }
+            w.out(pid)?.summary.ranges += 1;
+            Ok(())
+        })();
+        match result {
+            Ok(()) => true,
+            Err(e) => {
+                failed = Some(e);
+                false
+            }
+        }
+    })?;
+    failed.map_or(Ok(()), Err)
+}
+
+/// A set of (process, correlation id). CUPTI numbers each process's calls
+/// from 1, so the ids are dense: a bit per id (10M ids: 1.2 MiB, where a
+/// hash set held 70 MiB); an id past 2^28 or below 0 goes to a hash set.
+#[derive(Default)]
+struct Launches {
+    bits: HashMap<i64, Vec<u64>>,
+    sparse: std::collections::HashSet<(i64, i64)>,
+}
+
+impl Launches {
+    const DENSE: i64 = 1 << 28;
+
+    /// Adds the pair; false where it was there already.
+    fn insert(&mut self, (pid, id): (i64, i64)) -> bool {
+        if !(0..Self::DENSE).contains(&id) {
+            return self.sparse.insert((pid, id));
+        }
+        let bits = self.bits.entry(pid).or_default();
+        let (word, bit) = ((id / 64) as usize, 1u64 << (id % 64));
+        if bits.len() <= word {
+            bits.resize(word + 1, 0);
+        }
+        let new = bits[word] & bit == 0;
+        bits[word] |= bit;
+        new
+    }
+
+    fn contains(&self, &(pid, id): &(i64, i64)) -> bool {
+        if !(0..Self::DENSE).contains(&id) {
+            return self.sparse.contains(&(pid, id));
+        }
+        let (word, bit) = ((id / 64) as usize, 1u64 << (id % 64));
+        self.bits.get(&pid).and_then(|b| b.get(word)).is_some_and(|w| w & bit != 0)
+    }
+}
+
+/// The CUDA runtime and driver calls, and the correlations of those that
+/// launched GPU work in the export (the flows' starts).
+fn calls(db: &NsysDb, w: &mut Writer, ids: &HashMap<i64, u32>, strings: &Names) -> Result<Launches, Error> {
+    let gpu_ids = gpu_correlations(db)?;
+    let mut launched = Launches::default();
+    for (table, cat) in [("CUPTI_ACTIVITY_KIND_RUNTIME", "cuda_runtime"), ("CUPTI_ACTIVITY_KIND_DRIVER", "cuda_driver")]
+    {
+        if !db.has_table(table) {
+            continue;
+        }
+        let cols = db.columns(table);
+        let correlation = if cols.contains("correlationId") { "correlationId" } else { "NULL" };
+        let sql = format!("SELECT start, end, globalTid, nameId, {correlation} FROM {table}");
+        let mut rows = Rows::query(db.conn(), &sql).map_err(|e| db.sql_error(table, e))?;
+        while rows.step().map_err(|e| db.sql_error(table, e))? {
+            let (start, end, gtid) = (rows.int(0), rows.int(1), rows.int(2));
+            let name = ids.get(&rows.int(3)).map_or("", |&n| strings.get(n));
+            let pid = pid_of(gtid);
+            let tid = tid_of(gtid);
+            let correlation = rows.opt_int(4);
+            let mut args = String::new();
+            if let Some(c) = correlation {
+                let _ = write!(args, r#""correlation":{c}"#);
+            }
+            w.thread(pid, gtid)?;
+            w.slice(pid, (pid, tid), cat, name, (start, end), &args)?;
+            w.out(pid)?.summary.calls += 1;
+            if let Some(c) = correlation.filter(|c| gpu_ids.contains(&(pid, *c))) {
+                if launched.insert((pid, c)) {
+                    let mut line =
+                        format!(r#"{{"ph":"s","cat":"ac2g","name":"ac2g","id":{c},"pid":{pid},"tid":{tid},"ts":"#);
+                    micros(&mut line, start);
+                    line.push('}');
+                    let out = w.out(pid)?;
+                    out.event(&line)?;
+                }
+            }
+        }
+    }
+    Ok(launched)
+}
+
+/// Every (process, correlation) of GPU work in the export.
+fn gpu_correlations(db: &NsysDb) -> Result<Launches, Error> {
+    let mut all = Launches::default();
+    for (table, _) in GPU_TABLES {
+        let cols = db.columns(table);
+        if !db.has_table(table) || !cols.contains("correlationId") {
+            continue;
+        }
+        let pid = if cols.contains("globalPid") { "globalPid" } else { "0" };
+        let mut rows = Rows::query(db.conn(), &format!("SELECT {pid}, correlationId FROM {table}"))
+            .map_err(|e| db.sql_error(table, e))?;
+        while rows.step().map_err(|e| db.sql_error(table, e))? {
+            all.insert((pid_of(rows.int(0)), rows.int(1)));
+        }
+    }
+    Ok(all)
+}
+
+/// One GPU operation, read.
+struct Op {
+    start: i64,
+    end: i64,
+    device: i64,
+    stream: i64,
+    correlation: Option<i64>,
+    pid: i64,
+    /// 0 kernel, 1 copy, 2 memset (the index in [`GPU_TABLES`]).
+    table: usize,
+    name: String,
+    /// The `args` after device, stream and correlation.
+    args: String,
+}
+
+/// One GPU table read in stored order, one row ahead.
+struct Cursor<'c> {
+    rows: Rows<'c>,
+    table: usize,
+    head: Option<Op>,
+}
+
+impl<'c> Cursor<'c> {
+    fn open(db: &'c NsysDb, table: usize) -> Result<Option<Cursor<'c>>, Error> {
+        let (name, _) = GPU_TABLES[table];
+        if !db.has_table(name) {
+            return Ok(None);
+        }
+        let cols = db.columns(name);
+        let col = |c: &str| if cols.contains(c) { c.to_string() } else { "NULL".to_string() };
+        let pid_col = if cols.contains("globalPid") { "globalPid" } else { "0" };
+        let extra = match table {
+            0 => {
+                let kernel_name = if cols.contains("demangledName") { "demangledName" } else { "shortName" };
+                let rest = ["gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread"]
+                    .into_iter()
+                    .chain(["staticSharedMemory", "dynamicSharedMemory"])
+                    .map(col)
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                format!("{kernel_name}, {rest}")
+            }
+            1 => format!("{}, {}, {}, {}", col("bytes"), col("copyKind"), col("srcKind"), col("dstKind")),
+            _ => col("bytes"),
+        };
+        let sql = format!(
+            "SELECT start, end, {}, {}, {}, {pid_col}, {extra} FROM {name}",
+            col("deviceId"),
+            col("streamId"),
+            col("correlationId")
+        );
+        let rows = Rows::query(db.conn(), &sql).map_err(|e| db.sql_error(name, e))?;
+        Ok(Some(Cursor { rows, table, head: None }))
+    }
+
+    /// The next row, or None at the end.
+    fn next(&mut self, db: &NsysDb, ids: &HashMap<i64, u32>, strings: &Names) -> Result<Option<Op>, Error> {
+        let rows = &mut self.rows;
+        if !rows.step().map_err(|e| db.sql_error(GPU_TABLES[self.table].0, e))? {
+            return Ok(None);
+        }
+        let mut args = String::new();
+        let name = match self.table {
+            0 => {
+                let dims =
+                    |from: i32| (from..from + 3).map(|k| rows.opt_int(k).unwrap_or(0).to_string()).collect::<Vec<_>>();
+                let _ = write!(
+                    args,
+                    r#","grid":[{}],"block":[{}],"registers per thread":{},"shared memory":{}"#,
+                    dims(7).join(","),
+                    dims(10).join(","),
+                    rows.opt_int(13).unwrap_or(0),
+                    rows.opt_int(14).unwrap_or(0) + rows.opt_int(15).unwrap_or(0)
+                );
+                ids.get(&rows.int(6)).map_or("", |&n| strings.get(n)).to_string()
+            }
+            1 => {
+                let _ = write!(args, r#","bytes":{}"#, rows.opt_int(6).unwrap_or(0));
+                let kind = copy_kind(rows.opt_int(7));
+                format!("Memcpy {kind} ({} -> {})", memory_kind(rows.opt_int(8)), memory_kind(rows.opt_int(9)))
+            }
+            _ => {
+                let _ = write!(args, r#","bytes":{}"#, rows.opt_int(6).unwrap_or(0));
+                "Memset (Device)".to_string()
+            }
+        };
+        Ok(Some(Op {
+            start: rows.int(0),
+            end: rows.int(1),
+            device: rows.opt_int(2).unwrap_or(0),
+            stream: rows.opt_int(3).unwrap_or(0),
+            correlation: rows.opt_int(4),
+            pid: pid_of(rows.opt_int(5).unwrap_or(0)),
+            table: self.table,
+            name,
+            args,
+        }))
+    }
+}
+
+/// Kernels, copies and memsets: slices on each device's stream tracks, and
+/// the flow's end where the call that launched each was written. The three
+/// tables are read at once and merged by start, so that each stream's
+/// operations meet its tracks in time order (as each table stores them).
+fn gpu(
+    db: &NsysDb,
+    w: &mut Writer,
+    ids: &HashMap<i64, u32>,
+    strings: &Names,
+    launched: &Launches,
+) -> Result<(), Error> {
+    let mut cursors = Vec::new();
+    for table in 0..GPU_TABLES.len() {
+        if let Some(mut c) = Cursor::open(db, table)? {
+            c.head = c.next(db, ids, strings)?;
+            cursors.push(c);
+        }
+    }
+    let mut args = String::new();
+    loop {
+        let Some(i) = (0..cursors.len())
+            .filter(|&i| cursors[i].head.is_some())
+            .min_by_key(|&i| cursors[i].head.as_ref().map(|o| o.start))
+        else {
+            return Ok(());
+        };
+        let next = cursors[i].next(db, ids, strings)?;
+        let op = std::mem::replace(&mut cursors[i].head, next).expect("a head");
+        args.clear();
+        let _ = write!(args, r#""device":{},"stream":{}"#, op.device, op.stream);
+        if let Some(c) = op.correlation {
+            let _ = write!(args, r#","correlation":{c}"#);
+        }
+        args.push_str(&op.args);
+        let (pid, device, cat) = (op.pid, op.device, GPU_TABLES[op.table].1);
+        let tid = w.track(pid, device, op.stream, (op.start, op.end))?;
+        w.slice(pid, (device, tid), cat, &op.name, (op.start, op.end), &args)?;
+        let out = w.out(pid)?;
+        match op.table {
+            0 => out.summary.kernels += 1,
+            1 => out.summary.memcpys += 1,
+            _ => out.summary.memsets += 1,
+        }
+        if let Some(c) = op.correlation.filter(|c| launched.contains(&(pid, *c))) {
+            let mut line =
+                format!(r#"{{"ph":"f","cat":"ac2g","name":"ac2g","id":{c},"pid":{device},"tid":{tid},"ts":"#);
+            micros(&mut line, op.start);
+            line.push_str(r#","bp":"e"}"#);
+            out.event(&line)?;
+            out.summary.flows += 1;
+        }
+    }
+}
+
+/// CUPTI's copy kinds (`CUpti_ActivityMemcpyKind`), as Kineto names them.
+fn copy_kind(kind: Option<i64>) -> &'static str {
+    match kind {
+        Some(1) => "HtoD",
+        Some(2) => "DtoH",
+        Some(3) => "HtoA",
+        Some(4) => "AtoH",
+        Some(5) => "AtoA",
+        Some(6) => "AtoD",
+        Some(7) => "DtoA",
+        Some(8) => "DtoD",
+        Some(9) => "HtoH",
+        Some(10) => "PtoP",
+        _ => "Unknown",
+    }
+}
+
+/// CUPTI's memory kinds (`CUpti_ActivityMemoryKind`), as Kineto names them.
+fn memory_kind(kind: Option<i64>) -> &'static str {
+    match kind {
+        Some(1) => "Pageable",
+        Some(2) => "Pinned",
+        Some(3) => "Device",
+        Some(4) => "Array",
+        Some(5) => "Managed",
+        Some(6) => "Device Static",
+        Some(7) => "Managed Static",
+        _ => "Unknown",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::micros;
+
+    #[test]
+    fn nanoseconds_are_microseconds_with_three_decimals() {
+        for (ns, text) in [(0, "0.000"), (1, "0.001"), (1_234_567, "1234.567"), (-1500, "-1.500"), (999, "0.999")] {
+            let mut s = String::new();
+            micros(&mut s, ns);
+            assert_eq!(s, text);
+        }
+    }
+}

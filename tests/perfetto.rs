@@ -1,0 +1,364 @@
+//! `llmperf export perfetto`: an nsys capture as Chrome trace events in
+//! torch.profiler's dialect, read back by plain JSON and held against SQL on
+//! the same export, against llmperf's own `import nsys` (through `import
+//! torch`, the round trip) and against Holistic Trace Analysis.
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use crate::common::{json, llmperf, skipped};
+
+/// Every event of every file `llmperf export perfetto` wrote into `dir`, by
+/// file, parsed by serde_json alone.
+fn read_traces(dir: &Path) -> BTreeMap<String, serde_json::Value> {
+    let mut out = BTreeMap::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(name.ends_with(".pt.trace.json.gz"), "{name}");
+        let mut text = String::new();
+        std::io::Read::read_to_string(
+            &mut flate2::read::GzDecoder::new(std::fs::File::open(&path).unwrap()),
+            &mut text,
+        )
+        .unwrap();
+        out.insert(name, serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display())));
+    }
+    out
+}
+
+fn export(source: &Path, out: &Path) {
+    let o = llmperf().args(["export", "perfetto"]).arg(source).arg("-o").arg(out).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// µs with three decimals, as written, in ns.
+fn ns(v: &serde_json::Value) -> i64 {
+    (v.as_f64().unwrap() * 1000.0).round() as i64
+}
+
+/// One SQL answer of integers.
+fn sql_rows(db: &Path, sql: &str) -> Vec<Vec<i64>> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut stmt = conn.prepare(sql).unwrap();
+    let n = stmt.column_count();
+    stmt.query_map([], |r| (0..n).map(|i| r.get::<_, i64>(i)).collect::<Result<Vec<_>, _>>())
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+fn has_table(db: &Path, table: &str) -> bool {
+    sql_rows(db, &format!("SELECT COUNT(*) FROM sqlite_master WHERE name = '{table}'"))[0][0] != 0
+}
+
+/// The export of `db` against SQL on `db`: per device the count and summed
+/// duration of kernels, copies and memsets to the ns; per thread the NVTX
+/// ranges that ended; every flow from a call to a GPU operation of the same
+/// correlation; no slice crossing its parent on any track.
+fn assert_export_equals_sql(db: &Path, traces: &BTreeMap<String, serde_json::Value>) {
+    let mut gpu: BTreeMap<(String, i64), (i64, i64)> = BTreeMap::new();
+    let mut on_overlap_tracks = 0;
+    let mut ranges: BTreeMap<(i64, i64), i64> = BTreeMap::new();
+    for (file, t) in traces {
+        let events = t["traceEvents"].as_array().unwrap();
+        let mut calls: HashMap<i64, i64> = HashMap::new();
+        let mut ops: HashMap<(i64, i64, i64), i64> = HashMap::new();
+        let mut tracks: BTreeMap<(i64, i64), Vec<(i64, i64)>> = BTreeMap::new();
+        for e in events {
+            let (ph, cat) = (e["ph"].as_str().unwrap(), e["cat"].as_str().unwrap_or(""));
+            let track = (e["pid"].as_i64().unwrap(), e["tid"].as_i64().unwrap());
+            match (ph, cat) {
+                ("X", "kernel" | "gpu_memcpy" | "gpu_memset") => {
+                    let device = e["args"]["device"].as_i64().unwrap();
+                    assert_eq!(track.0, device, "{file}: {e}");
+                    // A stream's track, or one of its overlap tracks (stream + k << 32).
+                    assert_eq!(track.1 & 0xFFFF_FFFF, e["args"]["stream"].as_i64().unwrap(), "{file}: {e}");
+                    on_overlap_tracks += usize::from(track.1 >> 32 > 0);
+                    let row = gpu.entry((cat.to_string(), device)).or_default();
+                    row.0 += 1;
+                    row.1 += ns(&e["dur"]);
+                    if let Some(c) = e["args"]["correlation"].as_i64() {
+                        ops.insert((track.0, track.1, ns(&e["ts"])), c);
+                    }
+                }
+                ("X", "cuda_runtime" | "cuda_driver") => {
+                    if let Some(c) = e["args"]["correlation"].as_i64() {
+                        calls.insert(c, ns(&e["ts"]));
+                    }
+                }
+                ("X", "user_annotation") | ("b", "user_annotation") => *ranges.entry(track).or_default() += 1,
+                _ => {}
+            }
+            if ph == "X" {
+                tracks.entry(track).or_default().push((ns(&e["ts"]), ns(&e["ts"]) + ns(&e["dur"])));
+            }
+        }
+        // Flows: each start on the call of its id, at its start; each end on
+        // a GPU operation of the same correlation, at its start.
+        let (mut starts, mut ends) = (0, 0);
+        for e in events {
+            let id = e["id"].as_i64();
+            match e["ph"].as_str().unwrap() {
+                "s" => {
+                    starts += 1;
+                    assert_eq!(calls.get(&id.unwrap()), Some(&ns(&e["ts"])), "{file}: a flow from no call: {e}");
+                }
+                "f" => {
+                    ends += 1;
+                    let at = (e["pid"].as_i64().unwrap(), e["tid"].as_i64().unwrap(), ns(&e["ts"]));
+                    assert_eq!(ops.get(&at), id.as_ref(), "{file}: a flow to no GPU operation: {e}");
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(starts, ends, "{file}");
+        for (track, mut slices) in tracks {
+            slices.sort_by_key(|&(s, e)| (s, std::cmp::Reverse(e)));
+            let mut open: Vec<i64> = Vec::new();
+            for (s, e) in slices {
+                while open.last().is_some_and(|&end| end <= s) {
+                    open.pop();
+                }
+                if let Some(&parent_end) = open.last() {
+                    assert!(
+                        e <= parent_end,
+                        "{file}: a slice {s}..{e} on {track:?} crosses its parent's end {parent_end}"
+                    );
+                }
+                open.push(e);
+            }
+        }
+    }
+    for (table, cat) in [
+        ("CUPTI_ACTIVITY_KIND_KERNEL", "kernel"),
+        ("CUPTI_ACTIVITY_KIND_MEMCPY", "gpu_memcpy"),
+        ("CUPTI_ACTIVITY_KIND_MEMSET", "gpu_memset"),
+    ] {
+        let expected: BTreeMap<(String, i64), (i64, i64)> = if has_table(db, table) {
+            sql_rows(db, &format!("SELECT deviceId, COUNT(*), SUM(end - start) FROM {table} GROUP BY deviceId"))
+                .into_iter()
+                .map(|r| ((cat.to_string(), r[0]), (r[1], r[2])))
+                .collect()
+        } else {
+            BTreeMap::new()
+        };
+        let got: BTreeMap<_, _> = gpu.iter().filter(|((c, _), _)| c == cat).map(|(k, v)| (k.clone(), *v)).collect();
+        assert_eq!(got, expected, "{}: {cat}", db.display());
+    }
+    // Operations that start before an earlier one of their stream ended
+    // (by start) are the ones on overlap tracks.
+    let mut by_stream: BTreeMap<(i64, i64), Vec<(i64, i64)>> = BTreeMap::new();
+    for table in ["CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"] {
+        if has_table(db, table) {
+            for r in sql_rows(db, &format!("SELECT globalPid, deviceId, streamId, start, end FROM {table}")) {
+                by_stream.entry((r[0], (r[1] << 32) | r[2])).or_default().push((r[3], r[4]));
+            }
+        }
+    }
+    let mut overlapping = 0;
+    for ops in by_stream.values_mut() {
+        ops.sort();
+        let mut latest = i64::MIN;
+        for &(start, end) in ops.iter() {
+            overlapping += usize::from(start < latest);
+            latest = latest.max(end);
+        }
+    }
+    assert_eq!(on_overlap_tracks, overlapping, "{}: operations on overlap tracks", db.display());
+    let expected: BTreeMap<(i64, i64), i64> = if has_table(db, "NVTX_EVENTS") {
+        sql_rows(
+            db,
+            "SELECT (globalTid >> 24) & 16777215, globalTid & 16777215, COUNT(*) FROM NVTX_EVENTS \
+             WHERE eventType IN (59, 60) AND end IS NOT NULL GROUP BY globalTid",
+        )
+        .into_iter()
+        .map(|r| ((r[0], r[1]), r[2]))
+        .collect()
+    } else {
+        BTreeMap::new()
+    };
+    assert_eq!(ranges, expected, "{}: NVTX ranges per thread", db.display());
+}
+
+/// Three real captures (two processes on two GPUs with NCCL, copies and
+/// memsets; one process with NVTX; nsys 2022.4 without NVTX, 23,805
+/// kernels), exported and read back.
+#[test]
+fn an_exported_capture_read_back_by_plain_json_equals_sql_on_the_export() {
+    let root = tempfile::tempdir().unwrap();
+    for (rel, files) in [
+        ("real/nsys-ai/mfu_2gpu_before.sqlite", 2),
+        ("real/memfusion/report1.sqlite", 1),
+        ("real/derived/abacus/report1.nsys2022.4.sqlite", 1),
+    ] {
+        let Some(db) = corpus!(rel) else { return };
+        let out = root.path().join(rel.replace('/', "_"));
+        export(&db, &out);
+        let traces = read_traces(&out);
+        assert_eq!(traces.len(), files, "{rel}");
+        assert_export_equals_sql(&db, &traces);
+        for t in traces.values() {
+            assert_eq!(t["distributedInfo"]["world_size"], files, "{rel}");
+        }
+    }
+}
+
+/// The round trip: `llmperf import torch` of each process's file gives back
+/// the regions `llmperf import nsys` gives of that process (paths, threads,
+/// instances, inclusive and exclusive ns, kernels and their GPU time), and
+/// the same kernels.
+#[test]
+fn import_torch_of_the_export_gives_back_the_regions_and_kernels_of_import_nsys() {
+    let root = tempfile::tempdir().unwrap();
+    let Some(db) = corpus!("real/nsys-ai/mfu_2gpu_before.sqlite") else { return };
+    let nsys_run = root.path().join("nsys");
+    crate::common::import_nsys(&db, &nsys_run, &[]);
+    let out = root.path().join("perfetto");
+    export(&db, &out);
+    let nsys = json(&nsys_run.join("nsys/regions.json"));
+    let mut compared = 0;
+    for (pid, regions) in [(144, 276), (145, 277)] {
+        let run = root.path().join(format!("torch{pid}"));
+        let o = llmperf()
+            .args(["import", "torch"])
+            .arg(out.join(format!("pid{pid}.pt.trace.json.gz")))
+            .arg("-o")
+            .arg(&run)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let torch = json(&run.join("torch/regions.json"));
+        let key = |r: &serde_json::Value| (r["path"].as_str().unwrap().to_string(), r["thread_id"].as_i64().unwrap());
+        let fields = [
+            "instances",
+            "inclusive_ns",
+            "exclusive_ns",
+            "kernel_count",
+            "gpu_time_ns",
+            "kernel_count_exclusive",
+            "gpu_time_exclusive_ns",
+        ];
+        let pick = |r: &serde_json::Value| fields.map(|f| r[f].as_i64().unwrap());
+        let a: BTreeMap<_, _> = nsys["regions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["process_id"] == pid)
+            .map(|r| (key(r), pick(r)))
+            .collect();
+        let b: BTreeMap<_, _> = torch["regions"].as_array().unwrap().iter().map(|r| (key(r), pick(r))).collect();
+        assert_eq!(a.len(), regions, "process {pid}");
+        assert_eq!(a, b, "process {pid}");
+        compared += a.len();
+        // The process's kernels: count, GPU time and NCCL time.
+        let totals = |regions: &serde_json::Value| {
+            let p = regions["processes"].as_array().unwrap().iter().find(|p| p["process_id"] == pid).unwrap().clone();
+            let d = &p["devices"][0];
+            ["kernel_count", "gpu_time_ns", "comm_gpu_time_ns"].map(|k| d[k].as_i64().unwrap())
+        };
+        assert_eq!(totals(&nsys), totals(&torch), "process {pid}");
+    }
+    assert_eq!(compared, 553);
+}
+
+/// Holistic Trace Analysis reads the export of the two-process FSDP capture,
+/// one file per rank, and its temporal breakdown (idle, compute, non-compute,
+/// kernel span) equals llmperf's breakdown of each device's span to the ns.
+#[test]
+fn hta_reads_the_export_and_its_temporal_breakdown_equals_llmperfs() {
+    let test = crate::this_test!();
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv-hta/bin/python");
+    if !python.is_file() {
+        skipped(&test, ".venv-hta not found (scripts/setup.sh all makes it)");
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let Some(db) = corpus!("real/nsys-ai/mfu_2gpu_before.sqlite") else { return };
+    let run = root.path().join("run");
+    crate::common::import_nsys(&db, &run, &[]);
+    let out = root.path().join("perfetto");
+    export(&db, &out);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracles/hta_ranks.py");
+    let o =
+        std::process::Command::new(python).arg(script).arg(&out).env("HTA_DISABLE_NS_ROUNDING", "1").output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let hta: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let breakdown = json(&run.join("nsys/breakdown.json"));
+    let devices = breakdown["devices"].as_array().unwrap();
+    assert_eq!(hta.as_array().unwrap().len(), 2, "{hta}");
+    for row in hta.as_array().unwrap() {
+        // Ranks in pid order: rank 0 is pid 144 (device 0), rank 1 pid 145.
+        let rank = row["rank"].as_u64().unwrap() as usize;
+        let d = &devices[rank];
+        assert_eq!(d["process_id"], [144, 145][rank]);
+        let span = &d["span"];
+        let us = |v: &serde_json::Value| (v.as_f64().unwrap() * 1000.0).round() as i64;
+        let get = |k: &str| span[k].as_i64().unwrap();
+        assert_eq!(us(&row["kernel_time_us"]), get("wall_ns"), "rank {rank}: {row}");
+        assert_eq!(us(&row["idle_us"]), get("idle_ns"), "rank {rank}: {row}");
+        assert_eq!(us(&row["compute_us"]), get("compute_ns"), "rank {rank}: {row}");
+        assert_eq!(us(&row["non_compute_us"]), get("busy_ns") - get("compute_ns"), "rank {rank}: {row}");
+    }
+}
+
+/// Names come from the profiled program: a range named with quotes, a
+/// newline, markup and a backslash (a copy of memfusion's export edited by
+/// SQL) is one JSON string in the file, and reads back as it was.
+#[test]
+fn a_hostile_range_name_reads_back_exactly() {
+    let root = tempfile::tempdir().unwrap();
+    let Some(db) = crate::corpus_copy!("real/memfusion/report1.sqlite", root.path()) else { return };
+    let hostile = "a \"quoted\" </script><b>x</b>\n\\ \u{1b}[31m";
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let changed = conn
+        .execute(
+            "UPDATE NVTX_EVENTS SET text = ?1 WHERE rowid = (SELECT MIN(rowid) FROM NVTX_EVENTS WHERE eventType = 59)",
+            [hostile],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    drop(conn);
+    let out = root.path().join("perfetto");
+    export(&db, &out);
+    let traces = read_traces(&out);
+    let names: Vec<&str> = traces
+        .values()
+        .flat_map(|t| t["traceEvents"].as_array().unwrap())
+        .filter(|e| e["cat"] == "user_annotation")
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.iter().filter(|n| **n == hostile).count(), 1, "{names:?}");
+}
+
+/// What the exporter cannot read is refused with a hint, and nothing is
+/// written beside the user's file.
+#[test]
+fn an_export_of_what_it_cannot_read_is_refused_with_a_hint() {
+    let root = tempfile::tempdir().unwrap();
+    let Some(db) = crate::corpus_copy!("real/memfusion/report1.sqlite", root.path()) else { return };
+    let import = root.path().join("imported");
+    crate::common::import_nsys(&db, &import, &[]);
+    let rep = root.path().join("report1.nsys-rep");
+    std::fs::write(&rep, b"not SQLite").unwrap();
+    let cases: [(Vec<PathBuf>, &str, &str); 4] = [
+        (vec![import.clone()], "holds no nsys/report.sqlite", "pass that file with -o DIR"),
+        (vec![db.clone()], "where should the traces of", "-o DIR"),
+        (vec![root.path().join("missing.sqlite")], "does not exist", "nsys export --type sqlite"),
+        (vec![rep], "is not an SQLite export", "llmperf import nsys REPORT.nsys-rep -o RUN"),
+    ];
+    for (args, says, hint) in cases {
+        let o = llmperf().args(["export", "perfetto"]).args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says) && stderr.contains("hint:") && stderr.contains(hint), "{args:?}: {stderr}");
+    }
+    let beside: Vec<_> = std::fs::read_dir(root.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(beside.len(), 3, "{beside:?}");
+    // A capture's run directory exports into RUN/perfetto/ by default.
+    let run = root.path().join("run");
+    std::fs::create_dir_all(run.join("nsys")).unwrap();
+    std::fs::copy(&db, run.join("nsys/report.sqlite")).unwrap();
+    let o = llmperf().args(["export", "perfetto"]).arg(&run).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(run.join("perfetto/pid24129.pt.trace.json.gz").is_file());
+}
