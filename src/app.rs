@@ -75,7 +75,9 @@ pub fn run(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
         Command::Export(ExportCommand::Perfetto(args)) => {
             let (sqlite, dir) = crate::export::perfetto_paths(&args.source, args.out.as_deref())?;
             let ranks = crate::export::recorded_ranks(&args.source);
-            let summary = crate::export::perfetto::export(&sqlite, &dir, &ranks)?;
+            let strip = crate::config::schema::pytorch_nvtx_attributes();
+            let findings = crate::export::recorded_findings(&args.source);
+            let summary = crate::export::perfetto::export(&sqlite, &dir, &ranks, &strip, &findings)?;
             print(&crate::export::render(&summary, &dir))?;
             Ok(0)
         }

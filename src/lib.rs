@@ -12,7 +12,7 @@
 //! `pipeline` runs the stages in that order; raw outputs are in the run
 //! directory before anything parses them, and `llmperf report` starts again at
 //! `parse`. Imports are layered: a module names only modules on floors below
-//! its own (app; schemas, doctor; pipeline, compare, export; report; aggregate; parse; plan,
+//! its own (app; schemas, doctor; pipeline, compare; export; report; aggregate; parse; plan,
 //! provenance; profile; manifest, plugin, cli; process; run_dir, timings,
 //! config, signals; stats, flops, regions, kernel_names, markdown, error, units), with no cycle
 //! (tests/layout.rs checks both).

@@ -19,6 +19,8 @@ pub(crate) const NSYS_CMD: &str = "nsys/cmd.txt";
 pub(crate) const NSYS_STDOUT: &str = "nsys/stdout.log";
 pub(crate) const NSYS_STDERR: &str = "nsys/stderr.log";
 pub(crate) const NSYS_SQLITE: &str = "nsys/report.sqlite";
+/// `llmperf export perfetto` / `report.perfetto`: one trace per process.
+pub(crate) const PERFETTO_DIR: &str = "perfetto";
 pub(crate) const NSYS_EXPORT_LOG: &str = "nsys/export.log";
 pub(crate) const NSYS_EXPORT_STDERR: &str = "nsys/export.stderr.log";
 pub(crate) const NSYS_STATS_LOG: &str = "nsys/stats.log";

@@ -10,7 +10,8 @@ use std::path::Path;
 const FLOORS: &[&[&str]] = &[
     &["app"],
     &["schemas", "doctor"],
-    &["pipeline", "compare", "export"],
+    &["pipeline", "compare"],
+    &["export"],
     &["report"],
     &["aggregate"],
     &["parse"],

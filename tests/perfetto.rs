@@ -362,3 +362,69 @@ fn an_export_of_what_it_cannot_read_is_refused_with_a_hint() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(run.join("perfetto/pid24129.pt.trace.json.gz").is_file());
 }
+
+/// `report.perfetto=true`: an import writes the same traces into
+/// RUN/perfetto/ as `llmperf export perfetto` of the file, in a stage of
+/// its own that names them.
+#[test]
+fn report_perfetto_writes_the_traces_in_a_stage_of_the_run() {
+    let root = tempfile::tempdir().unwrap();
+    let Some(db) = crate::corpus_copy!("real/memfusion/report1.sqlite", root.path()) else { return };
+    let run = root.path().join("run");
+    crate::common::import_nsys(&db, &run, &["report.perfetto=true"]);
+    let manifest = json(&run.join("manifest.json"));
+    let stage = crate::common::stage(&manifest, "perfetto_export");
+    assert_eq!(stage["status"], "ok", "{stage:#}");
+    assert_eq!(stage["artifacts"], serde_json::json!(["perfetto/pid24129.pt.trace.json.gz"]));
+    let out = root.path().join("exported");
+    export(&db, &out);
+    assert_eq!(read_traces(&run.join("perfetto")), read_traces(&out));
+    // Off by default.
+    let plain = root.path().join("plain");
+    crate::common::import_nsys(&db, &plain, &[]);
+    assert!(!plain.join("perfetto").exists());
+}
+
+/// A run's findings are drawn where they point: each as an instant event at
+/// the earliest instance of the region it names, in its process, with the
+/// finding in `args`; the rest (a device span, no such range) are counted.
+#[test]
+fn a_runs_findings_are_instant_events_on_the_first_instance_of_their_region() {
+    let root = tempfile::tempdir().unwrap();
+    let Some(db) = corpus!("real/nsys-ai/mfu_2gpu_before.sqlite") else { return };
+    let run = root.path().join("run");
+    crate::common::import_nsys(&db, &run, &[]);
+    std::fs::copy(&db, run.join("nsys/report.sqlite")).unwrap();
+    let o = llmperf().args(["export", "perfetto"]).arg(&run).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let traces = read_traces(&run.join("perfetto"));
+    let findings = json(&run.join("findings.json"))["findings"].as_array().unwrap().clone();
+    let (mut drawn, mut left_out) = (0, 0);
+    for f in &findings {
+        let pid = f["process_id"].as_i64().unwrap();
+        let region = f["region"].as_str().unwrap();
+        let events = traces[&format!("pid{pid}.pt.trace.json.gz")]["traceEvents"].as_array().unwrap();
+        let first = events
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["cat"] == "user_annotation" && e["name"] == region)
+            .min_by_key(|e| ns(&e["ts"]));
+        let marks: Vec<_> = events.iter().filter(|e| e["cat"] == "llmperf_finding" && e["args"] == *f).collect();
+        match first {
+            Some(first) => {
+                assert_eq!(marks.len(), 1, "{region}");
+                assert_eq!(ns(&marks[0]["ts"]), ns(&first["ts"]), "{region}");
+                assert_eq!(marks[0]["tid"], first["tid"], "{region}");
+                drawn += 1;
+            }
+            None => {
+                assert!(marks.is_empty(), "{region}");
+                left_out += 1;
+            }
+        }
+    }
+    assert!(drawn >= 8, "{drawn} of {} findings drawn", findings.len());
+    if left_out > 0 {
+        assert!(stdout.contains(&format!("left out: {left_out} findings")), "{stdout}");
+    }
+}

@@ -700,6 +700,10 @@ pub(crate) struct ReportConfig {
     /// latency in the time breakdown (µs).
     #[serde(default = "launch_gap_us")]
     pub(crate) launch_gap_us: f64,
+    /// Write the nsys capture as Perfetto / Kineto traces (`perfetto/`), as
+    /// `llmperf export perfetto` does.
+    #[serde(default)]
+    pub(crate) perfetto: bool,
 }
 
 /// 50 µs: launch latency and the host's per-op overhead between two short

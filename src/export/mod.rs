@@ -25,7 +25,7 @@ pub(crate) fn perfetto_paths(source: &Path, out: Option<&Path>) -> Result<(PathB
                 "an `llmperf import nsys FILE.sqlite` run reads the file in place: pass that file with -o DIR; a torch run's trace (torch/) already opens in Perfetto",
             ));
         }
-        let dir = out.map_or_else(|| source.join("perfetto"), Path::to_path_buf);
+        let dir = out.map_or_else(|| source.join(run_dir::PERFETTO_DIR), Path::to_path_buf);
         return Ok((sqlite, dir));
     }
     let is_sqlite = source.extension().is_some_and(|e| e == "sqlite");
@@ -59,6 +59,19 @@ pub(crate) fn recorded_ranks(source: &Path) -> BTreeMap<i64, usize> {
     ranks
 }
 
+/// The findings of a run directory's findings.json (none for a file, or
+/// a run without one).
+pub(crate) fn recorded_findings(source: &Path) -> Vec<serde_json::Value> {
+    if !source.is_dir() {
+        return Vec::new();
+    }
+    std::fs::read(source.join(run_dir::FINDINGS_JSON))
+        .ok()
+        .and_then(|t| serde_json::from_slice::<serde_json::Value>(&t).ok())
+        .and_then(|v| v["findings"].as_array().cloned())
+        .unwrap_or_default()
+}
+
 /// What the terminal shows after an export: each file, its process and
 /// what it holds, and where to open it.
 pub(crate) fn render(summary: &perfetto::Summary, dir: &Path) -> String {
@@ -90,6 +103,13 @@ pub(crate) fn render(summary: &perfetto::Summary, dir: &Path) -> String {
                 }
             );
         }
+    }
+    if summary.findings_left_out > 0 {
+        let _ = writeln!(
+            s,
+            "left out: {} findings whose region has no instance in their process (a device span, ncu's kernels)",
+            summary.findings_left_out
+        );
     }
     if summary.unended_ranges > 0 {
         let _ = writeln!(s, "left out: {} NVTX ranges still open when the capture stopped", summary.unended_ranges);

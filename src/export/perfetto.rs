@@ -15,6 +15,9 @@
 //!   `correlation` and the launch configuration in `args`;
 //! - `ac2g` flows (`s` on the call, `f` on the GPU operation) for each
 //!   correlation whose call and operation are both in the export;
+//! - findings (a run's findings.json, where the command is given a run) as
+//!   instant events (`llmperf_finding`) at the first instance of the region
+//!   each names, the finding whole in `args`;
 //! - `process_name` / `thread_name` metadata, `deviceProperties` from the
 //!   export's `TARGET_INFO_GPU`, and `distributedInfo` (rank: as the run's
 //!   launcher gave it, else the process's place in pid order; `rank_from`
@@ -22,7 +25,7 @@
 //!
 //! NVTX names that carry PyTorch's per-call attributes (`aten::mm, seq = 3,
 //! op_id = 5`) are named by their operator, with the attributes in `args`,
-//! as `llmperf import nsys` names them (the default `report.nvtx_attributes`).
+//! as `llmperf import nsys` names them (`report.nvtx_attributes`).
 //!
 //! Times are the export's nanoseconds written as microseconds with three
 //! decimals (`ts`, `dur`): exact, as Kineto writes them since 2023. The
@@ -54,6 +57,8 @@ pub(crate) struct Summary {
     pub(crate) files: Vec<FileSummary>,
     /// NVTX ranges left out: still open when the capture stopped.
     pub(crate) unended_ranges: u64,
+    /// Findings not drawn: no instance of their region in their process.
+    pub(crate) findings_left_out: usize,
 }
 
 #[derive(Debug, Default, Clone, Serialize)]
@@ -412,7 +417,17 @@ fn names_of(db: &NsysDb, sql: &str, what: &str) -> HashMap<i64, String> {
 /// Write `sqlite`'s export as one trace per process into `dir` (created).
 /// `ranks`: each process's rank where the run recorded it (a `--launcher`
 /// capture's regions.json); else a process's rank is its place in pid order.
-pub(crate) fn export(sqlite: &Path, dir: &Path, ranks: &BTreeMap<i64, usize>) -> Result<Summary, Error> {
+/// `strip`: the PyTorch attribute keys moved from range names to args
+/// (`report.nvtx_attributes`).
+/// `findings`: findings.json's findings, each drawn as an instant event at
+/// the first instance of the region it names in its process.
+pub(crate) fn export(
+    sqlite: &Path,
+    dir: &Path,
+    ranks: &BTreeMap<i64, usize>,
+    strip: &[String],
+    findings: &[serde_json::Value],
+) -> Result<Summary, Error> {
     let db = NsysDb::open(sqlite)?;
     std::fs::create_dir_all(dir).map_err(|e| crate::run_dir::io_error(dir, "create the output directory", &e))?;
     let pids = processes(&db)?;
@@ -449,9 +464,11 @@ pub(crate) fn export(sqlite: &Path, dir: &Path, ranks: &BTreeMap<i64, usize>) ->
     let mut summary = Summary::default();
     let mut strings = Names::default();
     let ids = db.string_ids(&mut strings)?;
-    ranges(&db, &mut w, &mut strings, &ids, &mut summary)?;
+    let mut marks = Marks::of(findings, &pids);
+    ranges(&db, &mut w, &mut strings, &ids, strip, &mut marks, &mut summary)?;
     let launched = calls(&db, &mut w, &ids, &strings)?;
     gpu(&db, &mut w, &ids, &strings, &launched)?;
+    summary.findings_left_out = marks.write(&mut w)?;
     let rank_from = if known { "the run's launcher" } else { "process order (pid)" };
     summary.files = w.finish(&Meta { devices: devices(&db), rank_from })?;
     Ok(summary)
@@ -463,10 +480,10 @@ fn ranges(
     w: &mut Writer,
     strings: &mut Names,
     ids: &HashMap<i64, u32>,
+    keys: &[String],
+    marks: &mut Marks,
     summary: &mut Summary,
 ) -> Result<(), Error> {
-    let keys = crate::config::schema::pytorch_nvtx_attributes();
-    let keys = &keys[..];
     let mut failed = None;
     let mut async_id = 0u64;
     db.each_range(strings, ids, Order::Stored, |r, names| {
@@ -492,6 +509,7 @@ fn ranges(
             }
             None => raw.to_string(),
         };
+        marks.saw(pid, &name, r.start, tid_of(r.global_tid));
         let result = (|| -> Result<(), Error> {
             w.thread(pid, r.global_tid)?;
             match r.style {
@@ -524,6 +542,70 @@ fn ranges(
         }
     })?;
     failed.map_or(Ok(()), Err)
+}
+
+/// Where each finding is drawn: the first instance (by start) of the region
+/// it names, in its process (the only one, where it names none).
+struct Marks<'f> {
+    findings: Vec<(i64, &'f serde_json::Value)>,
+    /// (process, region name) → the earliest instance's start and thread.
+    first: HashMap<(i64, String), Option<(i64, i64)>>,
+    left_out: usize,
+}
+
+impl<'f> Marks<'f> {
+    fn of(findings: &'f [serde_json::Value], pids: &[i64]) -> Marks<'f> {
+        let mut marks = Marks { findings: Vec::new(), first: HashMap::default(), left_out: 0 };
+        for f in findings {
+            let pid = match (f["process_id"].as_i64(), pids) {
+                (Some(pid), _) => pid,
+                (None, [only]) => *only,
+                (None, _) => {
+                    marks.left_out += 1;
+                    continue;
+                }
+            };
+            let region = f["region"].as_str().unwrap_or_default().to_string();
+            marks.first.insert((pid, region), None);
+            marks.findings.push((pid, f));
+        }
+        marks
+    }
+
+    /// A range instance: the earliest of its name so far?
+    fn saw(&mut self, pid: i64, name: &str, start: i64, tid: i64) {
+        if self.first.is_empty() {
+            return;
+        }
+        if let Some(at) = self.first.get_mut(&(pid, name.to_string())) {
+            if at.is_none_or(|(t, _)| start < t) {
+                *at = Some((start, tid));
+            }
+        }
+    }
+
+    /// Each finding as a thread-scoped instant event (`cat`
+    /// `llmperf_finding`) with the finding whole in `args`; how many had no
+    /// instance to be drawn at.
+    fn write(self, w: &mut Writer) -> Result<usize, Error> {
+        let mut left_out = self.left_out;
+        for (pid, f) in self.findings {
+            let region = f["region"].as_str().unwrap_or_default();
+            let Some(Some((start, tid))) = self.first.get(&(pid, region.to_string())).copied() else {
+                left_out += 1;
+                continue;
+            };
+            let kind = f["kind"].as_str().unwrap_or("finding");
+            let share = f["share"].as_f64().map_or(String::new(), |s| format!(" ({:.1}%)", s * 100.0));
+            let name = json_str(&format!("{kind}{share}: {region}"));
+            let mut line =
+                format!(r#"{{"ph":"i","s":"t","cat":"llmperf_finding","name":{name},"pid":{pid},"tid":{tid},"ts":"#);
+            micros(&mut line, start);
+            let _ = write!(line, r#","args":{}}}"#, serde_json::to_string(f).unwrap_or_else(|_| "{}".into()));
+            w.out(pid)?.event(&line)?;
+        }
+        Ok(left_out)
+    }
 }
 
 /// A set of (process, correlation id). CUPTI numbers each process's calls

@@ -422,6 +422,8 @@ pub(crate) struct IngestOptions {
     pub(crate) launch_gap_us: f64,
     /// `runner.run.memory_budget_mib`.
     pub(crate) memory_budget_mib: u64,
+    /// `report.perfetto`: the capture as Perfetto traces too.
+    pub(crate) perfetto: bool,
 }
 
 impl IngestOptions {
@@ -433,6 +435,7 @@ impl IngestOptions {
             kernel_categories: cfg.report.kernel_categories.clone(),
             launch_gap_us: cfg.report.launch_gap_us,
             memory_budget_mib: cfg.runner.run.memory_budget_mib,
+            perfetto: cfg.report.perfetto,
         }
     }
 }
@@ -491,7 +494,28 @@ pub(crate) fn analyze(
         return Ok(());
     }
     verdict.add(ingest(manifest, || write_outputs(run, &sqlite, opts))?);
+    if opts.perfetto {
+        verdict.add(perfetto(run, manifest, &sqlite, &opts.strip)?);
+    }
     Ok(())
+}
+
+/// `report.perfetto`: the capture as one trace per process in `perfetto/`.
+/// A failure is the run's: the user asked for the files.
+fn perfetto(
+    run: &RunDir,
+    manifest: &mut ManifestWriter,
+    sqlite: &Path,
+    strip: &[String],
+) -> Result<StageOutcome, Error> {
+    stage::run(manifest, "perfetto_export", Vec::new(), || {
+        let dir = run.join(run_dir::PERFETTO_DIR);
+        let ranks = crate::export::recorded_ranks(run.path());
+        // The findings are written after this stage, with the other reports.
+        let summary = crate::export::perfetto::export(sqlite, &dir, &ranks, strip, &[])?;
+        let files = summary.files.iter().map(|f| format!("{}/{}", run_dir::PERFETTO_DIR, f.file)).collect();
+        Ok(Done::ok(files))
+    })
 }
 
 /// `nsys export --type sqlite` into `nsys/report.sqlite`.
