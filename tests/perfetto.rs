@@ -216,6 +216,21 @@ fn import_torch_of_the_export_gives_back_the_regions_and_kernels_of_import_nsys(
     let out = root.path().join("perfetto");
     export(&db, &out);
     let nsys = json(&nsys_run.join("nsys/regions.json"));
+    // The range events of each thread are regions.json's instances there.
+    let mut events: BTreeMap<(i64, i64), i64> = BTreeMap::new();
+    for t in read_traces(&out).values() {
+        for e in t["traceEvents"].as_array().unwrap() {
+            if e["cat"] == "user_annotation" && (e["ph"] == "X" || e["ph"] == "b") {
+                *events.entry((e["pid"].as_i64().unwrap(), e["tid"].as_i64().unwrap())).or_default() += 1;
+            }
+        }
+    }
+    let mut instances: BTreeMap<(i64, i64), i64> = BTreeMap::new();
+    for r in nsys["regions"].as_array().unwrap() {
+        let thread = (r["process_id"].as_i64().unwrap(), r["thread_id"].as_i64().unwrap());
+        *instances.entry(thread).or_default() += r["instances"].as_i64().unwrap();
+    }
+    assert_eq!(events, instances);
     let mut compared = 0;
     for (pid, regions) in [(144, 276), (145, 277)] {
         let run = root.path().join(format!("torch{pid}"));
@@ -263,9 +278,11 @@ fn import_torch_of_the_export_gives_back_the_regions_and_kernels_of_import_nsys(
 
 /// Holistic Trace Analysis reads the export of the two-process FSDP capture,
 /// one file per rank, and its temporal breakdown (idle, compute, non-compute,
-/// kernel span) equals llmperf's breakdown of each device's span to the ns.
+/// kernel span) equals llmperf's breakdown of each device's span to the ns;
+/// its kernel breakdown (communication, computation and memory time) equals
+/// regions.json's totals of the process and SQL's copies and memsets.
 #[test]
-fn hta_reads_the_export_and_its_temporal_breakdown_equals_llmperfs() {
+fn hta_reads_the_export_and_its_breakdowns_equal_llmperfs() {
     let test = crate::this_test!();
     let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv-hta/bin/python");
     if !python.is_file() {
@@ -284,6 +301,7 @@ fn hta_reads_the_export_and_its_temporal_breakdown_equals_llmperfs() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let hta: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let breakdown = json(&run.join("nsys/breakdown.json"));
+    let regions = json(&run.join("nsys/regions.json"));
     let devices = breakdown["devices"].as_array().unwrap();
     assert_eq!(hta.as_array().unwrap().len(), 2, "{hta}");
     for row in hta.as_array().unwrap() {
@@ -298,6 +316,23 @@ fn hta_reads_the_export_and_its_temporal_breakdown_equals_llmperfs() {
         assert_eq!(us(&row["idle_us"]), get("idle_ns"), "rank {rank}: {row}");
         assert_eq!(us(&row["compute_us"]), get("compute_ns"), "rank {rank}: {row}");
         assert_eq!(us(&row["non_compute_us"]), get("busy_ns") - get("compute_ns"), "rank {rank}: {row}");
+        // The kernel breakdown: NCCL kernels, every other kernel (summed, not
+        // a union), and copies with memsets, against regions.json's totals of
+        // the process and SQL.
+        let p = regions["processes"].as_array().unwrap().iter().find(|p| p["process_id"] == [144, 145][rank]).unwrap();
+        let (gpu, comm) =
+            (p["devices"][0]["gpu_time_ns"].as_i64().unwrap(), p["devices"][0]["comm_gpu_time_ns"].as_i64().unwrap());
+        let types = &row["kernel_types_us"];
+        assert_eq!(us(&types["COMMUNICATION"]), comm, "rank {rank}: {row}");
+        assert_eq!(us(&types["COMPUTATION"]), gpu - comm, "rank {rank}: {row}");
+        let memory = sql_rows(
+            &db,
+            &format!(
+                "SELECT (SELECT SUM(end - start) FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE deviceId = {rank}) \
+                 + (SELECT SUM(end - start) FROM CUPTI_ACTIVITY_KIND_MEMSET WHERE deviceId = {rank})"
+            ),
+        )[0][0];
+        assert_eq!(us(&types["MEMORY"]), memory, "rank {rank}: {row}");
     }
 }
 
