@@ -389,6 +389,24 @@ fn an_export_of_what_it_cannot_read_is_refused_with_a_hint() {
     }
     let beside: Vec<_> = std::fs::read_dir(root.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(beside.len(), 3, "{beside:?}");
+    // A directory with someone else's file is not written into; one with an
+    // earlier export's traces is, and a trace of a process this export does
+    // not have is removed.
+    let mixed = root.path().join("mixed");
+    std::fs::create_dir_all(&mixed).unwrap();
+    std::fs::write(mixed.join("notes.txt"), b"mine").unwrap();
+    let o = llmperf().args(["export", "perfetto"]).arg(&db).arg("-o").arg(&mixed).output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("holds notes.txt") && stderr.contains("hint:"), "{stderr}");
+    assert_eq!(std::fs::read_dir(&mixed).unwrap().count(), 1);
+    assert_eq!(std::fs::read(mixed.join("notes.txt")).unwrap(), b"mine");
+    let again = root.path().join("again");
+    export(&db, &again);
+    std::fs::write(again.join("pid1.pt.trace.json.gz"), b"an earlier export's").unwrap();
+    export(&db, &again);
+    let names: Vec<_> = std::fs::read_dir(&again).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names, ["pid24129.pt.trace.json.gz"]);
     // A capture's run directory exports into RUN/perfetto/ by default.
     let run = root.path().join("run");
     std::fs::create_dir_all(run.join("nsys")).unwrap();

@@ -51,6 +51,42 @@ pub(crate) fn file_name(pid: i64) -> String {
     format!("pid{pid}.pt.trace.json.gz")
 }
 
+/// A file being written: `.pid<PID>.pt.trace.json.gz.partial`.
+fn partial_name(pid: i64) -> String {
+    format!(".{}.partial", file_name(pid))
+}
+
+/// The entries of `dir` an export writes (traces, and partial ones), each
+/// with whether it is partial; an error naming the first entry that is not
+/// one: the directory holds someone else's files, which are not touched.
+fn ours(dir: &Path) -> Result<Vec<(String, bool)>, Error> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else { return Ok(found) };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let trace = |n: &str| {
+            n.strip_prefix("pid")
+                .and_then(|n| n.strip_suffix(".pt.trace.json.gz"))
+                .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+        };
+        match name.strip_prefix('.').and_then(|n| n.strip_suffix(".partial")) {
+            Some(inner) if trace(inner) => found.push((name, true)),
+            _ if trace(&name) => found.push((name, false)),
+            _ => {
+                return Err(Error::new(
+                    ErrorKind::Usage,
+                    format!(
+                        "{} holds {name}, which an export did not write: its traces would mix with it",
+                        dir.display()
+                    ),
+                )
+                .with_hint("export into a new or empty directory (-o DIR)"))
+            }
+        }
+    }
+    Ok(found)
+}
+
 /// What an export wrote: per file, its process and counts of each kind.
 #[derive(Debug, Default, Serialize)]
 pub(crate) struct Summary {
@@ -196,7 +232,7 @@ impl Writer {
             return Err(Error::new(ErrorKind::Internal, format!("process {pid} was not among the export's processes")));
         };
         if !self.files.contains_key(&pid) {
-            let path = self.dir.join(file_name(pid));
+            let path = self.dir.join(partial_name(pid));
             let file = std::fs::File::create(&path).map_err(|e| crate::run_dir::io_error(&path, "create", &e))?;
             let mut out = Out {
                 gz: Gz::create(file),
@@ -330,6 +366,18 @@ impl Writer {
             out.gz.finish().map_err(|e| crate::run_dir::io_error(&path, "write", &e))?;
             summaries.push(out.summary);
         }
+        // Whole files only, and this export's only: each takes its name once
+        // complete, and a trace of an earlier export's process is removed.
+        for s in &summaries {
+            let (from, to) = (self.dir.join(partial_name(s.pid)), self.dir.join(&s.file));
+            std::fs::rename(&from, &to).map_err(|e| crate::run_dir::io_error(&to, "write", &e))?;
+        }
+        for (name, _) in ours(&self.dir)? {
+            if !summaries.iter().any(|s| s.file == name) {
+                let stale = self.dir.join(&name);
+                std::fs::remove_file(&stale).map_err(|e| crate::run_dir::io_error(&stale, "remove", &e))?;
+            }
+        }
         Ok(summaries)
     }
 }
@@ -429,6 +477,13 @@ pub(crate) fn export(
     findings: &[serde_json::Value],
 ) -> Result<Summary, Error> {
     let db = NsysDb::open(sqlite)?;
+    // Another export's traces are replaced; anything else in the directory
+    // stops the export before it writes.
+    for (name, partial) in ours(dir)? {
+        if partial {
+            let _ = std::fs::remove_file(dir.join(name));
+        }
+    }
     std::fs::create_dir_all(dir).map_err(|e| crate::run_dir::io_error(dir, "create the output directory", &e))?;
     let pids = processes(&db)?;
     if pids.is_empty() {
