@@ -481,3 +481,34 @@ fn a_runs_findings_are_instant_events_on_the_first_instance_of_their_region() {
         assert!(stdout.contains(&format!("left out: {left_out} findings")), "{stdout}");
     }
 }
+
+/// What the exporter cannot place is not placed: a kernel whose device is
+/// not an integer stops the export naming the table (ingestion refuses it
+/// too), and
+/// one whose end is before its start is left out and counted, not written
+/// with a negative duration (SQL-edited copies of memfusion's export).
+#[test]
+fn a_device_that_is_no_integer_is_refused_and_an_end_before_its_start_is_left_out() {
+    let root = tempfile::tempdir().unwrap();
+    let Some(db) = crate::corpus_copy!("real/memfusion/report1.sqlite", root.path()) else { return };
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = start - 1 WHERE rowid = 1", []).unwrap();
+    let o = llmperf().args(["export", "perfetto"]).arg(&db).arg("-o").arg(root.path().join("odd")).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("left out: 1 GPU operations whose end is before their start"), "{stdout}");
+    let kernels: usize = read_traces(&root.path().join("odd"))
+        .values()
+        .flat_map(|t| t["traceEvents"].as_array().unwrap())
+        .filter(|e| e["cat"] == "kernel")
+        .inspect(|e| assert!(ns(&e["dur"]) >= 0, "{e}"))
+        .count();
+    assert_eq!(kernels, 35);
+    // The schema says NOT NULL; a value of another type gets in all the same.
+    conn.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = 'gpu1' WHERE rowid = 2", []).unwrap();
+    drop(conn);
+    let o = llmperf().args(["export", "perfetto"]).arg(&db).arg("-o").arg(root.path().join("null")).output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(6), "{stderr}");
+    assert!(stderr.contains("CUPTI_ACTIVITY_KIND_KERNEL") && stderr.contains("deviceId"), "{stderr}");
+}

@@ -111,6 +111,9 @@ pub(crate) fn render(summary: &perfetto::Summary, dir: &Path) -> String {
             summary.findings_left_out
         );
     }
+    if summary.odd_spans > 0 {
+        let _ = writeln!(s, "left out: {} GPU operations whose end is before their start", summary.odd_spans);
+    }
     if summary.unended_ranges > 0 {
         let _ = writeln!(s, "left out: {} NVTX ranges still open when the capture stopped", summary.unended_ranges);
     }

@@ -95,6 +95,8 @@ pub(crate) struct Summary {
     pub(crate) unended_ranges: u64,
     /// Findings not drawn: no instance of their region in their process.
     pub(crate) findings_left_out: usize,
+    /// GPU operations left out: their end is before their start.
+    pub(crate) odd_spans: u64,
 }
 
 #[derive(Debug, Default, Clone, Serialize)]
@@ -522,7 +524,7 @@ pub(crate) fn export(
     let mut marks = Marks::of(findings, &pids);
     ranges(&db, &mut w, &mut strings, &ids, strip, &mut marks, &mut summary)?;
     let launched = calls(&db, &mut w, &ids, &strings)?;
-    gpu(&db, &mut w, &ids, &strings, &launched)?;
+    gpu(&db, &mut w, &ids, &strings, &launched, &mut summary.odd_spans)?;
     summary.findings_left_out = marks.write(&mut w)?;
     let rank_from = if known { "the run's launcher" } else { "process order (pid)" };
     summary.files = w.finish(&Meta { devices: devices(&db), rank_from })?;
@@ -806,8 +808,11 @@ impl<'c> Cursor<'c> {
         };
         let sql = format!(
             "SELECT start, end, {}, {}, {}, {pid_col}, {extra} FROM {name}",
-            col("deviceId"),
-            col("streamId"),
+            // A missing column reads as device (stream) 0, as ingestion
+            // reads it; a NULL or a value of another type in one is refused
+            // with its row (`Rows::int`).
+            if cols.contains("deviceId") { "deviceId" } else { "0" },
+            if cols.contains("streamId") { "streamId" } else { "0" },
             col("correlationId")
         );
         let rows = Rows::query(db.conn(), &sql).map_err(|e| db.sql_error(name, e))?;
@@ -848,8 +853,8 @@ impl<'c> Cursor<'c> {
         Ok(Some(Op {
             start: rows.int(0),
             end: rows.int(1),
-            device: rows.opt_int(2).unwrap_or(0),
-            stream: rows.opt_int(3).unwrap_or(0),
+            device: rows.int(2),
+            stream: rows.int(3),
             correlation: rows.opt_int(4),
             pid: pid_of(rows.opt_int(5).unwrap_or(0)),
             table: self.table,
@@ -869,6 +874,7 @@ fn gpu(
     ids: &HashMap<i64, u32>,
     strings: &Names,
     launched: &Launches,
+    odd: &mut u64,
 ) -> Result<(), Error> {
     let mut cursors = Vec::new();
     for table in 0..GPU_TABLES.len() {
@@ -887,6 +893,12 @@ fn gpu(
         };
         let next = cursors[i].next(db, ids, strings)?;
         let op = std::mem::replace(&mut cursors[i].head, next).expect("a head");
+        // An end before the start (a corrupt or edited export): left out and
+        // counted, as ingestion does.
+        if !crate::parse::nsys::sqlite::plausible(op.start, op.end) {
+            *odd += 1;
+            continue;
+        }
         args.clear();
         let _ = write!(args, r#""device":{},"stream":{}"#, op.device, op.stream);
         if let Some(c) = op.correlation {
