@@ -156,6 +156,89 @@ fn two_process_fsdp_capture_equals_sql_and_shows_exposed_communication() {
     }
 }
 
+/// The islands of the union of the operations `keep` selects, per (process, device).
+fn islands(conn: &Connection, keep: &str) -> BTreeMap<(i64, i64), Vec<(i64, i64)>> {
+    let sql = format!(
+        "WITH {act}, k AS (SELECT pid, dev, s, e FROM act a WHERE {keep}),
+        o AS (SELECT pid, dev, s, e, MAX(e) OVER (PARTITION BY pid, dev ORDER BY s, e
+               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS pm FROM k),
+        g AS (SELECT pid, dev, s, e, SUM(CASE WHEN pm IS NULL OR s > pm THEN 1 ELSE 0 END)
+               OVER (PARTITION BY pid, dev ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS isl FROM o)
+        SELECT pid, dev, MIN(s), MAX(e) FROM g GROUP BY pid, dev, isl ORDER BY 1, 2, 3",
+        act = activity(conn)
+    );
+    let mut out: BTreeMap<(i64, i64), Vec<(i64, i64)>> = BTreeMap::new();
+    let mut stmt = conn.prepare(&sql).unwrap();
+    let rows = stmt.query_map([], |r| Ok(((r.get(0)?, r.get(1)?), (r.get(2)?, r.get(3)?)))).unwrap();
+    for (key, iv) in rows.map(Result::unwrap) {
+        out.entry(key).or_default().push(iv);
+    }
+    out
+}
+
+/// The time of `intervals` inside [from, to).
+fn inside(intervals: &[(i64, i64)], from: i64, to: i64) -> i64 {
+    intervals.iter().map(|&(s, e)| (e.min(to) - s.max(from)).max(0)).sum()
+}
+
+/// breakdown.json's timeline, bin by bin: its busy and compute time equal
+/// SQL's unions clipped to the bin, its bins add up to the span, and the
+/// lane names the top-level range (SQL's, by name) that covered most of the
+/// bin wherever one covered strictly most.
+#[test]
+fn the_timeline_of_the_fsdp_capture_equals_sql_bin_by_bin() {
+    let Some(db) = corpus!("real/nsys-ai/mfu_2gpu_before.sqlite") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let report = import(&db, dir.path());
+    let conn = Connection::open_with_flags(&db, OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let (busy, compute) = (islands(&conn, "1"), islands(&conn, "a.kind = 0 AND a.comm = 0"));
+    let mut stmt = conn.prepare(&format!("WITH {WINDOWS} SELECT pid, ws, we, name FROM win")).unwrap();
+    let windows: Vec<(i64, i64, i64, String)> =
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))).unwrap().map(Result::unwrap).collect();
+    let (mut bins_seen, mut named) = (0, 0);
+    for d in report["devices"].as_array().unwrap() {
+        let key = (d["process_id"].as_i64().unwrap(), d["device"].as_i64().unwrap());
+        let t = &d["timeline"];
+        let (start, width) = (t["start_ns"].as_i64().unwrap(), t["bin_ns"].as_i64().unwrap());
+        let bins: Vec<Vec<i64>> = serde_json::from_value(t["bins"].clone()).unwrap();
+        assert!(bins.len() > 128 && bins.len() <= 256, "{key:?}: {} bins", bins.len());
+        assert_eq!(start, busy[&key][0].0, "{key:?}: the timeline starts at the first operation");
+        let span_end = busy[&key].iter().map(|i| i.1).max().unwrap();
+        assert!(start + width * bins.len() as i64 >= span_end && start + width * (bins.len() as i64 - 1) < span_end);
+        for (k, part) in ["compute_ns", "communication_exposed_ns", "copy_ns", "memset_ns"].iter().enumerate() {
+            assert_eq!(bins.iter().map(|b| b[k]).sum::<i64>(), d["span"][part].as_i64().unwrap(), "{key:?}: {part}");
+        }
+        let names: Vec<&str> = t["regions"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
+        for (i, b) in bins.iter().enumerate() {
+            let (from, to) = (start + width * i as i64, (start + width * (i as i64 + 1)).min(span_end));
+            assert_eq!(b.iter().sum::<i64>(), to - from, "{key:?} bin {i}: the parts add up to its length");
+            assert_eq!(b[..4].iter().sum::<i64>(), inside(&busy[&key], from, to), "{key:?} bin {i}: busy");
+            assert_eq!(b[0], inside(&compute[&key], from, to), "{key:?} bin {i}: compute");
+            let mut cover: BTreeMap<&str, i64> = BTreeMap::new();
+            for (_, ws, we, name) in windows.iter().filter(|w| w.0 == key.0) {
+                let ns = (we.min(&to) - ws.max(&from)).max(0);
+                if ns > 0 {
+                    *cover.entry(name.as_str()).or_default() += ns;
+                }
+            }
+            let mut ranked: Vec<(&str, i64)> = cover.into_iter().collect();
+            ranked.sort_by_key(|c| std::cmp::Reverse(c.1));
+            let lane = &t["lane"][i];
+            match ranked.as_slice() {
+                [] => assert!(lane.is_null(), "{key:?} bin {i}: {lane}"),
+                [only] | [only, ..] if ranked.len() == 1 || ranked[1].1 < only.1 => {
+                    assert_eq!(names[lane[0].as_u64().unwrap() as usize], only.0, "{key:?} bin {i}");
+                    assert_eq!(lane[1].as_i64().unwrap(), only.1, "{key:?} bin {i}");
+                    named += 1;
+                }
+                _ => {}
+            }
+            bins_seen += 1;
+        }
+    }
+    assert!(bins_seen > 256 && named > 100, "{bins_seen} bins, {named} with a region");
+}
+
 #[test]
 fn memfusion_icon_and_fuser_captures_equal_sql() {
     for rel in ["real/memfusion/report1.sqlite", "real/isc25-icon/gpu.sqlite", "real/fuser/report1.sqlite"] {

@@ -174,6 +174,88 @@ pub(crate) struct DeviceBreakdown {
     /// Why there is no issuing view, where there is none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) issued_note: Option<String>,
+    /// The span along time, in equal bins (absent in a breakdown.json of
+    /// an older llmperf).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) timeline: Option<Timeline>,
+}
+
+/// Bins of a device's timeline, at most.
+pub(crate) const TIMELINE_BINS: usize = 256;
+
+/// The parts of a timeline bin, in the order of its numbers.
+pub(crate) const TIMELINE_PARTS: [&str; 7] = [
+    "compute_ns",
+    "communication_exposed_ns",
+    "copy_ns",
+    "memset_ns",
+    "idle_launch_ns",
+    "idle_sync_ns",
+    "idle_nothing_queued_ns",
+];
+
+/// A device's span along time: equal bins from its first operation, each
+/// cut into the span's parts, so that a bin's numbers add up to its length
+/// (the last bin's ends with the span) and each part's bins add up to the
+/// span's. The bin width is a power of two ns: the least that fits the span
+/// into [`TIMELINE_BINS`] bins.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub(crate) struct Timeline {
+    /// The device's first operation (the capture's clock, ns).
+    pub(crate) start_ns: i64,
+    pub(crate) bin_ns: i64,
+    /// The names of each bin's numbers ([`TIMELINE_PARTS`]).
+    pub(crate) parts: Vec<String>,
+    pub(crate) bins: Vec<[i64; 7]>,
+    /// The top-level regions of the process (every thread, by domain and
+    /// name) that the lane names.
+    pub(crate) regions: Vec<TimelineRegion>,
+    /// Per bin, the top-level region whose instances covered most of the
+    /// bin (the last bin up to the span's end), with the time they covered
+    /// (ns; instances of several threads at once count each): null where
+    /// none was open.
+    /// Empty where the per-region breakdown was not computed (see notes).
+    pub(crate) lane: Vec<Option<(u32, i64)>>,
+}
+
+/// A region of a timeline's lane.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub(crate) struct TimelineRegion {
+    pub(crate) name: String,
+    pub(crate) domain: String,
+}
+
+/// A timeline being filled: bins from `start`, `width` ns each, doubled
+/// (neighbours merged) whenever the span outgrows [`TIMELINE_BINS`].
+#[derive(Clone, Default)]
+struct Bins {
+    start: i64,
+    width: i64,
+    bins: Vec<[i64; 7]>,
+}
+
+impl Bins {
+    /// The time from `from` to `to` in `part` ([`TIMELINE_PARTS`]).
+    fn add(&mut self, from: i64, to: i64, part: usize) {
+        if self.width == 0 {
+            (self.start, self.width) = (from, 1);
+        }
+        while to - self.start > self.width.saturating_mul(TIMELINE_BINS as i64) {
+            self.width *= 2;
+            let merged: Vec<[i64; 7]> =
+                self.bins.chunks(2).map(|pair| std::array::from_fn(|k| pair.iter().map(|b| b[k]).sum())).collect();
+            self.bins = merged;
+        }
+        let (mut i, mut t) = (((from - self.start) / self.width) as usize, from);
+        while t < to {
+            let edge = (self.start + (i as i64 + 1) * self.width).min(to);
+            if self.bins.len() <= i {
+                self.bins.resize(i + 1, [0; 7]);
+            }
+            self.bins[i][part] += edge - t;
+            (t, i) = (edge, i + 1);
+        }
+    }
 }
 
 /// One category of the kernels a region issued: their number and GPU time (summed).
@@ -306,6 +388,23 @@ fn bits(mut mask: u32) -> impl Iterator<Item = usize> {
             s
         })
     })
+}
+
+impl Seg {
+    /// The segment's index in [`TIMELINE_PARTS`].
+    fn part(&self) -> usize {
+        match self {
+            Seg::Busy(b) => match b.part {
+                BusyPart::Compute => 0,
+                BusyPart::Communication => 1,
+                BusyPart::Copy => 2,
+                BusyPart::Memset => 3,
+            },
+            Seg::Idle(IdleKind::Launch) => 4,
+            Seg::Idle(IdleKind::Sync) => 5,
+            Seg::Idle(IdleKind::Nothing) => 6,
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -445,6 +544,7 @@ struct DeviceSweep {
     /// The process's windows and blocking calls ([`Breakdown::pids`]).
     pid: usize,
     copies: [(usize, i64, usize, i64); 5],
+    bins: Bins,
 }
 
 impl DeviceSweep {
@@ -466,6 +566,7 @@ impl DeviceSweep {
             by_region: vec![Acc::default(); regions],
             pid,
             copies: [(0, 0, 0, 0); 5],
+            bins: Bins::default(),
         }
     }
 }
@@ -751,6 +852,7 @@ impl Breakdown {
                 issued: Vec::new(),
                 issued_outside: Default::default(),
                 issued_note: None,
+                timeline: timeline(d.bins, (self.dropped == 0).then_some(&p.windows[..]), &self.regions, names),
             });
         }
         let mut notes = Vec::new();
@@ -782,6 +884,58 @@ impl BreakdownReport {
             notes: vec![format!("time breakdown not computed: {}{hint}", e.message)],
         }
     }
+}
+
+/// A device's timeline: its bins, and per bin the top-level region of the
+/// process whose `windows` covered most of it (none without windows).
+fn timeline(bins: Bins, windows: Option<&[Window]>, slots: &[u32], names: &WindowNames) -> Option<Timeline> {
+    if bins.bins.is_empty() {
+        return None;
+    }
+    let (start, width, n) = (bins.start, bins.width, bins.bins.len());
+    // The span ends inside the last bin.
+    let end = start + width * (n as i64 - 1) + bins.bins[n - 1].iter().sum::<i64>();
+    // Regions by (domain, name), numbered as first met.
+    let mut regions: Vec<TimelineRegion> = Vec::new();
+    let mut index: HashMap<(String, String), u32> = HashMap::default();
+    let mut of_slot: HashMap<u32, u32> = HashMap::default();
+    // Per bin, (region, ns covered): the few regions open in it.
+    let mut covered: Vec<Vec<(u32, i64)>> = vec![Vec::new(); n];
+    for w in windows.unwrap_or_default() {
+        let (from, to) = (w.start.max(start), w.end.min(end));
+        if from >= to {
+            continue;
+        }
+        let region = *of_slot.entry(w.region).or_insert_with(|| {
+            let (domain, name) = names.get(&slots[w.region as usize]).cloned().unwrap_or_default();
+            *index.entry((domain.clone(), name.clone())).or_insert_with(|| {
+                regions.push(TimelineRegion { name, domain });
+                (regions.len() - 1) as u32
+            })
+        });
+        let (mut i, mut t) = (((from - start) / width) as usize, from);
+        while t < to {
+            let edge = (start + (i as i64 + 1) * width).min(to);
+            match covered[i].iter_mut().find(|c| c.0 == region) {
+                Some(c) => c.1 += edge - t,
+                None => covered[i].push((region, edge - t)),
+            }
+            (t, i) = (edge, i + 1);
+        }
+    }
+    let lane = match windows {
+        // The most time, the region first met on a tie.
+        Some(_) => covered.iter().map(|c| c.iter().copied().reduce(|a, b| if b.1 > a.1 { b } else { a })).collect(),
+        None => Vec::new(),
+    };
+    Some(Timeline {
+        start_ns: start,
+        bin_ns: width,
+        parts: TIMELINE_PARTS.iter().map(|p| p.to_string()).collect(),
+        bins: bins.bins,
+        regions,
+        lane,
+    })
 }
 
 /// The sync-stall rows of a device, spelled, most time first.
@@ -924,6 +1078,7 @@ fn blocked(blocking: Option<&VecDeque<(i64, i64, i64)>>, t: i64) -> Option<i64> 
 fn emit(d: &mut DeviceSweep, windows: &[Window], seg: Seg, from: i64, to: i64) {
     if d.first_start.is_some() && to != i64::MAX {
         d.span.add(&seg, to - from);
+        d.bins.add(from, to, seg.part());
     }
     open_windows(d, windows, to);
     for &w in &d.open {
@@ -1004,6 +1159,37 @@ mod tests {
         assert_eq!(charged(Category::Elementwise), 5);
         assert_eq!(charged(Category::Communication), 300);
         assert_eq!(cats.iter().map(|c| c.charged_ns).sum::<i64>(), region.compute_ns + region.communication_exposed_ns);
+    }
+
+    #[test]
+    fn the_timeline_cuts_the_span_into_bins_that_add_up_and_names_the_region_of_each() {
+        // Two regions; the span 100..1100 needs bins of 4 ns (1000 / 256 rounded
+        // up to a power of two): 250 bins.
+        let mut b = Breakdown::new(50);
+        b.window(Window { start: 0, end: 600, region: 0, pid: 1 });
+        b.window(Window { start: 600, end: 1200, region: 1, pid: 1 });
+        for a in [kernel(100, 300, Category::Gemm), kernel(310, 500, Category::Gemm), kernel(900, 1100, Category::Gemm)]
+        {
+            assert!(b.add(a));
+        }
+        let mut names = WindowNames::default();
+        names.insert(0, (String::new(), "prefill".into()));
+        names.insert(1, (String::new(), "decode".into()));
+        let r = b.finish(&names, vec![], &|n| format!("{n:?}"));
+        let d = &r.devices[0];
+        let t = d.timeline.as_ref().unwrap();
+        assert_eq!((t.start_ns, t.bin_ns, t.bins.len()), (100, 4, 250));
+        let sum = |k: usize| t.bins.iter().map(|b| b[k]).sum::<i64>();
+        assert_eq!(sum(0), d.span.compute_ns);
+        assert_eq!(sum(4), d.span.idle_launch_ns);
+        assert_eq!(sum(6), d.span.idle_nothing_queued_ns);
+        assert_eq!((sum(0), sum(4), sum(6)), (590, 10, 400));
+        assert!(t.bins.iter().all(|b| b.iter().sum::<i64>() == 4));
+        // The bin 500..504 is idle, in prefill; 600..604 in decode.
+        assert_eq!(t.bins[100], [0, 0, 0, 0, 0, 0, 4]);
+        let lane = |i: usize| t.lane[i].map(|(r, ns)| (t.regions[r as usize].name.as_str(), ns));
+        assert_eq!((lane(100), lane(125)), (Some(("prefill", 4)), Some(("decode", 4))));
+        assert_eq!(t.parts[0], "compute_ns");
     }
 
     #[test]
