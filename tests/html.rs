@@ -150,7 +150,7 @@ fn report_html_opens_in_headless_chromium() {
         .output()
         .unwrap();
     let dom = String::from_utf8_lossy(&dom.stdout);
-    for id in ["id=\"regions\"", "id=\"kernels\""] {
+    for id in ["id=\"regions\"", "id=\"kernels\"", "id=\"timeline\""] {
         assert!(dom.contains(id), "{id} not in the rendered DOM");
     }
 }
@@ -239,4 +239,169 @@ fn report_html_keeps_every_table_column_readable_in_chromium() {
     let page = std::fs::read_to_string(ncu.join("report.html")).unwrap();
     assert!(page.contains("<th>SM % (ncu)</th><th>DRAM % (ncu)</th>"), "the ncu import's kernels");
     assert!(page.contains("compute capability (12.0, in ncu's CSV)"), "why the roofline has no ceilings");
+}
+
+/// The pixels of a PNG as Chromium writes screenshots (8-bit RGB or RGBA,
+/// not interlaced): (width, height, RGB by row).
+fn png_pixels(path: &std::path::Path) -> (usize, usize, Vec<[u8; 3]>) {
+    use std::io::Read;
+    let png = std::fs::read(path).unwrap();
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "{}: not a PNG", path.display());
+    let (mut at, mut idat, mut head) = (8, Vec::new(), None);
+    while at + 8 <= png.len() {
+        let len = u32::from_be_bytes(png[at..at + 4].try_into().unwrap()) as usize;
+        let (kind, data) = (&png[at + 4..at + 8], &png[at + 8..at + 8 + len]);
+        match kind {
+            b"IHDR" => {
+                let n = |i: usize| u32::from_be_bytes(data[i..i + 4].try_into().unwrap()) as usize;
+                head = Some((n(0), n(4), data[8], data[9], data[12]));
+            }
+            b"IDAT" => idat.extend_from_slice(data),
+            _ => {}
+        }
+        at += 12 + len;
+    }
+    let (w, h, depth, color, interlace) = head.expect("an IHDR chunk");
+    assert_eq!((depth, interlace), (8, 0), "8-bit, not interlaced");
+    let bpp = match color {
+        2 => 3,
+        6 => 4,
+        c => panic!("color type {c}"),
+    };
+    let mut raw = Vec::new();
+    flate2::read::ZlibDecoder::new(&idat[..]).read_to_end(&mut raw).unwrap();
+    let stride = w * bpp;
+    let (mut prev, mut out) = (vec![0u8; stride], Vec::with_capacity(w * h));
+    for row in raw.chunks(stride + 1).take(h) {
+        let (filter, line) = (row[0], &row[1..]);
+        let mut cur = vec![0u8; stride];
+        for i in 0..stride {
+            let (a, b) = (if i >= bpp { cur[i - bpp] } else { 0 }, prev[i]);
+            let c = if i >= bpp { prev[i - bpp] } else { 0 };
+            let predicted = match filter {
+                0 => 0,
+                1 => a,
+                2 => b,
+                3 => ((u16::from(a) + u16::from(b)) / 2) as u8,
+                4 => {
+                    let p = i16::from(a) + i16::from(b) - i16::from(c);
+                    let (pa, pb, pc) = ((p - i16::from(a)).abs(), (p - i16::from(b)).abs(), (p - i16::from(c)).abs());
+                    if pa <= pb && pa <= pc {
+                        a
+                    } else if pb <= pc {
+                        b
+                    } else {
+                        c
+                    }
+                }
+                f => panic!("filter {f}"),
+            };
+            cur[i] = line[i].wrapping_add(predicted);
+        }
+        out.extend(cur.chunks(bpp).map(|p| [p[0], p[1], p[2]]));
+        prev = cur;
+    }
+    (w, h, out)
+}
+
+/// The timeline of the two-process FSDP capture: its columns carry
+/// breakdown.json's bins (each part per device adds up to the device span's
+/// part), its band the lane's runs, the page links the run's Perfetto
+/// traces, and headless Chromium draws it: the compute color covers the
+/// area the compute shares say, within 3% (measured: 0.3%).
+#[test]
+fn the_timeline_of_the_fsdp_capture_is_drawn_in_chromium() {
+    let test = this_test!();
+    let root = tempfile::tempdir().unwrap();
+    let Some(db) = corpus_copy(&test, "real/nsys-ai/mfu_2gpu_before.sqlite", root.path()) else { return };
+    let dir = root.path().join("run");
+    import_nsys(&db, &dir, &["report.perfetto=true"]);
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    let b = json(&dir.join("nsys/breakdown.json"));
+    let devices = b["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 2);
+    let re =
+        regex::Regex::new(r#"data-device="([^"]*)" data-bin="(\d+)" data-part="([^"]*)" data-ns="(\d+)""#).unwrap();
+    let mut drawn: std::collections::BTreeMap<(String, String), i64> = Default::default();
+    let mut bins: std::collections::BTreeMap<(String, usize), i64> = Default::default();
+    for c in re.captures_iter(&html) {
+        *drawn.entry((c[1].to_string(), c[3].to_string())).or_default() += c[4].parse::<i64>().unwrap();
+        *bins.entry((c[1].to_string(), c[2].parse().unwrap())).or_default() += c[4].parse::<i64>().unwrap();
+    }
+    let lanes = regex::Regex::new(r#"data-device="([^"]*)" data-range="([^"]*)" data-bins="(\d+)-(\d+)""#).unwrap();
+    let (mut want_area, mut plot) = (0.0, (f64::MAX, f64::MIN));
+    for d in devices {
+        let dev = format!("pid {}, GPU {}", d["process_id"], d["device"]);
+        let span = &d["span"];
+        let n = |k: &str| span[k].as_i64().unwrap();
+        for (part, ns) in [
+            ("compute", n("compute_ns")),
+            ("exposed communication", n("communication_exposed_ns")),
+            ("copy+memset", n("copy_ns") + n("memset_ns")),
+            ("idle: launch gaps", n("idle_launch_ns")),
+            ("idle: sync stalls", n("idle_sync_ns")),
+            ("idle: nothing queued", n("idle_nothing_queued_ns")),
+        ] {
+            assert_eq!(drawn.get(&(dev.clone(), part.to_string())).copied().unwrap_or(0), ns, "{dev}: {part}");
+        }
+        let t = &d["timeline"];
+        let tbins = t["bins"].as_array().unwrap();
+        for (i, bin) in tbins.iter().enumerate() {
+            let len: i64 = bin.as_array().unwrap().iter().map(|v| v.as_i64().unwrap()).sum();
+            assert_eq!(bins[&(dev.clone(), i)], len, "{dev} bin {i}: the column is the whole bin");
+        }
+        // The band: runs of one region, exactly the lane's.
+        let mut runs = Vec::new();
+        let lane = t["lane"].as_array().unwrap();
+        let mut i = 0;
+        while i < lane.len() {
+            if lane[i].is_null() {
+                i += 1;
+                continue;
+            }
+            let j = (i..lane.len()).take_while(|&j| lane[j][0] == lane[i][0]).last().unwrap();
+            runs.push((
+                t["regions"][lane[i][0].as_u64().unwrap() as usize]["name"].as_str().unwrap().to_string(),
+                i,
+                j,
+            ));
+            i = j + 1;
+        }
+        let shown: Vec<(String, usize, usize)> = lanes
+            .captures_iter(&html)
+            .filter(|c| c[1] == dev)
+            .map(|c| (c[2].to_string(), c[3].parse().unwrap(), c[4].parse().unwrap()))
+            .collect();
+        assert!(runs.len() > 10);
+        assert_eq!(shown, runs, "{dev}");
+        want_area += n("compute_ns") as f64;
+        let start = t["start_ns"].as_f64().unwrap();
+        plot = (plot.0.min(start), plot.1.max(start + n("wall_ns") as f64));
+    }
+    for trace in ["perfetto/pid144.pt.trace.json.gz", "perfetto/pid145.pt.trace.json.gz"] {
+        assert!(html.contains(&format!("<a href=\"{trace}\" data-trace=\"{trace}\">")), "{trace}");
+        assert!(dir.join(trace).is_file());
+    }
+    // The timeline alone, in Chromium at one pixel per unit: columns 54 px
+    // tall across an 820 px axis, so compute covers 54 × 820 × (compute /
+    // axis time) pixels, and the legend's 10 × 10 square.
+    let at = html.find("<h2 id=\"timeline\">").unwrap();
+    let end = at + 4 + html[at + 4..].find("<h2").unwrap();
+    let page = root.path().join("timeline.html");
+    std::fs::write(&page, format!("{}{}</body></html>", &html[..html.find("<h2").unwrap()], &html[at..end])).unwrap();
+    let shot = root.path().join("timeline.png");
+    let out = std::process::Command::new("chromium")
+        .args(HEADLESS)
+        .arg("--force-device-scale-factor=1")
+        .arg(format!("--user-data-dir={}", root.path().join("chromium-profile").display()))
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("chromium is installed by scripts/setup.sh");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (w, h, pixels) = png_pixels(&shot);
+    assert_eq!((w, h), (1000, 2400));
+    let compute = pixels.iter().filter(|p| **p == [0x4e, 0x79, 0xa7]).count() as f64;
+    let want = 54.0 * 820.0 * want_area / (plot.1 - plot.0) + 100.0;
+    assert!((compute - want).abs() <= 0.03 * want, "{compute} compute pixels, {want:.0} expected");
 }

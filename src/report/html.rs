@@ -15,6 +15,7 @@ pub(crate) fn render(inputs: &Inputs, d: &Derived) -> String {
     let id = inputs.manifest.as_ref().map_or("", |m| m.run_id.as_str());
     let mut h = page_head(&format!("llmperf run {id}"));
     fix_first(&mut h, &d.findings, inputs.nsys_breakdown.as_ref());
+    timeline(&mut h, inputs);
     regions_chart(&mut h, inputs);
     module_groups_table(&mut h, inputs);
     if let Some(r) = &d.ranks {
@@ -142,9 +143,166 @@ fn breakdown_bars(h: &mut String, b: &crate::aggregate::nsys::breakdown::Breakdo
             y + 9.0,
             esc(name)
         ));
-        x += 13.0 + 6.5 * name.len() as f64;
+        x += 20.0 + 6.5 * name.len() as f64;
     }
     h.push_str("</svg>\n");
+}
+
+/// Colors of the timeline's regions: none of them a part's.
+const LANE_COLORS: [&str; 8] = ["#8cd17d", "#86bcb6", "#ff9d9a", "#d4a6c8", "#9d7660", "#499894", "#fabfd2", "#b6992d"];
+
+/// Devices drawn on the timeline, at most.
+const TIMELINE_DEVICES: usize = 16;
+
+/// The breakdown along time: per device, a column per timeline bin with
+/// each part's share of the bin stacked (the breakdown bars' parts and
+/// colors), and above it a band naming the top-level region that covered
+/// most of each bin; one time axis for all devices. Then how to open the
+/// whole capture in Perfetto.
+fn timeline(h: &mut String, inputs: &Inputs) {
+    use super::findings::tables::device_label;
+    let Some(b) = inputs.nsys_breakdown.as_ref() else { return };
+    let drawn: Vec<_> = b.devices.iter().filter_map(|d| Some((d, d.timeline.as_ref()?))).collect();
+    if drawn.is_empty() {
+        return;
+    }
+    let end_of = |t: &crate::aggregate::nsys::breakdown::Timeline| {
+        t.start_ns + t.bin_ns * (t.bins.len() as i64 - 1) + t.bins.last().map_or(0, |b| b.iter().sum::<i64>())
+    };
+    let shown = &drawn[..drawn.len().min(TIMELINE_DEVICES)];
+    let origin = shown.iter().map(|(_, t)| t.start_ns).min().unwrap_or(0);
+    let total = (shown.iter().map(|(_, t)| end_of(t)).max().unwrap_or(origin) - origin).max(1);
+    let (left, plot_w, lane_h, bars_h, gap) = (60.0, WIDTH - 80.0, 12.0, 54.0, 26.0);
+    let x = |t: i64| left + plot_w * (t - origin) as f64 / total as f64;
+    h.push_str("<h2 id=\"timeline\">Timeline</h2>\n<p class=\"note\">Each device from its first GPU operation to its last, on one time axis (ms from the earliest). A column is one bin of the device's span (breakdown.json's <code>timeline</code>): its height split into the parts of the breakdown above, as shares of the bin's time. The band above each device names the top-level range that was open for most of the bin.</p>\n");
+    let block = gap + lane_h + bars_h + 6.0;
+    let height = block * shown.len() as f64 + 40.0;
+    h.push_str(&format!("<svg width=\"{}\" height=\"{height}\" shape-rendering=\"crispEdges\">\n", WIDTH));
+    for (k, (d, t)) in shown.iter().enumerate() {
+        let dev = device_label(d.rank, d.process_id, d.device);
+        let top = block * k as f64;
+        h.push_str(&format!("<text x=\"0\" y=\"{}\">{}</text>", top + 14.0, esc(&dev)));
+        let (lane_y, bars_y) = (top + gap - 6.0, top + gap + lane_h - 4.0);
+        h.push_str(&format!(
+            "<text x=\"0\" y=\"{}\">range</text><text x=\"0\" y=\"{}\">parts</text>",
+            lane_y + 10.0,
+            bars_y + bars_h / 2.0 + 4.0
+        ));
+        let end = end_of(t);
+        let edge = |i: usize| (t.start_ns + t.bin_ns * i as i64).min(end);
+        // The band: runs of bins with one region, one rectangle each.
+        let mut i = 0;
+        while i < t.lane.len() {
+            let Some((r, _)) = t.lane[i] else {
+                i += 1;
+                continue;
+            };
+            let run = t.lane[i..].iter().take_while(|c| c.is_some_and(|c| c.0 == r)).count();
+            let name = t.regions.get(r as usize).map_or("", |r| r.name.as_str());
+            let (x0, x1) = (x(edge(i)), x(edge(i + run)));
+            h.push_str(&format!(
+                "<rect x=\"{x0:.2}\" y=\"{lane_y}\" width=\"{:.2}\" height=\"{}\" fill=\"{}\" data-device=\"{}\" data-range=\"{}\" data-bins=\"{i}-{}\"><title>{}: {:.3}–{:.3} ms</title></rect>",
+                (x1 - x0).max(0.5),
+                lane_h - 2.0,
+                LANE_COLORS[r as usize % LANE_COLORS.len()],
+                esc(&dev),
+                esc(name),
+                i + run - 1,
+                esc(name),
+                (edge(i) - origin) as f64 / 1e6,
+                (edge(i + run) - origin) as f64 / 1e6
+            ));
+            i += run;
+        }
+        // The columns: the breakdown bars' parts, bottom up.
+        for (i, bin) in t.bins.iter().enumerate() {
+            let len = bin.iter().sum::<i64>();
+            if len == 0 {
+                continue;
+            }
+            let (x0, x1) = (x(edge(i)), x(edge(i + 1)));
+            let parts = [
+                ("compute", bin[0]),
+                ("exposed communication", bin[1]),
+                ("copy+memset", bin[2] + bin[3]),
+                ("idle: launch gaps", bin[4]),
+                ("idle: sync stalls", bin[5]),
+                ("idle: nothing queued", bin[6]),
+            ];
+            let busy = 100.0 * (bin[0] + bin[1] + bin[2] + bin[3]) as f64 / len as f64;
+            h.push_str(&format!(
+                "<g><title>{:.3}–{:.3} ms: {busy:.0}% busy</title>",
+                (edge(i) - origin) as f64 / 1e6,
+                (edge(i + 1) - origin) as f64 / 1e6
+            ));
+            let mut y = bars_y + bars_h;
+            for (c, (part, ns)) in parts.iter().enumerate() {
+                if *ns == 0 {
+                    continue;
+                }
+                let hgt = bars_h * *ns as f64 / len as f64;
+                y -= hgt;
+                h.push_str(&format!(
+                    "<rect x=\"{x0:.2}\" y=\"{y:.2}\" width=\"{:.2}\" height=\"{hgt:.2}\" fill=\"{}\" data-device=\"{}\" data-bin=\"{i}\" data-part=\"{part}\" data-ns=\"{ns}\"/>",
+                    (x1 - x0).max(0.5),
+                    PART_COLORS[c],
+                    esc(&dev)
+                ));
+            }
+            h.push_str("</g>");
+        }
+        h.push('\n');
+    }
+    // The time axis, and the parts' legend.
+    let axis_y = block * shown.len() as f64 + 4.0;
+    h.push_str(&format!(
+        "<line x1=\"{left}\" y1=\"{axis_y}\" x2=\"{}\" y2=\"{axis_y}\" stroke=\"#999\"/>",
+        left + plot_w
+    ));
+    for q in 0..=4 {
+        let t = origin + total * q / 4;
+        let anchor = ["start", "middle", "middle", "middle", "end"][q as usize];
+        h.push_str(&format!(
+            "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"{anchor}\">{:.3} ms</text>",
+            x(t),
+            axis_y + 14.0,
+            (t - origin) as f64 / 1e6
+        ));
+    }
+    let mut lx = left;
+    for (k, (name, _)) in super::findings::tables::bar_parts(&Default::default()).iter().enumerate() {
+        h.push_str(&format!(
+            "<rect x=\"{lx}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{}\" y=\"{}\">{}</text>",
+            axis_y + 22.0,
+            PART_COLORS[k],
+            lx + 13.0,
+            axis_y + 31.0,
+            esc(name)
+        ));
+        lx += 20.0 + 6.5 * name.len() as f64;
+    }
+    h.push_str("</svg>\n");
+    if drawn.len() > shown.len() {
+        h.push_str(&format!(
+            "<p class=\"note\">{} more devices are left out of the picture; breakdown.json has the timeline of each.</p>\n",
+            drawn.len() - shown.len()
+        ));
+    }
+    perfetto_note(h, &inputs.perfetto_traces);
+}
+
+/// How to see every kernel, call and range: the run's Perfetto traces,
+/// linked, or the command that writes them.
+fn perfetto_note(h: &mut String, traces: &[String]) {
+    h.push_str("<p class=\"note\">Every kernel, copy, CUDA call and range along time: ");
+    if traces.is_empty() {
+        h.push_str("<code>llmperf export perfetto RUN_DIR</code> (or <code>report.perfetto=true</code> when profiling) writes one trace per process under <code>perfetto/</code>");
+    } else {
+        let links: Vec<String> =
+            traces.iter().map(|t| format!("<a href=\"{}\" data-trace=\"{}\">{}</a>", esc(t), esc(t), esc(t))).collect();
+        h.push_str(&format!("this run's traces, one per process: {}", links.join(", ")));
+    }
+    h.push_str(". Open ui.perfetto.dev in a browser and drop a trace onto the page (Perfetto reads it in the browser: the file is not uploaded); chrome://tracing and Holistic Trace Analysis read the same files.</p>\n");
 }
 
 /// regions.json's `module_groups`: repeated modules as one row each, as regions.md has them.

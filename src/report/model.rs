@@ -48,6 +48,9 @@ pub(crate) struct Inputs {
     pub(crate) launched: Vec<crate::run_dir::LaunchedRank>,
     /// The profiled command (inputs.yaml's argv of a user's command), else empty.
     pub(crate) command: Vec<String>,
+    /// The run's Perfetto traces (`perfetto/pid*.pt.trace.json.gz`, relative
+    /// to the run), by name.
+    pub(crate) perfetto_traces: Vec<String>,
 }
 
 impl Inputs {
@@ -71,6 +74,7 @@ impl Inputs {
             roofline: run.read_json(run_dir::ROOFLINE_JSON),
             launched: crate::run_dir::read_launched(&run.join(run_dir::LAUNCHED_RANKS_DIR)),
             command: profiled_command(run),
+            perfetto_traces: perfetto_traces(run),
         }
     }
 }
@@ -96,8 +100,21 @@ impl Inputs {
             roofline: None,
             launched: Vec::new(),
             command: Vec::new(),
+            perfetto_traces: Vec::new(),
         }
     }
+}
+
+/// The traces `export perfetto` left in the run, relative to it, by name.
+fn perfetto_traces(run: &RunDir) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(run.join(run_dir::PERFETTO_DIR)) else { return Vec::new() };
+    let mut names: Vec<String> = entries
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("pid") && n.ends_with(".pt.trace.json.gz"))
+        .map(|n| format!("{}/{n}", run_dir::PERFETTO_DIR))
+        .collect();
+    names.sort();
+    names
 }
 
 /// The GPUs a torch trace's kernels, copies and sets ran on, named by its
