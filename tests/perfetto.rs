@@ -512,3 +512,61 @@ fn a_device_that_is_no_integer_is_refused_and_an_end_before_its_start_is_left_ou
     assert_eq!(o.status.code(), Some(6), "{stderr}");
     assert!(stderr.contains("CUPTI_ACTIVITY_KIND_KERNEL") && stderr.contains("deviceId"), "{stderr}");
 }
+
+/// A GPU table without `globalPid` (an older export's layout, made here by
+/// dropping the column from a copy): in a one-process capture its
+/// operations belong to that process, flows included; in a two-process
+/// capture which one ran them is unknown, and the export is refused before
+/// it writes. A `TARGET_INFO_GPU` without `cuDevice` gives no device id
+/// rather than nsys's own.
+#[test]
+fn gpu_work_that_names_no_process_goes_to_the_only_one_or_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let Some(db) = crate::corpus_copy!("real/memfusion/report1.sqlite", root.path()) else { return };
+    let whole = root.path().join("whole");
+    export(&db, &whole);
+    let flows = |traces: &BTreeMap<String, serde_json::Value>| -> usize {
+        traces.values().flat_map(|t| t["traceEvents"].as_array().unwrap()).filter(|e| e["ph"] == "f").count()
+    };
+    let before = read_traces(&whole);
+    let drop_column = |db: &Path, table: &str, column: &str| {
+        let conn = rusqlite::Connection::open(db).unwrap();
+        let indexes: Vec<String> = conn
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?1 AND sql IS NOT NULL")
+            .unwrap()
+            .query_map([table], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        for i in indexes {
+            conn.execute(&format!("DROP INDEX \"{i}\""), []).unwrap();
+        }
+        conn.execute(&format!("ALTER TABLE {table} DROP COLUMN {column}"), []).unwrap();
+    };
+    drop_column(&db, "CUPTI_ACTIVITY_KIND_KERNEL", "globalPid");
+    drop_column(&db, "TARGET_INFO_GPU", "cuDevice");
+    let out = root.path().join("unplaced");
+    export(&db, &out);
+    let after = read_traces(&out);
+    assert_eq!(after.len(), 1, "one process: {:?}", after.keys());
+    let trace = after.values().next().unwrap();
+    let kernels = trace["traceEvents"].as_array().unwrap().iter().filter(|e| e["cat"] == "kernel").count() as i64;
+    assert_eq!(kernels, sql_rows(&db, "SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0][0]);
+    assert!(flows(&before) > 0);
+    assert_eq!(flows(&after), flows(&before), "every kernel's flow still ends on it");
+    let props = trace["deviceProperties"].as_array().unwrap();
+    assert!(!props.is_empty() && props.iter().all(|d| d["id"].is_null()), "{props:?}");
+    // Two processes: refused, nothing written.
+    let Some(fsdp) = crate::corpus_copy!("real/nsys-ai/mfu_2gpu_before.sqlite", root.path()) else { return };
+    drop_column(&fsdp, "CUPTI_ACTIVITY_KIND_KERNEL", "globalPid");
+    let out = root.path().join("two");
+    let o = llmperf().args(["export", "perfetto"]).arg(&fsdp).arg("-o").arg(&out).output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(6), "{stderr}");
+    assert!(
+        stderr.contains("CUPTI_ACTIVITY_KIND_KERNEL has GPU operations that name no process (no globalPid) and the capture holds 2 processes (144, 145)")
+            && stderr.contains("hint: export the .nsys-rep again"),
+        "{stderr}"
+    );
+    assert!(std::fs::read_dir(&out).map_or(true, |d| d.count() == 0), "nothing written");
+}

@@ -226,6 +226,9 @@ struct Writer {
     thread_names: HashMap<i64, String>,
     process_names: HashMap<i64, String>,
     line: String,
+    /// The process of GPU operations whose row names none (a table without
+    /// `globalPid`, or a NULL in it): the capture's only process.
+    unplaced_pid: i64,
 }
 
 impl Writer {
@@ -391,14 +394,15 @@ struct Meta {
 }
 
 /// `deviceProperties` from `TARGET_INFO_GPU` (Kineto's keys); `[]` where the
-/// export has none (nsys 2026 exports).
+/// export has none (nsys 2026 exports); `id` null where it has no `cuDevice`.
 fn devices(db: &NsysDb) -> String {
     if !db.has_table("TARGET_INFO_GPU") {
         return "[]".into();
     }
     let cols = db.columns("TARGET_INFO_GPU");
     let col = |c: &str| if cols.contains(c) { c.to_string() } else { "NULL".to_string() };
-    let id = if cols.contains("cuDevice") { "cuDevice" } else { "id" };
+    // The CUDA ordinal, as Kineto's `id` is; nsys's own GPU id need not be it.
+    let id = if cols.contains("cuDevice") { "cuDevice" } else { "NULL" };
     let sql = format!(
         "SELECT {id}, name, {}, {}, {}, {} FROM TARGET_INFO_GPU",
         col("totalMemory"),
@@ -424,8 +428,9 @@ fn devices(db: &NsysDb) -> String {
     serde_json::to_string(&list).unwrap_or_else(|_| "[]".into())
 }
 
-/// Every process the export has activity of, in pid order: its rank.
-fn processes(db: &NsysDb) -> Result<Vec<i64>, Error> {
+/// Every process the export has activity of, in pid order (its place is its
+/// rank), and the first GPU table with operations that name no process.
+fn processes(db: &NsysDb) -> Result<(Vec<i64>, Option<&'static str>), Error> {
     let mut pids = std::collections::BTreeSet::new();
     let mut add = |sql: &str, what: &str| -> Result<(), Error> {
         let mut stmt = db.conn().prepare(sql).map_err(|e| db.sql_error(what, e))?;
@@ -440,12 +445,20 @@ fn processes(db: &NsysDb) -> Result<Vec<i64>, Error> {
             add(&format!("SELECT DISTINCT globalTid FROM {table} WHERE globalTid IS NOT NULL"), table)?;
         }
     }
-    for table in GPU_TABLES.iter().map(|(t, _)| *t) {
-        if db.has_table(table) && db.columns(table).contains("globalPid") {
+    let mut unplaced = None;
+    for table in GPU_TABLES.iter().map(|(t, _)| *t).filter(|t| db.has_table(t)) {
+        let with_pid = db.columns(table).contains("globalPid");
+        if with_pid {
             add(&format!("SELECT DISTINCT globalPid FROM {table} WHERE globalPid IS NOT NULL"), table)?;
         }
+        let none = if with_pid { "WHERE globalPid IS NULL" } else { "" };
+        let found =
+            db.conn().query_row(&format!("SELECT EXISTS (SELECT 1 FROM {table} {none})"), [], |r| r.get::<_, bool>(0));
+        if found.map_err(|e| db.sql_error(table, e))? {
+            unplaced = unplaced.or(Some(table));
+        }
     }
-    Ok(pids.into_iter().collect())
+    Ok((pids.into_iter().collect(), unplaced))
 }
 
 /// The tables of GPU work and the category Kineto gives each.
@@ -487,7 +500,29 @@ pub(crate) fn export(
         }
     }
     std::fs::create_dir_all(dir).map_err(|e| crate::run_dir::io_error(dir, "create the output directory", &e))?;
-    let pids = processes(&db)?;
+    let (mut pids, unplaced) = processes(&db)?;
+    // GPU work with no process: the capture's only one ran it; with several,
+    // which one did is not in the export.
+    let unplaced_pid = match (unplaced, pids.as_slice()) {
+        (None, _) => 0,
+        (Some(_), []) => {
+            pids.push(0);
+            0
+        }
+        (Some(_), [one]) => *one,
+        (Some(table), many) => {
+            let list = many.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
+            return Err(Error::new(
+                ErrorKind::Unparseable,
+                format!(
+                    "{}: {table} has GPU operations that name no process (no globalPid) and the capture holds {} processes ({list}): which one ran them is not in the export",
+                    sqlite.display(),
+                    many.len()
+                ),
+            )
+            .with_hint("export the .nsys-rep again with a newer nsys (`nsys export --type sqlite`), whose GPU tables carry globalPid"));
+        }
+    };
     if pids.is_empty() {
         return Err(Error::new(
             ErrorKind::Unparseable,
@@ -517,6 +552,7 @@ pub(crate) fn export(
         thread_names,
         process_names,
         line: String::new(),
+        unplaced_pid,
     };
     let mut summary = Summary::default();
     let mut strings = Names::default();
@@ -704,7 +740,7 @@ impl Launches {
 /// The CUDA runtime and driver calls, and the correlations of those that
 /// launched GPU work in the export (the flows' starts).
 fn calls(db: &NsysDb, w: &mut Writer, ids: &HashMap<i64, u32>, strings: &Names) -> Result<Launches, Error> {
-    let gpu_ids = gpu_correlations(db)?;
+    let gpu_ids = gpu_correlations(db, w.unplaced_pid)?;
     let mut launched = Launches::default();
     for (table, cat) in [("CUPTI_ACTIVITY_KIND_RUNTIME", "cuda_runtime"), ("CUPTI_ACTIVITY_KIND_DRIVER", "cuda_driver")]
     {
@@ -743,19 +779,20 @@ fn calls(db: &NsysDb, w: &mut Writer, ids: &HashMap<i64, u32>, strings: &Names) 
     Ok(launched)
 }
 
-/// Every (process, correlation) of GPU work in the export.
-fn gpu_correlations(db: &NsysDb) -> Result<Launches, Error> {
+/// Every (process, correlation) of GPU work in the export (`unplaced`: the
+/// process of rows that name none).
+fn gpu_correlations(db: &NsysDb, unplaced: i64) -> Result<Launches, Error> {
     let mut all = Launches::default();
     for (table, _) in GPU_TABLES {
         let cols = db.columns(table);
         if !db.has_table(table) || !cols.contains("correlationId") {
             continue;
         }
-        let pid = if cols.contains("globalPid") { "globalPid" } else { "0" };
+        let pid = if cols.contains("globalPid") { "globalPid" } else { "NULL" };
         let mut rows = Rows::query(db.conn(), &format!("SELECT {pid}, correlationId FROM {table}"))
             .map_err(|e| db.sql_error(table, e))?;
         while rows.step().map_err(|e| db.sql_error(table, e))? {
-            all.insert((pid_of(rows.int(0)), rows.int(1)));
+            all.insert((rows.opt_int(0).map_or(unplaced, pid_of), rows.int(1)));
         }
     }
     Ok(all)
@@ -768,7 +805,8 @@ struct Op {
     device: i64,
     stream: i64,
     correlation: Option<i64>,
-    pid: i64,
+    /// None where the export does not say ([`Writer::unplaced_pid`]).
+    pid: Option<i64>,
     /// 0 kernel, 1 copy, 2 memset (the index in [`GPU_TABLES`]).
     table: usize,
     name: String,
@@ -791,7 +829,7 @@ impl<'c> Cursor<'c> {
         }
         let cols = db.columns(name);
         let col = |c: &str| if cols.contains(c) { c.to_string() } else { "NULL".to_string() };
-        let pid_col = if cols.contains("globalPid") { "globalPid" } else { "0" };
+        let pid_col = if cols.contains("globalPid") { "globalPid" } else { "NULL" };
         let extra = match table {
             0 => {
                 let kernel_name = if cols.contains("demangledName") { "demangledName" } else { "shortName" };
@@ -856,7 +894,7 @@ impl<'c> Cursor<'c> {
             device: rows.int(2),
             stream: rows.int(3),
             correlation: rows.opt_int(4),
-            pid: pid_of(rows.opt_int(5).unwrap_or(0)),
+            pid: rows.opt_int(5).map(pid_of),
             table: self.table,
             name,
             args,
@@ -905,7 +943,7 @@ fn gpu(
             let _ = write!(args, r#","correlation":{c}"#);
         }
         args.push_str(&op.args);
-        let (pid, device, cat) = (op.pid, op.device, GPU_TABLES[op.table].1);
+        let (pid, device, cat) = (op.pid.unwrap_or(w.unplaced_pid), op.device, GPU_TABLES[op.table].1);
         let tid = w.track(pid, device, op.stream, (op.start, op.end))?;
         w.slice(pid, (device, tid), cat, &op.name, (op.start, op.end), &args)?;
         let out = w.out(pid)?;
