@@ -77,7 +77,8 @@ pub fn run(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             let ranks = crate::export::recorded_ranks(&args.source);
             let strip = crate::config::schema::pytorch_nvtx_attributes();
             let findings = crate::export::recorded_findings(&args.source);
-            let summary = crate::export::perfetto::export(&sqlite, &dir, &ranks, &strip, &findings)?;
+            let gap = crate::export::recorded_launch_gap(&args.source);
+            let summary = crate::export::perfetto::export(&sqlite, &dir, &ranks, &strip, &findings, gap)?;
             print(&crate::export::render(&summary, &dir))?;
             Ok(0)
         }

@@ -570,3 +570,105 @@ fn gpu_work_that_names_no_process_goes_to_the_only_one_or_is_refused() {
     );
     assert!(std::fs::read_dir(&out).map_or(true, |d| d.count() == 0), "nothing written");
 }
+
+/// The idle track: per device, the stretches of each kind add up to
+/// breakdown.json's span parts to the ns (the run's `report.perfetto`
+/// stage cuts them with the run's own launch gap, 10 µs here, not the
+/// default), and none overlaps a GPU operation of its device.
+#[test]
+fn the_idle_track_is_the_breakdowns_idle_time_stretch_by_stretch() {
+    let root = tempfile::tempdir().unwrap();
+    let Some(db) = crate::corpus_copy!("real/nsys-ai/mfu_2gpu_before.sqlite", root.path()) else { return };
+    let run = root.path().join("run");
+    crate::common::import_nsys(&db, &run, &["report.launch_gap_us=10", "report.perfetto=true"]);
+    let traces = read_traces(&run.join("perfetto"));
+    let breakdown = json(&run.join("nsys/breakdown.json"));
+    assert_eq!(breakdown["launch_gap_ns"], 10_000);
+    let mut kinds_seen = std::collections::BTreeSet::new();
+    for d in breakdown["devices"].as_array().unwrap() {
+        let (pid, device) = (d["process_id"].as_i64().unwrap(), d["device"].as_i64().unwrap());
+        let trace = &traces[&format!("pid{pid}.pt.trace.json.gz")];
+        let events = trace["traceEvents"].as_array().unwrap();
+        let on_device = |e: &&serde_json::Value| e["ph"] == "X" && e["pid"] == device;
+        let mut sums: BTreeMap<String, i64> = BTreeMap::new();
+        let mut idle: Vec<(i64, i64)> = Vec::new();
+        for e in events.iter().filter(on_device).filter(|e| e["cat"] == "llmperf_idle") {
+            let (start, dur) = (ns(&e["ts"]), ns(&e["dur"]));
+            assert!(dur > 0, "{e}");
+            *sums.entry(e["name"].as_str().unwrap().to_string()).or_default() += dur;
+            idle.push((start, start + dur));
+        }
+        let span = &d["span"];
+        for (kind, part) in [
+            ("launch gap", "idle_launch_ns"),
+            ("sync stall", "idle_sync_ns"),
+            ("nothing queued", "idle_nothing_queued_ns"),
+        ] {
+            assert_eq!(sums.get(kind).copied().unwrap_or(0), span[part].as_i64().unwrap(), "pid {pid}: {kind}");
+            if sums.contains_key(kind) {
+                kinds_seen.insert(kind);
+            }
+        }
+        // No GPU operation runs inside an idle stretch.
+        let mut ops: Vec<(i64, i64)> = events
+            .iter()
+            .filter(on_device)
+            .filter(|e| ["kernel", "gpu_memcpy", "gpu_memset"].contains(&e["cat"].as_str().unwrap()))
+            .map(|e| (ns(&e["ts"]), ns(&e["ts"]) + ns(&e["dur"])))
+            .collect();
+        ops.sort_unstable();
+        idle.sort_unstable();
+        for (s, e) in &idle {
+            let after = ops.partition_point(|o| o.0 < *e);
+            assert!(ops[..after].iter().all(|o| o.1 <= *s || o.0 >= *e), "pid {pid}: idle {s}..{e} overlaps work");
+        }
+        assert!(idle.len() > 100, "pid {pid}: {} stretches", idle.len());
+    }
+    assert_eq!(kinds_seen.len(), 3, "{kinds_seen:?}");
+    // The runtime's calls stored last first: read sorted, the same stretches.
+    let idle_of = |dir: &Path| -> Vec<String> {
+        let mut v: Vec<String> = read_traces(dir)
+            .values()
+            .flat_map(|t| t["traceEvents"].as_array().unwrap().clone())
+            .filter(|e| e["cat"] == "llmperf_idle")
+            .map(|e| e.to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    let stored = root.path().join("stored");
+    export(&db, &stored);
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute_batch(
+        "CREATE TABLE t AS SELECT * FROM CUPTI_ACTIVITY_KIND_RUNTIME ORDER BY start DESC; \
+         DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME; INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME SELECT * FROM t; DROP TABLE t;",
+    )
+    .unwrap();
+    let reversed = root.path().join("reversed");
+    export(&db, &reversed);
+    let (a, b) = (idle_of(&stored), idle_of(&reversed));
+    assert!(a.iter().filter(|e| e.contains("sync stall")).count() > 10);
+    assert_eq!(a, b);
+    // Kernels stored last first: the sweep cannot follow, and the track is
+    // left out whole, with the reason, rather than cut wrong.
+    conn.execute_batch(
+        "CREATE TABLE t AS SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start DESC; \
+         DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL; INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM t; DROP TABLE t;",
+    )
+    .unwrap();
+    drop(conn);
+    let out = root.path().join("unsorted");
+    let o = llmperf().args(["export", "perfetto"]).arg(&db).arg("-o").arg(&out).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("left out: the idle track (the breakdown's launch gaps, sync stalls, nothing queued): CUPTI_ACTIVITY_KIND_KERNEL is not stored in time order"),
+        "{stdout}"
+    );
+    let idle = read_traces(&out)
+        .values()
+        .flat_map(|t| t["traceEvents"].as_array().unwrap().clone())
+        .filter(|e| e["cat"] == "llmperf_idle")
+        .count();
+    assert_eq!(idle, 0);
+}

@@ -698,7 +698,7 @@ pub(crate) struct ReportConfig {
     pub(crate) kernel_categories: Option<PathBuf>,
     /// The longest GPU idle gap between two operations counted as launch
     /// latency in the time breakdown (µs).
-    #[serde(default = "launch_gap_us")]
+    #[serde(default = "default_launch_gap_us")]
     pub(crate) launch_gap_us: f64,
     /// Write the nsys capture as Perfetto / Kineto traces (`perfetto/`), as
     /// `llmperf export perfetto` does.
@@ -708,7 +708,7 @@ pub(crate) struct ReportConfig {
 
 /// 50 µs: launch latency and the host's per-op overhead between two short
 /// kernels stay under it; a gap past it means the host was doing something else.
-fn launch_gap_us() -> f64 {
+pub(crate) fn default_launch_gap_us() -> f64 {
     50.0
 }
 

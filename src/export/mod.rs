@@ -59,6 +59,16 @@ pub(crate) fn recorded_ranks(source: &Path) -> BTreeMap<i64, usize> {
     ranks
 }
 
+/// The launch gap (ns) a run directory's breakdown.json was cut with, so
+/// that the idle track is its stretches; else `report.launch_gap_us`'s default.
+pub(crate) fn recorded_launch_gap(source: &Path) -> i64 {
+    let recorded = source.is_dir().then(|| std::fs::read(source.join(run_dir::NSYS_BREAKDOWN)).ok()).flatten();
+    recorded
+        .and_then(|t| serde_json::from_slice::<serde_json::Value>(&t).ok())
+        .and_then(|v| v["launch_gap_ns"].as_i64())
+        .unwrap_or((crate::config::schema::default_launch_gap_us() * 1e3).round() as i64)
+}
+
 /// The findings of a run directory's findings.json (none for a file, or
 /// a run without one).
 pub(crate) fn recorded_findings(source: &Path) -> Vec<serde_json::Value> {
@@ -79,7 +89,7 @@ pub(crate) fn render(summary: &perfetto::Summary, dir: &Path) -> String {
     for f in &summary.files {
         let _ = writeln!(
             s,
-            "{}  rank {} (pid {}): {} NVTX ranges, {} CUDA calls, {} kernels, {} copies, {} memsets, {} flows",
+            "{}  rank {} (pid {}): {} NVTX ranges, {} CUDA calls, {} kernels, {} copies, {} memsets, {} flows, {} idle stretches",
             dir.join(&f.file).display(),
             f.rank,
             f.pid,
@@ -88,7 +98,8 @@ pub(crate) fn render(summary: &perfetto::Summary, dir: &Path) -> String {
             f.kernels,
             f.memcpys,
             f.memsets,
-            f.flows
+            f.flows,
+            f.idle
         );
         if f.overlapping > 0 {
             let _ = writeln!(
@@ -110,6 +121,10 @@ pub(crate) fn render(summary: &perfetto::Summary, dir: &Path) -> String {
             "left out: {} findings whose region has no instance in their process (a device span, ncu's kernels)",
             summary.findings_left_out
         );
+    }
+    if let Some(why) = &summary.idle_left_out {
+        let _ =
+            writeln!(s, "left out: the idle track (the breakdown's launch gaps, sync stalls, nothing queued): {why}");
     }
     if summary.odd_spans > 0 {
         let _ = writeln!(s, "left out: {} GPU operations whose end is before their start", summary.odd_spans);

@@ -15,6 +15,9 @@
 //!   `correlation` and the launch configuration in `args`;
 //! - `ac2g` flows (`s` on the call, `f` on the GPU operation) for each
 //!   correlation whose call and operation are both in the export;
+//! - per device an idle track (`llmperf_idle` slices): the breakdown's
+//!   launch gaps, sync stalls and nothing-queued stretches, cut by its own
+//!   sweep ([`Idle`]);
 //! - findings (a run's findings.json, where the command is given a run) as
 //!   instant events (`llmperf_finding`) at the first instance of the region
 //!   each names, the finding whole in `args`;
@@ -41,7 +44,9 @@ use flate2::Compression;
 use rustc_hash::FxHashMap as HashMap;
 use serde::Serialize;
 
+use crate::aggregate::nsys::breakdown::{Breakdown, IDLE_KINDS};
 use crate::error::{Error, ErrorKind};
+use crate::parse::nsys::activity::{Activity, ActivitySink, Direction, What};
 use crate::parse::nsys::sqlite::{pid_of, tid_of, Names, NsysDb, Order};
 use crate::parse::nsys::sqlite_rows::Rows;
 use crate::regions::RangeStyle;
@@ -97,6 +102,8 @@ pub(crate) struct Summary {
     pub(crate) findings_left_out: usize,
     /// GPU operations left out: their end is before their start.
     pub(crate) odd_spans: u64,
+    /// Why the idle track was left out, where it was.
+    pub(crate) idle_left_out: Option<String>,
 }
 
 #[derive(Debug, Default, Clone, Serialize)]
@@ -110,6 +117,8 @@ pub(crate) struct FileSummary {
     pub(crate) memcpys: u64,
     pub(crate) memsets: u64,
     pub(crate) flows: u64,
+    /// Idle stretches of the devices' spans (the idle track).
+    pub(crate) idle: u64,
     /// GPU operations that started before the last one on their stream
     /// ended, put on an overlap track of the stream.
     pub(crate) overlapping: u64,
@@ -321,6 +330,22 @@ impl Writer {
         Ok(tid)
     }
 
+    /// Names the idle track of `device` in `pid`'s file the first time.
+    fn idle_track(&mut self, pid: i64, device: i64) -> Result<(), Error> {
+        let out = self.out(pid)?;
+        if out.tracks.insert((device, IDLE_TID)) {
+            if !out.tracks.iter().any(|&(d, t)| d == device && t != IDLE_TID) {
+                out.event(&format!(
+                    r#"{{"ph":"M","name":"process_name","pid":{device},"tid":0,"args":{{"name":"GPU {device}"}}}}"#
+                ))?;
+            }
+            out.event(&format!(
+                r#"{{"ph":"M","name":"thread_name","pid":{device},"tid":{IDLE_TID},"args":{{"name":"idle (llmperf breakdown)"}}}}"#
+            ))?;
+        }
+        Ok(())
+    }
+
     /// A complete slice of `span` (ns) in `pid`'s file, on `track` (pid, tid).
     fn slice(
         &mut self,
@@ -490,6 +515,7 @@ pub(crate) fn export(
     ranks: &BTreeMap<i64, usize>,
     strip: &[String],
     findings: &[serde_json::Value],
+    launch_gap_ns: i64,
 ) -> Result<Summary, Error> {
     let db = NsysDb::open(sqlite)?;
     // Another export's traces are replaced; anything else in the directory
@@ -560,7 +586,9 @@ pub(crate) fn export(
     let mut marks = Marks::of(findings, &pids);
     ranges(&db, &mut w, &mut strings, &ids, strip, &mut marks, &mut summary)?;
     let launched = calls(&db, &mut w, &ids, &strings)?;
-    gpu(&db, &mut w, &ids, &strings, &launched, &mut summary.odd_spans)?;
+    let mut idle = Idle::new(&db, launch_gap_ns)?;
+    gpu(&db, &mut w, &ids, &strings, &launched, &mut summary.odd_spans, &mut idle)?;
+    summary.idle_left_out = idle.left_out;
     summary.findings_left_out = marks.write(&mut w)?;
     let rank_from = if known { "the run's launcher" } else { "process order (pid)" };
     summary.files = w.finish(&Meta { devices: devices(&db), rank_from })?;
@@ -779,6 +807,132 @@ fn calls(db: &NsysDb, w: &mut Writer, ids: &HashMap<i64, u32>, strings: &Names) 
     Ok(launched)
 }
 
+/// The track (tid) of a device's idle stretches in each file: above every
+/// stream's overlap tracks.
+const IDLE_TID: i64 = 1 << 40;
+
+/// The breakdown's idle stretches of each device's span (launch gaps, sync
+/// stalls, nothing queued), cut by the breakdown's own sweep
+/// ([`Breakdown::logging_idle`]), fed as ingestion feeds it: the runtime's
+/// blocking calls up to each GPU operation's start, then the operation; so
+/// they are the stretches breakdown.json sums, and memory stays flat. The
+/// stretch before an operation is written when the operation is. Made only
+/// where every GPU table is stored in start order (the sweep follows time;
+/// `import nsys` reads other tables sorted), so the track is whole or left
+/// out, with the reason.
+struct Idle<'c> {
+    sweep: Option<Breakdown>,
+    /// The blocking calls (process, start, end, function), in start order,
+    /// and the next one not yet fed.
+    calls: Option<Rows<'c>>,
+    next_call: Option<(i64, i64, i64, i64)>,
+    left_out: Option<String>,
+    line: String,
+}
+
+/// Whether column `col` of `sql`'s rows never decreases (one scan).
+fn in_order(db: &NsysDb, sql: &str, col: i32, table: &str) -> Result<bool, Error> {
+    let mut rows = Rows::query(db.conn(), sql).map_err(|e| db.sql_error(table, e))?;
+    let mut last = i64::MIN;
+    while rows.step().map_err(|e| db.sql_error(table, e))? {
+        let start = rows.int(col);
+        if start < last {
+            return Ok(false);
+        }
+        last = start;
+    }
+    Ok(true)
+}
+
+impl<'c> Idle<'c> {
+    fn new(db: &'c NsysDb, launch_gap_ns: i64) -> Result<Idle<'c>, Error> {
+        let mut idle = Idle { sweep: None, calls: None, next_call: None, left_out: None, line: String::new() };
+        for (table, _) in GPU_TABLES.iter().filter(|(t, _)| db.has_table(t)) {
+            if !in_order(db, &format!("SELECT start FROM {table}"), 0, table)? {
+                idle.left_out = Some(format!(
+                    "{table} is not stored in time order (`llmperf import nsys` reads it sorted for breakdown.json)"
+                ));
+                return Ok(idle);
+            }
+        }
+        // The blocking calls as stored where they are in start order, else sorted.
+        const RUNTIME: &str = "CUPTI_ACTIVITY_KIND_RUNTIME";
+        if let Some(stored) = db.blocking_query(Order::Stored)? {
+            let query = if in_order(db, &stored, 1, RUNTIME)? {
+                stored
+            } else {
+                db.blocking_query(Order::Sorted)?.unwrap_or(stored)
+            };
+            idle.calls = Some(Rows::query(db.conn(), &query).map_err(|e| db.sql_error(RUNTIME, e))?);
+        }
+        idle.sweep = Some(Breakdown::new(launch_gap_ns).logging_idle());
+        Ok(idle)
+    }
+
+    /// Every blocking call starting at or before `now` into the sweep.
+    fn calls_up_to(&mut self, db: &NsysDb, now: i64) -> Result<(), Error> {
+        let Some(sweep) = &mut self.sweep else { return Ok(()) };
+        loop {
+            if let Some((pid, start, end, name)) = self.next_call {
+                if start > now {
+                    return Ok(());
+                }
+                sweep.blocking(pid, start, end, name, now);
+                self.next_call = None;
+            }
+            let Some(rows) = &mut self.calls else { return Ok(()) };
+            if !rows.step().map_err(|e| db.sql_error("CUPTI_ACTIVITY_KIND_RUNTIME", e))? {
+                self.calls = None;
+                return Ok(());
+            }
+            self.next_call = Some((rows.int(0), rows.int(1), rows.int(2), rows.int(3)));
+        }
+    }
+
+    /// One GPU operation of `pid` (table 0 kernel, 1 copy, 2 memset), in
+    /// start order: the idle stretch before it, if any, into the file.
+    fn add(&mut self, db: &NsysDb, w: &mut Writer, pid: i64, op: &Op) -> Result<(), Error> {
+        self.calls_up_to(db, op.start)?;
+        let Some(sweep) = &mut self.sweep else { return Ok(()) };
+        let what = match op.table {
+            // Which kernel ran makes no idle time: the class is unused.
+            0 => What::Kernel(0),
+            1 => What::Copy { direction: Direction::Other, bytes: 0, pageable: false },
+            _ => What::Memset { bytes: 0 },
+        };
+        let a = Activity { pid, device: op.device, start: op.start, end: op.end, what, name: 0 };
+        if !sweep.add(a) {
+            // Not met with tables in start order; said rather than hidden.
+            self.sweep = None;
+            self.left_out = Some(format!(
+                "an operation at {} ns came before the one read earlier on its device: the track ends there",
+                op.start
+            ));
+            return Ok(());
+        }
+        let mut stretches = Vec::new();
+        sweep.take_idle(|key, start, end, kind| stretches.push((key, start, end, kind)));
+        for ((pid, device), start, end, kind) in stretches {
+            w.idle_track(pid, device)?;
+            let name = IDLE_KINDS[kind as usize];
+            let line = &mut self.line;
+            line.clear();
+            let _ = write!(
+                line,
+                r#"{{"ph":"X","cat":"llmperf_idle","name":"{name}","pid":{device},"tid":{IDLE_TID},"ts":"#
+            );
+            micros(line, start);
+            line.push_str(",\"dur\":");
+            micros(line, end - start);
+            let _ = write!(line, r#","args":{{"device":{device},"kind":"{name}"}}}}"#);
+            let out = w.out(pid)?;
+            out.event(line)?;
+            out.summary.idle += 1;
+        }
+        Ok(())
+    }
+}
+
 /// Every (process, correlation) of GPU work in the export (`unplaced`: the
 /// process of rows that name none).
 fn gpu_correlations(db: &NsysDb, unplaced: i64) -> Result<Launches, Error> {
@@ -913,6 +1067,7 @@ fn gpu(
     strings: &Names,
     launched: &Launches,
     odd: &mut u64,
+    idle: &mut Idle<'_>,
 ) -> Result<(), Error> {
     let mut cursors = Vec::new();
     for table in 0..GPU_TABLES.len() {
@@ -944,6 +1099,7 @@ fn gpu(
         }
         args.push_str(&op.args);
         let (pid, device, cat) = (op.pid.unwrap_or(w.unplaced_pid), op.device, GPU_TABLES[op.table].1);
+        idle.add(db, w, pid, &op)?;
         let tid = w.track(pid, device, op.stream, (op.start, op.end))?;
         w.slice(pid, (device, tid), cat, &op.name, (op.start, op.end), &args)?;
         let out = w.out(pid)?;

@@ -495,7 +495,7 @@ pub(crate) fn analyze(
     }
     verdict.add(ingest(manifest, || write_outputs(run, &sqlite, opts))?);
     if opts.perfetto {
-        verdict.add(perfetto(run, manifest, &sqlite, &opts.strip)?);
+        verdict.add(perfetto(run, manifest, &sqlite, &opts.strip, launch_gap_ns(opts.launch_gap_us)?)?);
     }
     Ok(())
 }
@@ -507,12 +507,16 @@ fn perfetto(
     manifest: &mut ManifestWriter,
     sqlite: &Path,
     strip: &[String],
+    gap: i64,
 ) -> Result<StageOutcome, Error> {
     stage::run(manifest, "perfetto_export", Vec::new(), || {
         let dir = run.join(run_dir::PERFETTO_DIR);
         let ranks = crate::export::recorded_ranks(run.path());
         // The findings are written after this stage, with the other reports.
-        let summary = crate::export::perfetto::export(sqlite, &dir, &ranks, strip, &[])?;
+        let summary = crate::export::perfetto::export(sqlite, &dir, &ranks, strip, &[], gap)?;
+        if let Some(why) = &summary.idle_left_out {
+            tracing::warn!("perfetto: the idle track is left out: {why}");
+        }
         let files = summary.files.iter().map(|f| format!("{}/{}", run_dir::PERFETTO_DIR, f.file)).collect();
         Ok(Done::ok(files))
     })

@@ -409,10 +409,13 @@ impl Seg {
 
 #[derive(Clone, Copy, PartialEq)]
 enum IdleKind {
-    Launch,
-    Sync,
-    Nothing,
+    Launch = 0,
+    Sync = 1,
+    Nothing = 2,
 }
+
+/// The kinds of idle stretch, by [`Breakdown::take_idle`]'s index.
+pub(crate) const IDLE_KINDS: [&str; 3] = ["launch gap", "sync stall", "nothing queued"];
 
 /// Accumulated over a stretch: its parts, per slot the summed time, and the
 /// busy time charged per kernel category and to pageable copies.
@@ -545,6 +548,9 @@ struct DeviceSweep {
     pid: usize,
     copies: [(usize, i64, usize, i64); 5],
     bins: Bins,
+    /// The span's idle stretches not yet taken ([`Breakdown::take_idle`]):
+    /// (start, end, [`IDLE_KINDS`] index); kept only when asked for.
+    idle_log: Option<Vec<(i64, i64, u8)>>,
 }
 
 impl DeviceSweep {
@@ -567,6 +573,7 @@ impl DeviceSweep {
             pid,
             copies: [(0, 0, 0, 0); 5],
             bins: Bins::default(),
+            idle_log: None,
         }
     }
 }
@@ -601,6 +608,8 @@ pub(crate) struct Breakdown {
     /// The device of the previous operation (rows come in runs of one device).
     last: Option<((i64, i64), usize)>,
     odd: usize,
+    /// Whether the devices keep their idle stretches ([`Breakdown::logging_idle`]).
+    log_idle: bool,
 }
 
 impl Breakdown {
@@ -618,6 +627,25 @@ impl Breakdown {
             device_index: HashMap::default(),
             last: None,
             odd: 0,
+            log_idle: false,
+        }
+    }
+
+    /// A breakdown whose devices keep each idle stretch of their spans (a
+    /// launch gap, a sync stall, nothing queued) until [`Breakdown::take_idle`].
+    pub(crate) fn logging_idle(mut self) -> Breakdown {
+        self.log_idle = true;
+        self
+    }
+
+    /// The idle stretches met since the last call: ((process, device),
+    /// start, end, [`IDLE_KINDS`] index), each device's in time order. A
+    /// stretch is met when the operation after it is added.
+    pub(crate) fn take_idle(&mut self, mut each: impl FnMut((i64, i64), i64, i64, u8)) {
+        for (key, d) in &mut self.devices {
+            for (start, end, kind) in d.idle_log.iter_mut().flat_map(|log| log.drain(..)) {
+                each(*key, start, end, kind);
+            }
         }
     }
 
@@ -641,7 +669,9 @@ impl Breakdown {
             Some(&i) => i,
             None => {
                 let pid = self.process(key.0);
-                self.devices.push((key, DeviceSweep::new(pid, self.regions.len())));
+                let mut d = DeviceSweep::new(pid, self.regions.len());
+                d.idle_log = self.log_idle.then(Vec::new);
+                self.devices.push((key, d));
                 self.device_index.insert(key, self.devices.len() - 1);
                 self.devices.len() - 1
             }
@@ -1079,6 +1109,9 @@ fn emit(d: &mut DeviceSweep, windows: &[Window], seg: Seg, from: i64, to: i64) {
     if d.first_start.is_some() && to != i64::MAX {
         d.span.add(&seg, to - from);
         d.bins.add(from, to, seg.part());
+        if let (Some(log), Seg::Idle(kind)) = (&mut d.idle_log, seg) {
+            log.push((from, to, kind as u8));
+        }
     }
     open_windows(d, windows, to);
     for &w in &d.open {

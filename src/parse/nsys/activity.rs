@@ -730,7 +730,7 @@ impl NsysDb {
 
     /// The query of the blocking calls ([`calls::is_blocking`]): (process, start,
     /// end, function), read as `order` says; None when the export names no such function.
-    fn blocking_query(&self, order: Order) -> Result<Option<String>, Error> {
+    pub(crate) fn blocking_query(&self, order: Order) -> Result<Option<String>, Error> {
         if !self.has_table("CUPTI_ACTIVITY_KIND_RUNTIME") || !self.has_table("StringIds") {
             return Ok(None);
         }
