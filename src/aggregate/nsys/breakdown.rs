@@ -56,33 +56,33 @@ pub(crate) type WindowNames = HashMap<u32, (String, String)>;
 /// idle_launch + idle_sync + idle_nothing_queued.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub(crate) struct Parts {
-    pub wall_ns: i64,
-    pub busy_ns: i64,
-    pub compute_ns: i64,
-    pub communication_exposed_ns: i64,
+    pub(crate) wall_ns: i64,
+    pub(crate) busy_ns: i64,
+    pub(crate) compute_ns: i64,
+    pub(crate) communication_exposed_ns: i64,
     /// NCCL kernels running while a compute kernel ran (not in busy's sum).
-    pub communication_overlapped_ns: i64,
+    pub(crate) communication_overlapped_ns: i64,
     /// Copies with no kernel running.
-    pub copy_ns: i64,
+    pub(crate) copy_ns: i64,
     /// Copies running beside a kernel (not in busy's sum).
-    pub copy_overlapped_ns: i64,
-    pub memset_ns: i64,
-    pub idle_ns: i64,
+    pub(crate) copy_overlapped_ns: i64,
+    pub(crate) memset_ns: i64,
+    pub(crate) idle_ns: i64,
     /// Gaps of at most `launch_gap_ns` between two operations.
-    pub idle_launch_ns: i64,
+    pub(crate) idle_launch_ns: i64,
     /// Gaps that began while a blocking call of the process was waiting.
-    pub idle_sync_ns: i64,
+    pub(crate) idle_sync_ns: i64,
     /// Longer gaps, and the time before the device's first and after its last operation.
-    pub idle_nothing_queued_ns: i64,
+    pub(crate) idle_nothing_queued_ns: i64,
 }
 
 /// Kernels of one category: how many started, and their time (in a region:
 /// clipped to its instances, and summed, so kernels on several streams at once count each).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub(crate) struct CategoryTime {
-    pub category: Category,
-    pub kernels: usize,
-    pub ns: i64,
+    pub(crate) category: Category,
+    pub(crate) kernels: usize,
+    pub(crate) ns: i64,
     /// The busy time charged to the category, a partition of `compute_ns` +
     /// `communication_exposed_ns` (never more than the wall time): a compute
     /// segment where one category's kernels ran counts whole, one shared by
@@ -90,39 +90,39 @@ pub(crate) struct CategoryTime {
     /// exposed communication is `communication`'s; communication beside
     /// compute is charged nothing.
     #[serde(default)]
-    pub charged_ns: i64,
+    pub(crate) charged_ns: i64,
 }
 
 /// Copies one way: their count, bytes and time; those from or to pageable host memory apart.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub(crate) struct CopyTime {
     /// h2d, d2h, d2d, p2p or other.
-    pub direction: String,
-    pub count: usize,
-    pub bytes: i64,
-    pub ns: i64,
+    pub(crate) direction: String,
+    pub(crate) count: usize,
+    pub(crate) bytes: i64,
+    pub(crate) ns: i64,
     /// bytes / ns (GB/s); null for no time.
-    pub gbps: Option<f64>,
-    pub pageable_count: usize,
-    pub pageable_bytes: i64,
-    pub pageable_ns: i64,
+    pub(crate) gbps: Option<f64>,
+    pub(crate) pageable_count: usize,
+    pub(crate) pageable_bytes: i64,
+    pub(crate) pageable_ns: i64,
 }
 
 /// One top-level region on one device.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub(crate) struct RegionBreakdown {
-    pub name: String,
-    pub domain: String,
-    pub instances: usize,
-    pub parts: Parts,
+    pub(crate) name: String,
+    pub(crate) domain: String,
+    pub(crate) instances: usize,
+    pub(crate) parts: Parts,
     /// Kernel time by category inside the region's instances (categories with none left out).
-    pub categories: Vec<CategoryTime>,
+    pub(crate) categories: Vec<CategoryTime>,
     /// Time of copies from or to pageable memory inside the instances.
-    pub pageable_copy_ns: i64,
+    pub(crate) pageable_copy_ns: i64,
     /// Of `copy_ns`, the share charged to the pageable copies (copies with
     /// no kernel running, split by the number of copies running).
     #[serde(default)]
-    pub pageable_copy_exposed_ns: i64,
+    pub(crate) pageable_copy_exposed_ns: i64,
 }
 
 /// Sync-stall gaps of a device's span by the blocking call that was waiting
@@ -130,11 +130,11 @@ pub(crate) struct RegionBreakdown {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub(crate) struct SyncStall {
     /// The blocking function (`cudaStreamSynchronize`; of overlapping calls, the one that ended last).
-    pub call: String,
+    pub(crate) call: String,
     /// The kernel (by name) or the copy or memset that ended before the gap.
-    pub waited_for: String,
-    pub gaps: usize,
-    pub ns: i64,
+    pub(crate) waited_for: String,
+    pub(crate) gaps: usize,
+    pub(crate) ns: i64,
 }
 
 /// Sync-stall rows kept per device, most time first.
@@ -143,26 +143,26 @@ const SYNC_STALL_ROWS: usize = 10;
 /// One device of one process.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub(crate) struct DeviceBreakdown {
-    pub process_id: i64,
+    pub(crate) process_id: i64,
     /// The launcher's rank of the process (`profile --launcher`), else null.
-    pub rank: Option<u32>,
-    pub device: i64,
+    pub(crate) rank: Option<u32>,
+    pub(crate) device: i64,
     /// From the device's first operation to its last.
-    pub span: Parts,
+    pub(crate) span: Parts,
     /// Every kernel of the device by category (every category listed).
-    pub categories: Vec<CategoryTime>,
+    pub(crate) categories: Vec<CategoryTime>,
     /// The share of kernel time no rule named (`other`), 0..1; null without kernels.
-    pub other_share: Option<f64>,
-    pub copies: Vec<CopyTime>,
+    pub(crate) other_share: Option<f64>,
+    pub(crate) copies: Vec<CopyTime>,
     /// Of the span's `copy_ns`, the share charged to the pageable copies.
     #[serde(default)]
-    pub pageable_copy_exposed_ns: i64,
+    pub(crate) pageable_copy_exposed_ns: i64,
     /// The span's sync-stall time by blocking call and what it waited for,
     /// most first (at most 10 rows).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub sync_stalls: Vec<SyncStall>,
+    pub(crate) sync_stalls: Vec<SyncStall>,
     /// The device's top-level regions, by wall time (empty when not computed: see notes).
-    pub regions: Vec<RegionBreakdown>,
+    pub(crate) regions: Vec<RegionBreakdown>,
     /// The kernels each top-level region issued on this device (launched
     /// while it was open on the launching thread), wherever they ran; most
     /// GPU time first ([`super::issued`]).
@@ -290,13 +290,13 @@ pub(crate) struct IssuedOutside {
 /// `nsys/breakdown.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub(crate) struct BreakdownReport {
-    pub schema: String,
+    pub(crate) schema: String,
     /// The longest idle gap counted as launch latency (ns).
-    pub launch_gap_ns: i64,
+    pub(crate) launch_gap_ns: i64,
     /// The kernel category tables, in the order tried.
-    pub category_tables: Vec<String>,
-    pub devices: Vec<DeviceBreakdown>,
-    pub notes: Vec<String>,
+    pub(crate) category_tables: Vec<String>,
+    pub(crate) devices: Vec<DeviceBreakdown>,
+    pub(crate) notes: Vec<String>,
 }
 
 const KINDS: usize = 9;
@@ -614,7 +614,7 @@ pub(crate) struct Breakdown {
 
 impl Breakdown {
     /// A breakdown whose windows come one by one ([`ActivitySink::window`]).
-    pub fn new(launch_gap_ns: i64) -> Breakdown {
+    pub(crate) fn new(launch_gap_ns: i64) -> Breakdown {
         Breakdown {
             pids: Vec::new(),
             pid_index: HashMap::default(),
@@ -812,7 +812,7 @@ impl Breakdown {
     /// The report: per device, its span and regions (by wall time), by process and device.
     /// `names`: (domain, name) by the range sweep's region id.
     /// `name_of` spells the blocking calls' functions and the kernels.
-    pub fn finish(
+    pub(crate) fn finish(
         mut self,
         names: &WindowNames,
         category_tables: Vec<String>,

@@ -22,7 +22,7 @@ use crate::error::Error;
 
 /// Which way a copy went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Direction {
+pub(crate) enum Direction {
     HostToDevice,
     DeviceToHost,
     DeviceToDevice,
@@ -32,7 +32,7 @@ pub enum Direction {
 
 /// What the GPU did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum What {
+pub(crate) enum What {
     /// A kernel, with the class the caller's `classify` gave its name.
     Kernel(u8),
     /// A copy; `pageable`: from or to pageable host memory (synchronous for the host).
@@ -49,15 +49,15 @@ pub enum What {
 /// One operation on a device.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Activity {
-    pub pid: i64,
-    pub device: i64,
-    pub start: i64,
-    pub end: i64,
-    pub what: What,
+    pub(crate) pid: i64,
+    pub(crate) device: i64,
+    pub(crate) start: i64,
+    pub(crate) end: i64,
+    pub(crate) what: What,
     /// A kernel's name: the ingestion's interned id where the kernels were
     /// fed, the export's StringIds id where this reader scanned them
     /// ([`Source`] says which); 0 for a copy or memset.
-    pub name: i64,
+    pub(crate) name: i64,
 }
 
 /// What an activity sink's keys name: a blocking call's function (its
@@ -92,15 +92,15 @@ pub(crate) fn spell(db: &NsysDb, names: &super::sqlite::Names, source: Source, n
 /// (32 bytes): what the breakdown would read of it in its own scan.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct FedKernel {
-    pub start: i64,
-    pub end: i64,
+    pub(crate) start: i64,
+    pub(crate) end: i64,
     /// The CUDA device (ids are small; one past i32 is read as i32::MAX).
-    pub device: i32,
-    pub pid: u32,
+    pub(crate) device: i32,
+    pub(crate) pid: u32,
     /// Its name, interned by the ingestion.
-    pub name: u32,
+    pub(crate) name: u32,
     /// The class `classify` gave its name.
-    pub class: u8,
+    pub(crate) class: u8,
 }
 
 impl FedKernel {
