@@ -229,6 +229,18 @@ fn llmperf_breakdown(run: &Path) -> (f64, f64, f64, f64, Option<f64>) {
     let devices = b["devices"].as_array().unwrap();
     assert_eq!(devices.len(), 1, "{}", run.display());
     let s = &devices[0]["span"];
+    // The timeline along the span: each bin whole, each part's bins the span's part.
+    let t = &devices[0]["timeline"];
+    let bins: Vec<Vec<i64>> = serde_json::from_value(t["bins"].clone()).unwrap();
+    let width = t["bin_ns"].as_i64().unwrap();
+    assert!(!bins.is_empty() && bins.len() <= 256, "{}", run.display());
+    for (i, b) in bins.iter().enumerate().take(bins.len() - 1) {
+        assert_eq!(b.iter().sum::<i64>(), width, "{}: bin {i}", run.display());
+    }
+    for (k, part) in t["parts"].as_array().unwrap().iter().enumerate() {
+        let part = part.as_str().unwrap();
+        assert_eq!(bins.iter().map(|b| b[k]).sum::<i64>(), s[part].as_i64().unwrap(), "{}: {part}", run.display());
+    }
     let us = |k: &str| s[k].as_i64().unwrap() as f64 / 1000.0;
     let comm = us("communication_exposed_ns") + us("communication_overlapped_ns");
     let overlap = (comm > 0.0).then(|| us("communication_overlapped_ns") / comm * 100.0);
