@@ -79,7 +79,18 @@ pub fn run(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             let findings = crate::export::recorded_findings(&args.source);
             let gap = crate::export::recorded_launch_gap(&args.source);
             let summary = crate::export::perfetto::export(&sqlite, &dir, &ranks, &strip, &findings, gap)?;
-            print(&crate::export::render(&summary, &dir))?;
+            let mut text = crate::export::render(&summary, &dir);
+            // Into the run's own perfetto/: its report.html links the traces.
+            if args.source.is_dir() && args.out.is_none() {
+                let run = crate::run_dir::RunDir::open(&args.source)?;
+                if crate::report::rewrite_html(&run)? {
+                    text.push_str(&format!(
+                        "{} links them (Timeline)\n",
+                        args.source.join(crate::run_dir::REPORT_HTML).display()
+                    ));
+                }
+            }
+            print(&text)?;
             Ok(0)
         }
         Command::Doctor(args) => {

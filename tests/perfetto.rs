@@ -672,3 +672,28 @@ fn the_idle_track_is_the_breakdowns_idle_time_stretch_by_stretch() {
         .count();
     assert_eq!(idle, 0);
 }
+
+/// `export perfetto RUN` into the run's own perfetto/ writes report.html
+/// again, so that its Timeline links the traces it did not know of; an
+/// export elsewhere (`-o`) leaves the run's files alone.
+#[test]
+fn an_export_into_the_run_links_its_traces_from_report_html() {
+    let root = tempfile::tempdir().unwrap();
+    let Some(db) = crate::corpus_copy!("real/memfusion/report1.sqlite", root.path()) else { return };
+    let run = root.path().join("run");
+    crate::common::import_nsys(&db, &run, &[]);
+    // The layout of a profile run: its export beside the reports.
+    std::fs::copy(&db, run.join("nsys/report.sqlite")).unwrap();
+    let link = r#"<a href="perfetto/pid24129.pt.trace.json.gz""#;
+    let html = || std::fs::read_to_string(run.join("report.html")).unwrap();
+    let before = html();
+    assert!(!before.contains(link) && before.contains("<code>llmperf export perfetto RUN_DIR</code>"));
+    let elsewhere = root.path().join("elsewhere");
+    let o = llmperf().args(["export", "perfetto"]).arg(&run).arg("-o").arg(&elsewhere).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(html(), before, "an export elsewhere leaves report.html as it was");
+    let o = llmperf().args(["export", "perfetto"]).arg(&run).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("report.html links them (Timeline)"));
+    assert!(html().contains(link), "the Timeline links the trace");
+}

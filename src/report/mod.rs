@@ -44,6 +44,18 @@ pub(crate) fn write_ncu_regions(
     Ok(written)
 }
 
+/// report.html again, from the run's files as they are now (after `export
+/// perfetto` wrote the traces it links); nothing where the run has none.
+pub(crate) fn rewrite_html(run: &RunDir) -> Result<bool, Error> {
+    if !run.join(run_dir::REPORT_HTML).is_file() {
+        return Ok(false);
+    }
+    let inputs = Inputs::read(run);
+    let d = Derived::of(&inputs);
+    run.write(run_dir::REPORT_HTML, html::render(&inputs, &d).as_bytes())?;
+    Ok(true)
+}
+
 /// kernels.json/md, operators.json/md, stakeholder_summary.md and report.html.
 pub(crate) fn write_summaries(run: &RunDir) -> Result<Vec<String>, Error> {
     let inputs = Inputs::read(run);
