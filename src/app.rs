@@ -80,14 +80,14 @@ pub fn run(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             let gap = crate::export::recorded_launch_gap(&args.source);
             let summary = crate::export::perfetto::export(&sqlite, &dir, &ranks, &strip, &findings, gap)?;
             let mut text = crate::export::render(&summary, &dir);
-            // Into the run's own perfetto/: its report.html links the traces.
-            if args.source.is_dir() && args.out.is_none() {
-                let run = crate::run_dir::RunDir::open(&args.source)?;
-                if crate::report::rewrite_html(&run)? {
-                    text.push_str(&format!(
-                        "{} links them (Timeline)\n",
-                        args.source.join(crate::run_dir::REPORT_HTML).display()
-                    ));
+            // Into the run's own perfetto/: its report.html links the traces
+            // (a directory that only holds an export has no report to mend).
+            let html = args.source.join(crate::run_dir::REPORT_HTML);
+            if args.out.is_none() && html.is_file() {
+                if let Ok(run) = crate::run_dir::RunDir::open(&args.source) {
+                    if crate::report::rewrite_html(&run)? {
+                        text.push_str(&format!("{} links them from its timeline\n", html.display()));
+                    }
                 }
             }
             print(&text)?;

@@ -275,7 +275,6 @@ const PUB_FOR_SIGNATURES: &[(&str, &str)] = &[
     ("parse::ncu::rows", "MetricRef"),
     ("parse::ncu::rows", "NvtxFrame"),
     ("parse::ncu::rules", "RuleRow"),
-    ("parse::nsys::activity", "Direction"),
     ("parse::nsys::batched", "Stream"),
     ("parse::nsys::beside", "Windows"),
     ("parse::nsys::ingest", "Ingest"),

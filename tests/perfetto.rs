@@ -674,7 +674,7 @@ fn the_idle_track_is_the_breakdowns_idle_time_stretch_by_stretch() {
 }
 
 /// `export perfetto RUN` into the run's own perfetto/ writes report.html
-/// again, so that its Timeline links the traces it did not know of; an
+/// again, so that its timeline section links the traces it did not know of; an
 /// export elsewhere (`-o`) leaves the run's files alone.
 #[test]
 fn an_export_into_the_run_links_its_traces_from_report_html() {
@@ -694,6 +694,6 @@ fn an_export_into_the_run_links_its_traces_from_report_html() {
     assert_eq!(html(), before, "an export elsewhere leaves report.html as it was");
     let o = llmperf().args(["export", "perfetto"]).arg(&run).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(String::from_utf8_lossy(&o.stdout).contains("report.html links them (Timeline)"));
-    assert!(html().contains(link), "the Timeline links the trace");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("report.html links them from its timeline"));
+    assert!(html().contains(link), "the timeline section links the trace");
 }

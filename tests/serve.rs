@@ -314,6 +314,9 @@ fn ctrl_c_while_the_engine_starts_stops_it_and_all_it_started() {
 /// http.server on the port llmperf gives it (no vLLM needed).
 #[test]
 fn a_server_that_names_no_model_fails_the_load_and_is_still_stopped_and_recorded() {
+    // No vLLM here, but `assert_none_left` counts every `VLLM::` process:
+    // another test's engine must not be running meanwhile.
+    let _one = ENGINE.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("no_models_engine.py");
     std::fs::write(

@@ -166,14 +166,11 @@ fn timeline(h: &mut String, inputs: &Inputs) {
     if drawn.is_empty() {
         return;
     }
-    let end_of = |t: &crate::aggregate::nsys::breakdown::Timeline| {
-        t.start_ns + t.bin_ns * (t.bins.len() as i64 - 1) + t.bins.last().map_or(0, |b| b.iter().sum::<i64>())
-    };
     let shown = &drawn[..drawn.len().min(TIMELINE_DEVICES)];
     let origin = shown.iter().map(|(_, t)| t.start_ns).min().unwrap_or(0);
     let total = (shown.iter().map(|(_, t)| end_of(t)).max().unwrap_or(origin) - origin).max(1);
-    let (left, plot_w, lane_h, bars_h, gap) = (60.0, WIDTH - 80.0, 12.0, 54.0, 26.0);
-    let x = |t: i64| left + plot_w * (t - origin) as f64 / total as f64;
+    let axis = Axis { origin, total, left: 60.0, width: WIDTH - 80.0 };
+    let (lane_h, bars_h, gap) = (12.0, 54.0, 26.0);
     h.push_str("<h2 id=\"timeline\">Timeline</h2>\n<p class=\"note\">Each device from its first GPU operation to its last, on one time axis (ms from the earliest). A column is one bin of the device's span (breakdown.json's <code>timeline</code>): its height split into the parts of the breakdown above, as shares of the bin's time. The band above each device names the top-level range that was open for most of the bin.</p>\n");
     let block = gap + lane_h + bars_h + 6.0;
     let height = block * shown.len() as f64 + 40.0;
@@ -188,99 +185,11 @@ fn timeline(h: &mut String, inputs: &Inputs) {
             lane_y + 10.0,
             bars_y + bars_h / 2.0 + 4.0
         ));
-        let end = end_of(t);
-        let edge = |i: usize| (t.start_ns + t.bin_ns * i as i64).min(end);
-        // The band: runs of bins with one region, one rectangle each.
-        let mut i = 0;
-        while i < t.lane.len() {
-            let Some((r, _)) = t.lane[i] else {
-                i += 1;
-                continue;
-            };
-            let run = t.lane[i..].iter().take_while(|c| c.is_some_and(|c| c.0 == r)).count();
-            let name = t.regions.get(r as usize).map_or("", |r| r.name.as_str());
-            let (x0, x1) = (x(edge(i)), x(edge(i + run)));
-            h.push_str(&format!(
-                "<rect x=\"{x0:.2}\" y=\"{lane_y}\" width=\"{:.2}\" height=\"{}\" fill=\"{}\" data-device=\"{}\" data-range=\"{}\" data-bins=\"{i}-{}\"><title>{}: {:.3}–{:.3} ms</title></rect>",
-                (x1 - x0).max(0.5),
-                lane_h - 2.0,
-                LANE_COLORS[r as usize % LANE_COLORS.len()],
-                esc(&dev),
-                esc(name),
-                i + run - 1,
-                esc(name),
-                (edge(i) - origin) as f64 / 1e6,
-                (edge(i + run) - origin) as f64 / 1e6
-            ));
-            i += run;
-        }
-        // The columns: the breakdown bars' parts, bottom up.
-        for (i, bin) in t.bins.iter().enumerate() {
-            let len = bin.iter().sum::<i64>();
-            if len == 0 {
-                continue;
-            }
-            let (x0, x1) = (x(edge(i)), x(edge(i + 1)));
-            let parts = [
-                ("compute", bin[0]),
-                ("exposed communication", bin[1]),
-                ("copy+memset", bin[2] + bin[3]),
-                ("idle: launch gaps", bin[4]),
-                ("idle: sync stalls", bin[5]),
-                ("idle: nothing queued", bin[6]),
-            ];
-            let busy = 100.0 * (bin[0] + bin[1] + bin[2] + bin[3]) as f64 / len as f64;
-            h.push_str(&format!(
-                "<g><title>{:.3}–{:.3} ms: {busy:.0}% busy</title>",
-                (edge(i) - origin) as f64 / 1e6,
-                (edge(i + 1) - origin) as f64 / 1e6
-            ));
-            let mut y = bars_y + bars_h;
-            for (c, (part, ns)) in parts.iter().enumerate() {
-                if *ns == 0 {
-                    continue;
-                }
-                let hgt = bars_h * *ns as f64 / len as f64;
-                y -= hgt;
-                h.push_str(&format!(
-                    "<rect x=\"{x0:.2}\" y=\"{y:.2}\" width=\"{:.2}\" height=\"{hgt:.2}\" fill=\"{}\" data-device=\"{}\" data-bin=\"{i}\" data-part=\"{part}\" data-ns=\"{ns}\"/>",
-                    (x1 - x0).max(0.5),
-                    PART_COLORS[c],
-                    esc(&dev)
-                ));
-            }
-            h.push_str("</g>");
-        }
+        timeline_band(h, &dev, t, &axis, (lane_y, lane_h - 2.0));
+        timeline_columns(h, &dev, t, &axis, (bars_y, bars_h));
         h.push('\n');
     }
-    // The time axis, and the parts' legend.
-    let axis_y = block * shown.len() as f64 + 4.0;
-    h.push_str(&format!(
-        "<line x1=\"{left}\" y1=\"{axis_y}\" x2=\"{}\" y2=\"{axis_y}\" stroke=\"#999\"/>",
-        left + plot_w
-    ));
-    for q in 0..=4 {
-        let t = origin + total * q / 4;
-        let anchor = ["start", "middle", "middle", "middle", "end"][q as usize];
-        h.push_str(&format!(
-            "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"{anchor}\">{:.3} ms</text>",
-            x(t),
-            axis_y + 14.0,
-            (t - origin) as f64 / 1e6
-        ));
-    }
-    let mut lx = left;
-    for (k, (name, _)) in super::findings::tables::bar_parts(&Default::default()).iter().enumerate() {
-        h.push_str(&format!(
-            "<rect x=\"{lx}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{}\" y=\"{}\">{}</text>",
-            axis_y + 22.0,
-            PART_COLORS[k],
-            lx + 13.0,
-            axis_y + 31.0,
-            esc(name)
-        ));
-        lx += 20.0 + 6.5 * name.len() as f64;
-    }
+    timeline_axis(h, &axis, block * shown.len() as f64 + 4.0);
     h.push_str("</svg>\n");
     if drawn.len() > shown.len() {
         h.push_str(&format!(
@@ -289,6 +198,144 @@ fn timeline(h: &mut String, inputs: &Inputs) {
         ));
     }
     perfetto_note(h, &inputs.perfetto_traces);
+}
+
+/// Where a timeline's span ends: inside its last bin.
+fn end_of(t: &crate::aggregate::nsys::breakdown::Timeline) -> i64 {
+    t.start_ns + t.bin_ns * (t.bins.len() as i64 - 1) + t.bins.last().map_or(0, |b| b.iter().sum::<i64>())
+}
+
+/// The timeline's time axis: `total` ns from `origin` across `width` px from `left`.
+struct Axis {
+    origin: i64,
+    total: i64,
+    left: f64,
+    width: f64,
+}
+
+impl Axis {
+    fn x(&self, t: i64) -> f64 {
+        self.left + self.width * (t - self.origin) as f64 / self.total as f64
+    }
+
+    fn ms(&self, t: i64) -> f64 {
+        (t - self.origin) as f64 / 1e6
+    }
+}
+
+/// A device's band: each run of bins with one region as one rectangle, at
+/// (y, height).
+fn timeline_band(
+    h: &mut String,
+    dev: &str,
+    t: &crate::aggregate::nsys::breakdown::Timeline,
+    axis: &Axis,
+    (y, height): (f64, f64),
+) {
+    let end = end_of(t);
+    let edge = |i: usize| (t.start_ns + t.bin_ns * i as i64).min(end);
+    let mut i = 0;
+    while i < t.lane.len() {
+        let Some((r, _)) = t.lane[i] else {
+            i += 1;
+            continue;
+        };
+        let run = t.lane[i..].iter().take_while(|c| c.is_some_and(|c| c.0 == r)).count();
+        let name = t.regions.get(r as usize).map_or("", |r| r.name.as_str());
+        let (x0, x1) = (axis.x(edge(i)), axis.x(edge(i + run)));
+        h.push_str(&format!(
+            "<rect x=\"{x0:.2}\" y=\"{y}\" width=\"{:.2}\" height=\"{height}\" fill=\"{}\" data-device=\"{}\" data-range=\"{}\" data-bins=\"{i}-{}\"><title>{}: {:.3}–{:.3} ms</title></rect>",
+            (x1 - x0).max(0.5),
+            LANE_COLORS[r as usize % LANE_COLORS.len()],
+            esc(dev),
+            esc(name),
+            i + run - 1,
+            esc(name),
+            axis.ms(edge(i)),
+            axis.ms(edge(i + run))
+        ));
+        i += run;
+    }
+}
+
+/// A device's columns at (y, height): per bin the breakdown bars' parts,
+/// bottom up, as shares of the bin.
+fn timeline_columns(
+    h: &mut String,
+    dev: &str,
+    t: &crate::aggregate::nsys::breakdown::Timeline,
+    axis: &Axis,
+    (top, height): (f64, f64),
+) {
+    let end = end_of(t);
+    let edge = |i: usize| (t.start_ns + t.bin_ns * i as i64).min(end);
+    for (i, bin) in t.bins.iter().enumerate() {
+        let len = bin.iter().sum::<i64>();
+        if len == 0 {
+            continue;
+        }
+        let (x0, x1) = (axis.x(edge(i)), axis.x(edge(i + 1)));
+        let parts = [
+            ("compute", bin[0]),
+            ("exposed communication", bin[1]),
+            ("copy+memset", bin[2] + bin[3]),
+            ("idle: launch gaps", bin[4]),
+            ("idle: sync stalls", bin[5]),
+            ("idle: nothing queued", bin[6]),
+        ];
+        let busy = 100.0 * (bin[0] + bin[1] + bin[2] + bin[3]) as f64 / len as f64;
+        h.push_str(&format!(
+            "<g><title>{:.3}–{:.3} ms: {busy:.0}% busy</title>",
+            axis.ms(edge(i)),
+            axis.ms(edge(i + 1))
+        ));
+        let mut y = top + height;
+        for (c, (part, ns)) in parts.iter().enumerate() {
+            if *ns == 0 {
+                continue;
+            }
+            let hgt = height * *ns as f64 / len as f64;
+            y -= hgt;
+            h.push_str(&format!(
+                "<rect x=\"{x0:.2}\" y=\"{y:.2}\" width=\"{:.2}\" height=\"{hgt:.2}\" fill=\"{}\" data-device=\"{}\" data-bin=\"{i}\" data-part=\"{part}\" data-ns=\"{ns}\"/>",
+                (x1 - x0).max(0.5),
+                PART_COLORS[c],
+                esc(dev)
+            ));
+        }
+        h.push_str("</g>");
+    }
+}
+
+/// The time axis at `y` (ms from the origin), and the parts' legend below it.
+fn timeline_axis(h: &mut String, axis: &Axis, y: f64) {
+    h.push_str(&format!(
+        "<line x1=\"{}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" stroke=\"#999\"/>",
+        axis.left,
+        axis.left + axis.width
+    ));
+    for q in 0..=4 {
+        let t = axis.origin + axis.total * q / 4;
+        let anchor = ["start", "middle", "middle", "middle", "end"][q as usize];
+        h.push_str(&format!(
+            "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"{anchor}\">{:.3} ms</text>",
+            axis.x(t),
+            y + 14.0,
+            axis.ms(t)
+        ));
+    }
+    let mut lx = axis.left;
+    for (k, (name, _)) in super::findings::tables::bar_parts(&Default::default()).iter().enumerate() {
+        h.push_str(&format!(
+            "<rect x=\"{lx}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{}\" y=\"{}\">{}</text>",
+            y + 22.0,
+            PART_COLORS[k],
+            lx + 13.0,
+            y + 31.0,
+            esc(name)
+        ));
+        lx += 20.0 + 6.5 * name.len() as f64;
+    }
 }
 
 /// How to see every kernel, call and range: the run's Perfetto traces,
