@@ -77,17 +77,15 @@ pub fn run(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             let ranks = crate::export::recorded_ranks(&args.source);
             let strip = crate::config::schema::pytorch_nvtx_attributes();
             let findings = crate::export::recorded_findings(&args.source);
-            let gap = crate::export::recorded_launch_gap(&args.source);
+            let gap = crate::export::recorded_launch_gap(&args.source)?;
             let summary = crate::export::perfetto::export(&sqlite, &dir, &ranks, &strip, &findings, gap)?;
             let mut text = crate::export::render(&summary, &dir);
             // Into the run's own perfetto/: its report.html links the traces
             // (a directory that only holds an export has no report to mend).
-            let html = args.source.join(crate::run_dir::REPORT_HTML);
-            if args.out.is_none() && html.is_file() {
-                if let Ok(run) = crate::run_dir::RunDir::open(&args.source) {
-                    if crate::report::rewrite_html(&run)? {
-                        text.push_str(&format!("{} links them from its timeline\n", html.display()));
-                    }
+            if let Some(run) = args.out.is_none().then(|| crate::run_dir::RunDir::open(&args.source).ok()).flatten() {
+                if crate::report::rewrite_html(&run)? {
+                    let html = args.source.join(crate::run_dir::REPORT_HTML);
+                    text.push_str(&format!("{} links them from its timeline\n", html.display()));
                 }
             }
             print(&text)?;

@@ -625,6 +625,23 @@ fn the_idle_track_is_the_breakdowns_idle_time_stretch_by_stretch() {
         assert!(idle.len() > 100, "pid {pid}: {} stretches", idle.len());
     }
     assert_eq!(kinds_seen.len(), 3, "{kinds_seen:?}");
+    // `export perfetto RUN` takes the gap from the run's configuration, not
+    // from breakdown.json, which records 0 where no breakdown could be made.
+    std::fs::copy(&db, run.join("nsys/report.sqlite")).unwrap();
+    let mut edited = breakdown.clone();
+    edited["launch_gap_ns"] = 0.into();
+    std::fs::write(run.join("nsys/breakdown.json"), edited.to_string()).unwrap();
+    let o = llmperf().args(["export", "perfetto"]).arg(&run).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let launch: i64 = read_traces(&run.join("perfetto"))
+        .values()
+        .flat_map(|t| t["traceEvents"].as_array().unwrap().clone())
+        .filter(|e| e["name"] == "launch gap" && e["cat"] == "llmperf_idle")
+        .map(|e| ns(&e["dur"]))
+        .sum();
+    let want: i64 =
+        breakdown["devices"].as_array().unwrap().iter().map(|d| d["span"]["idle_launch_ns"].as_i64().unwrap()).sum();
+    assert_eq!(launch, want);
     // The runtime's calls stored last first: read sorted, the same stretches.
     let idle_of = |dir: &Path| -> Vec<String> {
         let mut v: Vec<String> = read_traces(dir)

@@ -712,6 +712,15 @@ pub(crate) fn default_launch_gap_us() -> f64 {
     50.0
 }
 
+/// `report.launch_gap_us` in ns, checked.
+pub(crate) fn launch_gap_ns(us: f64) -> Result<i64, crate::error::Error> {
+    if !(us.is_finite() && us >= 0.0) {
+        return Err(crate::error::Error::config(format!("report.launch_gap_us: {us} is not a duration"))
+            .with_hint("give a number of microseconds, 0 or more (50 by default)"));
+    }
+    Ok((us * 1e3).round() as i64)
+}
+
 /// `report.kernel_names`: the export's short name (`shortName`, where it has
 /// one) or the full demangled name.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

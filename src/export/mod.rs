@@ -59,14 +59,14 @@ pub(crate) fn recorded_ranks(source: &Path) -> BTreeMap<i64, usize> {
     ranks
 }
 
-/// The launch gap (ns) a run directory's breakdown.json was cut with, so
-/// that the idle track is its stretches; else `report.launch_gap_us`'s default.
-pub(crate) fn recorded_launch_gap(source: &Path) -> i64 {
-    let recorded = source.is_dir().then(|| std::fs::read(source.join(run_dir::NSYS_BREAKDOWN)).ok()).flatten();
-    recorded
-        .and_then(|t| serde_json::from_slice::<serde_json::Value>(&t).ok())
-        .and_then(|v| v["launch_gap_ns"].as_i64())
-        .unwrap_or((crate::config::schema::default_launch_gap_us() * 1e3).round() as i64)
+/// The launch gap (ns) of a run directory's configuration (`report.launch_gap_us`,
+/// what its breakdown.json was cut with), so that the idle track is its
+/// stretches; the default for a file. Not breakdown.json's `launch_gap_ns`:
+/// a breakdown that could not be made records 0 there.
+pub(crate) fn recorded_launch_gap(source: &Path) -> Result<i64, Error> {
+    let configured = source.is_dir().then(|| crate::config::load_resolved(&source.join(run_dir::CONFIG_YAML)).ok());
+    let us = configured.flatten().map_or_else(crate::config::schema::default_launch_gap_us, |c| c.report.launch_gap_us);
+    crate::config::schema::launch_gap_ns(us)
 }
 
 /// The findings of a run directory's findings.json (none for a file, or

@@ -690,11 +690,7 @@ pub(crate) fn write_outputs(
 
 /// `report.launch_gap_us` in ns, checked.
 pub(super) fn launch_gap_ns(us: f64) -> Result<i64, Error> {
-    if !(us.is_finite() && us >= 0.0) {
-        return Err(Error::config(format!("report.launch_gap_us: {us} is not a duration"))
-            .with_hint("give a number of microseconds, 0 or more (50 by default)"));
-    }
-    Ok((us * 1e3).round() as i64)
+    crate::config::schema::launch_gap_ns(us)
 }
 
 /// `nsys/regions.json`, `nsys/top_kernels.json` and an empty `nsys/samples.json` from a kernel summary CSV
