@@ -21,6 +21,19 @@ pub(crate) const NSYS_STDERR: &str = "nsys/stderr.log";
 pub(crate) const NSYS_SQLITE: &str = "nsys/report.sqlite";
 /// `llmperf export perfetto` / `report.perfetto`: one trace per process.
 pub(crate) const PERFETTO_DIR: &str = "perfetto";
+
+/// A process's trace in [`PERFETTO_DIR`]: `pid<PID>.pt.trace.json.gz`.
+pub(crate) fn perfetto_trace(pid: i64) -> String {
+    format!("pid{pid}.pt.trace.json.gz")
+}
+
+/// Whether `name` is a process's trace in [`PERFETTO_DIR`] (what
+/// [`perfetto_trace`] writes, and nothing else).
+pub(crate) fn is_perfetto_trace(name: &str) -> bool {
+    name.strip_prefix("pid")
+        .and_then(|n| n.strip_suffix(".pt.trace.json.gz"))
+        .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+}
 pub(crate) const NSYS_EXPORT_LOG: &str = "nsys/export.log";
 pub(crate) const NSYS_EXPORT_STDERR: &str = "nsys/export.stderr.log";
 pub(crate) const NSYS_STATS_LOG: &str = "nsys/stats.log";

@@ -403,5 +403,7 @@ fn the_timeline_of_the_fsdp_capture_is_drawn_in_chromium() {
     assert_eq!((w, h), (1000, 2400));
     let compute = pixels.iter().filter(|p| **p == [0x4e, 0x79, 0xa7]).count() as f64;
     let want = 54.0 * 820.0 * want_area / (plot.1 - plot.0) + 100.0;
+    // Printed so that `-- --nocapture` shows what Chromium drew.
+    println!("timeline: {compute} compute pixels drawn, {want:.0} expected");
     assert!((compute - want).abs() <= 0.03 * want, "{compute} compute pixels, {want:.0} expected");
 }

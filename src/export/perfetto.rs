@@ -50,15 +50,11 @@ use crate::parse::nsys::activity::{Activity, ActivitySink, Direction, What};
 use crate::parse::nsys::sqlite::{pid_of, tid_of, Names, NsysDb, Order};
 use crate::parse::nsys::sqlite_rows::Rows;
 use crate::regions::RangeStyle;
-
-/// The file name of process `pid`'s trace in the output directory.
-pub(crate) fn file_name(pid: i64) -> String {
-    format!("pid{pid}.pt.trace.json.gz")
-}
+use crate::run_dir;
 
 /// A file being written: `.pid<PID>.pt.trace.json.gz.partial`.
 fn partial_name(pid: i64) -> String {
-    format!(".{}.partial", file_name(pid))
+    format!(".{}.partial", run_dir::perfetto_trace(pid))
 }
 
 /// The entries of `dir` an export writes (traces, and partial ones), each
@@ -69,14 +65,9 @@ fn ours(dir: &Path) -> Result<Vec<(String, bool)>, Error> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Ok(found) };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let trace = |n: &str| {
-            n.strip_prefix("pid")
-                .and_then(|n| n.strip_suffix(".pt.trace.json.gz"))
-                .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
-        };
         match name.strip_prefix('.').and_then(|n| n.strip_suffix(".partial")) {
-            Some(inner) if trace(inner) => found.push((name, true)),
-            _ if trace(&name) => found.push((name, false)),
+            Some(inner) if run_dir::is_perfetto_trace(inner) => found.push((name, true)),
+            _ if run_dir::is_perfetto_trace(&name) => found.push((name, false)),
             _ => {
                 return Err(Error::new(
                     ErrorKind::Usage,
@@ -252,7 +243,7 @@ impl Writer {
                 gz: Gz::create(file),
                 path: path.clone(),
                 first: true,
-                summary: FileSummary { file: file_name(pid), pid, rank, ..FileSummary::default() },
+                summary: FileSummary { file: run_dir::perfetto_trace(pid), pid, rank, ..FileSummary::default() },
                 tracks: Default::default(),
                 lanes: HashMap::default(),
                 threads: Default::default(),

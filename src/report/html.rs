@@ -168,10 +168,10 @@ fn timeline(h: &mut String, inputs: &Inputs) {
     }
     let shown = &drawn[..drawn.len().min(TIMELINE_DEVICES)];
     let origin = shown.iter().map(|(_, t)| t.start_ns).min().unwrap_or(0);
-    let total = (shown.iter().map(|(_, t)| end_of(t)).max().unwrap_or(origin) - origin).max(1);
+    let total = (shown.iter().map(|(_, t)| t.end_ns()).max().unwrap_or(origin) - origin).max(1);
     let axis = Axis { origin, total, left: 60.0, width: WIDTH - 80.0 };
     let (lane_h, bars_h, gap) = (12.0, 54.0, 26.0);
-    h.push_str("<h2 id=\"timeline\">Timeline</h2>\n<p class=\"note\">Each device from its first GPU operation to its last, on one time axis (ms from the earliest). A column is one bin of the device's span (breakdown.json's <code>timeline</code>): its height split into the parts of the breakdown above, as shares of the bin's time. The band above each device names the top-level range that was open for most of the bin.</p>\n");
+    h.push_str("<h2 id=\"timeline\">Timeline</h2>\n<p class=\"note\">Each device from its first GPU operation to its last, on one time axis (ms from the earliest). A column is one bin of the device's span (breakdown.json's <code>timeline</code>): its height split into the parts of the breakdown above, as shares of the bin's time. The band above each device names the top-level range that was open on the host for most of the bin. It says when the host was in that range, not who issued the bin's GPU work: a kernel drawn under it may have been launched earlier, by another range (regions.json counts GPU time by the range that launched it; the Perfetto trace draws an arrow from each launch to its kernel).</p>\n");
     let block = gap + lane_h + bars_h + 6.0;
     let height = block * shown.len() as f64 + 40.0;
     h.push_str(&format!("<svg width=\"{}\" height=\"{height}\" shape-rendering=\"crispEdges\">\n", WIDTH));
@@ -198,11 +198,6 @@ fn timeline(h: &mut String, inputs: &Inputs) {
         ));
     }
     perfetto_note(h, &inputs.perfetto_traces);
-}
-
-/// Where a timeline's span ends: inside its last bin.
-fn end_of(t: &crate::aggregate::nsys::breakdown::Timeline) -> i64 {
-    t.start_ns + t.bin_ns * (t.bins.len() as i64 - 1) + t.bins.last().map_or(0, |b| b.iter().sum::<i64>())
 }
 
 /// The timeline's time axis: `total` ns from `origin` across `width` px from `left`.
@@ -232,8 +227,6 @@ fn timeline_band(
     axis: &Axis,
     (y, height): (f64, f64),
 ) {
-    let end = end_of(t);
-    let edge = |i: usize| (t.start_ns + t.bin_ns * i as i64).min(end);
     let mut i = 0;
     while i < t.lane.len() {
         let Some((r, _)) = t.lane[i] else {
@@ -242,7 +235,7 @@ fn timeline_band(
         };
         let run = t.lane[i..].iter().take_while(|c| c.is_some_and(|c| c.0 == r)).count();
         let name = t.regions.get(r as usize).map_or("", |r| r.name.as_str());
-        let (x0, x1) = (axis.x(edge(i)), axis.x(edge(i + run)));
+        let (x0, x1) = (axis.x(t.edge_ns(i)), axis.x(t.edge_ns(i + run)));
         h.push_str(&format!(
             "<rect x=\"{x0:.2}\" y=\"{y}\" width=\"{:.2}\" height=\"{height}\" fill=\"{}\" data-device=\"{}\" data-range=\"{}\" data-bins=\"{i}-{}\"><title>{}: {:.3}–{:.3} ms</title></rect>",
             (x1 - x0).max(0.5),
@@ -251,8 +244,8 @@ fn timeline_band(
             esc(name),
             i + run - 1,
             esc(name),
-            axis.ms(edge(i)),
-            axis.ms(edge(i + run))
+            axis.ms(t.edge_ns(i)),
+            axis.ms(t.edge_ns(i + run))
         ));
         i += run;
     }
@@ -267,27 +260,19 @@ fn timeline_columns(
     axis: &Axis,
     (top, height): (f64, f64),
 ) {
-    let end = end_of(t);
-    let edge = |i: usize| (t.start_ns + t.bin_ns * i as i64).min(end);
-    for (i, bin) in t.bins.iter().enumerate() {
-        let len = bin.iter().sum::<i64>();
+    for i in 0..t.bins.len() {
+        let p = t.bin_parts(i);
+        let len = p.wall_ns;
         if len == 0 {
             continue;
         }
-        let (x0, x1) = (axis.x(edge(i)), axis.x(edge(i + 1)));
-        let parts = [
-            ("compute", bin[0]),
-            ("exposed communication", bin[1]),
-            ("copy+memset", bin[2] + bin[3]),
-            ("idle: launch gaps", bin[4]),
-            ("idle: sync stalls", bin[5]),
-            ("idle: nothing queued", bin[6]),
-        ];
-        let busy = 100.0 * (bin[0] + bin[1] + bin[2] + bin[3]) as f64 / len as f64;
+        let (x0, x1) = (axis.x(t.edge_ns(i)), axis.x(t.edge_ns(i + 1)));
+        let parts = super::findings::tables::bar_parts(&p);
+        let busy = 100.0 * p.busy_ns as f64 / len as f64;
         h.push_str(&format!(
             "<g><title>{:.3}–{:.3} ms: {busy:.0}% busy</title>",
-            axis.ms(edge(i)),
-            axis.ms(edge(i + 1))
+            axis.ms(t.edge_ns(i)),
+            axis.ms(t.edge_ns(i + 1))
         ));
         let mut y = top + height;
         for (c, (part, ns)) in parts.iter().enumerate() {

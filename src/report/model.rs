@@ -110,7 +110,7 @@ fn perfetto_traces(run: &RunDir) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(run.join(run_dir::PERFETTO_DIR)) else { return Vec::new() };
     let mut names: Vec<String> = entries
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n.starts_with("pid") && n.ends_with(".pt.trace.json.gz"))
+        .filter(|n| run_dir::is_perfetto_trace(n))
         .map(|n| format!("{}/{n}", run_dir::PERFETTO_DIR))
         .collect();
     names.sort();

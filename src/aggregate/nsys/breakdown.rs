@@ -218,6 +218,41 @@ pub(crate) struct Timeline {
     pub(crate) lane: Vec<Option<(u32, i64)>>,
 }
 
+impl Timeline {
+    /// Where the span ends: inside the last bin.
+    pub(crate) fn end_ns(&self) -> i64 {
+        self.edge(self.bins.len().saturating_sub(1)) + self.bins.last().map_or(0, |b| b.iter().sum::<i64>())
+    }
+
+    /// Where bin `i` begins (bin `bins.len()` begins where the span ends).
+    pub(crate) fn edge_ns(&self, i: usize) -> i64 {
+        self.edge(i).min(self.end_ns())
+    }
+
+    fn edge(&self, i: usize) -> i64 {
+        self.start_ns + self.bin_ns * i as i64
+    }
+
+    /// Bin `i` as the parts of a stretch (the overlapped times, which the
+    /// bins do not keep, are 0).
+    pub(crate) fn bin_parts(&self, i: usize) -> Parts {
+        let b = self.bins[i];
+        Parts {
+            wall_ns: b.iter().sum(),
+            busy_ns: b[..4].iter().sum(),
+            compute_ns: b[0],
+            communication_exposed_ns: b[1],
+            copy_ns: b[2],
+            memset_ns: b[3],
+            idle_ns: b[4..].iter().sum(),
+            idle_launch_ns: b[4],
+            idle_sync_ns: b[5],
+            idle_nothing_queued_ns: b[6],
+            ..Parts::default()
+        }
+    }
+}
+
 /// A region of a timeline's lane.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub(crate) struct TimelineRegion {
@@ -922,16 +957,22 @@ fn timeline(bins: Bins, windows: Option<&[Window]>, slots: &[u32], names: &Windo
     if bins.bins.is_empty() {
         return None;
     }
-    let (start, width, n) = (bins.start, bins.width, bins.bins.len());
-    // The span ends inside the last bin.
-    let end = start + width * (n as i64 - 1) + bins.bins[n - 1].iter().sum::<i64>();
+    let mut t = Timeline {
+        start_ns: bins.start,
+        bin_ns: bins.width,
+        parts: TIMELINE_PARTS.iter().map(|p| p.to_string()).collect(),
+        bins: bins.bins,
+        regions: Vec::new(),
+        lane: Vec::new(),
+    };
+    let Some(windows) = windows else { return Some(t) };
+    let (start, end) = (t.start_ns, t.end_ns());
     // Regions by (domain, name), numbered as first met.
-    let mut regions: Vec<TimelineRegion> = Vec::new();
     let mut index: HashMap<(String, String), u32> = HashMap::default();
     let mut of_slot: HashMap<u32, u32> = HashMap::default();
     // Per bin, (region, ns covered): the few regions open in it.
-    let mut covered: Vec<Vec<(u32, i64)>> = vec![Vec::new(); n];
-    for w in windows.unwrap_or_default() {
+    let mut covered: Vec<Vec<(u32, i64)>> = vec![Vec::new(); t.bins.len()];
+    for w in windows {
         let (from, to) = (w.start.max(start), w.end.min(end));
         if from >= to {
             continue;
@@ -939,33 +980,23 @@ fn timeline(bins: Bins, windows: Option<&[Window]>, slots: &[u32], names: &Windo
         let region = *of_slot.entry(w.region).or_insert_with(|| {
             let (domain, name) = names.get(&slots[w.region as usize]).cloned().unwrap_or_default();
             *index.entry((domain.clone(), name.clone())).or_insert_with(|| {
-                regions.push(TimelineRegion { name, domain });
-                (regions.len() - 1) as u32
+                t.regions.push(TimelineRegion { name, domain });
+                (t.regions.len() - 1) as u32
             })
         });
-        let (mut i, mut t) = (((from - start) / width) as usize, from);
-        while t < to {
-            let edge = (start + (i as i64 + 1) * width).min(to);
+        let (mut i, mut at) = (((from - start) / t.bin_ns) as usize, from);
+        while at < to {
+            let edge = t.edge_ns(i + 1).min(to);
             match covered[i].iter_mut().find(|c| c.0 == region) {
-                Some(c) => c.1 += edge - t,
-                None => covered[i].push((region, edge - t)),
+                Some(c) => c.1 += edge - at,
+                None => covered[i].push((region, edge - at)),
             }
-            (t, i) = (edge, i + 1);
+            (at, i) = (edge, i + 1);
         }
     }
-    let lane = match windows {
-        // The most time, the region first met on a tie.
-        Some(_) => covered.iter().map(|c| c.iter().copied().reduce(|a, b| if b.1 > a.1 { b } else { a })).collect(),
-        None => Vec::new(),
-    };
-    Some(Timeline {
-        start_ns: start,
-        bin_ns: width,
-        parts: TIMELINE_PARTS.iter().map(|p| p.to_string()).collect(),
-        bins: bins.bins,
-        regions,
-        lane,
-    })
+    // The most time, the region first met on a tie.
+    t.lane = covered.iter().map(|c| c.iter().copied().reduce(|a, b| if b.1 > a.1 { b } else { a })).collect();
+    Some(t)
 }
 
 /// The sync-stall rows of a device, spelled, most time first.
@@ -1223,6 +1254,10 @@ mod tests {
         let lane = |i: usize| t.lane[i].map(|(r, ns)| (t.regions[r as usize].name.as_str(), ns));
         assert_eq!((lane(100), lane(125)), (Some(("prefill", 4)), Some(("decode", 4))));
         assert_eq!(t.parts[0], "compute_ns");
+        // The span ends at 1100, where the last bin ends; a bin as parts.
+        assert_eq!((t.end_ns(), t.edge_ns(1), t.edge_ns(250)), (1100, 104, 1100));
+        let p = t.bin_parts(100);
+        assert_eq!((p.wall_ns, p.busy_ns, p.idle_ns, p.idle_nothing_queued_ns), (4, 0, 4, 4));
     }
 
     #[test]
