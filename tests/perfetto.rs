@@ -417,21 +417,38 @@ fn an_export_of_what_it_cannot_read_is_refused_with_a_hint() {
 }
 
 /// `report.perfetto=true`: an import writes the same traces into
-/// RUN/perfetto/ as `llmperf export perfetto` of the file, in a stage of
-/// its own that names them.
+/// RUN/perfetto/ as `llmperf export perfetto RUN` does afterwards, the
+/// findings drawn included, in a stage of its own after the reports that
+/// names them; report.html links them.
 #[test]
 fn report_perfetto_writes_the_traces_in_a_stage_of_the_run() {
     let root = tempfile::tempdir().unwrap();
-    let Some(db) = crate::corpus_copy!("real/memfusion/report1.sqlite", root.path()) else { return };
+    let Some(db) = corpus!("real/nsys-ai/mfu_2gpu_before.sqlite") else { return };
     let run = root.path().join("run");
     crate::common::import_nsys(&db, &run, &["report.perfetto=true"]);
     let manifest = json(&run.join("manifest.json"));
     let stage = crate::common::stage(&manifest, "perfetto_export");
     assert_eq!(stage["status"], "ok", "{stage:#}");
-    assert_eq!(stage["artifacts"], serde_json::json!(["perfetto/pid24129.pt.trace.json.gz"]));
+    let traces = ["perfetto/pid144.pt.trace.json.gz", "perfetto/pid145.pt.trace.json.gz"];
+    assert_eq!(stage["artifacts"], serde_json::json!(traces));
+    let order: Vec<&str> = manifest["stages"].as_array().unwrap().iter().filter_map(|s| s["name"].as_str()).collect();
+    let at = |name: &str| order.iter().position(|n| *n == name).unwrap();
+    assert!(at("reports") < at("perfetto_export"), "{order:?}");
+    let html = std::fs::read_to_string(run.join("report.html")).unwrap();
+    for t in traces {
+        assert!(html.contains(&format!("<a href=\"{t}\"")), "report.html does not link {t}");
+    }
+    // The findings are drawn: the stage ran after findings.json was written.
+    let written = read_traces(&run.join("perfetto"));
+    let marks: usize = written
+        .values()
+        .map(|t| t["traceEvents"].as_array().unwrap().iter().filter(|e| e["cat"] == "llmperf_finding").count())
+        .sum();
+    assert!(marks >= 8, "{marks} findings drawn by the stage");
+    std::fs::copy(&db, run.join("nsys/report.sqlite")).unwrap();
     let out = root.path().join("exported");
-    export(&db, &out);
-    assert_eq!(read_traces(&run.join("perfetto")), read_traces(&out));
+    export(&run, &out);
+    assert_eq!(written, read_traces(&out));
     // Off by default.
     let plain = root.path().join("plain");
     crate::common::import_nsys(&db, &plain, &[]);

@@ -81,6 +81,7 @@ pub(crate) fn profile(req: Request) -> Result<Outcome, Error> {
     provenance::write(&run, &req.resolved, app, plan.builtin(), &tools)?;
     let mut manifest = ManifestWriter::start(&run, req.llmperf_argv.clone())?;
     let mut verdict = RunStatus::default();
+    let mut perfetto = None;
     let stages = (|| {
         if plan.baseline {
             verdict.add(workload::baseline(&run, &mut manifest, &argvs.baseline)?);
@@ -106,7 +107,9 @@ pub(crate) fn profile(req: Request) -> Result<Outcome, Error> {
                 Use::Profiled => {
                     let Some(tool) = stage::found(&mut manifest, &mut verdict, stage, probe)? else { continue };
                     match profiler {
-                        Profiler::Nsys => nsys::capture(&run, &mut manifest, &mut verdict, cfg, (tool, app))?,
+                        Profiler::Nsys => {
+                            nsys::capture(&run, &mut manifest, &mut verdict, &mut perfetto, cfg, (tool, app))?
+                        }
                         Profiler::Ncu => ncu::profile(&run, &mut manifest, &mut verdict, cfg, tool, &plan, app)?,
                     }
                 }
@@ -123,7 +126,7 @@ pub(crate) fn profile(req: Request) -> Result<Outcome, Error> {
         }
         Ok(())
     })();
-    finish(&run, manifest, verdict, stages)
+    finish(&run, manifest, verdict, stages, perfetto)
 }
 
 /// A Python command, profiled without `--annotate`, whose capture holds no
@@ -218,9 +221,11 @@ pub(crate) fn import_nsys(
     let tool = Tool::probe(Kind::Nsys, &cfg.pipeline.nsys.executable).ok();
     let mut manifest = ManifestWriter::extend(&run, argv)?;
     let mut verdict = RunStatus::default();
+    let mut perfetto = None;
+    let opts = nsys::IngestOptions::of(cfg);
     let stages =
-        nsys::analyze(&run, &mut manifest, &mut verdict, tool.as_ref(), &absolute(file), &nsys::IngestOptions::of(cfg));
-    finish(&run, manifest, verdict, stages)
+        nsys::analyze(&run, &mut manifest, (&mut verdict, &mut perfetto), tool.as_ref(), &absolute(file), &opts);
+    finish(&run, manifest, verdict, stages, perfetto)
 }
 
 pub(crate) use serve::{Request as ServeRequest, Requests as ServeRequests};
@@ -238,7 +243,7 @@ pub(crate) fn serve(
     let mut verdict = RunStatus::default();
     let opts = nsys::IngestOptions::of(cfg);
     let stages = serve::run(&run, &mut manifest, &mut verdict, request, &opts);
-    finish(&run, manifest, verdict, stages)
+    finish(&run, manifest, verdict, stages, None)
 }
 
 /// `llmperf import torch FILE`: the region model of a PyTorch profiler trace.
@@ -259,7 +264,7 @@ pub(crate) fn import_torch(
     let mut verdict = RunStatus::default();
     let opts = nsys::IngestOptions::of(cfg);
     let stages = torch::analyze(&run, &mut manifest, &absolute(file), &opts).map(|o| verdict.add(o));
-    finish(&run, manifest, verdict, stages)
+    finish(&run, manifest, verdict, stages, None)
 }
 
 /// `llmperf import torch FILE FILE…`: the traces of one job's ranks, each
@@ -391,7 +396,7 @@ pub(crate) fn import_ncu(
     let mut manifest = ManifestWriter::extend(&run, argv)?;
     let mut verdict = RunStatus::default();
     let stages = ncu::import(&run, &mut manifest, &mut verdict, cfg, files, ranges);
-    finish(&run, manifest, verdict, stages)
+    finish(&run, manifest, verdict, stages, None)
 }
 
 /// `llmperf report RUN_DIR`: every report rebuilt from the run's raw artifacts
@@ -465,14 +470,16 @@ fn output_dir(out: Option<&Path>, cfg: &crate::config::Config) -> Result<RunDir,
 }
 
 /// The reports (unless a signal is pending: a stopped profiler's capture was
-/// analysed and is reported, but a signal during that stops here too), the
-/// manifest's final status, then `report.md`, which shows it. An error that
+/// analysed and is reported, but a signal during that stops here too) and
+/// `perfetto`'s traces, which draw the findings, the manifest's final status,
+/// then `report.md`, which shows it. An error that
 /// ended the stages early (I/O between stages) ends the run like a failed stage.
 fn finish(
     run: &RunDir,
     mut manifest: ManifestWriter,
     mut verdict: RunStatus,
     stages: Result<(), Error>,
+    perfetto: Option<nsys::PerfettoExport>,
 ) -> Result<Outcome, Error> {
     if let Err(e) = stages {
         verdict.add(stage::StageOutcome::of(Some(e)));
@@ -485,7 +492,24 @@ fn finish(
         // not be written ends the run the same way, and `close` records it.
         let reports =
             stage::run(&mut manifest, "reports", Vec::new(), || Ok(Done::ok(crate::report::write_summaries(run)?)));
-        verdict.add(reports.unwrap_or_else(|e| stage::StageOutcome::of(Some(e))));
+        let reports = reports.unwrap_or_else(|e| stage::StageOutcome::of(Some(e)));
+        let written = matches!(reports, stage::StageOutcome::Ok);
+        verdict.add(reports);
+        // `report.perfetto`: after the reports, so that the traces draw the findings.
+        if let Some(job) = &perfetto {
+            // Findings only where this run's reports wrote them: a findings.json
+            // left from before in the directory is not this capture's.
+            let findings = if written { crate::export::recorded_findings(run.path()) } else { Vec::new() };
+            let outcome =
+                nsys::perfetto(run, &mut manifest, job, &findings).unwrap_or_else(|e| stage::StageOutcome::of(Some(e)));
+            if matches!(outcome, stage::StageOutcome::Ok) && written {
+                // report.html's Timeline links the traces now there.
+                if let Err(e) = crate::report::rewrite_html(run) {
+                    verdict.add(stage::StageOutcome::of(Some(e)));
+                }
+            }
+            verdict.add(outcome);
+        }
     }
     let status = verdict.status();
     manifest.close(status, verdict.error())?;

@@ -30,6 +30,7 @@ pub(crate) fn capture(
     run: &RunDir,
     manifest: &mut ManifestWriter,
     verdict: &mut RunStatus,
+    later: &mut Option<PerfettoExport>,
     cfg: &Config,
     (tool, app): (&Tool, &[OsString]),
 ) -> Result<(), Error> {
@@ -106,7 +107,7 @@ pub(crate) fn capture(
         if stopped {
             signals::answer();
         }
-        analyze(run, manifest, verdict, Some(tool), &report, &IngestOptions::of(cfg))?;
+        analyze(run, manifest, (verdict, later), Some(tool), &report, &IngestOptions::of(cfg))?;
     }
     Ok(())
 }
@@ -441,11 +442,12 @@ impl IngestOptions {
 }
 
 /// Export (unless `report` is already SQLite), stats, then native ingestion;
-/// for a kernel summary CSV, its ingestion alone.
+/// for a kernel summary CSV, its ingestion alone. `report.perfetto`'s
+/// traces are left to `later`, for after the reports: they draw the findings, which the reports make.
 pub(crate) fn analyze(
     run: &RunDir,
     manifest: &mut ManifestWriter,
-    verdict: &mut RunStatus,
+    (verdict, later): (&mut RunStatus, &mut Option<PerfettoExport>),
     tool: Option<&Tool>,
     report: &Path,
     opts: &IngestOptions,
@@ -495,25 +497,32 @@ pub(crate) fn analyze(
     }
     verdict.add(ingest(manifest, || write_outputs(run, &sqlite, opts))?);
     if opts.perfetto {
-        verdict.add(perfetto(run, manifest, &sqlite, &opts.strip, launch_gap_ns(opts.launch_gap_us)?)?);
+        let gap = launch_gap_ns(opts.launch_gap_us)?;
+        *later = Some(PerfettoExport { sqlite, strip: opts.strip.clone(), gap });
     }
     Ok(())
 }
 
-/// `report.perfetto`: the capture as one trace per process in `perfetto/`.
-/// A failure is the run's: the user asked for the files.
-fn perfetto(
+/// `report.perfetto`'s export of an ingested capture.
+pub(crate) struct PerfettoExport {
+    sqlite: std::path::PathBuf,
+    strip: Vec<String>,
+    gap: i64,
+}
+
+/// `report.perfetto`: the capture as one trace per process in `perfetto/`,
+/// with `findings` drawn on their regions. A failure is the run's: the user
+/// asked for the files.
+pub(crate) fn perfetto(
     run: &RunDir,
     manifest: &mut ManifestWriter,
-    sqlite: &Path,
-    strip: &[String],
-    gap: i64,
+    job: &PerfettoExport,
+    findings: &[serde_json::Value],
 ) -> Result<StageOutcome, Error> {
     stage::run(manifest, "perfetto_export", Vec::new(), || {
         let dir = run.join(run_dir::PERFETTO_DIR);
         let ranks = crate::export::recorded_ranks(run.path());
-        // The findings are written after this stage, with the other reports.
-        let summary = crate::export::perfetto::export(sqlite, &dir, &ranks, strip, &[], gap)?;
+        let summary = crate::export::perfetto::export(&job.sqlite, &dir, &ranks, &job.strip, findings, job.gap)?;
         if let Some(why) = &summary.idle_left_out {
             tracing::warn!("perfetto: the idle track is left out: {why}");
         }
