@@ -73,12 +73,19 @@ pub fn run(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Export(ExportCommand::Perfetto(args)) => {
-            let (sqlite, dir) = crate::export::perfetto_paths(&args.source, args.out.as_deref())?;
-            let ranks = crate::export::recorded_ranks(&args.source);
-            let strip = crate::config::schema::pytorch_nvtx_attributes();
+            let (source, dir) = crate::export::perfetto_paths(&args.source, args.out.as_deref())?;
             let findings = crate::export::recorded_findings(&args.source);
             let gap = crate::export::recorded_launch_gap(&args.source)?;
-            let summary = crate::export::perfetto::export(&sqlite, &dir, &ranks, &strip, &findings, gap)?;
+            let summary = match source {
+                crate::export::Source::Nsys(sqlite) => {
+                    let ranks = crate::export::recorded_ranks(&args.source);
+                    let strip = crate::config::schema::pytorch_nvtx_attributes();
+                    crate::export::perfetto::export(&sqlite, &dir, &ranks, &strip, &findings, gap)?
+                }
+                crate::export::Source::Torch(trace, rank) => {
+                    crate::export::kineto::export(&trace, &dir, rank, &findings, gap)?
+                }
+            };
             let mut text = crate::export::render(&summary, &dir);
             // Into the run's own perfetto/: its report.html links the traces
             // (a directory that only holds an export has no report to mend).

@@ -731,3 +731,143 @@ fn an_export_into_the_run_links_its_traces_from_report_html() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("report.html links them from its timeline"));
     assert!(html().contains(link), "the timeline section links the trace");
 }
+
+/// Plain JSON of a trace file, gzipped or not.
+fn trace_json(path: &Path) -> serde_json::Value {
+    let bytes = std::fs::read(path).unwrap();
+    let mut text = String::new();
+    if bytes.starts_with(&[0x1f, 0x8b]) {
+        std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut text).unwrap();
+    } else {
+        text = String::from_utf8(bytes).unwrap();
+    }
+    serde_json::from_str(&text).unwrap()
+}
+
+/// `llmperf export perfetto` of a torch run: the trace's own document,
+/// every member and event as torch.profiler wrote it, then per device the
+/// idle track, whose stretches per kind add up to torch/breakdown.json's
+/// span parts to the ns, and the findings at the first instance of their
+/// region (plain JSON on the corpus trace, ns-resolution, 4,350 kernels).
+/// `import torch` of the export gives back the same regions.
+#[test]
+fn a_torch_runs_export_is_its_trace_with_the_idle_track_and_findings() {
+    let root = tempfile::tempdir().unwrap();
+    let Some(trace) = corpus!("real/kineto/hta-ns-resolution/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz") else {
+        return;
+    };
+    let run = root.path().join("run");
+    let o = llmperf().args(["import", "torch"]).arg(&trace).arg("-o").arg(&run).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = llmperf().args(["export", "perfetto"]).arg(&run).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let original = trace_json(&trace);
+    let exported = trace_json(&run.join("perfetto/pid1102.pt.trace.json.gz"));
+    let (theirs, ours) = (original["traceEvents"].as_array().unwrap(), exported["traceEvents"].as_array().unwrap());
+    for (key, value) in original.as_object().unwrap() {
+        if key != "traceEvents" {
+            assert_eq!(&exported[key], value, "{key}");
+        }
+    }
+    assert_eq!(&ours[..theirs.len()], &theirs[..]);
+    let added = &ours[theirs.len()..];
+    // The idle track: per device and kind, the span's part.
+    let breakdown = json(&run.join("torch/breakdown.json"));
+    let mut devices = 0;
+    for d in breakdown["devices"].as_array().unwrap() {
+        let device = d["device"].as_i64().unwrap();
+        for (kind, part) in [
+            ("launch gap", "idle_launch_ns"),
+            ("sync stall", "idle_sync_ns"),
+            ("nothing queued", "idle_nothing_queued_ns"),
+        ] {
+            let sum: i64 = added
+                .iter()
+                .filter(|e| e["cat"] == "llmperf_idle" && e["pid"] == device && e["name"] == kind)
+                .map(|e| ns(&e["dur"]))
+                .sum();
+            assert_eq!(sum, d["span"][part].as_i64().unwrap(), "device {device}: {kind}");
+        }
+        devices += 1;
+    }
+    assert_eq!(devices, 1);
+    assert!(added.iter().filter(|e| e["cat"] == "llmperf_idle").count() > 1000);
+    // The findings: at the earliest host range of their name in their process.
+    let findings = json(&run.join("findings.json"))["findings"].as_array().unwrap().clone();
+    let mut drawn = 0;
+    for f in &findings {
+        let region = f["region"].as_str().unwrap();
+        let first = theirs
+            .iter()
+            .filter(|e| {
+                e["ph"] == "X"
+                    && ["user_annotation", "cpu_op", "python_function"].contains(&e["cat"].as_str().unwrap_or(""))
+                    && e["name"] == region
+                    && e["pid"] == f["process_id"]
+            })
+            .min_by_key(|e| ns(&e["ts"]));
+        let marks: Vec<_> = added.iter().filter(|e| e["cat"] == "llmperf_finding" && e["args"] == *f).collect();
+        match first {
+            Some(first) => {
+                assert_eq!(marks.len(), 1, "{region}");
+                assert_eq!((ns(&marks[0]["ts"]), &marks[0]["tid"]), (ns(&first["ts"]), &first["tid"]), "{region}");
+                drawn += 1;
+            }
+            None => assert!(marks.is_empty(), "{region}"),
+        }
+    }
+    assert!(drawn >= 1, "{drawn} of {} findings drawn", findings.len());
+    assert_eq!(added.iter().filter(|e| e["cat"] == "llmperf_finding").count(), drawn);
+    // Round trip: the export read as a torch trace is the same region model.
+    let again = root.path().join("again");
+    let o = llmperf()
+        .args(["import", "torch"])
+        .arg(run.join("perfetto/pid1102.pt.trace.json.gz"))
+        .arg("-o")
+        .arg(&again)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let regions = |dir: &Path| json(&dir.join("torch/regions.json"))["regions"].clone();
+    assert_eq!(regions(&again), regions(&run));
+}
+
+/// A trace whose times are relative to `baseTimeNanoseconds` (Kineto since
+/// 2024): the idle track is written in the file's own times, inside the span
+/// of the device's GPU work there (an edited copy of HTA's AlexNet trace:
+/// every ts moved down by a base the document then names).
+#[test]
+fn a_torch_export_writes_the_idle_track_in_the_files_own_times() {
+    let root = tempfile::tempdir().unwrap();
+    let Some(trace) = corpus!("real/kineto/hta-alexnet/benchmark_result_2869224_1695835535_trace.json.gz") else {
+        return;
+    };
+    let mut doc = trace_json(&trace);
+    let base: i64 = 1_695_835_000_000_000_000;
+    for e in doc["traceEvents"].as_array_mut().unwrap() {
+        if let Some(ts) = e["ts"].as_f64() {
+            let moved = (ts * 1000.0).round() as i64 - base;
+            e["ts"] = serde_json::json!(moved as f64 / 1000.0);
+        }
+    }
+    doc["baseTimeNanoseconds"] = serde_json::json!(base);
+    let edited = root.path().join("relative.pt.trace.json");
+    std::fs::write(&edited, serde_json::to_vec(&doc).unwrap()).unwrap();
+    let run = root.path().join("run");
+    let o = llmperf().args(["import", "torch"]).arg(&edited).arg("-o").arg(&run).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = llmperf().args(["export", "perfetto"]).arg(&run).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let exported = read_traces(&run.join("perfetto"));
+    assert_eq!(exported.len(), 1);
+    let events = exported.values().next().unwrap()["traceEvents"].as_array().unwrap().clone();
+    let gpu: Vec<_> = events.iter().filter(|e| e["cat"] == "kernel" || e["cat"] == "gpu_memcpy").collect();
+    let from = gpu.iter().map(|e| ns(&e["ts"])).min().unwrap();
+    let to = gpu.iter().map(|e| ns(&e["ts"]) + ns(&e["dur"])).max().unwrap();
+    let idle: Vec<_> = events.iter().filter(|e| e["cat"] == "llmperf_idle").collect();
+    assert!(!idle.is_empty());
+    for e in idle {
+        let (start, end) = (ns(&e["ts"]), ns(&e["ts"]) + ns(&e["dur"]));
+        assert!(from <= start && end <= to, "idle {start}..{end} outside the GPU work's {from}..{to}");
+    }
+}

@@ -1,6 +1,7 @@
 //! export: a run's timeline written for other tools. `llmperf export
 //! perfetto` ([`perfetto`]): an nsys capture as Chrome JSON trace events in
 //! torch.profiler's dialect.
+pub(crate) mod kineto;
 pub(crate) mod perfetto;
 
 use std::collections::BTreeMap;
@@ -10,23 +11,35 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, ErrorKind};
 use crate::run_dir;
 
+/// What an export reads: an nsys capture's SQLite export, or a torch run's
+/// trace (which opens in Perfetto itself; the export adds llmperf's tracks).
+pub(crate) enum Source {
+    Nsys(PathBuf),
+    /// The trace, and its rank (`distributedInfo`, else 0).
+    Torch(PathBuf, usize),
+}
+
 /// The export to read and the directory to write, from `SOURCE [-o DIR]`: a
-/// run directory's nsys/report.sqlite (into RUN/perfetto/ unless told), or
-/// an SQLite export (`-o` required: nothing is written beside the user's file).
-pub(crate) fn perfetto_paths(source: &Path, out: Option<&Path>) -> Result<(PathBuf, PathBuf), Error> {
+/// run directory's nsys/report.sqlite or torch trace (into RUN/perfetto/
+/// unless told), or an SQLite export (`-o` required: nothing is written
+/// beside the user's file).
+pub(crate) fn perfetto_paths(source: &Path, out: Option<&Path>) -> Result<(Source, PathBuf), Error> {
     if source.is_dir() {
-        let sqlite = source.join(run_dir::NSYS_SQLITE);
-        if !sqlite.is_file() {
-            return Err(Error::new(
-                ErrorKind::Usage,
-                format!("{} holds no {}: nothing to export", source.display(), run_dir::NSYS_SQLITE),
-            )
-            .with_hint(
-                "an `llmperf import nsys FILE.sqlite` run reads the file in place: pass that file with -o DIR; a torch run's trace (torch/) already opens in Perfetto",
-            ));
-        }
         let dir = out.map_or_else(|| source.join(run_dir::PERFETTO_DIR), Path::to_path_buf);
-        return Ok((sqlite, dir));
+        let sqlite = source.join(run_dir::NSYS_SQLITE);
+        if sqlite.is_file() {
+            return Ok((Source::Nsys(sqlite), dir));
+        }
+        if let Some(torch) = torch_trace(source)? {
+            return Ok((torch, dir));
+        }
+        return Err(Error::new(
+            ErrorKind::Usage,
+            format!("{} holds no {} and no torch trace: nothing to export", source.display(), run_dir::NSYS_SQLITE),
+        )
+        .with_hint(
+            "an `llmperf import nsys FILE.sqlite` run reads the file in place: pass that file with -o DIR; a job of several ranks: export each rank's run (JOB/ranks/N)",
+        ));
     }
     let is_sqlite = source.extension().is_some_and(|e| e == "sqlite");
     if !source.is_file() || !is_sqlite {
@@ -39,7 +52,30 @@ pub(crate) fn perfetto_paths(source: &Path, out: Option<&Path>) -> Result<(PathB
         return Err(Error::new(ErrorKind::Usage, format!("where should the traces of {} go?", source.display()))
             .with_hint(format!("llmperf export perfetto {} -o DIR", source.display())));
     };
-    Ok((source.to_path_buf(), dir.to_path_buf()))
+    Ok((Source::Nsys(source.to_path_buf()), dir.to_path_buf()))
+}
+
+/// A torch run's trace, as torch/capture.json names it (in the run for
+/// `profile --tracer torch`, where the user's file lay for `import torch`);
+/// none for a run without one, an error where the trace is gone.
+fn torch_trace(run: &Path) -> Result<Option<Source>, Error> {
+    let capture = run.join(run_dir::TORCH_CAPTURE);
+    let Ok(text) = std::fs::read(&capture) else { return Ok(None) };
+    let v: serde_json::Value =
+        serde_json::from_slice(&text).map_err(|e| run_dir::damaged(&capture, &format!("not JSON: {e}")))?;
+    let Some(named) = v["trace"].as_str() else {
+        return Err(run_dir::damaged(&capture, "names no trace"));
+    };
+    let trace = run.join(named);
+    if !trace.is_file() {
+        return Err(Error::new(
+            ErrorKind::Usage,
+            format!("{}: the trace this run read, {}, is not there any more", run.display(), trace.display()),
+        )
+        .with_hint("`llmperf import torch` reads the trace where it lies: import it again from where it is now"));
+    }
+    let rank = v["rank"].as_u64().and_then(|r| usize::try_from(r).ok()).unwrap_or(0);
+    Ok(Some(Source::Torch(trace, rank)))
 }
 
 /// Each process's rank, where the run recorded ranks (`rank` on the
@@ -87,6 +123,17 @@ pub(crate) fn recorded_findings(source: &Path) -> Vec<serde_json::Value> {
 pub(crate) fn render(summary: &perfetto::Summary, dir: &Path) -> String {
     let mut s = String::new();
     for f in &summary.files {
+        if let Some(copied) = f.copied {
+            let _ = writeln!(
+                s,
+                "{}  rank {} (pid {}): the trace's {copied} events as torch.profiler wrote them, and {} idle stretches",
+                dir.join(&f.file).display(),
+                f.rank,
+                f.pid,
+                f.idle
+            );
+            continue;
+        }
         let _ = writeln!(
             s,
             "{}  rank {} (pid {}): {} NVTX ranges, {} CUDA calls, {} kernels, {} copies, {} memsets, {} flows, {} idle stretches",

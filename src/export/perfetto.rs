@@ -53,14 +53,14 @@ use crate::regions::RangeStyle;
 use crate::run_dir;
 
 /// A file being written: `.pid<PID>.pt.trace.json.gz.partial`.
-fn partial_name(pid: i64) -> String {
+pub(super) fn partial_name(pid: i64) -> String {
     format!(".{}.partial", run_dir::perfetto_trace(pid))
 }
 
 /// The entries of `dir` an export writes (traces, and partial ones), each
 /// with whether it is partial; an error naming the first entry that is not
 /// one: the directory holds someone else's files, which are not touched.
-fn ours(dir: &Path) -> Result<Vec<(String, bool)>, Error> {
+pub(super) fn ours(dir: &Path) -> Result<Vec<(String, bool)>, Error> {
     let mut found = Vec::new();
     let Ok(entries) = std::fs::read_dir(dir) else { return Ok(found) };
     for entry in entries.flatten() {
@@ -115,13 +115,16 @@ pub(crate) struct FileSummary {
     pub(crate) overlapping: u64,
     /// Of those, the ones no overlap track could take: they cross a slice.
     pub(crate) crossing: u64,
+    /// A torch trace's events, copied as the file has them (none for an
+    /// nsys capture, whose events are counted above).
+    pub(crate) copied: Option<u64>,
 }
 
 /// Tracks per stream: its own and the overlap tracks.
 const MAX_LANES: usize = 16;
 
 /// ns as µs with three decimals: `1234567` → `1234.567`.
-fn micros(out: &mut String, ns: i64) {
+pub(super) fn micros(out: &mut String, ns: i64) {
     let sign = if ns < 0 { "-" } else { "" };
     let a = ns.unsigned_abs();
     let _ = write!(out, "{sign}{}.{:03}", a / 1000, a % 1000);
@@ -132,7 +135,7 @@ fn micros(out: &mut String, ns: i64) {
 /// formatting and compressing take a core each. (Chunks, not events, reach
 /// the encoder: flate2 zero-fills its 32 KiB output buffer on every write,
 /// a third of an export's time when it was handed one event per write.)
-struct Gz {
+pub(super) struct Gz {
     chunk: Vec<u8>,
     to: Option<std::sync::mpsc::SyncSender<Vec<u8>>>,
     thread: Option<std::thread::JoinHandle<std::io::Result<()>>>,
@@ -141,7 +144,7 @@ struct Gz {
 const CHUNK: usize = 256 << 10;
 
 impl Gz {
-    fn create(file: std::fs::File) -> Gz {
+    pub(super) fn create(file: std::fs::File) -> Gz {
         let (to, from) = std::sync::mpsc::sync_channel::<Vec<u8>>(2);
         let thread = std::thread::spawn(move || {
             let mut gz = GzEncoder::new(file, Compression::fast());
@@ -153,7 +156,7 @@ impl Gz {
         Gz { chunk: Vec::with_capacity(CHUNK), to: Some(to), thread: Some(thread) }
     }
 
-    fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+    pub(super) fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         self.chunk.extend_from_slice(bytes);
         if self.chunk.len() >= CHUNK {
             self.send()?;
@@ -171,7 +174,7 @@ impl Gz {
     }
 
     /// The rest written, the stream ended and the file closed.
-    fn finish(&mut self) -> std::io::Result<()> {
+    pub(super) fn finish(&mut self) -> std::io::Result<()> {
         if !self.chunk.is_empty() {
             let chunk = std::mem::take(&mut self.chunk);
             if let Some(to) = &self.to {
@@ -214,7 +217,7 @@ impl Out {
 }
 
 /// A JSON string, escaped.
-fn json_str(s: &str) -> String {
+pub(super) fn json_str(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }
 
@@ -580,7 +583,7 @@ pub(crate) fn export(
     let mut idle = Idle::new(&db, launch_gap_ns)?;
     gpu(&db, &mut w, &ids, &strings, &launched, &mut summary.odd_spans, &mut idle)?;
     summary.idle_left_out = idle.left_out;
-    summary.findings_left_out = marks.write(&mut w)?;
+    summary.findings_left_out = marks.write(|pid, line| w.out(pid)?.event(line))?;
     let rank_from = if known { "the run's launcher" } else { "process order (pid)" };
     summary.files = w.finish(&Meta { devices: devices(&db), rank_from })?;
     Ok(summary)
@@ -658,7 +661,7 @@ fn ranges(
 
 /// Where each finding is drawn: the first instance (by start) of the region
 /// it names, in its process (the only one, where it names none).
-struct Marks<'f> {
+pub(super) struct Marks<'f> {
     findings: Vec<(i64, &'f serde_json::Value)>,
     /// (process, region name) → the earliest instance's start and thread.
     first: HashMap<(i64, String), Option<(i64, i64)>>,
@@ -666,7 +669,7 @@ struct Marks<'f> {
 }
 
 impl<'f> Marks<'f> {
-    fn of(findings: &'f [serde_json::Value], pids: &[i64]) -> Marks<'f> {
+    pub(super) fn of(findings: &'f [serde_json::Value], pids: &[i64]) -> Marks<'f> {
         let mut marks = Marks { findings: Vec::new(), first: HashMap::default(), left_out: 0 };
         for f in findings {
             let pid = match (f["process_id"].as_i64(), pids) {
@@ -685,7 +688,7 @@ impl<'f> Marks<'f> {
     }
 
     /// A range instance: the earliest of its name so far?
-    fn saw(&mut self, pid: i64, name: &str, start: i64, tid: i64) {
+    pub(super) fn saw(&mut self, pid: i64, name: &str, start: i64, tid: i64) {
         if self.first.is_empty() {
             return;
         }
@@ -697,9 +700,9 @@ impl<'f> Marks<'f> {
     }
 
     /// Each finding as a thread-scoped instant event (`cat`
-    /// `llmperf_finding`) with the finding whole in `args`; how many had no
-    /// instance to be drawn at.
-    fn write(self, w: &mut Writer) -> Result<usize, Error> {
+    /// `llmperf_finding`) with the finding whole in `args`, handed to `emit`
+    /// with its process; how many had no instance to be drawn at.
+    pub(super) fn write(self, mut emit: impl FnMut(i64, &str) -> Result<(), Error>) -> Result<usize, Error> {
         let mut left_out = self.left_out;
         for (pid, f) in self.findings {
             let region = f["region"].as_str().unwrap_or_default();
@@ -714,7 +717,7 @@ impl<'f> Marks<'f> {
                 format!(r#"{{"ph":"i","s":"t","cat":"llmperf_finding","name":{name},"pid":{pid},"tid":{tid},"ts":"#);
             micros(&mut line, start);
             let _ = write!(line, r#","args":{}}}"#, serde_json::to_string(f).unwrap_or_else(|_| "{}".into()));
-            w.out(pid)?.event(&line)?;
+            emit(pid, &line)?;
         }
         Ok(left_out)
     }
@@ -800,7 +803,7 @@ fn calls(db: &NsysDb, w: &mut Writer, ids: &HashMap<i64, u32>, strings: &Names) 
 
 /// The track (tid) of a device's idle stretches in each file: above every
 /// stream's overlap tracks.
-const IDLE_TID: i64 = 1 << 40;
+pub(super) const IDLE_TID: i64 = 1 << 40;
 
 /// The breakdown's idle stretches of each device's span (launch gaps, sync
 /// stalls, nothing queued), cut by the breakdown's own sweep

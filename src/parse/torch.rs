@@ -236,6 +236,11 @@ pub(crate) struct Trace {
 }
 
 impl Trace {
+    /// The processes of the CPU ranges.
+    pub(crate) fn host_pids(&self) -> &std::collections::BTreeSet<i64> {
+        &self.host_pids
+    }
+
     fn new(ranges_held: usize) -> Trace {
         Trace {
             ranges: Spill::new(ranges_held),
@@ -286,6 +291,21 @@ struct Event<'a> {
     dur: Option<&'a RawValue>,
     #[serde(default, deserialize_with = "lenient_args")]
     args: Args,
+}
+
+/// A host range of the trace (`user_annotation`, `cpu_op`,
+/// `python_function`): its name, pid, tid and start (ns, as the file has it:
+/// before `baseTimeNanoseconds`) from the event's JSON; None for any other
+/// event, or one that does not say all four.
+pub(crate) fn host_range(event: &[u8]) -> Option<(String, i64, i64, i64)> {
+    let e: Event<'_> = serde_json::from_slice(event).ok()?;
+    if e.ph.as_deref() != Some("X") {
+        return None;
+    }
+    match category(e.cat.as_deref()?)? {
+        Category::Range(RangeKind::GpuUserAnnotation) | Category::Call | Category::Gpu(_) => None,
+        Category::Range(_) => Some((e.name?.into_owned(), id_of(e.pid?)?, id_of(e.tid?)?, micros_to_ns(e.ts?.get())?)),
+    }
 }
 
 /// A pid or tid: a number, or a string (the 2021 schema's `"25738"`, a
@@ -432,7 +452,7 @@ impl Trace {
 
 /// The trace's bytes, through gzip where it starts with gzip's magic
 /// (whatever its name).
-fn open(path: &Path) -> Result<Box<dyn Read>, Error> {
+pub(crate) fn open(path: &Path) -> Result<Box<dyn Read>, Error> {
     let file = crate::parse::input::open(path)?;
     let mut reader = BufReader::with_capacity(1 << 16, file);
     let gzip = reader.fill_buf().map(|b| b.starts_with(&[0x1f, 0x8b])).unwrap_or(false);
@@ -547,7 +567,7 @@ fn nothing_kept(path: &Path, trace: &Trace) -> Error {
         .with_hint("llmperf import torch reads the cpu_op, user_annotation, kernel and cuda_runtime events that torch.profiler writes (export_chrome_trace, tensorboard_trace_handler)")
 }
 
-fn not_a_trace<R: Read>(path: &Path, frames: &Frames<R>, e: FrameError) -> Error {
+pub(crate) fn not_a_trace<R: Read>(path: &Path, frames: &Frames<R>, e: FrameError) -> Error {
     let (what, at, why) = match e {
         FrameError::Io(e) => ("could not be read to its end", String::new(), e.to_string()),
         FrameError::Syntax(why, offset) => {
