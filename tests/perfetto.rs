@@ -871,3 +871,38 @@ fn a_torch_export_writes_the_idle_track_in_the_files_own_times() {
         assert!(from <= start && end <= to, "idle {start}..{end} outside the GPU work's {from}..{to}");
     }
 }
+
+/// `report.perfetto=true` on a torch import: the stage writes, after the
+/// reports, what `llmperf export perfetto RUN` writes, findings included.
+#[test]
+fn report_perfetto_on_a_torch_import_writes_the_export_of_its_trace() {
+    let root = tempfile::tempdir().unwrap();
+    let Some(trace) = corpus!("real/kineto/hta-alexnet/benchmark_result_2869224_1695835535_trace.json.gz") else {
+        return;
+    };
+    let run = root.path().join("run");
+    let o = llmperf()
+        .args(["import", "torch"])
+        .arg(&trace)
+        .arg("-o")
+        .arg(&run)
+        .arg("report.perfetto=true")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let manifest = json(&run.join("manifest.json"));
+    let stage = crate::common::stage(&manifest, "perfetto_export");
+    assert_eq!(stage["status"], "ok", "{stage:#}");
+    let files = stage["artifacts"].as_array().unwrap();
+    assert_eq!(files.len(), 1, "{stage:#}");
+    let written = read_traces(&run.join("perfetto"));
+    let events = written.values().next().unwrap()["traceEvents"].as_array().unwrap();
+    assert!(events.iter().any(|e| e["cat"] == "llmperf_idle"));
+    let out = root.path().join("exported");
+    let o = llmperf().args(["export", "perfetto"]).arg(&run).arg("-o").arg(&out).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(written, read_traces(&out));
+    let html = std::fs::read_to_string(run.join("report.html")).unwrap();
+    let file = files[0].as_str().unwrap();
+    assert!(html.contains(&format!("<a href=\"{file}\"")), "report.html does not link {file}");
+}

@@ -58,7 +58,7 @@ pub(crate) fn perfetto_paths(source: &Path, out: Option<&Path>) -> Result<(Sourc
 /// A torch run's trace, as torch/capture.json names it (in the run for
 /// `profile --tracer torch`, where the user's file lay for `import torch`);
 /// none for a run without one, an error where the trace is gone.
-fn torch_trace(run: &Path) -> Result<Option<Source>, Error> {
+pub(crate) fn torch_trace(run: &Path) -> Result<Option<Source>, Error> {
     let capture = run.join(run_dir::TORCH_CAPTURE);
     let Ok(text) = std::fs::read(&capture) else { return Ok(None) };
     let v: serde_json::Value =

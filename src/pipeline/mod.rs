@@ -9,6 +9,7 @@ mod launcher;
 mod merge;
 mod ncu;
 mod nsys;
+mod perfetto;
 mod serve;
 mod stage;
 mod torch;
@@ -88,6 +89,8 @@ pub(crate) fn profile(req: Request) -> Result<Outcome, Error> {
         }
         if plan.torch.is_some() && !verdict.stopped() {
             torch::capture(&run, &mut manifest, &mut verdict, cfg, &argvs.torch)?;
+            // A new run directory: torch/capture.json is this capture's.
+            perfetto = perfetto::PerfettoExport::of_torch_run(&run, cfg)?;
         }
         // Each profiler's stage as the plan has it: skipped, the application
         // run plainly, or profiled where the tool was found.
@@ -263,8 +266,16 @@ pub(crate) fn import_torch(
     let mut manifest = ManifestWriter::extend(&run, argv)?;
     let mut verdict = RunStatus::default();
     let opts = nsys::IngestOptions::of(cfg);
-    let stages = torch::analyze(&run, &mut manifest, &absolute(file), &opts).map(|o| verdict.add(o));
-    finish(&run, manifest, verdict, stages, None)
+    let mut perfetto = None;
+    let stages = torch::analyze(&run, &mut manifest, &absolute(file), &opts).and_then(|o| {
+        // Only where this import wrote torch/capture.json: the directory may hold an earlier one.
+        if matches!(o, stage::StageOutcome::Ok) {
+            perfetto = perfetto::PerfettoExport::of_torch_run(&run, cfg)?;
+        }
+        verdict.add(o);
+        Ok(())
+    });
+    finish(&run, manifest, verdict, stages, perfetto)
 }
 
 /// `llmperf import torch FILE FILE…`: the traces of one job's ranks, each
@@ -479,7 +490,7 @@ fn finish(
     mut manifest: ManifestWriter,
     mut verdict: RunStatus,
     stages: Result<(), Error>,
-    perfetto: Option<nsys::PerfettoExport>,
+    perfetto: Option<perfetto::PerfettoExport>,
 ) -> Result<Outcome, Error> {
     if let Err(e) = stages {
         verdict.add(stage::StageOutcome::of(Some(e)));
@@ -500,8 +511,8 @@ fn finish(
             // Findings only where this run's reports wrote them: a findings.json
             // left from before in the directory is not this capture's.
             let findings = if written { crate::export::recorded_findings(run.path()) } else { Vec::new() };
-            let outcome =
-                nsys::perfetto(run, &mut manifest, job, &findings).unwrap_or_else(|e| stage::StageOutcome::of(Some(e)));
+            let outcome = perfetto::export(run, &mut manifest, job, &findings)
+                .unwrap_or_else(|e| stage::StageOutcome::of(Some(e)));
             if matches!(outcome, stage::StageOutcome::Ok) && written {
                 // report.html's Timeline links the traces now there.
                 if let Err(e) = crate::report::rewrite_html(run) {

@@ -8,12 +8,14 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::time::Duration;
 
+use super::perfetto::PerfettoExport;
 use super::stage::{self, Done, RunStatus, StageOutcome};
 use crate::aggregate;
 use crate::aggregate::nsys::{KernelTotals, Sweep};
 use crate::config::schema::{CaptureRange, NsysConfig};
 use crate::config::Config;
 use crate::error::{Error, ErrorKind};
+use crate::export::Source;
 use crate::manifest::{Diagnosis, ExitInfo, ManifestWriter};
 use crate::parse::nsys::ingest;
 use crate::parse::nsys::sqlite::NsysDb;
@@ -498,37 +500,9 @@ pub(crate) fn analyze(
     verdict.add(ingest(manifest, || write_outputs(run, &sqlite, opts))?);
     if opts.perfetto {
         let gap = launch_gap_ns(opts.launch_gap_us)?;
-        *later = Some(PerfettoExport { sqlite, strip: opts.strip.clone(), gap });
+        *later = Some(PerfettoExport { source: Source::Nsys(sqlite), strip: opts.strip.clone(), gap });
     }
     Ok(())
-}
-
-/// `report.perfetto`'s export of an ingested capture.
-pub(crate) struct PerfettoExport {
-    sqlite: std::path::PathBuf,
-    strip: Vec<String>,
-    gap: i64,
-}
-
-/// `report.perfetto`: the capture as one trace per process in `perfetto/`,
-/// with `findings` drawn on their regions. A failure is the run's: the user
-/// asked for the files.
-pub(crate) fn perfetto(
-    run: &RunDir,
-    manifest: &mut ManifestWriter,
-    job: &PerfettoExport,
-    findings: &[serde_json::Value],
-) -> Result<StageOutcome, Error> {
-    stage::run(manifest, "perfetto_export", Vec::new(), || {
-        let dir = run.join(run_dir::PERFETTO_DIR);
-        let ranks = crate::export::recorded_ranks(run.path());
-        let summary = crate::export::perfetto::export(&job.sqlite, &dir, &ranks, &job.strip, findings, job.gap)?;
-        if let Some(why) = &summary.idle_left_out {
-            tracing::warn!("perfetto: the idle track is left out: {why}");
-        }
-        let files = summary.files.iter().map(|f| format!("{}/{}", run_dir::PERFETTO_DIR, f.file)).collect();
-        Ok(Done::ok(files))
-    })
 }
 
 /// `nsys export --type sqlite` into `nsys/report.sqlite`.
