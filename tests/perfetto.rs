@@ -732,6 +732,14 @@ fn an_export_into_the_run_links_its_traces_from_report_html() {
     assert!(html().contains(link), "the timeline section links the trace");
 }
 
+/// `llmperf import torch TRACE -o RUN`, then `llmperf export perfetto RUN`.
+fn import_and_export_torch(trace: &Path, run: &Path) {
+    let o = llmperf().args(["import", "torch"]).arg(trace).arg("-o").arg(run).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = llmperf().args(["export", "perfetto"]).arg(run).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
 /// Plain JSON of a trace file, gzipped or not.
 fn trace_json(path: &Path) -> serde_json::Value {
     let bytes = std::fs::read(path).unwrap();
@@ -757,10 +765,7 @@ fn a_torch_runs_export_is_its_trace_with_the_idle_track_and_findings() {
         return;
     };
     let run = root.path().join("run");
-    let o = llmperf().args(["import", "torch"]).arg(&trace).arg("-o").arg(&run).output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let o = llmperf().args(["export", "perfetto"]).arg(&run).output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    import_and_export_torch(&trace, &run);
     let original = trace_json(&trace);
     let exported = trace_json(&run.join("perfetto/pid1102.pt.trace.json.gz"));
     let (theirs, ours) = (original["traceEvents"].as_array().unwrap(), exported["traceEvents"].as_array().unwrap());
@@ -854,10 +859,7 @@ fn a_torch_export_writes_the_idle_track_in_the_files_own_times() {
     let edited = root.path().join("relative.pt.trace.json");
     std::fs::write(&edited, serde_json::to_vec(&doc).unwrap()).unwrap();
     let run = root.path().join("run");
-    let o = llmperf().args(["import", "torch"]).arg(&edited).arg("-o").arg(&run).output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let o = llmperf().args(["export", "perfetto"]).arg(&run).output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    import_and_export_torch(&edited, &run);
     let exported = read_traces(&run.join("perfetto"));
     assert_eq!(exported.len(), 1);
     let events = exported.values().next().unwrap()["traceEvents"].as_array().unwrap().clone();
@@ -905,4 +907,34 @@ fn report_perfetto_on_a_torch_import_writes_the_export_of_its_trace() {
     let html = std::fs::read_to_string(run.join("report.html")).unwrap();
     let file = files[0].as_str().unwrap();
     assert!(html.contains(&format!("<a href=\"{file}\"")), "report.html does not link {file}");
+}
+
+/// A 2021 trace writes host ids as strings (`"pid": "25738"`): a torch
+/// export's finding marks sit on the very tracks of the trace's host ranges,
+/// the ids written as the trace writes them (kineto's TensorBoard plugin trace).
+#[test]
+fn a_torch_exports_findings_sit_on_the_traces_own_host_tracks() {
+    let root = tempfile::tempdir().unwrap();
+    let Some(trace) = corpus!("real/kineto/kineto-tb-plugin/worker0.1623143089861.pt.trace.json.gz") else {
+        return;
+    };
+    let run = root.path().join("run");
+    import_and_export_torch(&trace, &run);
+    let events = read_traces(&run.join("perfetto")).into_values().next().unwrap()["traceEvents"].clone();
+    let events = events.as_array().unwrap();
+    let hosts: std::collections::HashSet<String> = events
+        .iter()
+        .filter(|e| {
+            e["ph"] == "X" && ["cpu_op", "Operator", "user_annotation"].contains(&e["cat"].as_str().unwrap_or(""))
+        })
+        .map(|e| format!("{} {}", e["pid"], e["tid"]))
+        .collect();
+    let marks: Vec<String> =
+        events.iter().filter(|e| e["cat"] == "llmperf_finding").map(|e| format!("{} {}", e["pid"], e["tid"])).collect();
+    let findings = json(&run.join("findings.json"))["findings"].as_array().unwrap().len();
+    assert_eq!(marks.len(), findings);
+    assert!(!marks.is_empty());
+    for m in &marks {
+        assert!(hosts.contains(m), "a finding on {m}, which no host range of the trace is on");
+    }
 }

@@ -187,8 +187,8 @@ impl Copy<'_> {
         while f.peek()? != Some(b']') {
             let r = f.value()?;
             let bytes = f.bytes(r);
-            if let Some((name, pid, tid, start)) = torch::host_range(bytes) {
-                self.marks.saw(pid, &name, start, tid);
+            if let Some(r) = torch::host_range(bytes) {
+                self.marks.saw(r.pid, &r.name, r.start, || (r.pid_json, r.tid_json));
             }
             let bytes = bytes.to_vec();
             self.event(&bytes)?;

@@ -624,7 +624,7 @@ fn ranges(
             }
             None => raw.to_string(),
         };
-        marks.saw(pid, &name, r.start, tid_of(r.global_tid));
+        marks.saw(pid, &name, r.start, || (pid.to_string(), tid_of(r.global_tid).to_string()));
         let result = (|| -> Result<(), Error> {
             w.thread(pid, r.global_tid)?;
             match r.style {
@@ -663,9 +663,19 @@ fn ranges(
 /// it names, in its process (the only one, where it names none).
 pub(super) struct Marks<'f> {
     findings: Vec<(i64, &'f serde_json::Value)>,
-    /// (process, region name) → the earliest instance's start and thread.
-    first: HashMap<(i64, String), Option<(i64, i64)>>,
+    /// (process, region name) → the earliest instance's start, and its
+    /// process and thread as JSON (as the trace writes them: a torch trace
+    /// may write ids as strings).
+    first: HashMap<(i64, String), Option<Spot>>,
     left_out: usize,
+}
+
+/// Where a finding is drawn: a start (ns) on a thread, its process and
+/// thread as JSON.
+struct Spot {
+    start: i64,
+    pid: String,
+    tid: String,
 }
 
 impl<'f> Marks<'f> {
@@ -687,14 +697,16 @@ impl<'f> Marks<'f> {
         marks
     }
 
-    /// A range instance: the earliest of its name so far?
-    pub(super) fn saw(&mut self, pid: i64, name: &str, start: i64, tid: i64) {
+    /// A range instance: the earliest of its name so far? `ids`: its
+    /// process and thread as the trace writes them (JSON).
+    pub(super) fn saw(&mut self, pid: i64, name: &str, start: i64, ids: impl FnOnce() -> (String, String)) {
         if self.first.is_empty() {
             return;
         }
         if let Some(at) = self.first.get_mut(&(pid, name.to_string())) {
-            if at.is_none_or(|(t, _)| start < t) {
-                *at = Some((start, tid));
+            if at.as_ref().is_none_or(|s| start < s.start) {
+                let (pid, tid) = ids();
+                *at = Some(Spot { start, pid, tid });
             }
         }
     }
@@ -706,16 +718,18 @@ impl<'f> Marks<'f> {
         let mut left_out = self.left_out;
         for (pid, f) in self.findings {
             let region = f["region"].as_str().unwrap_or_default();
-            let Some(Some((start, tid))) = self.first.get(&(pid, region.to_string())).copied() else {
+            let Some(Some(spot)) = self.first.get(&(pid, region.to_string())) else {
                 left_out += 1;
                 continue;
             };
             let kind = f["kind"].as_str().unwrap_or("finding");
             let share = f["share"].as_f64().map_or(String::new(), |s| format!(" ({:.1}%)", s * 100.0));
             let name = json_str(&format!("{kind}{share}: {region}"));
-            let mut line =
-                format!(r#"{{"ph":"i","s":"t","cat":"llmperf_finding","name":{name},"pid":{pid},"tid":{tid},"ts":"#);
-            micros(&mut line, start);
+            let mut line = format!(
+                r#"{{"ph":"i","s":"t","cat":"llmperf_finding","name":{name},"pid":{},"tid":{},"ts":"#,
+                spot.pid, spot.tid
+            );
+            micros(&mut line, spot.start);
             let _ = write!(line, r#","args":{}}}"#, serde_json::to_string(f).unwrap_or_else(|_| "{}".into()));
             emit(pid, &line)?;
         }

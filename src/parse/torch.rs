@@ -293,18 +293,39 @@ struct Event<'a> {
     args: Args,
 }
 
+/// A host range event of a trace, as [`host_range`] reads it.
+pub(crate) struct HostRange {
+    pub(crate) name: String,
+    pub(crate) pid: i64,
+    /// Its start (ns), as the file has it: before `baseTimeNanoseconds`.
+    pub(crate) start: i64,
+    /// Its `pid` and `tid` as the file writes them (JSON: a number, or a
+    /// string in older traces).
+    pub(crate) pid_json: String,
+    pub(crate) tid_json: String,
+}
+
 /// A host range of the trace (`user_annotation`, `cpu_op`,
-/// `python_function`): its name, pid, tid and start (ns, as the file has it:
-/// before `baseTimeNanoseconds`) from the event's JSON; None for any other
-/// event, or one that does not say all four.
-pub(crate) fn host_range(event: &[u8]) -> Option<(String, i64, i64, i64)> {
+/// `python_function`), from the event's JSON; None for any other event, or
+/// one without a name, pid, tid or start.
+pub(crate) fn host_range(event: &[u8]) -> Option<HostRange> {
     let e: Event<'_> = serde_json::from_slice(event).ok()?;
     if e.ph.as_deref() != Some("X") {
         return None;
     }
     match category(e.cat.as_deref()?)? {
         Category::Range(RangeKind::GpuUserAnnotation) | Category::Call | Category::Gpu(_) => None,
-        Category::Range(_) => Some((e.name?.into_owned(), id_of(e.pid?)?, id_of(e.tid?)?, micros_to_ns(e.ts?.get())?)),
+        Category::Range(_) => {
+            let (pid, tid) = (e.pid?, e.tid?);
+            id_of(tid)?;
+            Some(HostRange {
+                name: e.name?.into_owned(),
+                pid: id_of(pid)?,
+                start: micros_to_ns(e.ts?.get())?,
+                pid_json: pid.get().to_string(),
+                tid_json: tid.get().to_string(),
+            })
+        }
     }
 }
 
