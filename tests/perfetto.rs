@@ -938,3 +938,67 @@ fn a_torch_exports_findings_sit_on_the_traces_own_host_tracks() {
         assert!(hosts.contains(m), "a finding on {m}, which no host range of the trace is on");
     }
 }
+
+/// A torch trace whose breakdown has two rows for one device (GPU work
+/// whose launch is missing, in a trace of two host processes, is process
+/// 0's): a track per row, none with crossing slices, each adding up to its
+/// row's span (an edited copy of HTA's AlexNet trace: a host range copied
+/// into a second process, every other kernel's correlation taken out).
+#[test]
+fn a_torch_export_draws_a_track_per_breakdown_row_of_a_device() {
+    let root = tempfile::tempdir().unwrap();
+    let Some(trace) = corpus!("real/kineto/hta-alexnet/benchmark_result_2869224_1695835535_trace.json.gz") else {
+        return;
+    };
+    let mut doc = trace_json(&trace);
+    let events = doc["traceEvents"].as_array_mut().unwrap();
+    let mut other = events.iter().find(|e| e["cat"] == "cpu_op").unwrap().clone();
+    other["pid"] = serde_json::json!(7);
+    other["tid"] = serde_json::json!(7);
+    events.push(other);
+    for (i, e) in events.iter_mut().filter(|e| e["cat"] == "kernel").enumerate() {
+        if i % 2 == 1 {
+            e["args"].as_object_mut().unwrap().remove("correlation");
+        }
+    }
+    let edited = root.path().join("two.pt.trace.json");
+    std::fs::write(&edited, serde_json::to_vec(&doc).unwrap()).unwrap();
+    let run = root.path().join("run");
+    import_and_export_torch(&edited, &run);
+    let rows: Vec<_> = json(&run.join("torch/breakdown.json"))["devices"].as_array().unwrap().clone();
+    assert_eq!(rows.len(), 2, "two rows for GPU 0");
+    let exported = read_traces(&run.join("perfetto")).into_values().next().unwrap();
+    let events = exported["traceEvents"].as_array().unwrap();
+    let mut tracks: BTreeMap<String, Vec<(i64, i64, String)>> = BTreeMap::new();
+    for e in events.iter().filter(|e| e["cat"] == "llmperf_idle") {
+        let start = ns(&e["ts"]);
+        tracks.entry(e["tid"].to_string()).or_default().push((
+            start,
+            start + ns(&e["dur"]),
+            e["name"].as_str().unwrap().to_string(),
+        ));
+    }
+    assert_eq!(tracks.len(), 2);
+    let names: Vec<String> = events
+        .iter()
+        .filter(|e| e["name"] == "thread_name" && e["args"]["name"].as_str().unwrap_or("").starts_with("idle"))
+        .map(|e| e["args"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    let mut sums: Vec<[i64; 3]> = Vec::new();
+    for slices in tracks.values() {
+        assert!(slices.windows(2).all(|w| w[0].1 <= w[1].0), "slices cross on one track");
+        let sum = |k: &str| slices.iter().filter(|s| s.2 == k).map(|s| s.1 - s.0).sum::<i64>();
+        sums.push([sum("launch gap"), sum("sync stall"), sum("nothing queued")]);
+    }
+    let mut want: Vec<[i64; 3]> = rows
+        .iter()
+        .map(|r| {
+            let p = |k: &str| r["span"][k].as_i64().unwrap();
+            [p("idle_launch_ns"), p("idle_sync_ns"), p("idle_nothing_queued_ns")]
+        })
+        .collect();
+    sums.sort();
+    want.sort();
+    assert_eq!(sums, want);
+}

@@ -13,6 +13,7 @@
 //!
 //! Two passes over the file: the trace read as `import torch` reads it (the
 //! idle stretches), then the copy.
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
 
@@ -60,10 +61,16 @@ pub(crate) fn export(
         copied: 0,
     };
     let mut frames = Frames::new(torch::open(trace)?);
-    match copy.document(&mut frames) {
-        Ok(()) => {}
-        Err(Stop::Write(e)) => return Err(e),
-        Err(Stop::Read(e)) => return Err(torch::not_a_trace(trace, &frames, e)),
+    let failed = match copy.document(&mut frames) {
+        Ok(()) => None,
+        Err(Stop::Write(e)) => Some(e),
+        Err(Stop::Read(e)) => Some(torch::not_a_trace(trace, &frames, e)),
+    };
+    if let Some(e) = failed {
+        // No half-written trace is left to be taken for one.
+        let _ = copy.gz.finish();
+        let _ = std::fs::remove_file(&path);
+        return Err(e);
     }
     let (left_out, copied) = (copy.left_out, copy.copied);
     copy.gz.finish().map_err(|e| run_dir::io_error(&path, "write", &e))?;
@@ -86,10 +93,12 @@ pub(crate) fn export(
     Ok(Summary { files: vec![summary], findings_left_out: left_out, ..Summary::default() })
 }
 
-/// The idle stretches of each device's span, (device, start, end, kind),
-/// as the breakdown's sweep cuts them: fed the trace's GPU work and blocking
-/// calls as `import torch` feeds torch/breakdown.json.
-fn idle_stretches(trace: &mut torch::Trace, launch_gap_ns: i64) -> Result<Vec<(i64, i64, i64, u8)>, Error> {
+/// The idle stretches of each device's span, (device, process, start, end,
+/// kind), as the breakdown's sweep cuts them: fed the trace's GPU work and
+/// blocking calls as `import torch` feeds torch/breakdown.json (a row per
+/// process and device: GPU work whose launch is missing, in a trace of
+/// several host processes, is a row of process 0 beside the launcher's).
+fn idle_stretches(trace: &mut torch::Trace, launch_gap_ns: i64) -> Result<Vec<Stretch>, Error> {
     let mut kernels = KernelTotals::new(&trace.names);
     // Which kernel ran makes no idle time: the class is unused.
     let joined = trace.join(&|_| 0, &mut kernels);
@@ -99,10 +108,13 @@ fn idle_stretches(trace: &mut torch::Trace, launch_gap_ns: i64) -> Result<Vec<(i
             .with_hint("a bug in llmperf: please report it with the trace"));
     }
     let mut idle = Vec::new();
-    sweep.take_idle(|(_, device), start, end, kind| idle.push((device, start, end, kind)));
+    sweep.take_idle(|(pid, device), start, end, kind| idle.push((device, pid, start, end, kind)));
     idle.sort_unstable();
     Ok(idle)
 }
+
+/// An idle stretch: device, process, start, end (ns), kind ([`IDLE_KINDS`]).
+type Stretch = (i64, i64, i64, i64, u8);
 
 /// Why the copy stopped: the trace could not be read, or the copy written.
 enum Stop {
@@ -123,7 +135,7 @@ struct Copy<'a> {
     /// No event written yet to `traceEvents`.
     first: bool,
     marks: Marks<'a>,
-    idle: &'a [(i64, i64, i64, u8)],
+    idle: &'a [Stretch],
     base: i64,
     /// Findings with no instance to be drawn at.
     left_out: usize,
@@ -202,21 +214,37 @@ impl Copy<'_> {
         self.raw(b"\n]")
     }
 
-    /// The idle track of each device, then the findings.
+    /// The idle track of each device (one per process where the breakdown
+    /// has several rows for the device, so that no slice crosses another),
+    /// then the findings.
     fn added(&mut self) -> Result<(), Stop> {
-        let mut named = std::collections::BTreeSet::new();
-        for &(device, start, end, kind) in self.idle {
-            if named.insert(device) {
-                self.event(
-                    format!(
-                        r#"{{"ph":"M","name":"thread_name","pid":{device},"tid":{IDLE_TID},"args":{{"name":"idle (llmperf breakdown)"}}}}"#
-                    )
-                    .as_bytes(),
-                )?;
+        // Sorted by device, process, start: a track is named where it begins.
+        let idle = self.idle;
+        let mut processes: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+        for &(device, pid, ..) in idle {
+            let seen = processes.entry(device).or_default();
+            if seen.last() != Some(&pid) {
+                seen.push(pid);
+            }
+        }
+        let mut track = None;
+        for &(device, pid, start, end, kind) in idle {
+            let of_device = &processes[&device];
+            let tid = IDLE_TID + of_device.iter().position(|&p| p == pid).unwrap_or(0) as i64;
+            if track != Some((device, pid)) {
+                track = Some((device, pid));
+                let name = match of_device.len() {
+                    1 => "idle (llmperf breakdown)".to_string(),
+                    _ => format!("idle (llmperf breakdown, process {pid})"),
+                };
+                let meta = format!(
+                    r#"{{"ph":"M","name":"thread_name","pid":{device},"tid":{tid},"args":{{"name":"{name}"}}}}"#
+                );
+                self.event(meta.as_bytes())?;
             }
             let name = IDLE_KINDS[kind as usize];
             let mut line =
-                format!(r#"{{"ph":"X","cat":"llmperf_idle","name":"{name}","pid":{device},"tid":{IDLE_TID},"ts":"#);
+                format!(r#"{{"ph":"X","cat":"llmperf_idle","name":"{name}","pid":{device},"tid":{tid},"ts":"#);
             micros(&mut line, start - self.base);
             line.push_str(",\"dur\":");
             micros(&mut line, end - start);
