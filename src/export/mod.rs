@@ -126,7 +126,7 @@ pub(crate) fn render(summary: &perfetto::Summary, dir: &Path) -> String {
         if let Some(copied) = f.copied {
             let _ = writeln!(
                 s,
-                "{}  rank {} (pid {}): the trace's {copied} events as torch.profiler wrote them, and {} idle stretches",
+                "{}  rank {} (pid {}): the trace's {copied} events, copied as the file holds them, and {} idle stretches",
                 dir.join(&f.file).display(),
                 f.rank,
                 f.pid,
