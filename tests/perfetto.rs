@@ -1002,3 +1002,26 @@ fn a_torch_export_draws_a_track_per_breakdown_row_of_a_device() {
     want.sort();
     assert_eq!(sums, want);
 }
+
+/// A torch run whose trace changed after the import (`import torch` reads
+/// the file where it lies) is refused: its findings and breakdown are of
+/// another file (an edited copy of HTA's AlexNet trace, one event removed).
+#[test]
+fn a_torch_runs_trace_changed_since_the_import_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let Some(trace) = corpus!("real/kineto/hta-alexnet/benchmark_result_2869224_1695835535_trace.json.gz") else {
+        return;
+    };
+    let copy = root.path().join("t.pt.trace.json");
+    std::fs::write(&copy, serde_json::to_vec(&trace_json(&trace)).unwrap()).unwrap();
+    let run = root.path().join("run");
+    import_and_export_torch(&copy, &run);
+    let mut doc = trace_json(&copy);
+    doc["traceEvents"].as_array_mut().unwrap().pop();
+    std::fs::write(&copy, serde_json::to_vec(&doc).unwrap()).unwrap();
+    let o = llmperf().args(["export", "perfetto"]).arg(&run).arg("-o").arg(root.path().join("out")).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("the file changed since") && stderr.contains("hint:"), "{stderr}");
+    assert!(!root.path().join("out").exists());
+}

@@ -29,14 +29,28 @@ use super::perfetto::{json_str, micros, ours, partial_name, FileSummary, Gz, Mar
 /// `trace` (a torch run's, of `rank`) into `dir` as
 /// `pid<PID>.pt.trace.json.gz` (PID: the trace's host process), with the idle
 /// track and `findings` appended.
+/// `events`: how many events the run read in the trace, where it says: a
+/// file changed since then is refused, not drawn beside another file's
+/// findings.
 pub(crate) fn export(
     trace: &Path,
-    dir: &Path,
-    rank: usize,
+    (dir, rank): (&Path, usize),
+    events: Option<u64>,
     findings: &[serde_json::Value],
     launch_gap_ns: i64,
 ) -> Result<Summary, Error> {
     let mut read = torch::read(trace)?;
+    if let Some(n) = events.filter(|&n| n != read.events) {
+        return Err(Error::new(
+            ErrorKind::Usage,
+            format!(
+                "{}: {} events now, {n} when the run read it: the file changed since",
+                trace.display(),
+                read.events
+            ),
+        )
+        .with_hint("import the trace again (`llmperf import torch FILE -o DIR`), then export that run"));
+    }
     let pid = read.host_pids().first().copied().unwrap_or(0);
     // Idle stretches in the file's own times (before `baseTimeNanoseconds`).
     let base = read.meta.base_time_ns.unwrap_or(0);

@@ -15,8 +15,9 @@ use crate::run_dir;
 /// trace (which opens in Perfetto itself; the export adds llmperf's tracks).
 pub(crate) enum Source {
     Nsys(PathBuf),
-    /// The trace, and its rank (`distributedInfo`, else 0).
-    Torch(PathBuf, usize),
+    /// The trace, its rank (`distributedInfo`, else 0) and the number of
+    /// events the run read in it (torch/capture.json's `events`).
+    Torch(PathBuf, usize, Option<u64>),
 }
 
 /// The export to read and the directory to write, from `SOURCE [-o DIR]`: a
@@ -75,7 +76,7 @@ pub(crate) fn torch_trace(run: &Path) -> Result<Option<Source>, Error> {
         .with_hint("`llmperf import torch` reads the trace where it lies: import it again from where it is now"));
     }
     let rank = v["rank"].as_u64().and_then(|r| usize::try_from(r).ok()).unwrap_or(0);
-    Ok(Some(Source::Torch(trace, rank)))
+    Ok(Some(Source::Torch(trace, rank, v["events"].as_u64())))
 }
 
 /// Each process's rank, where the run recorded ranks (`rank` on the

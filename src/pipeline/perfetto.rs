@@ -45,7 +45,9 @@ pub(crate) fn export(
                 let ranks = crate::export::recorded_ranks(run.path());
                 crate::export::perfetto::export(sqlite, &dir, &ranks, &job.strip, findings, job.gap)?
             }
-            Source::Torch(trace, rank) => crate::export::kineto::export(trace, &dir, *rank, findings, job.gap)?,
+            Source::Torch(trace, rank, events) => {
+                crate::export::kineto::export(trace, (&dir, *rank), *events, findings, job.gap)?
+            }
         };
         if let Some(why) = &summary.idle_left_out {
             tracing::warn!("perfetto: the idle track is left out: {why}");
