@@ -185,20 +185,17 @@ fn profile(config_dir: Option<std::path::PathBuf>, args: ProfileArgs, argv: Vec<
         Some(kind) => Some(pipeline::launcher_of(kind, args.nproc.unwrap_or(1), args.launcher_args.clone())?),
         None => None,
     };
-    let outcome = match launcher {
-        Some(l) if l.kind == LauncherKind::Srun => {
-            let raw: Vec<OsString> = std::env::args_os().collect();
-            pipeline::srun(&l, &raw, &resolved.config.runner.artifacts.root, args.run_id.as_deref())?
-        }
-        launcher => pipeline::profile(pipeline::Request {
-            resolved,
-            command: args.command,
-            no_nvtx: args.no_nvtx,
-            llmperf_argv: argv,
-            rank,
-            launcher,
-        })?,
-    };
+    let outcome = pipeline::profile(pipeline::Request {
+        resolved,
+        command: args.command,
+        no_nvtx: args.no_nvtx,
+        llmperf_argv: argv,
+        rank,
+        launcher,
+        // A rank's job id is in `rank`.
+        run_id: args.run_id.filter(|_| srun),
+        raw_argv: std::env::args_os().collect(),
+    })?;
     // The run directory is the result, even for a failed or interrupted run.
     print(&format!("{}\n", outcome.run_dir.display()))?;
     match outcome.error {

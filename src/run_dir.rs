@@ -353,6 +353,30 @@ pub(crate) struct Lock {
     _file: std::fs::File,
 }
 
+/// Where a new run directory goes: the value a plan holds ([`RunDir::create_planned`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum NewRun {
+    /// `<root>/<run_id>/`, the id drawn by [`new_run_id`].
+    Named { root: PathBuf, run_id: String },
+    /// `<root>/<job>/ranks/<rank>/` ([`RunDir::create_rank`]).
+    Rank { root: PathBuf, job: String, rank: u32 },
+}
+
+impl NewRun {
+    /// The directory's path.
+    pub(crate) fn path(&self) -> PathBuf {
+        match self {
+            NewRun::Named { root, run_id } => root.join(run_id),
+            NewRun::Rank { root, job, rank } => root.join(job).join(RANKS_DIR).join(rank.to_string()),
+        }
+    }
+}
+
+/// A fresh run id, `20261122T130558Z-a1b2c3`: the time, then 3 random bytes.
+pub(crate) fn new_run_id() -> String {
+    format!("{}-{}", utc_compact(std::time::SystemTime::now()), random_suffix())
+}
+
 #[derive(Debug, Clone)]
 pub struct RunDir {
     path: PathBuf,
@@ -364,6 +388,30 @@ impl RunDir {
     /// Two runs started in the same second get different random suffixes;
     /// `create_dir` fails on a clash and another suffix is drawn.
     pub(crate) fn create(root: &Path) -> Result<Self, Error> {
+        for _ in 0..64 {
+            match Self::create_new(root, &new_run_id())? {
+                Some(run) => return Ok(run),
+                None => continue,
+            }
+        }
+        Err(Error::new(ErrorKind::Internal, format!("no free run id under {}", root.display())))
+    }
+
+    /// Create `root/run_id`, with an id drawn before (by a profile run's
+    /// plan, [`new_run_id`], whose argv already name the directory): a clash
+    /// is refused, since the id cannot be drawn again.
+    pub(crate) fn create_named(root: &Path, run_id: &str) -> Result<Self, Error> {
+        Self::create_new(root, run_id)?.ok_or_else(|| {
+            Error::new(
+                ErrorKind::Internal,
+                format!("{} exists: another run drew the same run id", root.join(run_id).display()),
+            )
+            .with_hint("run the command again: it draws a new id")
+        })
+    }
+
+    /// `root/run_id` created; None when it exists.
+    fn create_new(root: &Path, run_id: &str) -> Result<Option<Self>, Error> {
         // `-o` of profile and workload is the folder runs are created in;
         // `-o` of import is the run directory itself. A run directory given
         // here is that mix-up: a run inside a run would be found by no one.
@@ -379,17 +427,29 @@ impl RunDir {
             )));
         }
         std::fs::create_dir_all(root).map_err(|e| io_error(root, "create the artifacts root", &e))?;
-        let stamp = utc_compact(std::time::SystemTime::now());
-        for _ in 0..64 {
-            let run_id = format!("{stamp}-{}", random_suffix());
-            let path = root.join(&run_id);
-            match std::fs::create_dir(&path) {
-                Ok(()) => return Ok(RunDir { path, run_id }),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(io_error(&path, "create the run directory", &e)),
-            }
+        let path = root.join(run_id);
+        match std::fs::create_dir(&path) {
+            Ok(()) => Ok(Some(RunDir { path, run_id: run_id.to_string() })),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(None),
+            Err(e) => Err(io_error(&path, "create the run directory", &e)),
         }
-        Err(Error::new(ErrorKind::Internal, format!("no free run id under {}", root.display())))
+    }
+
+    /// A profile run's directory where its plan put it, with the files the
+    /// plan starts it with (a rank's `rank.json`, the Python bootstrap),
+    /// written before anything runs in it.
+    pub(crate) fn create_planned(at: &NewRun, files: &[(&str, Vec<u8>)]) -> Result<Self, Error> {
+        let run = match at {
+            NewRun::Named { root, run_id } => Self::create_named(root, run_id)?,
+            NewRun::Rank { root, job, rank } => Self::create_rank(root, job, *rank)?,
+        };
+        for (rel, bytes) in files {
+            if let Some(dir) = Path::new(rel).parent().filter(|d| !d.as_os_str().is_empty()) {
+                run.subdir(&dir.to_string_lossy())?;
+            }
+            run.write(rel, bytes)?;
+        }
+        Ok(run)
     }
 
     /// Rank `rank`'s run directory of job `job`: `<root>/<job>/ranks/<rank>/`,

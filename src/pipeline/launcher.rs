@@ -9,8 +9,9 @@ use std::path::Path;
 
 use super::stage::Outcome;
 use crate::error::{Error, ErrorKind};
-use crate::plan::launcher::{rank_argv, Launcher};
+use crate::plan::launcher::Launcher;
 use crate::plan::rank;
+use crate::plan::SrunJob;
 use crate::process::{self, Exit, Sink, Spawn};
 use crate::run_dir::{self, LaunchedRank, RunDir};
 
@@ -54,34 +55,21 @@ pub(crate) fn launch_rank(record: Option<&Path>, wrap_ranks: &[u32], wrapper_len
         .with_hint("check that the command after -- exists and is executable on every node")
 }
 
-/// `profile --launcher srun -n N …`: a new job directory under `root`
-/// (named by `run_id`, else a fresh run id: two jobs never share one), srun
-/// running `llmperf profile --rank-from-env --run-id JOB …` on every rank,
-/// then `llmperf merge` of the job. A failed srun fails the run after the
-/// merge of what the ranks wrote.
-pub(crate) fn srun(
-    launcher: &Launcher,
-    raw_argv: &[OsString],
-    root: &Path,
-    run_id: Option<&str>,
-) -> Result<Outcome, Error> {
-    let (job_dir, job) = match run_id {
-        Some(id) => {
-            // Before srun starts any rank: `--run-id ..` would write beside the root.
-            let job = rank::job_name(id, "--launcher srun --run-id")?;
-            let dir = root.join(&job);
+/// `profile --launcher srun -n N …` as the plan has it: the job directory
+/// (`--run-id`'s, else a new one with the plan's id: two jobs never share
+/// one), srun running `llmperf profile --rank-from-env --run-id JOB …` on
+/// every rank, then `llmperf merge` of the job. A failed srun fails the run
+/// after the merge of what the ranks wrote.
+pub(crate) fn srun(job: &SrunJob) -> Result<Outcome, Error> {
+    let job_dir = match job.named {
+        true => {
+            let dir = job.root.join(&job.job);
             std::fs::create_dir_all(&dir).map_err(|e| run_dir::io_error(&dir, "create the job directory", &e))?;
-            (dir, job)
+            dir
         }
-        None => {
-            let run = RunDir::create(root)?;
-            (run.path().to_path_buf(), run.run_id().to_string())
-        }
+        false => RunDir::create_named(&job.root, &job.job)?.path().to_path_buf(),
     };
-    let mut argv = launcher.head();
-    argv.push(launcher.exe.clone().into_os_string());
-    argv.extend(rank_argv(raw_argv, &job));
-    let spec = Spawn::new(argv).stdout(Sink::File(job_dir.join("srun.stdout.log"))).stderr(Sink::Inherit);
+    let spec = Spawn::new(job.argv.clone()).stdout(Sink::File(job_dir.join("srun.stdout.log"))).stderr(Sink::Inherit);
     run_dir::write_atomic(&job_dir.join("srun.cmd.txt"), format!("{}\n", spec.display()).as_bytes())?;
     tracing::info!("srun: {}", spec.display());
     let done = process::run(&spec)?;

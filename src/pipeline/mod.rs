@@ -23,42 +23,28 @@ pub(crate) use workload::workload;
 use crate::config::Resolved;
 use crate::error::{Error, ErrorKind};
 use crate::manifest::ManifestWriter;
-use crate::plan::{Profiler, RunPlan, Use};
+use crate::plan::{Plan, Profiler, Use};
+use crate::profile::tools::Probed;
 use crate::profile::tools::{Kind, Tool};
-use crate::provenance::{self, Probed};
+use crate::provenance;
 use crate::run_dir::{self, absolute, RunDir};
 use crate::signals;
 pub(crate) use stage::Outcome;
 use stage::{Done, RunStatus};
 
-pub(crate) use launcher::{launch_rank, launcher_of, srun};
+pub(crate) use launcher::{launch_rank, launcher_of};
 pub(crate) use merge::merge;
 
-/// The run directory, created where the plan put it (a rank's with its
-/// `rank.json`; with `--annotate`, the bootstrap).
-fn create_run_dir(plan: &RunPlan) -> Result<RunDir, Error> {
-    use crate::plan::{annotate, Place};
-    let run = match &plan.place {
-        Place::Single { root } => RunDir::create(root)?,
-        Place::Rank { root, id } => {
-            let run = RunDir::create_rank(root, &id.job, id.rank)?;
-            run.write_json(run_dir::RANK_JSON, id)?;
-            run
-        }
-    };
-    if plan.bootstraps() {
-        run.subdir(run_dir::ANNOTATE_DIR)?;
-        run.write(run_dir::ANNOTATE_BOOTSTRAP, annotate::BOOTSTRAP.as_bytes())?;
-        run.write(run_dir::ANNOTATE_NVTX, annotate::NVTX.as_bytes())?;
-    }
-    Ok(run)
-}
-
-/// `llmperf profile`: the plan, the run directory, provenance, then the
-/// baseline, nsys and ncu stages as the plan has them, then the reports.
+/// `llmperf profile`: the tools probed, the plan, the run directory and
+/// provenance, then the baseline, nsys and ncu stages as the plan has them,
+/// then the reports. Under `--launcher srun`, srun's job instead.
 pub(crate) fn profile(req: Request) -> Result<Outcome, Error> {
-    let plan = RunPlan::new(&req)?;
     let cfg = &req.resolved.config;
+    let tools = Probed::probe(cfg);
+    let plan = match crate::plan::plan(&req, &tools)? {
+        Plan::Run(plan) => plan,
+        Plan::Srun(job) => return launcher::srun(&job),
+    };
     if let (true, crate::config::schema::Device::Cuda(n)) = (plan.builtin(), cfg.device) {
         check_cuda_device(n)?;
     }
@@ -67,17 +53,9 @@ pub(crate) fn profile(req: Request) -> Result<Outcome, Error> {
             "nsys, ncu and torch.profiler are all disabled: the command does not run and nothing is profiled (hint: drop --no-nsys, pass --tracer torch, or --replay-mode MODE for ncu)"
         );
     }
-    let run = create_run_dir(&plan)?;
+    let run = RunDir::create_planned(&plan.new_run(), &plan.files)?;
     tracing::info!("run directory: {}", run.path().display());
-    let mut tools = Probed::probe(cfg);
-    if let (true, Err(e)) = (plan.python, &mut tools.nsys) {
-        // A Python program can still get its timeline, without nsys.
-        let fix = e.hint.take().map(|h| format!("{h}; or ")).unwrap_or_default();
-        e.hint = Some(format!(
-            "{fix}record this Python program's timeline with torch.profiler instead: llmperf profile --tracer torch …"
-        ));
-    }
-    let argvs = plan.argvs(&run);
+    let argvs = &plan.argvs;
     let app = &argvs.nsys;
     provenance::write(&run, &req.resolved, app, plan.builtin(), &tools)?;
     let mut manifest = ManifestWriter::start(&run, req.llmperf_argv.clone())?;
@@ -93,28 +71,27 @@ pub(crate) fn profile(req: Request) -> Result<Outcome, Error> {
             perfetto = perfetto::PerfettoExport::of_torch_run(&run, cfg)?;
         }
         // Each profiler's stage as the plan has it: skipped, the application
-        // run plainly, or profiled where the tool was found.
+        // run plainly, unavailable, or profiled.
         for (profiler, stage) in [(Profiler::Nsys, "nsys"), (Profiler::Ncu, "ncu")] {
             if verdict.stopped() {
                 break;
             }
-            let (uses, probe, app) = match profiler {
-                Profiler::Nsys => (&plan.nsys, &tools.nsys, &argvs.nsys),
-                Profiler::Ncu => (&plan.ncu, &tools.ncu, &argvs.ncu),
+            let (uses, app) = match profiler {
+                Profiler::Nsys => (&plan.nsys, &argvs.nsys),
+                Profiler::Ncu => (&plan.ncu, &argvs.ncu),
             };
-            match uses {
-                Use::Off { reason, hint } => verdict.add(stage::skip(&mut manifest, stage, reason, hint)?),
-                Use::Plain { times, why } => {
+            match (uses, profiler) {
+                (Use::Off { reason, hint }, _) => verdict.add(stage::skip(&mut manifest, stage, reason, hint)?),
+                (Use::Plain { times, why }, _) => {
                     verdict.add(workload::plain(&run, &mut manifest, stage, app, *times, why)?)
                 }
-                Use::Profiled => {
-                    let Some(tool) = stage::found(&mut manifest, &mut verdict, stage, probe)? else { continue };
-                    match profiler {
-                        Profiler::Nsys => {
-                            nsys::capture(&run, &mut manifest, &mut verdict, &mut perfetto, cfg, (tool, app))?
-                        }
-                        Profiler::Ncu => ncu::profile(&run, &mut manifest, &mut verdict, cfg, tool, &plan, app)?,
-                    }
+                (Use::Unavailable(e), _) => verdict.add(stage::unavailable(&mut manifest, stage, e.clone())?),
+                (Use::Profiled(tool), Profiler::Nsys) => {
+                    let with = nsys::Capture { tool, app, nsys: &plan.nsys_config };
+                    nsys::capture(&run, &mut manifest, &mut verdict, &mut perfetto, cfg, with)?
+                }
+                (Use::Profiled(tool), Profiler::Ncu) => {
+                    ncu::profile(&run, &mut manifest, &mut verdict, cfg, tool, &plan, app)?
                 }
             }
         }
@@ -124,7 +101,7 @@ pub(crate) fn profile(req: Request) -> Result<Outcome, Error> {
         }
         if plan.annotates() {
             warn_without_module_ranges(&run, plan.annotate.mode);
-        } else if crate::plan::annotate::is_python(&req.command) {
+        } else if plan.python && !plan.builtin() {
             warn_python_without_ranges(&run);
         }
         Ok(())

@@ -33,9 +33,9 @@ use crate::signals;
 
 const RENDER_TIMEOUT: Duration = Duration::from_secs(1800);
 
-/// The ncu stage of a profile the plan profiles, with `tool` found, when it
-/// can do what the configuration asks of this ncu version: plan, run every
-/// pass, then report.
+/// The ncu stage of a profile the plan profiles, with `tool` found and able
+/// to do what the configuration asks (the plan checked): plan the passes,
+/// run every pass, then report.
 pub(crate) fn profile(
     run: &RunDir,
     manifest: &mut ManifestWriter,
@@ -46,10 +46,6 @@ pub(crate) fn profile(
     app: &[OsString],
 ) -> Result<(), Error> {
     let cli = &cfg.pipeline.ncu.ncu_cli;
-    if let Err(e) = ncu::check_version(cli, tool).and_then(|_| ncu::check_flags(cli, tool)) {
-        verdict.add(stage::unavailable(manifest, "ncu", e)?);
-        return Ok(());
-    }
     run.subdir(run_dir::NCU_DIR)?;
     let inside = plan.ncu_inside();
     let mut plan = plan_from_run(run, cfg, &plan.ncu_inputs);

@@ -27,21 +27,25 @@ use crate::signals;
 
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(1800);
 
-/// Run the application under nsys (`tool`, found), then analyse the capture.
+/// What the plan gives a capture: the nsys found, the application's argv
+/// and nsys's configuration as the plan resolved it for that nsys.
+pub(crate) struct Capture<'p> {
+    pub(crate) tool: &'p Tool,
+    pub(crate) app: &'p [OsString],
+    pub(crate) nsys: &'p NsysConfig,
+}
+
+/// Run the application under nsys, then analyse the capture.
 pub(crate) fn capture(
     run: &RunDir,
     manifest: &mut ManifestWriter,
     verdict: &mut RunStatus,
     later: &mut Option<PerfettoExport>,
     cfg: &Config,
-    (tool, app): (&Tool, &[OsString]),
+    Capture { tool, app, nsys: nsys_cfg }: Capture<'_>,
 ) -> Result<(), Error> {
-    let nsys_cfg = &cfg.pipeline.nsys;
     run.subdir(run_dir::NSYS_DIR)?;
     let base = absolute(&run.join(run_dir::NSYS_REPORT_BASE));
-    let mut resolved = nsys_cfg.clone();
-    resolved.cuda_graph_trace = nsys::resolve_graph_trace(nsys_cfg, || tool.has_cuda_graph_trace());
-    let nsys_cfg = &resolved;
     stop_orphaned_agents();
     let spec = Spawn::new(nsys::profile_argv(&tool.path, nsys_cfg, &base, app))
         .stdout(Sink::File(run.join(run_dir::NSYS_STDOUT)))

@@ -7,7 +7,6 @@ use std::time::Duration;
 use crate::error::{Error, ErrorKind};
 use crate::manifest::{Diagnosis, ExitInfo, ManifestWriter, Status};
 use crate::process::{self, Exit, Finished, Spawn};
-use crate::profile::tools::Tool;
 
 /// How a stage ended.
 #[derive(Debug)]
@@ -161,24 +160,6 @@ impl RunStatus {
 
     pub(crate) fn into_error(self) -> Option<Error> {
         self.error
-    }
-}
-
-/// The tool of a profiler stage the plan profiles, where it was found;
-/// otherwise the stage is recorded as unavailable and the run's verdict gets
-/// the error (the profiler was wanted but is missing).
-pub(crate) fn found<'t>(
-    manifest: &mut ManifestWriter,
-    verdict: &mut RunStatus,
-    stage: &str,
-    probe: &'t Result<Tool, Error>,
-) -> Result<Option<&'t Tool>, Error> {
-    match probe {
-        Ok(t) => Ok(Some(t)),
-        Err(e) => {
-            verdict.add(unavailable(manifest, stage, e.clone())?);
-            Ok(None)
-        }
     }
 }
 

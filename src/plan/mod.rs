@@ -1,14 +1,16 @@
-//! plan: what a run will do, decided before anything runs. [`RunPlan::new`]
-//! decides the whole `profile` run from its [`Request`]: where its run
-//! directory goes, whether the baseline runs, and per profiler whether it is
-//! off, runs the application plainly (a rank outside its `ranks`, in step with
-//! the others) or profiles it, with the argv each stage runs, wrapped by the
-//! launcher; [`job`] holds the per-rank rules, [`ncu`] plans the Nsight
+//! plan: what a run will do, decided before anything runs. [`plan`]
+//! decides the whole `profile` command from its [`Request`] and the tools
+//! probed before it ([`Probed`]): a job under srun ([`SrunJob`]), or one
+//! [`RunPlan`]: its run directory (the id drawn here) and the files it starts
+//! with, whether the baseline runs, per profiler whether it is off, runs the
+//! application plainly (a rank outside its `ranks`, in step with the others),
+//! is wanted but unavailable (not found, or unable to do what the
+//! configuration asks), or profiles it, with the tool and every stage's argv
+//! as values; [`job`] holds the per-rank rules, [`ncu`] plans the Nsight
 //! Compute passes from the plan's [`NcuInputs`] and what nsys saved. Nothing
-//! here writes a file (the pipeline creates the run directory where the plan
-//! puts it); the one file read is torchrun's script, for its interpreter. A run decides here once, and again for the ncu passes
-//! after nsys; once its directory exists, `RunPlan::argvs` gives every
-//! stage's argv as values.
+//! here writes a file or starts a process (the one file read is torchrun's
+//! script, for its interpreter). A run decides here once, and again for the
+//! ncu passes after nsys (their selectors come from nsys's regions).
 pub(crate) mod annotate;
 pub(crate) mod job;
 pub(crate) mod launcher;
@@ -17,14 +19,16 @@ pub(crate) mod preflight;
 pub(crate) mod rank;
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub(crate) use ncu::{NcuInputs, NcuPlan};
 
+use crate::config::schema::NsysConfig;
 use crate::config::{Config, Resolved};
 use crate::error::{Error, ErrorKind};
 use crate::profile;
-use crate::run_dir::{self, absolute, RunDir};
+use crate::profile::tools::{Probed, Tool};
+use crate::run_dir::{self, absolute, NewRun};
 use job::Job;
 use launcher::Launcher;
 use rank::RankId;
@@ -42,8 +46,56 @@ pub(crate) struct Request {
     /// `<root>/<job>/ranks/<rank>/`, with `rank.json`.
     pub(crate) rank: Option<RankId>,
     /// The profiler outside a launcher (`--launcher torchrun|mpirun`): the
-    /// ranks are processes of this run.
+    /// ranks are processes of this run; or (`--launcher srun`) the launcher
+    /// outside llmperf: each rank runs `llmperf profile` itself.
     pub(crate) launcher: Option<Launcher>,
+    /// `--run-id` (the job of `--launcher srun`; a rank's is in `rank`).
+    pub(crate) run_id: Option<String>,
+    /// llmperf's own argv as given, each rank's under srun.
+    pub(crate) raw_argv: Vec<OsString>,
+}
+
+/// What `llmperf profile` does.
+#[derive(Debug, Clone)]
+pub(crate) enum Plan {
+    /// One run of this process.
+    Run(Box<RunPlan>),
+    /// `--launcher srun`: srun starts every rank's `llmperf profile`.
+    Srun(SrunJob),
+}
+
+/// `--launcher srun`: the job directory, and the command srun runs.
+#[derive(Debug, Clone)]
+pub(crate) struct SrunJob {
+    /// The job directory is `<root>/<job>/`.
+    pub(crate) root: PathBuf,
+    pub(crate) job: String,
+    /// `--run-id` named the job: its directory may exist (the job's earlier
+    /// step). Else the job is a new directory with an id drawn here.
+    pub(crate) named: bool,
+    /// `srun -n N … llmperf profile --rank-from-env --run-id JOB …`.
+    pub(crate) argv: Vec<OsString>,
+}
+
+/// The plan of `llmperf profile`, or why it cannot run (checked before a run
+/// directory exists: a bad nsys option, a command that cannot run, ranks
+/// that could not stay in step, a bad job id).
+pub(crate) fn plan(req: &Request, tools: &Probed) -> Result<Plan, Error> {
+    match &req.launcher {
+        Some(l) if l.kind == launcher::LauncherKind::Srun => {
+            let root = req.resolved.config.runner.artifacts.root.clone();
+            let (job, named) = match &req.run_id {
+                // Before srun starts any rank: `--run-id ..` would write beside the root.
+                Some(id) => (rank::job_name(id, "--launcher srun --run-id")?, true),
+                None => (run_dir::new_run_id(), false),
+            };
+            let mut argv = l.head();
+            argv.push(l.exe.clone().into_os_string());
+            argv.extend(launcher::rank_argv(&req.raw_argv, &job));
+            Ok(Plan::Srun(SrunJob { root, job, named, argv }))
+        }
+        _ => Ok(Plan::Run(Box::new(RunPlan::new(req, tools)?))),
+    }
 }
 
 /// The run: where it goes, its stages and its application.
@@ -53,6 +105,14 @@ pub(crate) struct RunPlan {
     /// The built-in workload once without a profiler (`runner.run.baseline`).
     pub(crate) baseline: bool,
     pub(crate) place: Place,
+    /// The files the run directory starts with: a rank's `rank.json`, the
+    /// Python bootstrap (`--annotate`, `--tracer torch`).
+    pub(crate) files: Vec<(&'static str, Vec<u8>)>,
+    /// Every stage's argv (the paths in them are the run directory's).
+    pub(crate) argvs: Argvs,
+    /// nsys's configuration, `cuda_graph_trace: auto` made concrete for the
+    /// installed nsys.
+    pub(crate) nsys_config: NsysConfig,
     /// `--launcher torchrun|mpirun`: the launcher the profilers wrap.
     pub(crate) launch: Option<Launcher>,
     pub(crate) nsys: Use,
@@ -68,29 +128,32 @@ pub(crate) struct RunPlan {
     pub(crate) python: bool,
 }
 
-/// Where the run directory goes (its name is drawn when it is created).
+/// Where the run directory goes.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Place {
-    /// A new `<root>/<run_id>/`.
-    Single { root: PathBuf },
+    /// A new `<root>/<run_id>/`, the id drawn by the plan.
+    Single { root: PathBuf, run_id: String },
     /// `<root>/<job>/ranks/<rank>/`, with `rank.json` (the profilers it ran).
     Rank { root: PathBuf, id: RankId },
 }
 
 /// What one profiler's stage does in this run.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub(crate) enum Use {
     /// Not run: the stage is recorded as skipped with this reason and hint.
     Off { reason: String, hint: String },
     /// The application runs `times` times without the profiler, in step with
     /// the ranks that run it (stage `plain:<profiler>`).
     Plain { times: usize, why: String },
-    /// The profiler runs the application.
-    Profiled,
+    /// Wanted, but the tool was not found or cannot do what the
+    /// configuration asks: the stage is recorded unavailable with this error.
+    Unavailable(Error),
+    /// The profiler, found, runs the application.
+    Profiled(Tool),
 }
 
 /// The argv of each stage of a run ([`RunPlan::argvs`]).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Argvs {
     /// The unprofiled baseline: the application alone.
     pub(crate) baseline: Vec<OsString>,
@@ -120,10 +183,8 @@ pub(crate) enum App {
 }
 
 impl RunPlan {
-    /// The plan of `llmperf profile`, or why it cannot run (checked before a
-    /// run directory exists: a bad nsys option, a command that cannot run,
-    /// ranks that could not stay in step).
-    pub(crate) fn new(req: &Request) -> Result<RunPlan, Error> {
+    /// The plan of one run (not srun's: [`plan`]), or why it cannot run.
+    fn new(req: &Request, tools: &Probed) -> Result<RunPlan, Error> {
         let cfg = &req.resolved.config;
         let command = match &req.launcher {
             Some(l) => l.command(req.command.clone()),
@@ -155,36 +216,67 @@ impl RunPlan {
             (None, None) => None,
         };
         let (nsys, ncu) = (uses(cfg, job.as_ref(), Profiler::Nsys), uses(cfg, job.as_ref(), Profiler::Ncu));
-        let root = cfg.runner.artifacts.root.clone();
-        let place = match &req.rank {
-            Some(r) => {
-                let profiled = [("nsys", &nsys), ("ncu", &ncu)].into_iter().filter(|(_, u)| **u == Use::Profiled);
-                let mut profiled: Vec<String> = profiled.map(|(name, _)| name.to_string()).collect();
-                if torch.is_some() {
-                    profiled.insert(0, "torch".into());
-                }
-                Place::Rank { root, id: RankId { profiled, ..r.clone() } }
-            }
-            None => Place::Single { root },
-        };
+        let place = place_of(req, &nsys, &ncu, torch.is_some());
         let ncu_inputs = NcuInputs {
             in_step: job.as_ref().is_some_and(|j| j.ncu_in_step),
             leave_out_comm: job.as_ref().is_some_and(|j| j.exclude_comm),
             inside_rank: job.as_ref().and_then(|j| j.ncu_rank),
         };
-        Ok(RunPlan {
+        let mut nsys_config = cfg.pipeline.nsys.clone();
+        nsys_config.cuda_graph_trace = profile::nsys::resolve_graph_trace(&nsys_config, || tools.nsys_graph_trace);
+        let mut plan = RunPlan {
             app,
             baseline,
             place,
+            files: Vec::new(),
+            argvs: Argvs::default(),
+            nsys_config,
             launch: req.launcher.clone(),
-            nsys,
-            ncu,
+            nsys: with_tool(nsys, &tools.nsys, |_| Ok(())),
+            ncu: with_tool(ncu, &tools.ncu, |tool| {
+                let cli = &cfg.pipeline.ncu.ncu_cli;
+                profile::ncu::check_version(cli, tool).and_then(|_| profile::ncu::check_flags(cli, tool))
+            }),
             ncu_inputs,
             annotate: annotation,
             pythonpath: std::env::var_os("PYTHONPATH"),
             torch,
             python,
-        })
+        };
+        if let (true, Use::Unavailable(e)) = (plan.python, &mut plan.nsys) {
+            // A Python program can still get its timeline, without nsys.
+            let fix = e.hint.take().map(|h| format!("{h}; or ")).unwrap_or_default();
+            e.hint = Some(format!(
+                "{fix}record this Python program's timeline with torch.profiler instead: llmperf profile --tracer torch …"
+            ));
+        }
+        plan.files = plan.first_files()?;
+        plan.argvs = plan.argvs_in(&plan.new_run().path());
+        Ok(plan)
+    }
+
+    /// Where the run directory is created.
+    pub(crate) fn new_run(&self) -> NewRun {
+        match &self.place {
+            Place::Single { root, run_id } => NewRun::Named { root: root.clone(), run_id: run_id.clone() },
+            Place::Rank { root, id } => NewRun::Rank { root: root.clone(), job: id.job.clone(), rank: id.rank },
+        }
+    }
+
+    /// The files the run directory starts with.
+    fn first_files(&self) -> Result<Vec<(&'static str, Vec<u8>)>, Error> {
+        let mut files = Vec::new();
+        if let Place::Rank { id, .. } = &self.place {
+            let mut text = serde_json::to_string_pretty(id)
+                .map_err(|e| Error::new(ErrorKind::Internal, format!("serializing rank.json: {e}")))?;
+            text.push('\n');
+            files.push((run_dir::RANK_JSON, text.into_bytes()));
+        }
+        if self.bootstraps() {
+            files.push((run_dir::ANNOTATE_BOOTSTRAP, annotate::BOOTSTRAP.as_bytes().to_vec()));
+            files.push((run_dir::ANNOTATE_NVTX, annotate::NVTX.as_bytes().to_vec()));
+        }
+        Ok(files)
     }
 
     /// Whether llmperf injects ranges into the command (`--annotate`).
@@ -205,9 +297,8 @@ impl RunPlan {
             && self.torch.is_none()
     }
 
-    /// Every argv the run's stages run, once its directory exists (the
-    /// paths in them are the directory's): values the stages take.
-    pub(crate) fn argvs(&self, run: &RunDir) -> Argvs {
+    /// Every argv the run's stages run in the run directory `run`.
+    fn argvs_in(&self, run: &Path) -> Argvs {
         Argvs {
             baseline: self.app_argv(run, run_dir::BASELINE_TIMINGS_JSON),
             nsys: self.argv(Profiler::Nsys, run),
@@ -218,7 +309,7 @@ impl RunPlan {
 
     /// The application under torch.profiler: behind the bootstrap, which
     /// starts the profiler and writes its traces into `torch/trace/`.
-    fn torch_argv(&self, run: &RunDir) -> Vec<OsString> {
+    fn torch_argv(&self, run: &Path) -> Vec<OsString> {
         let Some(config) = &self.torch else { return Vec::new() };
         let inner = self.app_argv(run, run_dir::TIMINGS_JSON);
         let dir = absolute(&run.join(run_dir::ANNOTATE_DIR));
@@ -230,7 +321,7 @@ impl RunPlan {
     /// The argv a profiler's stage runs (profiled or plain): the application,
     /// inside the launcher when the profiler wraps it. ncu on one rank inside
     /// the launcher gets the bare application (each pass wraps it itself).
-    fn argv(&self, profiler: Profiler, run: &RunDir) -> Vec<OsString> {
+    fn argv(&self, profiler: Profiler, run: &Path) -> Vec<OsString> {
         let (timings, record) = match profiler {
             Profiler::Nsys => (run_dir::TIMINGS_JSON, run_dir::LAUNCHED_RANKS_DIR),
             Profiler::Ncu => (run_dir::NCU_TIMINGS_JSON, run_dir::LAUNCHED_NCU_RANKS_DIR),
@@ -258,7 +349,7 @@ impl RunPlan {
 
     /// The application's argv for a stage whose built-in workload writes its
     /// timings to `timings` (ncu replay slows it down: its timings are kept apart).
-    fn app_argv(&self, run: &RunDir, timings: &str) -> Vec<OsString> {
+    fn app_argv(&self, run: &Path, timings: &str) -> Vec<OsString> {
         match &self.app {
             App::Command(argv) => argv.clone(),
             App::Builtin { exe, no_nvtx } => {
@@ -266,7 +357,7 @@ impl RunPlan {
                     exe.into(),
                     "workload".into(),
                     "--run-dir".into(),
-                    absolute(run.path()).into(),
+                    absolute(run).into(),
                     "--resolved-config".into(),
                     absolute(&run.join(run_dir::CONFIG_YAML)).into(),
                     "--timings-file".into(),
@@ -307,23 +398,23 @@ impl App {
 /// What a profiler's stage does: off when disabled; in a job, plain on a rank
 /// outside its `ranks` (ncu: once per pass of the plan made from the
 /// configuration alone, as the profiled rank makes it).
-fn uses(cfg: &Config, job: Option<&Job>, profiler: Profiler) -> Use {
+fn uses(cfg: &Config, job: Option<&Job>, profiler: Profiler) -> Want {
     let (name, enabled) = match profiler {
         Profiler::Nsys => ("nsys", cfg.pipeline.nsys.enable),
         Profiler::Ncu => ("ncu", cfg.pipeline.ncu.enable),
     };
     if profiler == Profiler::Nsys && cfg.pipeline.torch.enable {
-        return Use::Off {
+        return Want::Not(Use::Off {
             reason: "the timeline comes from torch.profiler (--tracer torch)".into(),
             hint: "--tracer nsys records it with Nsight Systems".into(),
-        };
+        });
     }
     if !enabled {
         let hint = match profiler {
             Profiler::Ncu => "enable with --replay-mode MODE or pipeline.ncu.enable=true".to_string(),
             Profiler::Nsys => "enable with pipeline.nsys.enable=true".to_string(),
         };
-        return Use::Off { reason: format!("disabled (pipeline.{name}.enable=false)"), hint };
+        return Want::Not(Use::Off { reason: format!("disabled (pipeline.{name}.enable=false)"), hint });
     }
     let on_this_rank = match profiler {
         Profiler::Nsys => job.is_none_or(|j| j.nsys),
@@ -335,9 +426,45 @@ fn uses(cfg: &Config, job: Option<&Job>, profiler: Profiler) -> Use {
                 Profiler::Nsys => 1,
                 Profiler::Ncu => ncu::passes_in_step(cfg),
             };
-            Use::Plain { times, why: j.why_plain(name) }
+            Want::Not(Use::Plain { times, why: j.why_plain(name) })
         }
-        _ => Use::Profiled,
+        _ => Want::Profiled,
+    }
+}
+
+/// What the configuration and the job want of a profiler, before its tool.
+enum Want {
+    /// Off or plain.
+    Not(Use),
+    Profiled,
+}
+
+/// A profiled stage with its probed tool, or unavailable where the tool was
+/// not found or `check` refuses it.
+fn with_tool(wanted: Want, probe: &Result<Tool, Error>, check: impl FnOnce(&Tool) -> Result<(), Error>) -> Use {
+    match wanted {
+        Want::Profiled => match probe.as_ref().map_err(Clone::clone).and_then(|t| check(t).map(|_| t)) {
+            Ok(tool) => Use::Profiled(tool.clone()),
+            Err(e) => Use::Unavailable(e),
+        },
+        Want::Not(other) => other,
+    }
+}
+
+/// Where the run directory goes: a rank's (with the profilers wanted of it,
+/// for `rank.json`), or a new one with a drawn id.
+fn place_of(req: &Request, nsys: &Want, ncu: &Want, torch: bool) -> Place {
+    let root = req.resolved.config.runner.artifacts.root.clone();
+    match &req.rank {
+        Some(r) => {
+            let profiled = [("nsys", nsys), ("ncu", ncu)].into_iter().filter(|(_, u)| matches!(u, Want::Profiled));
+            let mut profiled: Vec<String> = profiled.map(|(name, _)| name.to_string()).collect();
+            if torch {
+                profiled.insert(0, "torch".into());
+            }
+            Place::Rank { root, id: RankId { profiled, ..r.clone() } }
+        }
+        None => Place::Single { root, run_id: run_dir::new_run_id() },
     }
 }
 
@@ -391,7 +518,36 @@ mod tests {
             exe: PathBuf::from("/opt/llmperf"),
             python: None,
         });
-        Request { resolved, command: Vec::new(), no_nvtx: false, llmperf_argv: Vec::new(), rank, launcher }
+        let (run_id, raw_argv) = (None, Vec::new());
+        Request {
+            resolved,
+            command: Vec::new(),
+            no_nvtx: false,
+            llmperf_argv: Vec::new(),
+            rank,
+            launcher,
+            run_id,
+            raw_argv,
+        }
+    }
+
+    /// A tool as probed, without asking a process (its `--help` says nothing).
+    fn tool(name: &str, version: profile::tools::Version) -> Tool {
+        let help = std::sync::OnceLock::from(None);
+        Tool { path: PathBuf::from(format!("/opt/{name}")), version, version_text: String::new(), help }
+    }
+
+    fn found() -> Probed {
+        let v = profile::tools::Version::new(2025, 3, 1);
+        Probed { nsys: Ok(tool("nsys", v)), ncu: Ok(tool("ncu", v)), nsys_graph_trace: true }
+    }
+
+    fn plan_of(req: &Request) -> Result<RunPlan, Error> {
+        RunPlan::new(req, &found())
+    }
+
+    fn profiled(u: &Use) -> bool {
+        matches!(u, Use::Profiled(_))
     }
 
     const NCU_KERNEL: [&str; 2] = ["pipeline.ncu.enable=true", "pipeline.ncu.ncu_cli.replay_mode=kernel"];
@@ -402,21 +558,28 @@ mod tests {
 
     #[test]
     fn a_single_run_profiles_with_what_is_enabled() {
-        let plan = RunPlan::new(&request(&["pipeline.ncu.enable=false"], None, None)).unwrap();
-        assert_eq!(plan.place, Place::Single { root: "/nonexistent/runs".into() });
-        assert_eq!(plan.nsys, Use::Profiled);
+        let plan = plan_of(&request(&["pipeline.ncu.enable=false"], None, None)).unwrap();
+        let Place::Single { root, run_id } = &plan.place else { panic!("{:?}", plan.place) };
+        assert_eq!(root, Path::new("/nonexistent/runs"));
+        // The id is drawn here: every argv names the directory it will be.
+        let dir = Path::new("/nonexistent/runs").join(run_id);
+        assert_eq!(plan.new_run().path(), dir);
+        assert!(plan.argvs.nsys.contains(&dir.clone().into_os_string()), "{:?}", plan.argvs.nsys);
+        assert!(plan.argvs.baseline.contains(&dir.into_os_string()), "{:?}", plan.argvs.baseline);
+        assert!(plan.files.is_empty());
+        assert!(matches!(&plan.nsys, Use::Profiled(t) if t.path == Path::new("/opt/nsys")));
         assert!(matches!(&plan.ncu, Use::Off { reason, .. } if reason == "disabled (pipeline.ncu.enable=false)"));
         assert_eq!(plan.ncu_inputs, NcuInputs::default());
         assert!(!plan.idle());
         let off = ["pipeline.nsys.enable=false", "pipeline.ncu.enable=false", "runner.run.baseline=false"];
-        assert!(RunPlan::new(&request(&off, None, None)).unwrap().idle());
+        assert!(plan_of(&request(&off, None, None)).unwrap().idle());
     }
 
     #[test]
     fn a_rank_outside_the_profiled_ranks_runs_plainly_in_step() {
         let mut cfg = vec!["pipeline.nsys.ranks=[0]", "pipeline.ncu.ranks=[0]"];
         cfg.extend(NCU_KERNEL);
-        let other = RunPlan::new(&request(&cfg, Some(2), None)).unwrap();
+        let other = plan_of(&request(&cfg, Some(2), None)).unwrap();
         let passes = ncu::passes_in_step(&request(&cfg, None, None).resolved.config);
         assert!(passes >= 1);
         assert!(plain(1)(&other.nsys), "{:?}", other.nsys);
@@ -430,10 +593,16 @@ mod tests {
         assert!(id.profiled.is_empty());
         assert_eq!(other.ncu_inputs, NcuInputs { in_step: true, leave_out_comm: true, inside_rank: None });
 
-        let zero = RunPlan::new(&request(&cfg, Some(0), None)).unwrap();
-        assert_eq!((&zero.nsys, &zero.ncu), (&Use::Profiled, &Use::Profiled));
+        let zero = plan_of(&request(&cfg, Some(0), None)).unwrap();
+        assert!(profiled(&zero.nsys) && profiled(&zero.ncu));
         let Place::Rank { id, .. } = &zero.place else { panic!() };
         assert_eq!(id.profiled, ["nsys", "ncu"]);
+        // The rank's directory starts with its rank.json.
+        assert_eq!(zero.new_run().path(), Path::new("/nonexistent/runs/job1/ranks/0"));
+        let [(name, bytes)] = zero.files.as_slice() else { panic!("{:?}", zero.files) };
+        assert_eq!(*name, run_dir::RANK_JSON);
+        let written: RankId = serde_json::from_slice(bytes).unwrap();
+        assert_eq!((written.rank, written.profiled), (0, vec!["nsys".to_string(), "ncu".to_string()]));
         assert_eq!(zero.ncu_inputs, other.ncu_inputs);
     }
 
@@ -441,8 +610,8 @@ mod tests {
     fn every_rank_profiled_needs_no_step_and_keeps_nccl_when_asked() {
         let mut cfg = vec!["pipeline.ncu.comm_kernels=true", "pipeline.ncu.ncu_cli.replay_mode=application"];
         cfg.extend(["pipeline.ncu.enable=true", "pipeline.ncu.ranks=all"]);
-        let plan = RunPlan::new(&request(&cfg, Some(3), None)).unwrap();
-        assert_eq!((&plan.nsys, &plan.ncu), (&Use::Profiled, &Use::Profiled));
+        let plan = plan_of(&request(&cfg, Some(3), None)).unwrap();
+        assert!(profiled(&plan.nsys) && profiled(&plan.ncu));
         assert_eq!(plan.ncu_inputs, NcuInputs { in_step: false, leave_out_comm: false, inside_rank: None });
     }
 
@@ -451,30 +620,29 @@ mod tests {
         for mode in ["application", "app-range", "auto"] {
             let replay = format!("pipeline.ncu.ncu_cli.replay_mode={mode}");
             let cfg = ["pipeline.ncu.enable=true", replay.as_str(), "pipeline.ncu.ranks=[0]"];
-            let err = RunPlan::new(&request(&cfg, Some(1), None)).unwrap_err();
+            let err = plan_of(&request(&cfg, Some(1), None)).unwrap_err();
             assert!(err.message.contains("cannot run in step with it"), "{mode}: {}", err.message);
             // ncu on one rank inside a launcher: the same rule.
-            let err = RunPlan::new(&request(&cfg, None, Some((LauncherKind::Torchrun, 2)))).unwrap_err();
+            let err = plan_of(&request(&cfg, None, Some((LauncherKind::Torchrun, 2)))).unwrap_err();
             assert!(err.message.contains("cannot run in step with it"), "{mode}: {}", err.message);
         }
     }
 
     #[test]
     fn under_a_launcher_nsys_wraps_it_and_ncu_wraps_it_or_runs_on_one_rank() {
-        let dir = tempfile::tempdir().unwrap();
-        let run = RunDir::create(dir.path()).unwrap();
+        let run = Path::new("/nonexistent/runs/r1");
         let torchrun = Some((LauncherKind::Torchrun, 2));
         let all = [NCU_KERNEL[0], NCU_KERNEL[1], "pipeline.ncu.ranks=all"];
-        let all = RunPlan::new(&request(&all, None, torchrun)).unwrap();
-        assert_eq!(all.place, Place::Single { root: "/nonexistent/runs".into() });
-        assert_eq!((&all.nsys, &all.ncu), (&Use::Profiled, &Use::Profiled));
+        let all = plan_of(&request(&all, None, torchrun)).unwrap();
+        assert!(matches!(&all.place, Place::Single { .. }));
+        assert!(profiled(&all.nsys) && profiled(&all.ncu));
         assert_eq!(all.ncu_inputs, NcuInputs { in_step: false, leave_out_comm: true, inside_rank: None });
-        let nsys = all.argv(Profiler::Nsys, &run);
+        let nsys = all.argv(Profiler::Nsys, run);
         let text: Vec<String> = nsys.iter().map(|a| a.to_string_lossy().into_owned()).collect();
         assert_eq!(text[..4], ["torchrun", "--standalone", "--nproc-per-node", "2"]);
         assert!(text.contains(&run.join(run_dir::LAUNCHED_RANKS_DIR).display().to_string()), "{text:?}");
         assert!(text.contains(&run_dir::TIMINGS_JSON.to_string()), "{text:?}");
-        let ncu: Vec<String> = all.argv(Profiler::Ncu, &run).iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        let ncu: Vec<String> = all.argv(Profiler::Ncu, run).iter().map(|a| a.to_string_lossy().into_owned()).collect();
         assert_eq!(ncu[0], "torchrun");
         assert!(ncu.contains(&run.join(run_dir::LAUNCHED_NCU_RANKS_DIR).display().to_string()), "{ncu:?}");
         assert!(ncu.contains(&run_dir::NCU_TIMINGS_JSON.to_string()), "{ncu:?}");
@@ -482,19 +650,19 @@ mod tests {
 
         let mut one = NCU_KERNEL.to_vec();
         one.push("pipeline.ncu.ranks=[1]");
-        let one = RunPlan::new(&request(&one, None, torchrun)).unwrap();
+        let one = plan_of(&request(&one, None, torchrun)).unwrap();
         assert_eq!(one.ncu_inputs.inside_rank, Some(1));
         assert!(!one.ncu_inputs.in_step);
         assert_eq!(one.ncu_inside().map(|(l, r)| (l.kind, r)), Some((LauncherKind::Torchrun, 1)));
-        let ncu = one.argv(Profiler::Ncu, &run);
+        let ncu = one.argv(Profiler::Ncu, run);
         assert_eq!(ncu[1], "workload", "ncu inside the launcher gets the bare application: {ncu:?}");
-        assert_eq!(one.argv(Profiler::Nsys, &run)[0], "torchrun");
+        assert_eq!(one.argv(Profiler::Nsys, run)[0], "torchrun");
     }
 
     #[test]
     fn a_launcher_refuses_ranks_it_cannot_honour() {
         let mpirun = Some((LauncherKind::Mpirun, 2));
-        let err = RunPlan::new(&request(&["pipeline.nsys.ranks=[0]"], None, mpirun)).unwrap_err();
+        let err = plan_of(&request(&["pipeline.nsys.ranks=[0]"], None, mpirun)).unwrap_err();
         assert!(
             err.message.starts_with("pipeline.nsys.ranks=[0]: with --launcher mpirun one nsys wraps"),
             "{}",
@@ -503,8 +671,53 @@ mod tests {
         for ranks in ["[0, 1]", "[2]"] {
             let set = format!("pipeline.ncu.ranks={ranks}");
             let cfg = [NCU_KERNEL[0], NCU_KERNEL[1], set.as_str()];
-            let err = RunPlan::new(&request(&cfg, None, mpirun)).unwrap_err();
+            let err = plan_of(&request(&cfg, None, mpirun)).unwrap_err();
             assert!(err.message.contains("ncu runs on one rank (below --nproc 2) or on all"), "{}", err.message);
         }
+    }
+
+    #[test]
+    fn a_profiler_wanted_but_missing_or_unable_is_unavailable_in_the_plan() {
+        let v2022 = profile::tools::Version::new(2022, 3, 0);
+        let missing = Error::new(ErrorKind::ProfilerUnavailable, "nsys not found").with_hint("install it");
+        let tools = Probed { nsys: Err(missing), ncu: Ok(tool("ncu", v2022)), nsys_graph_trace: false };
+        let cfg = ["pipeline.ncu.enable=true", "pipeline.ncu.ncu_cli.replay_mode=app-range", "pipeline.ncu.ranks=all"];
+        let plan = RunPlan::new(&request(&cfg, Some(0), None), &tools).unwrap();
+        assert!(matches!(&plan.nsys, Use::Unavailable(e) if e.message == "nsys not found"), "{:?}", plan.nsys);
+        // ncu 2022.3 has no app-range replay: refused before anything runs.
+        let Use::Unavailable(e) = &plan.ncu else { panic!("{:?}", plan.ncu) };
+        assert!(e.message.starts_with("--replay-mode app-range needs Nsight Compute 2023.1.0"), "{}", e.message);
+        // Wanted of this rank all the same (rank.json says what it should have profiled).
+        let Place::Rank { id, .. } = &plan.place else { panic!() };
+        assert_eq!(id.profiled, ["nsys", "ncu"]);
+    }
+
+    #[test]
+    fn graph_trace_auto_is_made_concrete_for_the_probed_nsys() {
+        let auto = ["pipeline.nsys.cuda_graph_trace=auto"];
+        let plan = plan_of(&request(&auto, None, None)).unwrap();
+        assert_eq!(plan.nsys_config.cuda_graph_trace, Some(crate::config::schema::CudaGraphTrace::Node));
+        let without = Probed { nsys_graph_trace: false, ..found() };
+        let plan = RunPlan::new(&request(&auto, None, None), &without).unwrap();
+        assert_eq!(plan.nsys_config.cuda_graph_trace, None);
+    }
+
+    #[test]
+    fn srun_is_planned_as_a_job_whose_ranks_plan_themselves() {
+        let mut req = request(&[], None, Some((LauncherKind::Srun, 4)));
+        req.raw_argv =
+            ["llmperf", "profile", "--launcher", "srun", "-n", "4", "--", "./app"].map(OsString::from).into();
+        let Plan::Srun(job) = plan(&req, &found()).unwrap() else { panic!("not a job") };
+        assert!(!job.named);
+        assert_eq!(job.root, Path::new("/nonexistent/runs"));
+        let words: Vec<String> = job.argv.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        let rank = ["/opt/llmperf", "profile", "--rank-from-env", "--run-id", job.job.as_str(), "--", "./app"];
+        assert_eq!(words, [&["srun", "-n", "4"][..], &rank[..]].concat());
+        req.run_id = Some("..".into());
+        let err = plan(&req, &found()).unwrap_err();
+        assert!(err.message.contains("names no directory of its own"), "{}", err.message);
+        req.run_id = Some("job 7".into());
+        let Plan::Srun(job) = plan(&req, &found()).unwrap() else { panic!() };
+        assert!(job.named);
     }
 }

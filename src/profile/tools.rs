@@ -132,6 +132,40 @@ impl Kind {
     }
 }
 
+/// The profilers of a run, probed once, before the run is planned, with
+/// what the plan asks of them: the plan and env.json read these values, and
+/// no stage probes again.
+pub(crate) struct Probed {
+    pub(crate) nsys: Result<Tool, Error>,
+    pub(crate) ncu: Result<Tool, Error>,
+    /// nsys has `--cuda-graph-trace` (asked only where the configuration
+    /// leaves it to `auto`).
+    pub(crate) nsys_graph_trace: bool,
+}
+
+impl Probed {
+    /// Both at once: each `--version` takes ~20 ms, which a profile run pays
+    /// before its workload starts (bench/profile_overhead.sh). With ncu
+    /// enabled, its `--help` too: the plan checks the flags against it.
+    pub(crate) fn probe(cfg: &crate::config::Config) -> Self {
+        std::thread::scope(|s| {
+            let ncu = s.spawn(|| {
+                let tool = Tool::probe(Kind::Ncu, &cfg.pipeline.ncu.executable)?;
+                if cfg.pipeline.ncu.enable {
+                    tool.help_text();
+                }
+                Ok(tool)
+            });
+            let nsys = Tool::probe(Kind::Nsys, &cfg.pipeline.nsys.executable);
+            let auto = cfg.pipeline.nsys.cuda_graph_trace == Some(crate::config::schema::CudaGraphTrace::Auto);
+            let nsys_graph_trace = auto && nsys.as_ref().is_ok_and(Tool::has_cuda_graph_trace);
+            let ncu =
+                ncu.join().unwrap_or_else(|_| Err(Error::new(ErrorKind::Internal, "probing ncu panicked".to_string())));
+            Probed { nsys, ncu, nsys_graph_trace }
+        })
+    }
+}
+
 /// A located, version-probed profiler.
 #[derive(Debug, Clone)]
 pub(crate) struct Tool {

@@ -11,7 +11,7 @@ pub(crate) mod capture;
 pub(crate) mod host;
 pub(crate) mod libtorch;
 
-use crate::profile::tools::{Kind, Tool};
+use crate::profile::tools::{Probed, Tool};
 use crate::run_dir::utc_now;
 use host::{CounterAccess, Cpu, Gpus, Os};
 use libtorch::Libtorch;
@@ -56,27 +56,6 @@ impl ToolFact {
             },
             Err(e) => ToolFact { path: None, version: None, version_text: None, error: Some(e.message.clone()) },
         }
-    }
-}
-
-/// The profilers of a run, probed once and shared by the stages and env.json.
-pub(crate) struct Probed {
-    pub(crate) nsys: Result<Tool, Error>,
-    pub(crate) ncu: Result<Tool, Error>,
-}
-
-impl Probed {
-    /// Both at once: each `--version` takes ~20 ms, which a profile run pays
-    /// before its workload starts (bench/profile_overhead.sh).
-    pub(crate) fn probe(cfg: &Config) -> Self {
-        std::thread::scope(|s| {
-            let ncu = s.spawn(|| Tool::probe(Kind::Ncu, &cfg.pipeline.ncu.executable));
-            let nsys = Tool::probe(Kind::Nsys, &cfg.pipeline.nsys.executable);
-            let ncu = ncu.join().unwrap_or_else(|_| {
-                Err(Error::new(crate::error::ErrorKind::Internal, "probing ncu panicked".to_string()))
-            });
-            Probed { nsys, ncu }
-        })
     }
 }
 
