@@ -755,6 +755,12 @@ fn kind_name(kind: std::fs::FileType) -> &'static str {
 
 /// Write `bytes` to `path` through a temporary sibling and a rename.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    write_atomic_with(path, |out| out.write_all(bytes))
+}
+
+/// Write what `fill` writes to `path` through a temporary sibling, synced,
+/// and a rename: `path` is whole or untouched.
+fn write_atomic_with(path: &Path, fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>) -> Result<(), Error> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| io_error(dir, "create", &e))?;
     let mut tmp = tempfile::Builder::new()
@@ -764,7 +770,7 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
         .tempfile_in(dir)
         .map_err(|e| io_error(dir, "create a temporary file in", &e))?;
-    tmp.write_all(bytes).map_err(|e| io_error(path, "write", &e))?;
+    fill(tmp.as_file_mut()).map_err(|e| io_error(path, "write", &e))?;
     tmp.as_file().sync_all().map_err(|e| io_error(path, "sync", &e))?;
     tmp.persist(path).map_err(|e| io_error(path, "rename into", &e.error))?;
     Ok(())
@@ -861,10 +867,20 @@ pub(crate) fn append(path: &Path, bytes: &[u8]) -> Result<(), Error> {
 
 /// `value` as pretty JSON with a final newline, written through [`write_atomic`].
 pub(crate) fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<(), Error> {
-    let mut text = serde_json::to_string_pretty(value)
-        .map_err(|e| Error::new(ErrorKind::Internal, format!("serializing {}: {e}", path.display())))?;
-    text.push('\n');
-    write_atomic(path, text.as_bytes())
+    // Streamed into the file: a large artifact (samples.json: ~10 MB at 1M
+    // ranges) is never held whole in memory. The bytes are to_string_pretty's.
+    write_atomic_with(path, |out| {
+        let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+        serde_json::to_writer_pretty(&mut out, value).map_err(|e| {
+            if e.is_io() {
+                std::io::Error::from(e)
+            } else {
+                std::io::Error::other(format!("serializing: {e}"))
+            }
+        })?;
+        out.write_all(b"\n")?;
+        out.flush()
+    })
 }
 
 /// `20261122T130558Z`: sortable, no characters a shell or a file system dislikes.

@@ -259,6 +259,7 @@ const PUB_FOR_SIGNATURES: &[(&str, &str)] = &[
     ("aggregate::roofline", "TensorUse"),
     ("aggregate::select", "Selection"),
     ("config", "Resolved"),
+    ("parse::nsys::ingest", "Fork"),
     ("config::schema", "HfConfig"),
     ("config::schema", "HfPreset"),
     ("config::schema", "HfSize"),

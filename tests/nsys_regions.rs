@@ -12,7 +12,7 @@ const ABACUS: &str = "real/derived/abacus/report1.nsys2022.4.sqlite";
 /// One pass over an export into its reports, as the pipeline makes them.
 fn pass(db: &NsysDb, top_n: usize) -> Result<aggregate::Ingested, llmperf::error::Error> {
     let read = llmperf::parse::nsys::ingest::ingest(db, &[], aggregate::KernelTotals::new)?;
-    aggregate::reports(read, &[], top_n)
+    aggregate::reports(read, &[], top_n, &llmperf::parse::nsys::ingest::Threads)
 }
 
 fn ingest(path: &Path) -> (RegionsReport, Vec<aggregate::TopKernel>, usize) {

@@ -101,6 +101,10 @@ impl Runs {
     pub(crate) fn sorted(mut self) -> Result<Sorted, Error> {
         self.packed.sort_unstable();
         self.wide.sort_unstable();
+        if self.files.is_empty() && self.wide.is_empty() {
+            // Nothing to merge: the buffer, read in order.
+            return Ok(Sorted(Order::Packed(std::mem::take(&mut self.packed).into_iter())));
+        }
         let memory =
             Merged::new(std::mem::take(&mut self.packed).into_iter(), std::mem::take(&mut self.wide).into_iter());
         let mut sources: Vec<Source> =
@@ -112,7 +116,7 @@ impl Runs {
                 heap.push(Reverse((p, i)));
             }
         }
-        Ok(Sorted { sources, heap })
+        Ok(Sorted(Order::Merge { sources, heap }))
     }
 }
 
@@ -164,19 +168,27 @@ impl Source {
     }
 }
 
-/// The merge of the runs: pairs in (key, value) order.
-pub(crate) struct Sorted {
-    sources: Vec<Source>,
-    heap: BinaryHeap<Reverse<((u32, i64), usize)>>,
+/// The pairs in (key, value) order.
+pub(crate) struct Sorted(Order);
+
+/// One sorted buffer of packed pairs (no run written, no wide pair: read in
+/// order, nothing to merge), or the merge of the runs.
+enum Order {
+    Packed(std::vec::IntoIter<u64>),
+    Merge { sources: Vec<Source>, heap: BinaryHeap<Reverse<((u32, i64), usize)>> },
 }
 
 impl Sorted {
     pub(crate) fn pop(&mut self) -> Result<Option<(u32, i64)>, Error> {
+        let (sources, heap) = match &mut self.0 {
+            Order::Packed(packed) => return Ok(packed.next().map(unpack)),
+            Order::Merge { sources, heap } => (sources, heap),
+        };
         // The smallest is replaced by its source's next in place: one sift
         // down, where a pop and a push would take two.
-        let Some(mut top) = self.heap.peek_mut() else { return Ok(None) };
+        let Some(mut top) = heap.peek_mut() else { return Ok(None) };
         let Reverse((pair, i)) = *top;
-        match self.sources[i].next().map_err(io_error)? {
+        match sources[i].next().map_err(io_error)? {
             Some(p) => *top = Reverse((p, i)),
             None => drop(std::collections::binary_heap::PeekMut::pop(top)),
         }
@@ -230,6 +242,25 @@ mod tests {
             }
             assert_eq!(got, want, "cap {cap}");
         }
+    }
+
+    /// Packed pairs alone, in one buffer: read in order, as a merge gives them.
+    #[test]
+    fn one_buffer_of_packed_pairs_reads_in_order() {
+        let mut runs = Runs::new(1000);
+        let mut want: Vec<(u32, i64)> =
+            (0..300u32).map(|i| ((i * 7919) % 13, i64::from((i * 104_729) % 997))).collect();
+        for &(k, v) in &want {
+            runs.push(k, v).unwrap();
+        }
+        let mut sorted = runs.sorted().unwrap();
+        assert!(matches!(sorted.0, Order::Packed(_)));
+        let mut got = Vec::new();
+        while let Some(p) = sorted.pop().unwrap() {
+            got.push(p);
+        }
+        want.sort_unstable();
+        assert_eq!(got, want);
     }
 
     #[test]

@@ -631,7 +631,7 @@ pub(crate) fn write_outputs(
     };
     let (pass, breakdown) =
         ingest::ingest_beside(&db, &opts.strip, Sweep::default, KernelTotals::new, beside, None)?.split();
-    let mut done = aggregate::nsys::reports(pass, &opts.strip, top_n)?;
+    let mut done = aggregate::nsys::reports(pass, &opts.strip, top_n, &ingest::Threads)?;
     if let Some(note) = db.join_note() {
         done.regions.notes.push(note);
     }

@@ -239,7 +239,7 @@ fn write_outputs(
     summary.overhanging_ranges = overhanging;
     let names = std::mem::take(&mut trace.names);
     let pass = Ingest { timeline: sweep, kernels, names, renamed: None, breakdown: () };
-    let mut done = aggregate::nsys::reports(pass, &[], opts.top_n)?;
+    let mut done = aggregate::nsys::reports(pass, &[], opts.top_n, &crate::parse::nsys::ingest::Threads)?;
     done.regions.notes.retain(|n| !n.starts_with("no NVTX ranges"));
     add_notes(&mut done.regions.notes, &summary, trace.odd_times, path);
     if done.regions.regions.is_empty() {

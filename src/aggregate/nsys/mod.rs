@@ -29,7 +29,7 @@ use super::runs::{self, Runs};
 use crate::error::Error;
 use crate::parse::nsys::batched::Stream;
 use crate::parse::nsys::beside::{Windows, UPTO_EVERY};
-use crate::parse::nsys::ingest::{Ingest, KernelSink, Timeline};
+use crate::parse::nsys::ingest::{Fork, Ingest, KernelSink, Timeline};
 use crate::parse::nsys::sqlite::{odd_note, pid_of, plausible, tid_of, Kernel, Launched, Names, NvtxRange};
 use crate::regions;
 use crate::regions::RangeStyle;
@@ -56,14 +56,22 @@ pub struct Ingested {
 /// The sweep holds per thread only the ranges open at the moment, plus one
 /// accumulator per region; instance durations go to sorted runs on disk
 /// ([`super::runs`]) for the medians and samples.
-pub fn reports(read: Ingest<Sweep, KernelTotals>, strip: &[String], top_n: usize) -> Result<Ingested, Error> {
+///
+/// `fork` runs the independent steps (the sorts): at once where the caller
+/// owns threads ([`crate::parse::nsys::ingest::Threads`]).
+pub fn reports(
+    read: Ingest<Sweep, KernelTotals>,
+    strip: &[String],
+    top_n: usize,
+    fork: &dyn Fork,
+) -> Result<Ingested, Error> {
     let normalized = read.renamed.map(|r| Normalized {
         keys: strip.to_vec(),
         raw_names: r.raw_names,
         operators: r.operators,
         instances: r.instances,
     });
-    read.timeline.finish(read.names, normalized, read.kernels, top_n)
+    read.timeline.finish(read.names, normalized, read.kernels, (top_n, fork))
 }
 
 /// The repeated-module groups of `report` again, with the module classes
@@ -505,7 +513,7 @@ impl Sweep {
         names: Names,
         normalized: Option<Normalized>,
         kernels: KernelTotals,
-        top_n: usize,
+        (top_n, fork): (usize, &dyn Fork),
     ) -> Result<Ingested, Error> {
         self.close_every_range()?;
         let notes = self.notes(&kernels);
@@ -520,7 +528,7 @@ impl Sweep {
         }
         let Sweep { regions, durations, gpu_durations, .. } = self;
         let runs = (durations, gpu_durations, kernels.durations);
-        let sorted = sorted_durations(&regions, runs, &kernels.by_name, &slot, top.len())?;
+        let sorted = sorted_durations(&regions, runs, (&kernels.by_name, &slot), top.len(), fork)?;
         let kernel_samples = top
             .iter()
             .zip(sorted.kernels)
@@ -676,13 +684,14 @@ struct Sorted {
 }
 
 /// The runs of region durations, of instance GPU times and of kernel
-/// durations, each sorted and walked once.
+/// durations, each sorted and walked once: three steps for `fork`, which
+/// may run them at once (the pass's tail, which nothing else runs beside).
 fn sorted_durations(
     regions: &[Acc],
     (durations, gpu_durations, kernel_runs): (Runs, Runs, Runs),
-    by_name: &HashMap<u32, (usize, i64, i64, i64)>,
-    slot: &HashMap<u32, usize>,
+    (by_name, slot): (&HashMap<u32, (usize, i64, i64, i64)>, &HashMap<u32, usize>),
     listed: usize,
+    fork: &dyn Fork,
 ) -> Result<Sorted, Error> {
     let mut kernels: Vec<Vec<i64>> = vec![Vec::new(); listed];
     let mut out = RegionSorted {
@@ -690,34 +699,45 @@ fn sorted_durations(
         samples: vec![Vec::new(); regions.len()],
         gpu_samples: vec![Vec::new(); regions.len()],
     };
-    each_sorted(
-        kernel_runs,
-        |id| by_name[&id].0,
-        |id, _, samples| {
-            if let Some(&i) = slot.get(&id) {
-                kernels[i] = samples;
-            }
-        },
-    )?;
-    each_sorted(
-        durations,
-        |region| regions[region as usize].instances,
-        |region, median, samples| {
-            out.medians[region as usize] = median;
-            out.samples[region as usize] = samples;
-        },
-    )?;
-    // Every push/pop instance has a GPU time; only those of regions that
-    // ran kernels are kept.
-    each_sorted(
-        gpu_durations,
-        |region| regions[region as usize].instances,
-        |region, _, samples| {
-            if regions[region as usize].kernels > 0 {
-                out.gpu_samples[region as usize] = samples;
-            }
-        },
-    )?;
+    let RegionSorted { medians, samples, gpu_samples } = &mut out;
+    let (mut walked_kernels, mut walked, mut walked_gpu) = (Ok(()), Ok(()), Ok(()));
+    fork.all(vec![
+        Box::new(|| {
+            walked_kernels = each_sorted(
+                kernel_runs,
+                |id| by_name[&id].0,
+                |id, _, samples| {
+                    if let Some(&i) = slot.get(&id) {
+                        kernels[i] = samples;
+                    }
+                },
+            )
+        }),
+        Box::new(|| {
+            walked = each_sorted(
+                durations,
+                |region| regions[region as usize].instances,
+                |region, median, series| {
+                    medians[region as usize] = median;
+                    samples[region as usize] = series;
+                },
+            )
+        }),
+        // Every push/pop instance has a GPU time; only those of regions that
+        // ran kernels are kept.
+        Box::new(|| {
+            walked_gpu = each_sorted(
+                gpu_durations,
+                |region| regions[region as usize].instances,
+                |region, _, samples| {
+                    if regions[region as usize].kernels > 0 {
+                        gpu_samples[region as usize] = samples;
+                    }
+                },
+            )
+        }),
+    ]);
+    walked_kernels.and(walked).and(walked_gpu)?;
     Ok(Sorted { regions: out, kernels })
 }
 
@@ -880,6 +900,15 @@ mod tests {
     use super::*;
     use crate::parse::nsys::batched;
 
+    /// The steps one after the other, on this thread.
+    struct InTurn;
+
+    impl Fork for InTurn {
+        fn all<'a>(&self, steps: Vec<Box<dyn FnOnce() + Send + 'a>>) {
+            steps.into_iter().for_each(|step| step());
+        }
+    }
+
     /// Streams fed from vectors, as the readers would send them.
     fn stream<T: Send>(rows: Vec<T>) -> Stream<T> {
         let (mut out, stream) = batched::channel();
@@ -933,7 +962,7 @@ mod tests {
         }
         let mut sweep = Sweep::default();
         assert!(sweep.run(stream(vec![range(0, 100, decode), range(10, 50, step)]), stream(launches), None).unwrap());
-        let out = sweep.finish(names, None, totals, 0).unwrap();
+        let out = sweep.finish(names, None, totals, (0, &InTurn)).unwrap();
         let region = |path: &str| out.regions.regions.iter().find(|r| r.path == path).unwrap().clone();
         let (d, s) = (region("decode"), region("decode::step"));
         assert_eq!((s.kernel_count, s.gpu_time_ns, s.graph_kernel_count, s.graph_gpu_time_ns), (3, 30, 3, 30));

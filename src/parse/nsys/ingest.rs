@@ -54,6 +54,27 @@ pub trait KernelSink: Send {
     fn take_error(&mut self) -> Option<Error>;
 }
 
+/// Steps of the reports that do not depend on each other (the sorts of
+/// their runs of durations), handed to whoever owns the threads: the sinks
+/// start none. The driver runs them at once ([`Threads`]).
+pub trait Fork: Sync {
+    /// Every step, each to its end, before returning.
+    fn all<'a>(&self, steps: Vec<Box<dyn FnOnce() + Send + 'a>>);
+}
+
+/// Each step on a thread of its own (scoped: all joined before `all` returns).
+pub struct Threads;
+
+impl Fork for Threads {
+    fn all<'a>(&self, steps: Vec<Box<dyn FnOnce() + Send + 'a>>) {
+        std::thread::scope(|s| {
+            for step in steps {
+                s.spawn(step);
+            }
+        });
+    }
+}
+
 /// What the range reader's renaming did: ranges that PyTorch named with
 /// per-call attributes, renamed to their operator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
