@@ -528,7 +528,7 @@ impl Sweep {
         }
         let Sweep { regions, durations, gpu_durations, .. } = self;
         let runs = (durations, gpu_durations, kernels.durations);
-        let sorted = sorted_durations(&regions, runs, (&kernels.by_name, &slot), top.len(), fork)?;
+        let sorted = sorted_durations(&regions, runs, &kernels.by_name, &slot, top.len(), fork)?;
         let kernel_samples = top
             .iter()
             .zip(sorted.kernels)
@@ -689,7 +689,8 @@ struct Sorted {
 fn sorted_durations(
     regions: &[Acc],
     (durations, gpu_durations, kernel_runs): (Runs, Runs, Runs),
-    (by_name, slot): (&HashMap<u32, (usize, i64, i64, i64)>, &HashMap<u32, usize>),
+    by_name: &HashMap<u32, (usize, i64, i64, i64)>,
+    slot: &HashMap<u32, usize>,
     listed: usize,
     fork: &dyn Fork,
 ) -> Result<Sorted, Error> {
