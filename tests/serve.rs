@@ -235,7 +235,7 @@ fn a_served_load_has_the_steps_the_engines_trace_holds_and_the_tokens_the_client
     let notes = report["notes"].to_string();
     assert!(notes.contains("region and kernel rows of their traces are left out"), "{notes}");
 
-    let deeper = tiny_model(&py, &dir.path().join("deeper"), 24);
+    let deeper = tiny_model(&py, &dir.path().join("deeper"), 64);
     let slow = dir.path().join("slow");
     serve(&py, &deeper, &slow, (requests, input, output));
     let (code, report) = check(&slow, &run);
