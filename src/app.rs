@@ -166,13 +166,6 @@ fn profile(config_dir: Option<std::path::PathBuf>, args: ProfileArgs, argv: Vec<
     let mut overrides = args.overrides.clone();
     overrides.extend(flag_overrides(&args).into_iter().map(OsString::from));
     let resolved = load(config_dir, overrides)?;
-    let rank = match args.rank_from_env {
-        true => {
-            let host = crate::provenance::host::hostname();
-            Some(crate::plan::rank::from_env(|k| std::env::var(k).ok(), args.run_id.as_deref(), &host)?)
-        }
-        false => None,
-    };
     use crate::plan::launcher::LauncherKind;
     let kind = args.launcher;
     let srun = kind == Some(LauncherKind::Srun);
@@ -190,10 +183,9 @@ fn profile(config_dir: Option<std::path::PathBuf>, args: ProfileArgs, argv: Vec<
         command: args.command,
         no_nvtx: args.no_nvtx,
         llmperf_argv: argv,
-        rank,
+        rank_env: args.rank_from_env.then(|| crate::plan::RankEnv::of_process(crate::provenance::host::hostname())),
         launcher,
-        // A rank's job id is in `rank`.
-        run_id: args.run_id.filter(|_| srun),
+        run_id: args.run_id,
         raw_argv: std::env::args_os().collect(),
     })?;
     // The run directory is the result, even for a failed or interrupted run.

@@ -5,7 +5,7 @@
 //! profiles itself (`--rank-from-env`), then the job is merged.
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::stage::Outcome;
 use crate::error::{Error, ErrorKind};
@@ -96,7 +96,7 @@ pub(crate) fn launcher_of(
     nproc: u32,
     extra: Vec<String>,
 ) -> Result<Launcher, Error> {
-    use crate::plan::launcher::{python_of, LauncherKind};
+    use crate::plan::launcher::LauncherKind;
     if nproc == 0 {
         return Err(Error::usage("--nproc 0: a job has at least one rank").with_hint("pass --nproc N with N ≥ 1"));
     }
@@ -117,6 +117,19 @@ pub(crate) fn launcher_of(
     let as_root = unsafe { libc::geteuid() } == 0;
     let python = (kind == LauncherKind::Torchrun).then(|| python_of(Some(&found)));
     Ok(Launcher { kind, nproc, extra, as_root, exe, python })
+}
+
+/// The Python that a torchrun script runs with: its `#!` line (a venv's
+/// torchrun names the venv's python), else `python3`.
+pub(crate) fn python_of(torchrun: Option<&Path>) -> PathBuf {
+    let line = torchrun.and_then(|p| std::fs::read(p).ok()).and_then(|b| {
+        let first = b.split(|&c| c == b'\n').next()?.to_vec();
+        String::from_utf8(first).ok()
+    });
+    match line.as_deref().and_then(|l| l.strip_prefix("#!")) {
+        Some(interp) if !interp.trim().is_empty() && !interp.contains("/env ") => PathBuf::from(interp.trim()),
+        _ => PathBuf::from("python3"),
+    }
 }
 
 /// The first rank that failed, as its launcher reported it on stderr.
@@ -178,6 +191,17 @@ fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn torchruns_python_is_its_shebang() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = dir.path().join("torchrun");
+        std::fs::write(&t, "#!/opt/venv/bin/python3.11\nimport sys\n").unwrap();
+        assert_eq!(python_of(Some(&t)), PathBuf::from("/opt/venv/bin/python3.11"));
+        std::fs::write(&t, "#!/usr/bin/env python3\n").unwrap();
+        assert_eq!(python_of(Some(&t)), PathBuf::from("python3"));
+        assert_eq!(python_of(None), PathBuf::from("python3"));
+    }
 
     /// What Open MPI 4.1 and torchrun (PyTorch 2.13) printed here when rank 1
     /// of two exited with code 3 (`sh -c 'exit $((RANK*3))'`).

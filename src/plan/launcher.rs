@@ -1,4 +1,6 @@
-//! launcher: the command lines of `llmperf profile --launcher …`. Pure.
+//! launcher: the command lines of `llmperf profile --launcher …`. Pure:
+//! the launcher's facts (where it is, torchrun's Python) are found before
+//! the plan (`pipeline::launcher_of`).
 //!
 //! - torchrun, mpirun: the profiler outside the launcher. nsys (and ncu)
 //!   wrap `torchrun … llmperf launch-rank --record DIR -- APP`: every rank is
@@ -82,19 +84,6 @@ impl Launcher {
             }
             _ => command,
         }
-    }
-}
-
-/// The Python that a torchrun script runs with: its `#!` line (a venv's
-/// torchrun names the venv's python), else `python3`.
-pub(crate) fn python_of(torchrun: Option<&Path>) -> PathBuf {
-    let line = torchrun.and_then(|p| std::fs::read(p).ok()).and_then(|b| {
-        let first = b.split(|&c| c == b'\n').next()?.to_vec();
-        String::from_utf8(first).ok()
-    });
-    match line.as_deref().and_then(|l| l.strip_prefix("#!")) {
-        Some(interp) if !interp.trim().is_empty() && !interp.contains("/env ") => PathBuf::from(interp.trim()),
-        _ => PathBuf::from("python3"),
     }
 }
 
@@ -250,16 +239,5 @@ mod tests {
         );
         let raw = os(&["llmperf", "profile", "--launcher=srun", "-n2", "--nproc=2", "--run-id", "mine"]);
         assert_eq!(rank_argv(&raw, "J1"), os(&["profile", "--rank-from-env", "--run-id", "mine"]));
-    }
-
-    #[test]
-    fn torchruns_python_is_its_shebang() {
-        let dir = tempfile::tempdir().unwrap();
-        let t = dir.path().join("torchrun");
-        std::fs::write(&t, "#!/opt/venv/bin/python3.11\nimport sys\n").unwrap();
-        assert_eq!(python_of(Some(&t)), PathBuf::from("/opt/venv/bin/python3.11"));
-        std::fs::write(&t, "#!/usr/bin/env python3\n").unwrap();
-        assert_eq!(python_of(Some(&t)), PathBuf::from("python3"));
-        assert_eq!(python_of(None), PathBuf::from("python3"));
     }
 }

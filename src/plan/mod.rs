@@ -8,9 +8,11 @@
 //! configuration asks), or profiles it, with the tool and every stage's argv
 //! as values; [`job`] holds the per-rank rules, [`ncu`] plans the Nsight
 //! Compute passes from the plan's [`NcuInputs`] and what nsys saved. Nothing
-//! here writes a file or starts a process (the one file read is torchrun's
-//! script, for its interpreter). A run decides here once, and again for the
-//! ncu passes after nsys (their selectors come from nsys's regions).
+//! here writes or reads a file or starts a process: the facts it needs (the
+//! tools, the launcher on PATH and torchrun's Python, the environment of a
+//! rank) are gathered before it. It looks up the command on PATH, to refuse
+//! one that cannot run. A run decides here once, and again for the ncu
+//! passes after nsys (their selectors come from nsys's regions).
 pub(crate) mod annotate;
 pub(crate) mod job;
 pub(crate) mod launcher;
@@ -42,17 +44,34 @@ pub(crate) struct Request {
     pub(crate) no_nvtx: bool,
     /// llmperf's own argv, for the manifest.
     pub(crate) llmperf_argv: Vec<String>,
-    /// One rank of a job (`--rank-from-env`): its run directory is
-    /// `<root>/<job>/ranks/<rank>/`, with `rank.json`.
-    pub(crate) rank: Option<RankId>,
+    /// One rank of a job (`--rank-from-env`): the environment its rank and
+    /// job are read from; its run directory is `<root>/<job>/ranks/<rank>/`,
+    /// with `rank.json`.
+    pub(crate) rank_env: Option<RankEnv>,
     /// The profiler outside a launcher (`--launcher torchrun|mpirun`): the
     /// ranks are processes of this run; or (`--launcher srun`) the launcher
     /// outside llmperf: each rank runs `llmperf profile` itself.
     pub(crate) launcher: Option<Launcher>,
-    /// `--run-id` (the job of `--launcher srun`; a rank's is in `rank`).
+    /// `--run-id`: the job of `--rank-from-env` or `--launcher srun`.
     pub(crate) run_id: Option<String>,
     /// llmperf's own argv as given, each rank's under srun.
     pub(crate) raw_argv: Vec<OsString>,
+}
+
+/// `--rank-from-env`: the variables of this process's environment (those
+/// that are text) and this host's name, taken before the plan reads them.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RankEnv {
+    pub(crate) vars: std::collections::HashMap<String, String>,
+    pub(crate) host: String,
+}
+
+impl RankEnv {
+    /// This process's.
+    pub(crate) fn of_process(host: String) -> RankEnv {
+        let vars = std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
+        RankEnv { vars: vars.collect(), host }
+    }
 }
 
 /// What `llmperf profile` does.
@@ -210,13 +229,17 @@ impl RunPlan {
         annotate::check_tracer(&cfg.pipeline.torch, python, cfg.pipeline.nsys.enable, req.launcher.is_some())?;
         let torch = cfg.pipeline.torch.enable.then(|| cfg.pipeline.torch.clone());
         let baseline = matches!(app, App::Builtin { .. }) && cfg.runner.run.baseline;
-        let job = match (&req.rank, &req.launcher) {
+        let rank = match &req.rank_env {
+            Some(env) => Some(rank::from_env(|k| env.vars.get(k).cloned(), req.run_id.as_deref(), &env.host)?),
+            None => None,
+        };
+        let job = match (&rank, &req.launcher) {
             (Some(r), _) => Some(Job::of_rank(cfg, r)?),
             (None, Some(l)) => Some(Job::of_launch(cfg, l)?),
             (None, None) => None,
         };
         let (nsys, ncu) = (uses(cfg, job.as_ref(), Profiler::Nsys), uses(cfg, job.as_ref(), Profiler::Ncu));
-        let place = place_of(req, &nsys, &ncu, torch.is_some());
+        let place = place_of(&cfg.runner.artifacts.root, rank, (&nsys, &ncu), torch.is_some());
         let ncu_inputs = NcuInputs {
             in_step: job.as_ref().is_some_and(|j| j.ncu_in_step),
             leave_out_comm: job.as_ref().is_some_and(|j| j.exclude_comm),
@@ -453,16 +476,16 @@ fn with_tool(wanted: Want, probe: &Result<Tool, Error>, check: impl FnOnce(&Tool
 
 /// Where the run directory goes: a rank's (with the profilers wanted of it,
 /// for `rank.json`), or a new one with a drawn id.
-fn place_of(req: &Request, nsys: &Want, ncu: &Want, torch: bool) -> Place {
-    let root = req.resolved.config.runner.artifacts.root.clone();
-    match &req.rank {
+fn place_of(root: &Path, rank: Option<RankId>, (nsys, ncu): (&Want, &Want), torch: bool) -> Place {
+    let root = root.to_path_buf();
+    match rank {
         Some(r) => {
             let profiled = [("nsys", nsys), ("ncu", ncu)].into_iter().filter(|(_, u)| matches!(u, Want::Profiled));
             let mut profiled: Vec<String> = profiled.map(|(name, _)| name.to_string()).collect();
             if torch {
                 profiled.insert(0, "torch".into());
             }
-            Place::Rank { root, id: RankId { profiled, ..r.clone() } }
+            Place::Rank { root, id: RankId { profiled, ..r } }
         }
         None => Place::Single { root, run_id: run_dir::new_run_id() },
     }
@@ -501,14 +524,10 @@ mod tests {
         let mut overrides: Vec<String> = overrides.iter().map(|o| o.to_string()).collect();
         overrides.push("runner.artifacts.root=/nonexistent/runs".into());
         let resolved = crate::config::load(&crate::config::LoadOptions { overrides, ..Default::default() }).unwrap();
-        let rank = rank.map(|rank| RankId {
-            rank,
-            rank_from: "RANK".into(),
-            world_size: Some(4),
-            job: "job1".into(),
-            job_from: "--run-id".into(),
-            host: "h".into(),
-            profiled: Vec::new(),
+        // A rank as torchrun gives it; the job named by --run-id.
+        let rank_env = rank.map(|rank| {
+            let vars = [("RANK", rank.to_string()), ("WORLD_SIZE", "4".to_string())];
+            RankEnv { vars: vars.into_iter().map(|(k, v)| (k.to_string(), v)).collect(), host: "h".into() }
         });
         let launcher = launcher.map(|(kind, nproc)| Launcher {
             kind,
@@ -518,13 +537,13 @@ mod tests {
             exe: PathBuf::from("/opt/llmperf"),
             python: None,
         });
-        let (run_id, raw_argv) = (None, Vec::new());
+        let (run_id, raw_argv) = (rank_env.as_ref().map(|_| "job1".to_string()), Vec::new());
         Request {
             resolved,
             command: Vec::new(),
             no_nvtx: false,
             llmperf_argv: Vec::new(),
-            rank,
+            rank_env,
             launcher,
             run_id,
             raw_argv,
@@ -690,6 +709,22 @@ mod tests {
         // Wanted of this rank all the same (rank.json says what it should have profiled).
         let Place::Rank { id, .. } = &plan.place else { panic!() };
         assert_eq!(id.profiled, ["nsys", "ncu"]);
+    }
+
+    #[test]
+    fn a_ranks_place_is_read_from_its_environment_in_the_plan() {
+        let mut req = request(&[], Some(1), None);
+        req.run_id = None;
+        let env = req.rank_env.as_mut().unwrap();
+        env.vars.insert("SLURM_JOB_ID".into(), "4242".into());
+        let plan = plan_of(&req).unwrap();
+        let Place::Rank { id, .. } = &plan.place else { panic!("{:?}", plan.place) };
+        assert_eq!((id.rank, id.world_size, id.rank_from.as_str()), (1, Some(4), "RANK"));
+        assert_eq!((id.job.as_str(), id.job_from.as_str(), id.host.as_str()), ("4242", "SLURM_JOB_ID", "h"));
+        assert_eq!(plan.new_run().path(), Path::new("/nonexistent/runs/4242/ranks/1"));
+        req.rank_env.as_mut().unwrap().vars.clear();
+        let err = plan_of(&req).unwrap_err();
+        assert!(err.message.starts_with("--rank-from-env: none of RANK,"), "{}", err.message);
     }
 
     #[test]
