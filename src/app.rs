@@ -82,8 +82,8 @@ pub fn run(cli: Cli, argv: Vec<String>) -> anyhow::Result<i32> {
                     let strip = crate::config::schema::pytorch_nvtx_attributes();
                     crate::export::perfetto::export(&sqlite, &dir, &ranks, &strip, &findings, gap)?
                 }
-                crate::export::Source::Torch(trace, rank, events) => {
-                    crate::export::kineto::export(&trace, (&dir, rank), events, &findings, gap)?
+                crate::export::Source::Torch(trace, rank, read) => {
+                    crate::export::kineto::export(&trace, (&dir, rank), read, &findings, gap)?
                 }
             };
             let mut text = crate::export::render(&summary, &dir);

@@ -1003,25 +1003,50 @@ fn a_torch_export_draws_a_track_per_breakdown_row_of_a_device() {
     assert_eq!(sums, want);
 }
 
+/// A copy of HTA's AlexNet trace, imported into `root/run`: (the copy, the run).
+fn imported_alexnet_copy(root: &Path) -> Option<(PathBuf, PathBuf)> {
+    let trace = corpus!("real/kineto/hta-alexnet/benchmark_result_2869224_1695835535_trace.json.gz")?;
+    let copy = root.join("t.pt.trace.json");
+    std::fs::write(&copy, serde_json::to_vec(&trace_json(&trace)).unwrap()).unwrap();
+    let run = root.join("run");
+    import_and_export_torch(&copy, &run);
+    Some((copy, run))
+}
+
+/// `export perfetto RUN` refused (exit 2) with `says` and a hint; nothing written.
+fn export_is_refused(root: &Path, run: &Path, says: &str) {
+    let o = llmperf().args(["export", "perfetto"]).arg(run).arg("-o").arg(root.join("out")).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains(says) && stderr.contains("the file changed since") && stderr.contains("hint:"), "{stderr}");
+    assert!(!root.join("out").exists());
+}
+
 /// A torch run whose trace changed after the import (`import torch` reads
 /// the file where it lies) is refused: its findings and breakdown are of
 /// another file (an edited copy of HTA's AlexNet trace, one event removed).
 #[test]
 fn a_torch_runs_trace_changed_since_the_import_is_refused() {
     let root = tempfile::tempdir().unwrap();
-    let Some(trace) = corpus!("real/kineto/hta-alexnet/benchmark_result_2869224_1695835535_trace.json.gz") else {
-        return;
-    };
-    let copy = root.path().join("t.pt.trace.json");
-    std::fs::write(&copy, serde_json::to_vec(&trace_json(&trace)).unwrap()).unwrap();
-    let run = root.path().join("run");
-    import_and_export_torch(&copy, &run);
+    let Some((copy, run)) = imported_alexnet_copy(root.path()) else { return };
     let mut doc = trace_json(&copy);
     doc["traceEvents"].as_array_mut().unwrap().pop();
     std::fs::write(&copy, serde_json::to_vec(&doc).unwrap()).unwrap();
-    let o = llmperf().args(["export", "perfetto"]).arg(&run).arg("-o").arg(root.path().join("out")).output().unwrap();
-    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(stderr.contains("the file changed since") && stderr.contains("hint:"), "{stderr}");
-    assert!(!root.path().join("out").exists());
+    export_is_refused(root.path(), &run, "");
+}
+
+/// A trace rewritten with as many events as the run read, but not the same
+/// file (one kernel's duration changed: a rerun of the same program writes
+/// the same count): refused by its size, not drawn beside the run's findings.
+#[test]
+fn a_torch_runs_trace_rewritten_with_as_many_events_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let Some((copy, run)) = imported_alexnet_copy(root.path()) else { return };
+    let mut doc = trace_json(&copy);
+    let events = doc["traceEvents"].as_array_mut().unwrap();
+    let (n, kernel) = (events.len(), events.iter_mut().find(|e| e["cat"] == "kernel").unwrap());
+    kernel["dur"] = serde_json::json!(kernel["dur"].as_f64().unwrap() * 1000.0 + 7.0);
+    std::fs::write(&copy, serde_json::to_vec(&doc).unwrap()).unwrap();
+    assert_eq!(trace_json(&copy)["traceEvents"].as_array().unwrap().len(), n);
+    export_is_refused(root.path(), &run, "bytes now");
 }

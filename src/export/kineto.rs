@@ -29,27 +29,23 @@ use super::perfetto::{json_str, micros, ours, partial_name, FileSummary, Gz, Mar
 /// `trace` (a torch run's, of `rank`) into `dir` as
 /// `pid<PID>.pt.trace.json.gz` (PID: the trace's host process), with the idle
 /// track and `findings` appended.
-/// `events`: how many events the run read in the trace, where it says: a
-/// file changed since then is refused, not drawn beside another file's
-/// findings.
+/// `was`: the trace as the run read it (its size, its events), where the
+/// run says: a file changed since then is refused, not drawn beside another
+/// file's findings.
 pub(crate) fn export(
     trace: &Path,
     (dir, rank): (&Path, usize),
-    events: Option<u64>,
+    was: AsRead,
     findings: &[serde_json::Value],
     launch_gap_ns: i64,
 ) -> Result<Summary, Error> {
+    let bytes = std::fs::metadata(trace).map(|m| m.len()).map_err(|e| run_dir::io_error(trace, "read", &e))?;
+    if let Some(n) = was.bytes.filter(|&n| n != bytes) {
+        return Err(changed(trace, format!("{bytes} bytes now, {n} when the run read it")));
+    }
     let mut read = torch::read(trace)?;
-    if let Some(n) = events.filter(|&n| n != read.events) {
-        return Err(Error::new(
-            ErrorKind::Usage,
-            format!(
-                "{}: {} events now, {n} when the run read it: the file changed since",
-                trace.display(),
-                read.events
-            ),
-        )
-        .with_hint("import the trace again (`llmperf import torch FILE -o DIR`), then export that run"));
+    if let Some(n) = was.events.filter(|&n| n != read.events) {
+        return Err(changed(trace, format!("{} events now, {n} when the run read it", read.events)));
     }
     let pid = read.host_pids().first().copied().unwrap_or(0);
     // Idle stretches in the file's own times (before `baseTimeNanoseconds`).
@@ -125,6 +121,20 @@ fn idle_stretches(trace: &mut torch::Trace, launch_gap_ns: i64) -> Result<Vec<St
     sweep.take_idle(|(pid, device), start, end, kind| idle.push((device, pid, start, end, kind)));
     idle.sort_unstable();
     Ok(idle)
+}
+
+/// A trace as a run read it (torch/capture.json's `trace_bytes` and
+/// `events`, where it says them): a file that differs now changed since.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct AsRead {
+    pub(crate) bytes: Option<u64>,
+    pub(crate) events: Option<u64>,
+}
+
+/// The refusal of a trace that is not the one the run read.
+fn changed(trace: &Path, how: String) -> Error {
+    Error::new(ErrorKind::Usage, format!("{}: {how}: the file changed since", trace.display()))
+        .with_hint("import the trace again (`llmperf import torch FILE -o DIR`), then export that run")
 }
 
 /// An idle stretch: device, process, start, end (ns), kind ([`IDLE_KINDS`]).

@@ -10,14 +10,15 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, ErrorKind};
 use crate::run_dir;
+use kineto::AsRead;
 
 /// What an export reads: an nsys capture's SQLite export, or a torch run's
 /// trace (which opens in Perfetto itself; the export adds llmperf's tracks).
 pub(crate) enum Source {
     Nsys(PathBuf),
-    /// The trace, its rank (`distributedInfo`, else 0) and the number of
-    /// events the run read in it (torch/capture.json's `events`).
-    Torch(PathBuf, usize, Option<u64>),
+    /// The trace, its rank (`distributedInfo`, else 0) and the trace as the
+    /// run read it.
+    Torch(PathBuf, usize, AsRead),
 }
 
 /// The export to read and the directory to write, from `SOURCE [-o DIR]`: a
@@ -76,7 +77,8 @@ pub(crate) fn torch_trace(run: &Path) -> Result<Option<Source>, Error> {
         .with_hint("`llmperf import torch` reads the trace where it lies: import it again from where it is now"));
     }
     let rank = v["rank"].as_u64().and_then(|r| usize::try_from(r).ok()).unwrap_or(0);
-    Ok(Some(Source::Torch(trace, rank, v["events"].as_u64())))
+    let read = AsRead { bytes: v["trace_bytes"].as_u64(), events: v["events"].as_u64() };
+    Ok(Some(Source::Torch(trace, rank, read)))
 }
 
 /// Each process's rank, where the run recorded ranks (`rank` on the

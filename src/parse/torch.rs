@@ -742,6 +742,10 @@ fn devices(props: &serde_json::Value) -> Vec<Device> {
 pub(crate) struct Capture {
     /// The file read.
     pub(crate) trace: String,
+    /// Its size when read: `llmperf export perfetto` of the run refuses a
+    /// file of another size (changed since).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) trace_bytes: Option<u64>,
     pub(crate) schema_version: Option<i64>,
     /// `distributedInfo`'s rank and world size.
     pub(crate) rank: Option<i64>,

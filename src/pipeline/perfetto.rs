@@ -45,8 +45,8 @@ pub(crate) fn export(
                 let ranks = crate::export::recorded_ranks(run.path());
                 crate::export::perfetto::export(sqlite, &dir, &ranks, &job.strip, findings, job.gap)?
             }
-            Source::Torch(trace, rank, events) => {
-                crate::export::kineto::export(trace, (&dir, *rank), *events, findings, job.gap)?
+            Source::Torch(trace, rank, read) => {
+                crate::export::kineto::export(trace, (&dir, *rank), *read, findings, job.gap)?
             }
         };
         if let Some(why) = &summary.idle_left_out {

@@ -266,6 +266,7 @@ fn write_outputs(
     let capture = torch::Capture {
         // A trace inside the run (`--tracer torch`) by its place in it, so that a copied run still says it.
         trace: path.strip_prefix(run.path()).unwrap_or(path).display().to_string(),
+        trace_bytes: std::fs::metadata(path).ok().map(|m| m.len()),
         schema_version: trace.meta.schema_version,
         rank: trace.meta.rank,
         world_size: trace.meta.world_size,
