@@ -178,17 +178,16 @@ struct KernelTable {
 }
 
 impl KernelTable {
-    /// (process, correlation id, start, end, name id, short name id or -1,
-    /// graph node or 0, device or NULL). The time breakdown keys kernels by
-    /// device, so it is always read; [`Kernel::device`] has it only where
-    /// several processes ran kernels, whose ranks it tells apart.
+    /// (globalPid or 0, correlation id, start, end, name id, short name id or
+    /// NULL, graph node or NULL, device or 0): the columns as stored, each
+    /// read in Rust ([`Self::kernel`]), as SQLite would spend an expression on
+    /// every row. The time breakdown keys kernels by device, so it is always
+    /// read; [`Kernel::device`] has it only where several processes ran
+    /// kernels, whose ranks it tells apart.
     fn rows(&self) -> String {
         let Self { id, name, short, graph, device, .. } = self;
-        let pid = if self.by_process { "globalPid >> 24" } else { "0" };
-        format!(
-            "SELECT {pid}, {id}, start, end, {name}, COALESCE({short}, -1), COALESCE({graph}, 0), {device} \
-             FROM CUPTI_ACTIVITY_KIND_KERNEL"
-        )
+        let pid = if self.by_process { "globalPid" } else { "0" };
+        format!("SELECT {pid}, {id}, start, end, {name}, {short}, {graph}, {device} FROM CUPTI_ACTIVITY_KIND_KERNEL")
     }
 
     /// (process, correlation id) of the rows with an id.
@@ -206,19 +205,32 @@ impl KernelTable {
         }
     }
 
+    /// The process of a `rows` row as the join keys it: `globalPid >> 24`,
+    /// with the bits above the process id (0 where the table has no
+    /// `globalPid`; a NULL in it is refused).
+    #[inline]
+    fn process(&self, r: &Rows) -> i64 {
+        if self.by_process {
+            r.int(0) >> 24
+        } else {
+            0
+        }
+    }
+
     /// The kernel of a `rows` row; the short name's id stays raw (interned
-    /// only where needed) and is read without a type check.
-    fn kernel(r: &Rows, strings: &FxHashMap<i64, u32>, with_device: bool) -> Kernel {
+    /// only where needed).
+    #[inline]
+    fn kernel(&self, r: &Rows, strings: &FxHashMap<i64, u32>, with_device: bool) -> Kernel {
+        let gpu = if self.device == "0" { 0 } else { r.int(7) };
         Kernel {
             start: r.int(2),
             end: r.int(3),
             name: r.opt_int(4).and_then(|id| strings.get(&id).copied()).unwrap_or(0),
-            short_id: Some(r.int(5)).filter(|&id| id >= 0),
-            graph: r.int(6) != 0,
-            // The query's `globalPid >> 24` keeps the bits above the process id.
-            pid: r.int(0) & 0xFF_FFFF,
-            device: if with_device { r.opt_int(7) } else { None },
-            gpu: r.int(7),
+            short_id: if self.short == "NULL" { None } else { r.opt_int(5).filter(|&id| id >= 0) },
+            graph: self.graph != "NULL" && r.opt_int(6).is_some_and(|node| node != 0),
+            pid: self.process(r) & 0xFF_FFFF,
+            device: with_device.then_some(gpu),
+            gpu,
         }
     }
 }
@@ -605,7 +617,7 @@ impl NsysDb {
         let what = "CUPTI_ACTIVITY_KIND_KERNEL";
         let mut rows = Rows::query(&self.conn, &table.rows()).map_err(|e| self.sql_error(what, e))?;
         while rows.step().map_err(|e| self.sql_error(what, e))? {
-            if !each(KernelTable::kernel(&rows, strings, with_device)) {
+            if !each(table.kernel(&rows, strings, with_device)) {
                 break;
             }
         }
@@ -662,9 +674,9 @@ impl NsysDb {
         }
         let r_pid = if table.by_process { "globalTid >> 24" } else { "0" };
         let order_by = if order == Order::Sorted { "ORDER BY start" } else { "" };
-        let calls = format!(
-            "SELECT {r_pid}, correlationId, globalTid, start FROM CUPTI_ACTIVITY_KIND_RUNTIME \
-             WHERE correlationId IS NOT NULL {order_by}"
+        // (process, correlation id): the launch calls' order, where the join asks for it.
+        let call_ids = format!(
+            "SELECT {r_pid}, correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE correlationId IS NOT NULL {order_by}"
         );
         let what = "CUPTI_ACTIVITY_KIND_RUNTIME and CUPTI_ACTIVITY_KIND_KERNEL";
         let sql = |e| self.sql_error(what, e);
@@ -713,16 +725,22 @@ impl NsysDb {
         }
         let blocking_list: Vec<String> = blocking.iter().map(i64::to_string).collect();
         let mut batches = call_tap.map(|tap| calls::CallBatches::new(tap, blocking));
+        // The columns as stored: the process is taken from globalTid in Rust
+        // ([`KernelTable::process`]'s shift), not by an expression per row.
         let tapped = match batches {
             Some(_) => {
                 format!(
-                    "SELECT {r_pid}, correlationId, globalTid, start, nameId, end FROM CUPTI_ACTIVITY_KIND_RUNTIME \
+                    "SELECT correlationId, globalTid, start, nameId, end FROM CUPTI_ACTIVITY_KIND_RUNTIME \
                      WHERE correlationId IS NOT NULL OR nameId IN ({}) {order_by}",
                     blocking_list.join(", ")
                 )
             }
-            None => calls.clone(),
+            None => format!(
+                "SELECT correlationId, globalTid, start FROM CUPTI_ACTIVITY_KIND_RUNTIME \
+                 WHERE correlationId IS NOT NULL {order_by}"
+            ),
         };
+        let by_process = table.by_process;
         let mut c_rows = Rows::query(&self.conn, &tapped).map_err(sql)?;
         let c_rows = std::iter::from_fn(|| loop {
             match c_rows.step() {
@@ -738,15 +756,18 @@ impl NsysDb {
             let r = &c_rows;
             // Each column read once: 11M rows at 10M kernels.
             // A blocking call without a correlation id (the tap's rows) is no launch.
-            let (id, start) = (r.opt_int(1), r.int(3));
+            let (id, start) = (r.opt_int(0), r.int(2));
             if let Some(b) = batches.as_mut() {
-                b.row(start, r.raw(4), || Some(((r.integer(2)? >> 24) & 16_777_215, r.integer(3)?, r.integer(5)?)));
+                b.row(start, r.raw(3), || Some(((r.integer(1)? >> 24) & 16_777_215, r.integer(2)?, r.integer(4)?)));
             }
             let Some(id) = id else { continue };
-            return Some(Ok(launch_join::Call { pid: r.int(0), id, row: (r.int(2), start) }));
+            let global_tid = r.int(1);
+            // As the kernels' process: `globalTid >> 24`, the bits above the process id kept.
+            let pid = if by_process { global_tid >> 24 } else { 0 };
+            return Some(Ok(launch_join::Call { pid, id, row: (global_tid, start) }));
         });
         // The launch calls' disorder is measured only if the join asks.
-        let call_order = || ids(&calls);
+        let call_order = || ids(&call_ids);
         let joined =
             self.join_kernels((&table, strings, with_device), bound, c_rows, call_order, every_kernel, each)?;
         Ok(joined.is_some())
@@ -776,10 +797,10 @@ impl NsysDb {
                 let sql = |e| db.sql_error(what, e);
                 let mut rows = Rows::query(&db.conn, &kernel_rows).map_err(sql)?;
                 while rows.step().map_err(sql)? {
-                    let kernel = KernelTable::kernel(&rows, strings, with_device);
+                    let kernel = table.kernel(&rows, strings, with_device);
                     every_kernel(kernel);
                     if let Some(id) = rows.opt_int(1) {
-                        if !out.push(launch_join::Executed { pid: rows.int(0), id, span: kernel }) {
+                        if !out.push(launch_join::Executed { pid: table.process(&rows), id, span: kernel }) {
                             return Ok(()); // the join stopped
                         }
                     }
