@@ -293,7 +293,7 @@ impl NsysDb {
     /// join by SQLite) reads each page once: a page cache of 256 KiB holds
     /// the B-trees' inner pages it comes back to. SQLite's default, 2 MB,
     /// filled up with leaves read once: 41.4 against 36.2 MiB of peak memory
-    /// for an ingestion at 1M, in the same time (`farm-bench`, paired).
+    /// for an ingestion at 1M, in the same time (builds alternated, paired).
     /// SQLite's sorter sizes its runs by this cache, so sorted reads keep
     /// the default.
     pub(crate) fn for_stored_scans(mut self) -> Result<NsysDb, Error> {
@@ -723,23 +723,8 @@ impl NsysDb {
         if blocking.is_empty() {
             no_calls(&mut call_tap);
         }
-        let blocking_list: Vec<String> = blocking.iter().map(i64::to_string).collect();
+        let tapped = launch_rows(call_tap.is_some().then_some(&blocking[..]), order_by);
         let mut batches = call_tap.map(|tap| calls::CallBatches::new(tap, blocking));
-        // The columns as stored: the process is taken from globalTid in Rust
-        // ([`KernelTable::process`]'s shift), not by an expression per row.
-        let tapped = match batches {
-            Some(_) => {
-                format!(
-                    "SELECT correlationId, globalTid, start, nameId, end FROM CUPTI_ACTIVITY_KIND_RUNTIME \
-                     WHERE correlationId IS NOT NULL OR nameId IN ({}) {order_by}",
-                    blocking_list.join(", ")
-                )
-            }
-            None => format!(
-                "SELECT correlationId, globalTid, start FROM CUPTI_ACTIVITY_KIND_RUNTIME \
-                 WHERE correlationId IS NOT NULL {order_by}"
-            ),
-        };
         let by_process = table.by_process;
         let mut c_rows = Rows::query(&self.conn, &tapped).map_err(sql)?;
         let c_rows = std::iter::from_fn(|| loop {
@@ -862,6 +847,28 @@ impl NsysDb {
             }
         }
         Ok(())
+    }
+}
+
+/// The launch reader's query: (correlation id, globalTid, start) of the
+/// launch calls, and with `blocking` (a tap's functions) also (nameId, end)
+/// and the blocking calls without a correlation id. The columns as stored:
+/// the process is taken from globalTid in Rust ([`KernelTable::process`]'s
+/// shift), not by an expression per row.
+fn launch_rows(blocking: Option<&[i64]>, order_by: &str) -> String {
+    match blocking {
+        Some(ids) => {
+            let ids: Vec<String> = ids.iter().map(i64::to_string).collect();
+            format!(
+                "SELECT correlationId, globalTid, start, nameId, end FROM CUPTI_ACTIVITY_KIND_RUNTIME \
+                 WHERE correlationId IS NOT NULL OR nameId IN ({}) {order_by}",
+                ids.join(", ")
+            )
+        }
+        None => format!(
+            "SELECT correlationId, globalTid, start FROM CUPTI_ACTIVITY_KIND_RUNTIME \
+             WHERE correlationId IS NOT NULL {order_by}"
+        ),
     }
 }
 
