@@ -9,9 +9,9 @@
 # speed drifts); the medians are printed. Extra arguments go to A (overrides such
 # as `pipeline.nsys.stats=[]`).
 #
-# Not farm-bench: it kills what a command leaves in its process group, and nsys
-# 2022.4 leaves its agent finishing there; the next nsys then hangs with an agent
-# spinning at 100% CPU. Here each run ends on its own, and the next waits until
+# Not a generic benchmark timer: such a timer kills what a command leaves in its process
+# group, where nsys 2022.4 leaves its agent finishing; the next nsys then hangs with an
+# agent spinning at 100% CPU. Here each run ends on its own, and the next waits until
 # no nsys agent is left.
 #
 #   bench/profile_overhead.sh [RUNS] [MODEL] [OVERRIDE...]

@@ -7,8 +7,8 @@
 //! A pair whose key is below 2^24 and whose value is in [0, 2^40) (a
 //! duration under 18 minutes) is held packed in one `u64`, key above value,
 //! so that packed pairs sort as plain integers instead of `(u32, i64)`
-//! tuples (an nsys import at 1M: 0.94× the CPU, `farm-bench` against the
-//! tuples), in half the memory (8 bytes, not 16). Any other pair is held as
+//! tuples (an nsys import at 1M: 0.94× the CPU, builds
+//! alternated against the tuples), in half the memory (8 bytes, not 16). Any other pair is held as
 //! a tuple, counting double.
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
