@@ -164,7 +164,7 @@ pub(crate) fn tid_of(global_tid: i64) -> i64 {
 
 /// How the kernel table is read, chosen from one look at its columns (and,
 /// for the graph column, at the export's strings): each field is the column
-/// read for that value, or `NULL`.
+/// read for that value, or `NULL`; the optional ones None where not read.
 struct KernelTable {
     /// Whether the process is known (`globalPid`): correlation ids count the
     /// calls of one process, so two processes reuse them.
@@ -172,9 +172,10 @@ struct KernelTable {
     id: &'static str,
     /// The demangled name, else the short one; the short one apart only when both exist.
     name: &'static str,
-    short: &'static str,
-    graph: &'static str,
-    device: &'static str,
+    short: Option<&'static str>,
+    graph: Option<&'static str>,
+    /// None: device 0.
+    device: Option<&'static str>,
 }
 
 impl KernelTable {
@@ -185,8 +186,10 @@ impl KernelTable {
     /// read; [`Kernel::device`] has it only where several processes ran
     /// kernels, whose ranks it tells apart.
     fn rows(&self) -> String {
-        let Self { id, name, short, graph, device, .. } = self;
+        let Self { id, name, .. } = self;
         let pid = if self.by_process { "globalPid" } else { "0" };
+        let (short, graph) = (self.short.unwrap_or("NULL"), self.graph.unwrap_or("NULL"));
+        let device = self.device.unwrap_or("0");
         format!("SELECT {pid}, {id}, start, end, {name}, {short}, {graph}, {device} FROM CUPTI_ACTIVITY_KIND_KERNEL")
     }
 
@@ -197,12 +200,8 @@ impl KernelTable {
     }
 
     /// `column` of the table aliased `k` in a join, or `NULL`.
-    fn in_join(column: &str) -> String {
-        if column == "NULL" {
-            column.to_string()
-        } else {
-            format!("k.{column}")
-        }
+    fn in_join(column: Option<&str>) -> String {
+        column.map_or_else(|| "NULL".to_string(), |c| format!("k.{c}"))
     }
 
     /// The process of a `rows` row as the join keys it: `globalPid >> 24`,
@@ -217,21 +216,24 @@ impl KernelTable {
         }
     }
 
-    /// The kernel of a `rows` row; the short name's id stays raw (interned
-    /// only where needed).
+    /// The kernel of a `rows` row, and its process as the join keys it
+    /// ([`Self::process`]); the short name's id stays raw (interned only
+    /// where needed).
     #[inline]
-    fn kernel(&self, r: &Rows, strings: &FxHashMap<i64, u32>, with_device: bool) -> Kernel {
-        let gpu = if self.device == "0" { 0 } else { r.int(7) };
-        Kernel {
+    fn kernel(&self, r: &Rows, strings: &FxHashMap<i64, u32>, with_device: bool) -> (i64, Kernel) {
+        let process = self.process(r);
+        let gpu = if self.device.is_some() { r.int(7) } else { 0 };
+        let kernel = Kernel {
             start: r.int(2),
             end: r.int(3),
             name: r.opt_int(4).and_then(|id| strings.get(&id).copied()).unwrap_or(0),
-            short_id: if self.short == "NULL" { None } else { r.opt_int(5).filter(|&id| id >= 0) },
-            graph: self.graph != "NULL" && r.opt_int(6).is_some_and(|node| node != 0),
-            pid: self.process(r) & 0xFF_FFFF,
+            short_id: self.short.and_then(|_| r.opt_int(5)).filter(|&id| id >= 0),
+            graph: self.graph.is_some() && r.opt_int(6).is_some_and(|node| node != 0),
+            pid: process & 0xFF_FFFF,
             device: with_device.then_some(gpu),
             gpu,
-        }
+        };
+        (process, kernel)
     }
 }
 
@@ -572,13 +574,13 @@ impl NsysDb {
             by_process: cols.contains("globalPid"),
             id: has("correlationId"),
             name,
-            short: if name == "demangledName" { has("shortName") } else { "NULL" },
+            short: (name == "demangledName" && cols.contains("shortName")).then_some("shortName"),
             // Graph nodes carry the correlation id of a graph launch call: without
             // one among the export's strings there are none, and the column (late
             // in a wide row) is not read: 4% of an ingestion.
-            graph: if cols.contains("graphNodeId") && self.has_graph_launches() { "graphNodeId" } else { "NULL" },
+            graph: (cols.contains("graphNodeId") && self.has_graph_launches()).then_some("graphNodeId"),
             // A missing column reads as device 0; a NULL in it is refused.
-            device: if cols.contains("deviceId") { "deviceId" } else { "0" },
+            device: cols.contains("deviceId").then_some("deviceId"),
         }
     }
 
@@ -617,7 +619,7 @@ impl NsysDb {
         let what = "CUPTI_ACTIVITY_KIND_KERNEL";
         let mut rows = Rows::query(&self.conn, &table.rows()).map_err(|e| self.sql_error(what, e))?;
         while rows.step().map_err(|e| self.sql_error(what, e))? {
-            if !each(table.kernel(&rows, strings, with_device)) {
+            if !each(table.kernel(&rows, strings, with_device).1) {
                 break;
             }
         }
@@ -782,10 +784,10 @@ impl NsysDb {
                 let sql = |e| db.sql_error(what, e);
                 let mut rows = Rows::query(&db.conn, &kernel_rows).map_err(sql)?;
                 while rows.step().map_err(sql)? {
-                    let kernel = table.kernel(&rows, strings, with_device);
+                    let (pid, kernel) = table.kernel(&rows, strings, with_device);
                     every_kernel(kernel);
                     if let Some(id) = rows.opt_int(1) {
-                        if !out.push(launch_join::Executed { pid: table.process(&rows), id, span: kernel }) {
+                        if !out.push(launch_join::Executed { pid, id, span: kernel }) {
                             return Ok(()); // the join stopped
                         }
                     }
@@ -822,7 +824,7 @@ impl NsysDb {
     ) -> Result<(), Error> {
         let same_process = if table.by_process { "AND (k.globalPid >> 24) = (r.globalTid >> 24)" } else { "" };
         let order_by = if order == Order::Sorted { "ORDER BY r.start" } else { "" };
-        let (name, graph) = (KernelTable::in_join(table.name), KernelTable::in_join(table.graph));
+        let (name, graph) = (KernelTable::in_join(Some(table.name)), KernelTable::in_join(table.graph));
         // CROSS JOIN keeps the runtime table outside: its rows come in stored
         // order, and SQLite indexes the kernels' correlation ids for the lookup.
         let sql = format!(
