@@ -660,3 +660,74 @@ fn sqlite_files(dir: &Path) -> Vec<std::path::PathBuf> {
     out.sort();
     out
 }
+
+/// The page reader (`parse::nsys::pages`) and SQLite alone
+/// (`LLMPERF_NSYS_PAGES=0`) write the same artifacts from every SQLite
+/// export of the corpus; and from a copy of one whose range name in the
+/// middle of the table is a blob, which the pages leave to SQLite from that
+/// row on.
+#[test]
+fn the_page_reader_writes_what_sqlite_alone_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let test = this_test!();
+    let mut dbs = Vec::new();
+    for (i, rel) in [
+        MEMFUSION,
+        ABACUS,
+        "real/nsys-ai/mfu_2gpu_before.sqlite",
+        "real/isc25-icon/gpu.sqlite",
+        "real/fuser/report1.sqlite",
+        "real/uvmtorch/report1.sqlite",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let at = dir.path().join(i.to_string());
+        std::fs::create_dir_all(&at).unwrap();
+        let Some(db) = crate::common::corpus_copy(&test, rel, &at) else { return };
+        dbs.push(db);
+    }
+    let edited = dir.path().join("blob.sqlite");
+    // fuser's capture: one process, whose first pass reads every range.
+    std::fs::copy(&dbs[4], &edited).unwrap();
+    let conn = rusqlite::Connection::open(&edited).unwrap();
+    let changed = conn
+        .execute(
+            "UPDATE NVTX_EVENTS SET text = CAST(text AS BLOB) WHERE rowid = (SELECT rowid FROM NVTX_EVENTS \
+             WHERE eventType = 59 AND text IS NOT NULL ORDER BY rowid LIMIT 1 OFFSET 6000)",
+            [],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    drop(conn);
+    dbs.push(edited);
+    for (i, db) in dbs.iter().enumerate() {
+        let import = |pages: &str| {
+            // The same run id (the directory's name) both times.
+            let out = dir.path().join(format!("pages{pages}")).join(format!("run{i}"));
+            let run = crate::common::llmperf()
+                .env("LLMPERF_NSYS_PAGES", pages)
+                .args(["-vv", "import", "nsys"])
+                .arg(db)
+                .arg("-o")
+                .arg(&out)
+                .arg("pipeline.nsys.executable=/nonexistent")
+                .assert()
+                .success();
+            (out, String::from_utf8_lossy(&run.get_output().stderr).into_owned())
+        };
+        let ((paged, log), (alone, _)) = (import("1"), import("0"));
+        let files = |d: &Path| llmperf::run_dir::RunDir::open(d).unwrap().files();
+        let written = files(&paged);
+        assert_eq!(written, files(&alone), "{}", db.display());
+        for f in written.iter().filter(|f| !f.ends_with("manifest.json")) {
+            let read = |d: &Path| String::from_utf8_lossy(&std::fs::read(d.join(f)).unwrap()).into_owned();
+            assert!(read(&paged) == read(&alone), "{f} of {} differs", db.display());
+        }
+        let handed_over = log.contains("NVTX_EVENTS: SQLite reads on from rowid");
+        assert_eq!(handed_over, i == dbs.len() - 1, "{}", db.display());
+        if i != 1 && i != 5 {
+            assert!(log.contains("NVTX_EVENTS: read from its pages"), "{}: {log}", db.display());
+        }
+    }
+}

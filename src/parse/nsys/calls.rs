@@ -107,6 +107,12 @@ impl<'t> CallBatches<'t> {
         tap.tell(FedCalls::Coming(true));
         CallBatches { tap, blocking, batch: Vec::new(), last: i64::MIN, rows: 0, stopped: false }
     }
+    /// Whether a runtime row without a correlation id is read: a call to a
+    /// blocking function (`name`, its StringIds id, where it is an integer).
+    #[inline]
+    pub(crate) fn wants(&self, name: Option<i64>) -> bool {
+        name.is_some_and(|n| self.blocking.contains(&n))
+    }
 
     /// One runtime row: its start, its name's id (read unchecked: see
     /// [`Rows::raw`]), and, asked only for a blocking one, its process,

@@ -3,6 +3,7 @@
 //! - [`sqlite`]: the database: its tables, strings, ranges, kernels, launch calls;
 //! - [`launch_join`]: kernels joined to their launch calls in one streaming pass;
 //! - [`sqlite_rows`]: a bare SQLite statement for the hot loops of those readers;
+//! - [`pages`]: their plain scans read from the tables' pages, SQLite's fallback kept;
 //! - [`batched`]: rows handed from a reader thread to their consumer in batches;
 //! - [`ingest`]: the pass itself: two reader threads, each on its own connection,
 //!   a [`ingest::Timeline`] fed ranges and launches in time order, a
@@ -18,5 +19,6 @@ pub(crate) mod beside;
 pub mod calls;
 pub mod ingest;
 pub mod launch_join;
+pub(crate) mod pages;
 pub mod sqlite;
 pub(crate) mod sqlite_rows;

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use super::batched;
 use super::calls;
 use super::launch_join;
-use super::sqlite_rows::Rows;
+use super::sqlite_rows::{Column, Rows, Scan};
 use crate::error::{Error, ErrorKind};
 use crate::provenance::capture::{CaptureGpu, CaptureHost};
 use crate::regions::RangeStyle;
@@ -32,6 +32,9 @@ pub struct NsysDb {
     tables: HashSet<String>,
     /// Set up for scans in stored order ([`NsysDb::for_stored_scans`]).
     stored_scans: bool,
+    /// Whether a [`Scan`] in stored order is read from the table's pages
+    /// ([`super::pages`]); set with `stored_scans`.
+    pages: bool,
 }
 
 /// Range, domain and kernel names, interned: a capture repeats a few names
@@ -185,12 +188,20 @@ impl KernelTable {
     /// every row. The time breakdown keys kernels by device, so it is always
     /// read; [`Kernel::device`] has it only where several processes ran
     /// kernels, whose ranks it tells apart.
-    fn rows(&self) -> String {
-        let Self { id, name, .. } = self;
-        let pid = if self.by_process { "globalPid" } else { "0" };
-        let (short, graph) = (self.short.unwrap_or("NULL"), self.graph.unwrap_or("NULL"));
-        let device = self.device.unwrap_or("0");
-        format!("SELECT {pid}, {id}, start, end, {name}, {short}, {graph}, {device} FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    fn rows(&self) -> Scan {
+        let int_or = |c: Option<&'static str>, or| c.map_or(or, Column::Int);
+        let pid = if self.by_process { Column::Int("globalPid") } else { Column::Zero };
+        let columns = vec![
+            pid,
+            if self.id == "NULL" { Column::Null } else { Column::Int(self.id) },
+            Column::Int("start"),
+            Column::Int("end"),
+            Column::Int(self.name),
+            int_or(self.short, Column::Null),
+            int_or(self.graph, Column::Null),
+            int_or(self.device, Column::Zero),
+        ];
+        Scan { table: "CUPTI_ACTIVITY_KIND_KERNEL", columns }
     }
 
     /// (process, correlation id) of the rows with an id.
@@ -279,7 +290,7 @@ impl NsysDb {
                 "a SQLite database, but not an Nsight Systems export (no StringIds/metadata tables)".into()
             ));
         }
-        Ok(NsysDb { conn, path: path.to_path_buf(), tables, stored_scans: false })
+        Ok(NsysDb { conn, path: path.to_path_buf(), tables, stored_scans: false, pages: false })
     }
 
     /// The connection, for the readers of sibling modules ([`super::activity`]).
@@ -298,10 +309,20 @@ impl NsysDb {
     /// for an ingestion at 1M, in the same time (builds alternated, paired).
     /// SQLite's sorter sizes its runs by this cache, so sorted reads keep
     /// the default.
+    ///
+    /// Its [`Scan`]s are read from the tables' pages where [`super::pages`]
+    /// can read them, unless `LLMPERF_NSYS_PAGES=0` (SQLite reads all).
     pub(crate) fn for_stored_scans(mut self) -> Result<NsysDb, Error> {
         self.conn.pragma_update(None, "cache_size", -256).map_err(|e| self.sql_error("PRAGMA cache_size", e))?;
         self.stored_scans = true;
+        self.pages = std::env::var_os("LLMPERF_NSYS_PAGES").is_none_or(|v| v != "0");
         Ok(self)
+    }
+
+    /// The rows of `query`: every row in stored order, or (`tail`: a
+    /// `WHERE` and `ORDER BY` after the table) as `tail` says.
+    fn scan(&self, query: &Scan, tail: &str) -> Result<Rows<'_>, rusqlite::Error> {
+        Rows::scan(&self.conn, &self.path, query, tail, self.pages)
     }
 
     /// Another connection to the same export, set up as this one, for a
@@ -497,21 +518,33 @@ impl NsysDb {
         let start_end = self.event_type("NvtxStartEndRange", START_END);
         let create = self.event_type("NvtxDomainCreate", DOMAIN_CREATE);
         let cols = self.columns("NVTX_EVENTS");
-        let text_id = if cols.contains("textId") { "e.textId" } else { "NULL" };
-        let domain = if cols.contains("domainId") { "COALESCE(e.domainId, 0)" } else { "0" };
-        let order_by = if order == Order::Sorted { "ORDER BY e.start, e.end DESC" } else { "" };
-        let sql = format!(
-            "SELECT e.start, e.end, e.eventType, e.text, {text_id}, {domain}, e.globalTid FROM NVTX_EVENTS e \
-             WHERE e.eventType = {push_pop} OR e.eventType = {start_end} OR e.eventType = {create} {order_by}"
-        );
+        let has = |c: &'static str| if cols.contains(c) { Column::Int(c) } else { Column::Null };
+        // In stored order every event, its kind tested below: a plain scan, which the pages answer.
+        let sorted = format!("WHERE eventType IN ({push_pop}, {start_end}, {create}) ORDER BY start, end DESC");
+        let tail = if order == Order::Sorted { &sorted[..] } else { "" };
+        let columns = vec![
+            Column::Int("start"),
+            Column::Int("end"),
+            Column::Int("eventType"),
+            Column::Text("text"),
+            has("textId"),
+            has("domainId"),
+            Column::Int("globalTid"),
+        ];
+        let query = Scan { table: "NVTX_EVENTS", columns };
         let what = "NVTX_EVENTS";
         let mut domains: FxHashMap<i64, u32> = FxHashMap::default();
         let mut all_domains = false;
-        let mut rows = Rows::query(&self.conn, &sql).map_err(|e| self.sql_error(what, e))?;
+        let mut rows = self.scan(&query, tail).map_err(|e| self.sql_error(what, e))?;
         while rows.step().map_err(|e| self.sql_error(what, e))? {
             let kind = rows.int(2);
+            if kind != push_pop && kind != start_end && kind != create {
+                continue;
+            }
+            // No domain id is the default domain.
+            let domain_id = rows.opt_int(5).unwrap_or(0);
             if kind == create {
-                domains.insert(rows.int(5), names.intern(&rows.text(3).unwrap_or_default()));
+                domains.insert(domain_id, names.intern(&rows.text(3).unwrap_or_default()));
                 continue;
             }
             // Unregistered strings are inline in `text`; registered ones are StringIds via textId.
@@ -519,7 +552,6 @@ impl NsysDb {
                 Some(text) => names.intern(&text),
                 None => rows.opt_int(4).and_then(|id| strings.get(&id).copied()).unwrap_or(0),
             };
-            let domain_id = rows.int(5);
             let domain = match (domain_id, domains.get(&domain_id)) {
                 (_, Some(&domain)) => domain,
                 // The default domain is never created.
@@ -617,7 +649,7 @@ impl NsysDb {
         mut each: impl FnMut(Kernel) -> bool,
     ) -> Result<(), Error> {
         let what = "CUPTI_ACTIVITY_KIND_KERNEL";
-        let mut rows = Rows::query(&self.conn, &table.rows()).map_err(|e| self.sql_error(what, e))?;
+        let mut rows = self.scan(&table.rows(), "").map_err(|e| self.sql_error(what, e))?;
         while rows.step().map_err(|e| self.sql_error(what, e))? {
             if !each(table.kernel(&rows, strings, with_device).1) {
                 break;
@@ -725,10 +757,10 @@ impl NsysDb {
         if blocking.is_empty() {
             no_calls(&mut call_tap);
         }
-        let tapped = launch_rows(call_tap.is_some().then_some(&blocking[..]), order_by);
+        let (tapped, tail) = launch_rows(call_tap.is_some().then_some(&blocking[..]), order_by);
         let mut batches = call_tap.map(|tap| calls::CallBatches::new(tap, blocking));
         let by_process = table.by_process;
-        let mut c_rows = Rows::query(&self.conn, &tapped).map_err(sql)?;
+        let mut c_rows = self.scan(&tapped, &tail).map_err(sql)?;
         let c_rows = std::iter::from_fn(|| loop {
             match c_rows.step() {
                 Err(e) => return Some(Err(sql(e))),
@@ -742,8 +774,13 @@ impl NsysDb {
             }
             let r = &c_rows;
             // Each column read once: 11M rows at 10M kernels.
-            // A blocking call without a correlation id (the tap's rows) is no launch.
-            let (id, start) = (r.opt_int(0), r.int(2));
+            // A blocking call without a correlation id (the tap's rows) is no launch;
+            // any other row without one is read by neither.
+            let id = r.opt_int(0);
+            if id.is_none() && !batches.as_ref().is_some_and(|b| b.wants(r.integer(3))) {
+                continue;
+            }
+            let start = r.int(2);
             if let Some(b) = batches.as_mut() {
                 b.row(start, r.raw(3), || Some(((r.integer(1)? >> 24) & 16_777_215, r.integer(2)?, r.integer(4)?)));
             }
@@ -782,7 +819,7 @@ impl NsysDb {
             let (mut out, k_rows) = batched::channel();
             let reader = s.spawn(move || -> Result<(), Error> {
                 let sql = |e| db.sql_error(what, e);
-                let mut rows = Rows::query(&db.conn, &kernel_rows).map_err(sql)?;
+                let mut rows = db.scan(&kernel_rows, "").map_err(sql)?;
                 while rows.step().map_err(sql)? {
                     let (pid, kernel) = table.kernel(&rows, strings, with_device);
                     every_kernel(kernel);
@@ -853,25 +890,23 @@ impl NsysDb {
 }
 
 /// The launch reader's query: (correlation id, globalTid, start) of the
-/// launch calls, and with `blocking` (a tap's functions) also (nameId, end)
-/// and the blocking calls without a correlation id. The columns as stored:
-/// the process is taken from globalTid in Rust ([`KernelTable::process`]'s
-/// shift), not by an expression per row.
-fn launch_rows(blocking: Option<&[i64]>, order_by: &str) -> String {
-    match blocking {
+/// runtime calls, and with a tap (`blocking`: its functions) also (nameId,
+/// end). The columns as stored: the process is taken from globalTid in Rust
+/// ([`KernelTable::process`]'s shift), not by an expression per row. In
+/// stored order every row, which the launch reader filters as the `WHERE`
+/// would ([`calls::CallBatches::wants`]); sorted, the `WHERE` of the tail.
+fn launch_rows(blocking: Option<&[i64]>, order_by: &str) -> (Scan, String) {
+    let mut columns = vec![Column::Int("correlationId"), Column::Int("globalTid"), Column::Int("start")];
+    let tail = match blocking {
         Some(ids) => {
+            columns.extend([Column::Int("nameId"), Column::Int("end")]);
             let ids: Vec<String> = ids.iter().map(i64::to_string).collect();
-            format!(
-                "SELECT correlationId, globalTid, start, nameId, end FROM CUPTI_ACTIVITY_KIND_RUNTIME \
-                 WHERE correlationId IS NOT NULL OR nameId IN ({}) {order_by}",
-                ids.join(", ")
-            )
+            format!("WHERE correlationId IS NOT NULL OR nameId IN ({}) {order_by}", ids.join(", "))
         }
-        None => format!(
-            "SELECT correlationId, globalTid, start FROM CUPTI_ACTIVITY_KIND_RUNTIME \
-             WHERE correlationId IS NOT NULL {order_by}"
-        ),
-    }
+        None => format!("WHERE correlationId IS NOT NULL {order_by}"),
+    };
+    let tail = if order_by.is_empty() { String::new() } else { tail };
+    (Scan { table: "CUPTI_ACTIVITY_KIND_RUNTIME", columns }, tail)
 }
 
 /// Where SQLite puts its temporary files on Unix: the first of
