@@ -280,7 +280,6 @@ impl PageScan {
         if self.rowid.is_some_and(|last| rowid <= last) {
             return broken(format!("rowid {rowid} after {}", self.rowid.unwrap_or_default()));
         }
-        self.rowid = Some(rowid);
         let start = at + n + m;
         // SQLite's hard limit on a value (and so a row) is 2^31 - 1 bytes; and it fits the file.
         let fits = |s: &usize| *s <= i32::MAX as usize && *s as u64 <= self.layout.pages * usable as u64;
@@ -297,7 +296,10 @@ impl PageScan {
             self.spill(start, local, size)?;
             self.payload = None;
         }
-        self.decode(size)
+        self.decode(size, rowid)?;
+        // The row is read: SQLite, should it take over, starts past it, not before.
+        self.rowid = Some(rowid);
+        Ok(true)
     }
 
     /// Gathers a payload of `size` bytes whose first `local` lie at `start`
@@ -329,12 +331,11 @@ impl PageScan {
 
     /// The asked columns' values of the current row's record (`size` bytes).
     #[inline]
-    fn decode(&mut self, size: usize) -> Result<bool, Broken> {
+    fn decode(&mut self, size: usize, rowid: i64) -> Result<(), Broken> {
         let payload = match self.payload {
             Some(at) => &self.leaf.bytes[at..at + size],
             None => &self.spilled[..size],
         };
-        let rowid = self.rowid.unwrap_or_default();
         let bad = |what: &str| Broken(format!("row {rowid}: {what}"));
         let (header, mut h) = serial_at(payload, 0).ok_or_else(|| bad("a record header past the payload"))?;
         let header = usize::try_from(header)
@@ -374,7 +375,7 @@ impl PageScan {
             self.values[out] = v;
             last = Some((index, v));
         }
-        Ok(true)
+        Ok(())
     }
 }
 

@@ -588,6 +588,28 @@ mod tests {
 
     const LEAF_KIND: u8 = 0x0D;
 
+    /// A record whose header says it is longer than its row, in the middle
+    /// of a leaf: SQLite takes over at that row, not after it (the pages
+    /// gave every row before it and none of it).
+    #[test]
+    fn a_broken_record_is_read_by_sqlite_from_its_own_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = table(dir.path(), 4096, 0);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let leaf = (1..bytes.len() / 4096).rev().find(|&p| bytes[p * 4096] == LEAF_KIND).unwrap() * 4096;
+        // The leaf's second cell: a one-byte payload size (short rows), its rowid, then the record header's size.
+        let cell = leaf + usize::from(u16::from_be_bytes([bytes[leaf + 10], bytes[leaf + 11]]));
+        assert!(bytes[cell] < 0x80, "a short row");
+        let rowid_len = bytes[cell + 1..].iter().position(|b| b & 0x80 == 0).unwrap() + 1;
+        bytes[cell + 1 + rowid_len] = 0x7F;
+        std::fs::write(&path, &bytes).unwrap();
+        let (want, want_err, _) = read_all(&path, &query(&ALL), false);
+        let (got, got_err, paged) = read_all(&path, &query(&ALL), true);
+        assert!(paged > 0);
+        assert_eq!(got.len(), want.len());
+        assert_eq!((got, got_err), (want, want_err));
+    }
+
     /// What the pages reader does not read, SQLite reads from the start:
     /// a WAL database, a table without rowid, a column added with a default.
     #[test]
