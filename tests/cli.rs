@@ -245,6 +245,26 @@ fn doctor_fails_when_the_enabled_profiler_is_missing() {
 /// on alone as nsys does; the second capture writes a report. Its `export`
 /// replays a real export (the project's own CPU capture) and `stats` writes nothing.
 fn fake_nsys_hanging_once(dir: &std::path::Path) -> std::path::PathBuf {
+    fake_nsys_once(dir, "exec sleep 60")
+}
+
+/// A stand-in for nsys 2022.4 failing on its own mid-capture (seen here
+/// about once a `make test`: exit 1, "End of file" its last words, no
+/// report), `times` captures in a row; the next capture writes a report.
+fn fake_nsys_failing(dir: &std::path::Path, times: u32) -> std::path::PathBuf {
+    let count = dir.join("failures");
+    fake_nsys_once(
+        dir,
+        &format!(
+            "n=$(cat {count} 2>/dev/null || echo 0); if [ $n -lt {times} ]; then echo $((n+1)) > {count}; rm -f {state}; echo 'End of file' >&2; exit 1; fi",
+            count = count.display(),
+            state = dir.join("hung-once").display()
+        ),
+    )
+}
+
+/// A fake nsys whose first capture runs `first` (its report not yet written).
+fn fake_nsys_once(dir: &std::path::Path, first: &str) -> std::path::PathBuf {
     let script = dir.join("nsys");
     let state = dir.join("hung-once");
     let sqlite = own("runs/cpu_llm_tiny/nsys/report.sqlite");
@@ -261,7 +281,7 @@ fi
 for a in "$@"; do case "$a" in --output=*) out="${{a#--output=}}";; esac; done
 sleep 0.5
 echo "Generating '/tmp/nsys-report-fake.qdstrm'"
-if [ ! -e {state} ]; then touch {state}; exec sleep 60; fi
+if [ ! -e {state} ]; then touch {state}; {first}; fi
 touch "$out.nsys-rep"
 echo "Generated:"
 "#,
@@ -272,19 +292,74 @@ echo "Generated:"
     script
 }
 
-#[test]
-fn nsys_hang_after_the_application_is_retried_and_recorded() {
-    let dir = tempfile::tempdir().unwrap();
-    let nsys = fake_nsys_hanging_once(dir.path());
-    let out = llmperf()
-        .args(["profile", "pipeline.nsys.postprocess_timeout_s=1", "-o"])
-        .arg(dir.path().join("runs"))
+/// `llmperf profile OVERRIDES -- true` under a stand-in nsys, runs under `dir`.
+fn profile_true_under(dir: &std::path::Path, nsys: &std::path::Path, overrides: &[&str]) -> assert_cmd::assert::Assert {
+    llmperf()
+        .arg("profile")
+        .args(overrides)
+        .arg("-o")
+        .arg(dir.join("runs"))
         .arg(format!("pipeline.nsys.executable={}", nsys.display()))
         .args(["--", "true"])
         .timeout(std::time::Duration::from_secs(50))
         .assert()
+}
+
+/// nsys writes its capture whatever the application's status, so an exit
+/// status without one is nsys's own failure: the capture is tried again,
+/// and the lost attempt is a diagnosis with its logs kept.
+#[test]
+fn nsys_failing_on_its_own_is_retried_and_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let nsys = fake_nsys_failing(dir.path(), 1);
+    let out = profile_true_under(dir.path(), &nsys, &[])
         .success()
-        .stderr(predicate::str::contains("nsys hung converting its capture (attempt 1 of 2); capturing again"))
+        .stderr(predicate::str::contains(
+            "nsys ended with exit code 1 and wrote no capture (attempt 1 of 3); capturing again",
+        ))
+        .get_output()
+        .stdout
+        .clone();
+    let manifest = json(&run_dir(&out).join("manifest.json"));
+    let nsys = stage(&manifest, "nsys");
+    assert_eq!(nsys["status"], "ok");
+    assert_eq!(nsys["diagnoses"].as_array().unwrap().len(), 1, "{nsys}");
+    assert_eq!(nsys["diagnoses"][0]["code"], "nsys_failed_without_capture");
+    assert_eq!(
+        nsys["diagnoses"][0]["message"],
+        "attempt 1: nsys ended with exit code 1 and wrote no capture: End of file"
+    );
+    let kept = std::fs::read_to_string(run_dir(&out).join("nsys/stderr.attempt1.log")).unwrap();
+    assert_eq!(kept.trim(), "End of file");
+}
+
+/// When every attempt is lost, the error is nsys's, never the application's.
+#[test]
+fn nsys_failing_on_every_attempt_is_named_as_nsys_not_the_application() {
+    let dir = tempfile::tempdir().unwrap();
+    let nsys = fake_nsys_failing(dir.path(), 2);
+    let out = profile_true_under(dir.path(), &nsys, &["pipeline.nsys.hang_retries=1"])
+        .code(5)
+        .stderr(predicate::str::contains("error: nsys exited with code 1 and wrote no capture: End of file"))
+        .stderr(predicate::str::contains("hint: nsys 2022.4 sometimes fails on its own mid-capture"))
+        .get_output()
+        .stdout
+        .clone();
+    let manifest = json(&run_dir(&out).join("manifest.json"));
+    let nsys = stage(&manifest, "nsys");
+    assert_eq!(nsys["status"], "failed");
+    assert_eq!(nsys["reason"], "nsys exited with code 1 and wrote no capture: End of file");
+    let codes: Vec<&str> = nsys["diagnoses"].as_array().unwrap().iter().map(|d| d["code"].as_str().unwrap()).collect();
+    assert_eq!(codes, ["nsys_failed_without_capture", "nsys_failed_without_capture"]);
+}
+
+#[test]
+fn nsys_hang_after_the_application_is_retried_and_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let nsys = fake_nsys_hanging_once(dir.path());
+    let out = profile_true_under(dir.path(), &nsys, &["pipeline.nsys.postprocess_timeout_s=1"])
+        .success()
+        .stderr(predicate::str::contains("nsys hung converting its capture (attempt 1 of 3); capturing again"))
         .get_output()
         .clone();
     // The log says how each attempt ended: the hung one was stopped, it never "finished".
@@ -344,19 +419,17 @@ fn a_capture_range_that_never_started_is_named_at_the_timeout() {
 fn nsys_hang_without_retries_fails_with_a_hint() {
     let dir = tempfile::tempdir().unwrap();
     let nsys = fake_nsys_hanging_once(dir.path());
-    let out = llmperf()
-        .args(["profile", "pipeline.nsys.postprocess_timeout_s=1", "pipeline.nsys.hang_retries=0", "-o"])
-        .arg(dir.path().join("runs"))
-        .arg(format!("pipeline.nsys.executable={}", nsys.display()))
-        .args(["--", "true"])
-        .timeout(std::time::Duration::from_secs(50))
-        .assert()
-        .code(5)
-        .stderr(predicate::str::contains("error: nsys hung converting its capture after the application finished"))
-        .stderr(predicate::str::contains("hint: a known Nsight Systems 2022.4 problem"))
-        .get_output()
-        .stdout
-        .clone();
+    let out = profile_true_under(
+        dir.path(),
+        &nsys,
+        &["pipeline.nsys.postprocess_timeout_s=1", "pipeline.nsys.hang_retries=0"],
+    )
+    .code(5)
+    .stderr(predicate::str::contains("error: nsys hung converting its capture after the application finished"))
+    .stderr(predicate::str::contains("hint: a known Nsight Systems 2022.4 problem"))
+    .get_output()
+    .stdout
+    .clone();
     let manifest = json(&run_dir(&out).join("manifest.json"));
     assert_eq!(stage(&manifest, "nsys")["status"], "failed");
     assert_eq!(stage(&manifest, "nsys")["exit"]["timed_out"], true);

@@ -664,6 +664,34 @@ fn a_full_tmpdir_is_named_and_nsys_leaves_nothing_behind() {
 /// inside nsys in B's NVTX call (docs/internals.md). That failure, named as
 /// such by llmperf at a 60 s timeout, is captured again, up to 3 times; any
 /// other failure fails the test.
+/// nsys 2022.4 ends with an application that never entered its capture
+/// range, with exit 0 and no report: the error names the range.
+#[test]
+fn a_capture_range_the_application_never_entered_is_named() {
+    let _nsys = nsys_lock();
+    let root = tempfile::tempdir().unwrap();
+    let args = [
+        "--model",
+        "nvtx_regions",
+        "infer.iters=1",
+        "pipeline.nsys.capture_range=nvtx",
+        "pipeline.nsys.nvtx_capture=nosuch",
+        "--no-ncu",
+        "pipeline.nsys.timeout_s=60",
+    ];
+    let out = profile_live(root.path(), &args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    let manifest = json(&run_dir(&out.stdout).join("manifest.json"));
+    let nsys = stage(&manifest, "nsys");
+    assert_eq!(nsys["exit"]["code"], 0, "{nsys}");
+    assert_eq!(nsys["reason"], "nsys wrote no capture: its capture range never started before the application exited");
+    assert!(
+        stderr.contains("hint: the application never entered the range pipeline.nsys.nvtx_capture=nosuch"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn an_nvtx_capture_range_that_stops_the_application_is_a_complete_capture() {
     const HUNG: &str = "and was stopped (no capture was written); its capture range ";

@@ -337,7 +337,8 @@ pub(crate) struct NsysConfig {
     pub(crate) stop_timeout_s: u64,
     /// Once the application has exited, nsys must finish converting its capture within this.
     pub(crate) postprocess_timeout_s: u64,
-    /// Captures to try again when nsys hangs in that conversion.
+    /// Captures to try again when nsys hangs in that conversion, or fails on
+    /// its own without writing a capture.
     pub(crate) hang_retries: u32,
     pub(crate) trace: String,
     pub(crate) sample: NsysSample,

@@ -118,8 +118,8 @@ pub(crate) fn capture(
     Ok(())
 }
 
-/// `nsys profile`, again after a conversion hang (`Exit::Stalled`), keeping
-/// each hung attempt's logs; a diagnosis per hang.
+/// `nsys profile`, again when an attempt lost its capture (`lost`), keeping
+/// each lost attempt's logs; a diagnosis per lost attempt.
 fn run_with_retries(
     run: &RunDir,
     spec: &Spawn,
@@ -131,16 +131,56 @@ fn run_with_retries(
     let mut attempt = 1;
     loop {
         let done = stage::run_with_progress("nsys", spec)?;
-        if done.exit == Exit::Stalled {
-            diagnoses.push(nsys::hang_diagnosis(attempt, cfg.postprocess_timeout_s));
+        let lost = lost(run, &done);
+        if let Some(lost) = &lost {
+            diagnoses.push(match lost {
+                Lost::Hang => nsys::hang_diagnosis(attempt, cfg.postprocess_timeout_s),
+                Lost::Failed(words) => nsys::failure_diagnosis(attempt, &done.describe(), words),
+            });
         }
-        if done.exit != Exit::Stalled || attempt == attempts {
+        if lost.is_none() || attempt == attempts {
             return Ok((done, diagnoses, kept_logs));
         }
         kept_logs.extend(keep_attempt_logs(run, attempt));
         set_aside_attempt_classes(run, attempt);
-        tracing::warn!("nsys hung converting its capture (attempt {attempt} of {attempts}); capturing again");
+        match lost {
+            Some(Lost::Hang) => {
+                tracing::warn!("nsys hung converting its capture (attempt {attempt} of {attempts}); capturing again")
+            }
+            _ => tracing::warn!(
+                "nsys ended with {} and wrote no capture (attempt {attempt} of {attempts}); capturing again",
+                done.describe()
+            ),
+        }
         attempt += 1;
+    }
+}
+
+/// How an attempt lost its capture to nsys itself.
+enum Lost {
+    /// nsys hung converting the capture after the application exited.
+    Hang,
+    /// nsys exited with a failing status and wrote no report, with its
+    /// stderr's last words. nsys writes its report whenever the application
+    /// ran, whatever the application's status (a failing workload keeps its
+    /// capture), so no report means nsys failed: nsys 2022.4 here now and then
+    /// exits 1 on its own mid-capture ("End of file", "Local Endpoint is not
+    /// available", "SystemException"). Not counted: nsys that could not start
+    /// its agent, or a temporary directory short of room, which another
+    /// attempt would meet again.
+    Failed(String),
+}
+
+fn lost(run: &RunDir, done: &Finished) -> Option<Lost> {
+    match done.exit {
+        Exit::Stalled => Some(Lost::Hang),
+        Exit::Code(c) if c != 0 && run_dir::nsys_report(run).is_none() => {
+            let stderr = tail_of(&run.join(run_dir::NSYS_STDERR), 4096);
+            let stdout = tail_of(&run.join(run_dir::NSYS_STDOUT), 4096);
+            let agent_failed = [&stderr, &stdout].iter().any(|t| String::from_utf8_lossy(t).contains(AGENT_FAILED));
+            (!agent_failed && temp_space_low().is_none()).then(|| Lost::Failed(last_words(&stderr)))
+        }
+        _ => None,
     }
 }
 
@@ -283,6 +323,17 @@ fn judge(done: &Finished, have_report: bool, said: &Said, cfg: &NsysConfig) -> O
             "a known Nsight Systems 2022.4 problem on some hosts: run again, or raise pipeline.nsys.hang_retries (pipeline.nsys.postprocess_timeout_s for very large captures)",
         ),
         Exit::Code(0) if have_report => None,
+        // nsys 2022.4 ends with the application and writes nothing when its range never began.
+        Exit::Code(0) if cfg.capture_range != CaptureRange::None && !said.range_started => failed(
+            "nsys wrote no capture: its capture range never started before the application exited".into(),
+            &format!(
+                "the application never entered {}: check the name and the domain against a capture without a range; {see_log}",
+                match &cfg.nvtx_capture {
+                    Some(range) => format!("the range pipeline.nsys.nvtx_capture={range} (nsys's RANGE@DOMAIN order)"),
+                    None => "a cudaProfilerStart() call".into(),
+                }
+            ),
+        ),
         Exit::Code(0) => failed(
             "nsys exited 0 but wrote no report".into(),
             &format!("nsys needs its importer (scripts/setup.sh links it; docs/internals.md); {see_log}"),
@@ -290,6 +341,14 @@ fn judge(done: &Finished, have_report: bool, said: &Said, cfg: &NsysConfig) -> O
         Exit::Code(_) if said.agent_failed && !have_report => failed(
             format!("nsys could not start its agent (\"{AGENT_FAILED}\")"),
             "an nsys killed while it hung can leave its session registry behind: with no nsys running (`pgrep -a nsys`), remove /dev/shm/NSys-* and /dev/shm/quadd-agent-instance-*, then run again",
+        ),
+        // nsys writes its report whatever the application's status: without
+        // one, the status is nsys's, not the application's (`Lost::Failed`).
+        Exit::Code(c) if !have_report => failed(
+            format!("nsys exited with code {c} and wrote no capture{}", said.last_words),
+            &format!(
+                "nsys 2022.4 sometimes fails on its own mid-capture (\"End of file\", \"Local Endpoint is not available\"): run again, or raise pipeline.nsys.hang_retries; {see_log}"
+            ),
         ),
         Exit::Code(c) if c > 128 && c - 128 < 32 => failed(
             format!("the profiled command was killed by signal {} ({}) under nsys", c - 128, signals::name(c - 128)),
@@ -834,7 +893,37 @@ mod tests {
                 .unwrap();
         assert_eq!(e.message, "nsys could not start its agent (\"Agent launcher failed\")");
         assert!(e.hint.unwrap().contains("remove /dev/shm/NSys-*"));
-        let e = judge(&done, false, &Said { last_words: ": boom", ..said() }, &cfg()).unwrap();
-        assert_eq!(e.message, "the profiled command exited with code 1 under nsys: boom");
+    }
+
+    /// A capture range the application never entered ends with it, exit 0 and
+    /// no report: the error names the range, not nsys's importer.
+    #[test]
+    fn a_range_that_never_started_is_named_when_nsys_exits_0() {
+        let done = Finished { exit: Exit::Code(0), elapsed: Duration::ZERO, stdout: Vec::new(), stderr: Vec::new() };
+        let ranged =
+            NsysConfig { capture_range: CaptureRange::Nvtx, nvtx_capture: Some("prefill@LLM".into()), ..cfg() };
+        let e = judge(&done, false, &said(), &ranged).unwrap();
+        assert_eq!(e.message, "nsys wrote no capture: its capture range never started before the application exited");
+        assert!(e.hint.unwrap().contains("pipeline.nsys.nvtx_capture=prefill@LLM"));
+        let e = judge(&done, false, &said(), &cfg()).unwrap();
+        assert_eq!(e.message, "nsys exited 0 but wrote no report");
+    }
+
+    /// nsys writes its capture whatever the application's status: a failing
+    /// status with a capture is the application's, without one it is nsys's.
+    #[test]
+    fn a_failing_status_is_the_applications_only_beside_a_capture() {
+        let done =
+            |c| Finished { exit: Exit::Code(c), elapsed: Duration::ZERO, stdout: Vec::new(), stderr: Vec::new() };
+        let said = Said { last_words: ": End of file", ..said() };
+        let e = judge(&done(1), true, &said, &cfg()).unwrap();
+        assert_eq!(e.message, "the profiled command exited with code 1 under nsys: End of file");
+        let e = judge(&done(1), false, &said, &cfg()).unwrap();
+        assert_eq!(e.message, "nsys exited with code 1 and wrote no capture: End of file");
+        assert!(e.hint.unwrap().contains("pipeline.nsys.hang_retries"));
+        let e = judge(&done(137), true, &said, &cfg()).unwrap();
+        assert_eq!(e.message, "the profiled command was killed by signal 9 (SIGKILL) under nsys");
+        let e = judge(&done(137), false, &said, &cfg()).unwrap();
+        assert_eq!(e.message, "nsys exited with code 137 and wrote no capture: End of file");
     }
 }

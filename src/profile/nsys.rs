@@ -22,6 +22,16 @@ pub(crate) fn hang_diagnosis(attempt: u32, grace_s: u64) -> crate::manifest::Dia
     }
 }
 
+/// The manifest's diagnosis of a capture nsys lost by failing on its own
+/// (an exit status and no report); `words` is its stderr's last line, as ": …".
+pub(crate) fn failure_diagnosis(attempt: u32, ended: &str, words: &str) -> crate::manifest::Diagnosis {
+    crate::manifest::Diagnosis {
+        code: "nsys_failed_without_capture".into(),
+        message: format!("attempt {attempt}: nsys ended with {ended} and wrote no capture{words}"),
+        hint: "nsys writes its capture whatever the application's status, so this failure is nsys's own: nsys 2022.4 sometimes fails mid-capture (docs/internals.md, \"The nsys conversion hang\"); the capture is retried up to pipeline.nsys.hang_retries times".into(),
+    }
+}
+
 /// Makes nsys match NVTX ranges by any string, not only registered ones.
 pub(crate) const REGISTER_ONLY_ENV: &str = "--env-var=NSYS_NVTX_PROFILER_REGISTER_ONLY=0";
 
