@@ -4,7 +4,9 @@
 # Profiles the regions workload N times back to back with a short conversion
 # deadline and prints, per capture, the wall time and the nsys stage's
 # diagnoses: `nsys_postprocess_hang` marks a hang that llmperf killed and
-# retried. With hang_retries=0 a hang shows as rc=5 instead.
+# retried, `nsys_failed_without_capture` an attempt nsys lost by failing on
+# its own (an exit status and no report), also retried. With hang_retries=0
+# a hang shows as rc=5 instead.
 # Further arguments are overrides for every capture. With a capture range
 # ("The nsys capture-range hang"), a capture that timed out in its range counts:
 #
@@ -19,6 +21,7 @@ BIN=${LLMPERF:-target/release/llmperf}
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 hangs=0
+failures=0
 for i in $(seq "$N"); do
     start=$(date +%s.%N)
     rc=0
@@ -27,7 +30,9 @@ for i in $(seq "$N"); do
     end=$(date +%s.%N)
     codes=$(python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); s=[x for x in m["stages"] if x["name"]=="nsys"][0]; print(s["status"], ",".join(d["code"] for d in s["diagnoses"]) or "-", "range-hang" if "; its capture range " in (s.get("reason") or "") else "")' "$dir/manifest.json")
     case "$codes" in *nsys_postprocess_hang*) hangs=$((hangs + 1));; esac
+    case "$codes" in *nsys_failed_without_capture*) failures=$((failures + 1));; esac
     case "$codes" in *range-hang*) hangs=$((hangs + 1));; *) [ "$rc" -eq 5 ] && [ "$RETRIES" -eq 0 ] && hangs=$((hangs + 1));; esac
     printf 'capture %2d rc=%d %5.1f s nsys %s\n' "$i" "$rc" "$(echo "$end - $start" | bc)" "$codes"
 done
 echo "captures with an nsys hang: $hangs of $N"
+echo "captures with an attempt nsys lost by failing on its own: $failures of $N"
