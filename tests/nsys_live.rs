@@ -692,6 +692,34 @@ fn a_capture_range_the_application_never_entered_is_named() {
     );
 }
 
+/// With a capture range that never started, nsys 2022.4 writes nothing and
+/// exits with the application's status (`sh -c 'exit 3'`: 3, no report):
+/// the status is the application's, and the capture is not tried again.
+#[test]
+fn a_failing_application_that_never_entered_its_range_is_blamed_and_not_retried() {
+    let _nsys = nsys_lock();
+    let root = tempfile::tempdir().unwrap();
+    let args = [
+        "pipeline.nsys.capture_range=nvtx",
+        "pipeline.nsys.nvtx_capture=nosuch",
+        "--no-ncu",
+        "pipeline.nsys.timeout_s=60",
+        "--",
+        "sh",
+        "-c",
+        "echo oops >&2; exit 3",
+    ];
+    let out = profile_live(root.path(), &args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    let manifest = json(&run_dir(&out.stdout).join("manifest.json"));
+    let nsys = stage(&manifest, "nsys");
+    assert_eq!(nsys["exit"]["code"], 3, "{nsys}");
+    assert_eq!(nsys["reason"], "the profiled command exited with code 3 under nsys: oops");
+    let codes: Vec<&str> = nsys["diagnoses"].as_array().unwrap().iter().map(|d| d["code"].as_str().unwrap()).collect();
+    assert!(!codes.contains(&"nsys_failed_without_capture"), "{nsys}");
+}
+
 #[test]
 fn an_nvtx_capture_range_that_stops_the_application_is_a_complete_capture() {
     const HUNG: &str = "and was stopped (no capture was written); its capture range ";

@@ -79,8 +79,7 @@ pub(crate) fn capture(
         let capture_range = nsys_cfg.capture_range != CaptureRange::None;
         let said_by_nsys = Said {
             last_words: &said,
-            agent_failed: String::from_utf8_lossy(&stderr_tail).contains(AGENT_FAILED)
-                || stdout_tail.contains(AGENT_FAILED),
+            agent_failed: agent_failed(&stderr_tail, stdout_tail.as_bytes()),
             range_started: capture_range && log_has_line(&run.join(run_dir::NSYS_STDOUT), RANGE_STARTED),
             range_ended: capture_range && log_has_line(&run.join(run_dir::NSYS_STDOUT), RANGE_ENDED),
         };
@@ -131,7 +130,7 @@ fn run_with_retries(
     let mut attempt = 1;
     loop {
         let done = stage::run_with_progress("nsys", spec)?;
-        let lost = lost(run, &done);
+        let lost = lost(run, &done, cfg);
         if let Some(lost) = &lost {
             diagnoses.push(match lost {
                 Lost::Hang => nsys::hang_diagnosis(attempt, cfg.postprocess_timeout_s),
@@ -167,21 +166,29 @@ enum Lost {
     /// exits 1 on its own mid-capture ("End of file", "Local Endpoint is not
     /// available", "SystemException"). Not counted: nsys that could not start
     /// its agent, or a temporary directory short of room, which another
-    /// attempt would meet again.
+    /// attempt would meet again; nor a capture range that never started,
+    /// where nsys writes nothing and passes on the application's status.
     Failed(String),
 }
 
-fn lost(run: &RunDir, done: &Finished) -> Option<Lost> {
+fn lost(run: &RunDir, done: &Finished, cfg: &NsysConfig) -> Option<Lost> {
     match done.exit {
         Exit::Stalled => Some(Lost::Hang),
         Exit::Code(c) if c != 0 && run_dir::nsys_report(run).is_none() => {
             let stderr = tail_of(&run.join(run_dir::NSYS_STDERR), 4096);
             let stdout = tail_of(&run.join(run_dir::NSYS_STDOUT), 4096);
-            let agent_failed = [&stderr, &stdout].iter().any(|t| String::from_utf8_lossy(t).contains(AGENT_FAILED));
-            (!agent_failed && temp_space_low().is_none()).then(|| Lost::Failed(last_words(&stderr)))
+            let range_unstarted = cfg.capture_range != CaptureRange::None
+                && !log_has_line(&run.join(run_dir::NSYS_STDOUT), RANGE_STARTED);
+            let again = !agent_failed(&stderr, &stdout) && !range_unstarted && temp_space_low().is_none();
+            again.then(|| Lost::Failed(last_words(&stderr)))
         }
         _ => None,
     }
+}
+
+/// Whether nsys's logs say it could not start its agent.
+fn agent_failed(stderr_tail: &[u8], stdout_tail: &[u8]) -> bool {
+    [stderr_tail, stdout_tail].iter().any(|t| String::from_utf8_lossy(t).contains(AGENT_FAILED))
 }
 
 /// Keep a hung attempt's logs as `nsys/stdout.attemptN.log` before the next attempt overwrites them.
@@ -343,8 +350,9 @@ fn judge(done: &Finished, have_report: bool, said: &Said, cfg: &NsysConfig) -> O
             "an nsys killed while it hung can leave its session registry behind: with no nsys running (`pgrep -a nsys`), remove /dev/shm/NSys-* and /dev/shm/quadd-agent-instance-*, then run again",
         ),
         // nsys writes its report whatever the application's status: without
-        // one, the status is nsys's, not the application's (`Lost::Failed`).
-        Exit::Code(c) if !have_report => failed(
+        // one, the status is nsys's, not the application's (`Lost::Failed`);
+        // unless a capture range never started, when nsys writes none.
+        Exit::Code(c) if !have_report && (cfg.capture_range == CaptureRange::None || said.range_started) => failed(
             format!("nsys exited with code {c} and wrote no capture{}", said.last_words),
             &format!(
                 "nsys 2022.4 sometimes fails on its own mid-capture (\"End of file\", \"Local Endpoint is not available\"): run again, or raise pipeline.nsys.hang_retries; {see_log}"
@@ -915,15 +923,22 @@ mod tests {
     fn a_failing_status_is_the_applications_only_beside_a_capture() {
         let done =
             |c| Finished { exit: Exit::Code(c), elapsed: Duration::ZERO, stdout: Vec::new(), stderr: Vec::new() };
-        let said = Said { last_words: ": End of file", ..said() };
-        let e = judge(&done(1), true, &said, &cfg()).unwrap();
+        let eof = Said { last_words: ": End of file", ..said() };
+        let e = judge(&done(1), true, &eof, &cfg()).unwrap();
         assert_eq!(e.message, "the profiled command exited with code 1 under nsys: End of file");
-        let e = judge(&done(1), false, &said, &cfg()).unwrap();
+        let e = judge(&done(1), false, &eof, &cfg()).unwrap();
         assert_eq!(e.message, "nsys exited with code 1 and wrote no capture: End of file");
         assert!(e.hint.unwrap().contains("pipeline.nsys.hang_retries"));
-        let e = judge(&done(137), true, &said, &cfg()).unwrap();
+        let e = judge(&done(137), true, &eof, &cfg()).unwrap();
         assert_eq!(e.message, "the profiled command was killed by signal 9 (SIGKILL) under nsys");
-        let e = judge(&done(137), false, &said, &cfg()).unwrap();
+        let e = judge(&done(137), false, &eof, &cfg()).unwrap();
         assert_eq!(e.message, "nsys exited with code 137 and wrote no capture: End of file");
+        // A capture range that never started: nsys writes nothing and passes on the status.
+        let ranged = NsysConfig { capture_range: CaptureRange::Nvtx, nvtx_capture: Some("X".into()), ..cfg() };
+        let e = judge(&done(3), false, &Said { last_words: ": oops", ..said() }, &ranged).unwrap();
+        assert_eq!(e.message, "the profiled command exited with code 3 under nsys: oops");
+        let started = Said { range_started: true, ..eof };
+        let e = judge(&done(1), false, &started, &ranged).unwrap();
+        assert_eq!(e.message, "nsys exited with code 1 and wrote no capture: End of file");
     }
 }
