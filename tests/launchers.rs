@@ -269,16 +269,15 @@ fn ncu_on_rank_zero_inside_torchrun_matches_that_ranks_ranges_only() {
     }
     // One profiler at a time in this file: an ncu beside an nsys is not what these tests ask about.
     let _nsys = nsys_lock();
-    let root = tempfile::tempdir().unwrap();
-    let out = clean()
-        .args(["profile", "--launcher", "torchrun", "-n", "2", "--no-nsys", "--replay-mode", "range"])
-        .args(["--nvtx-include", "B", "--model", "nvtx_regions", "infer.iters=5", "-o"])
-        .arg(root.path())
-        .assert()
-        .get_output()
-        .stdout
-        .clone();
-    let run = run_dir(&out);
+    let (_root, out) = past_ncu_hangs(&this_test!(), |root| {
+        clean()
+            .args(["profile", "--launcher", "torchrun", "-n", "2", "--no-nsys", "--replay-mode", "range"])
+            .args(["--nvtx-include", "B", "--model", "nvtx_regions", "infer.iters=5", NCU_PASS_DEADLINE, "-o"])
+            .arg(root)
+            .output()
+            .unwrap()
+    });
+    let run = run_dir(&out.stdout);
     assert_eq!(ncu_attached_and_matched(&run.join("ncu/p0.log")), (1, 5), "one process, its 5 ranges of B");
     let cmd = std::fs::read_to_string(run.join("ncu/cmd.txt")).unwrap();
     assert!(cmd.starts_with("LC_ALL=C torchrun --standalone --nproc-per-node 2 --no-python"), "{cmd}");
@@ -329,17 +328,18 @@ fn under_mpirun_each_rank_profiles_itself_and_unprofiled_ranks_still_run() {
     }
     // One profiler at a time in this file: an ncu beside an nsys is not what these tests ask about.
     let _nsys = nsys_lock();
-    let root = tempfile::tempdir().unwrap();
     let llmperf_bin = env!("CARGO_BIN_EXE_llmperf");
-    let mut mpirun = std::process::Command::new("mpirun");
-    for v in RANK_VARS {
-        mpirun.env_remove(v);
-    }
-    mpirun.args(["-np", "2", "--oversubscribe", "--allow-run-as-root", llmperf_bin, "profile", "--rank-from-env"]);
-    mpirun.args(["--run-id", "mpi-job", "--no-nsys", "--replay-mode", "range", "--nvtx-include", "B"]);
-    mpirun.args(["--model", "nvtx_regions", "infer.iters=5", "pipeline.ncu.ranks=[1]", "-o"]).arg(root.path());
-    let status = mpirun.status().unwrap();
-    assert!(status.success(), "{status}");
+    let (root, out) = past_ncu_hangs(&this_test!(), |root| {
+        let mut mpirun = std::process::Command::new("mpirun");
+        for v in RANK_VARS {
+            mpirun.env_remove(v);
+        }
+        mpirun.args(["-np", "2", "--oversubscribe", "--allow-run-as-root", llmperf_bin, "profile", "--rank-from-env"]);
+        mpirun.args(["--run-id", "mpi-job", "--no-nsys", "--replay-mode", "range", "--nvtx-include", "B"]);
+        mpirun.args(["--model", "nvtx_regions", "infer.iters=5", "pipeline.ncu.ranks=[1]", NCU_PASS_DEADLINE, "-o"]);
+        mpirun.arg(root).output().unwrap()
+    });
+    assert!(out.status.success(), "{}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
     let job = root.path().join("mpi-job");
     let r0 = json(&job.join("ranks/0/rank.json"));
     assert_eq!((r0["rank_from"].as_str(), r0["profiled"].as_array().unwrap().len()), (Some("OMPI_COMM_WORLD_RANK"), 0));

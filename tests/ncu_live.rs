@@ -3,6 +3,7 @@
 //! its NVTX ranges and reports that nothing was profiled; llmperf must say so
 //! and invent nothing.
 use crate::common::*;
+use assert_cmd::assert::OutputAssertExt;
 use predicates::prelude::*;
 
 #[test]
@@ -12,22 +13,16 @@ fn range_replay_on_the_regions_workload_reports_the_diagnosis() {
         skipped("range_replay_on_the_regions_workload_reports_the_diagnosis", "a GPU is here: ncu profiles the ranges");
         return;
     }
-    let root = tempfile::tempdir().unwrap();
-    let out = llmperf()
-        .args([
-            "profile",
-            "--model",
-            "nvtx_regions",
-            "infer.iters=3",
-            "--replay-mode",
-            "range",
-            "--nvtx-include",
-            "A",
-            "--no-nsys",
-            "-o",
-        ])
-        .arg(root.path())
-        .timeout(std::time::Duration::from_secs(600))
+    let (_root, out) = past_ncu_hangs(&this_test!(), |root| {
+        llmperf()
+            .args(["profile", "--model", "nvtx_regions", "infer.iters=3", "--replay-mode", "range"])
+            .args(["--nvtx-include", "A", "--no-nsys", NCU_PASS_DEADLINE, "-o"])
+            .arg(root)
+            .timeout(std::time::Duration::from_secs(600))
+            .output()
+            .unwrap()
+    });
+    let out = out
         .assert()
         .success()
         .stderr(predicate::str::contains("3 matching range(s) held no CUDA work"))
@@ -329,17 +324,16 @@ fn a_selector_that_matches_nothing_is_named_and_fails_on_request() {
 /// same region as an NVTX filter. Each step and ncu's reason are recorded.
 #[test]
 fn the_replay_ladder_steps_down_and_records_why() {
-    let root = tempfile::tempdir().unwrap();
-    let out = llmperf()
-        .args(["profile", "--model", "nvtx_regions", "infer.iters=2", "--no-nsys", "--replay-mode", "auto"])
-        .args(["--nvtx-include", "A::A1", "--fail-on-empty", "-o"])
-        .arg(root.path())
-        .timeout(std::time::Duration::from_secs(600))
-        .assert()
-        .code(7)
-        .get_output()
-        .stdout
-        .clone();
+    let (_root, out) = past_ncu_hangs(&this_test!(), |root| {
+        llmperf()
+            .args(["profile", "--model", "nvtx_regions", "infer.iters=2", "--no-nsys", "--replay-mode", "auto"])
+            .args(["--nvtx-include", "A::A1", "--fail-on-empty", NCU_PASS_DEADLINE, "-o"])
+            .arg(root)
+            .timeout(std::time::Duration::from_secs(600))
+            .output()
+            .unwrap()
+    });
+    let out = out.assert().code(7).get_output().stdout.clone();
     let dir = run_dir(&out);
     let plan = json(&dir.join("ncu/plan.json"));
     let passes: Vec<(&str, &str, &str)> = plan["passes"]
@@ -376,17 +370,16 @@ fn the_replay_ladder_steps_down_and_records_why() {
 /// named once, in the order they were planned.
 #[test]
 fn a_ladder_names_each_empty_region_once() {
-    let root = tempfile::tempdir().unwrap();
-    let out = llmperf()
-        .args(["profile", "--model", "nvtx_regions", "infer.iters=1", "--no-nsys", "--replay-mode", "auto"])
-        .args(["--nvtx-include", "A::A1", "--nvtx-include", "B", "-o"])
-        .arg(root.path())
-        .timeout(std::time::Duration::from_secs(600))
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
+    let (_root, out) = past_ncu_hangs(&this_test!(), |root| {
+        llmperf()
+            .args(["profile", "--model", "nvtx_regions", "infer.iters=1", "--no-nsys", "--replay-mode", "auto"])
+            .args(["--nvtx-include", "A::A1", "--nvtx-include", "B", NCU_PASS_DEADLINE, "-o"])
+            .arg(root)
+            .timeout(std::time::Duration::from_secs(600))
+            .output()
+            .unwrap()
+    });
+    let out = out.assert().success().get_output().stdout.clone();
     let manifest = json(&run_dir(&out).join("manifest.json"));
     let names: Vec<&str> = manifest["stages"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
     assert!(names.contains(&"ncu:p0") && names.contains(&"ncu:p0-kernel"), "{names:?}");

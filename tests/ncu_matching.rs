@@ -12,53 +12,42 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+/// The LLM as small as its four-deep nesting allows: one iteration, a prefill
+/// and two decode steps (25 matched ranges over the four passes, not 130).
+const SMALL_LLM: [&str; 2] = ["infer.iters=1", "infer.max_new_tokens=3"];
+
 /// `llmperf profile --model MODEL --replay-mode range` with nsys (which finds
 /// the regions) and ncu: the run directory in its own temporary root. None on
 /// a host with a GPU, where ncu profiles the matched ranges instead of logging
 /// them as skipped and this oracle does not apply (tests/gpu_fixtures.rs
 /// covers GPU captures); the test is then recorded as skipped.
-const ATTEMPTS: usize = 5;
-
-/// The LLM as small as its four-deep nesting allows: one iteration, a prefill
-/// and two decode steps (25 matched ranges over the four passes, not 130).
-const SMALL_LLM: [&str; 2] = ["infer.iters=1", "infer.max_new_tokens=3"];
-
+///
+/// The range-replay deadlock of ncu 2022.3 here ([`NCU_PASS_DEADLINE`]) grows
+/// with the ranges matched: with both cores busy (bench: two spinning shells)
+/// 4 of 6 runs of the 64-range attn/mlp pass hung, 0 of 8 runs of a 2-range
+/// pass. So the LLM tests run a small workload ([`SMALL_LLM`], 25 ranges in
+/// all) besides the deadline and the new attempts.
 fn range_run(test: &str, model: &str, extra: &[&str]) -> Option<(tempfile::TempDir, std::path::PathBuf)> {
     if gpu_host() {
         skipped(test, "a GPU is here: ncu profiles the matched ranges instead of logging them as skipped");
         return None;
     }
     let _nsys = nsys_lock();
-    // ncu 2022.3 here sometimes deadlocks with the workload at the CUDA call
-    // that ends a matched range: the workload waits in the injection's
-    // cuDeviceGetCount for a reply, ncu waits in epoll, the log's last line is
-    // `RecordStatusUnknownError`. On an idle host that is rare; with both
-    // cores busy (bench: two spinning shells) 4 of 6 runs of the 64-range
-    // attn/mlp pass hung, 0 of 8 runs of a 2-range pass. The chance grows with
-    // the ranges matched, so the LLM tests run a small workload (25 ranges in
-    // all), a pass gets 40 s (it needs 1 to 10), and a run whose ncu pass
-    // timed out is made again, at most four times.
-    for _ in 0..ATTEMPTS {
-        let root = tempfile::tempdir().unwrap();
-        let out = llmperf()
+    let (root, out) = past_ncu_hangs(&format!("{test} ({model})"), |root| {
+        llmperf()
             .args(["profile", "--model", model, "infer.iters=2", "infer.cuda_probe=true", "--replay-mode", "range"])
             .args(NSYS_HANG)
-            .arg("pipeline.ncu.timeout_s=40")
+            .arg(NCU_PASS_DEADLINE)
             .args(extra)
             .arg("-o")
-            .arg(root.path())
+            .arg(root)
             .timeout(Duration::from_secs(900))
             .output()
-            .unwrap();
-        let dir = run_dir(&out.stdout);
-        if out.status.success() {
-            return Some((root, dir));
-        }
-        let manifest = json(&dir.join("manifest.json"));
-        let ncu_hung = manifest["stages"].as_array().unwrap().iter().any(|s| s["exit"]["timed_out"] == true);
-        assert!(ncu_hung, "{}", String::from_utf8_lossy(&out.stderr));
-    }
-    panic!("ncu hung in {ATTEMPTS} runs of {model}");
+            .unwrap()
+    });
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let dir = run_dir(&out.stdout);
+    Some((root, dir))
 }
 
 /// Per pass: (its expressions, the ranges ncu's log says it matched).

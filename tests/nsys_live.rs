@@ -242,7 +242,21 @@ fn assert_nested(ranges: &[Range], parent: &str, child: &str) {
 fn profile_builtin(root: &Path, args: &[&str]) -> std::path::PathBuf {
     let mut all = vec!["pipeline.nsys.trace=nvtx,osrt"];
     all.extend_from_slice(args);
-    let out = profile_live(root, &all);
+    builtin_run(&profile_live(root, &all))
+}
+
+/// [`profile_builtin`] with the real ncu's range replay after nsys: each
+/// pass has [`NCU_PASS_DEADLINE`], and a run whose pass deadlocked is made
+/// again ([`past_ncu_hangs`]).
+fn profile_builtin_range(test: &str, args: &[&str]) -> (tempfile::TempDir, std::path::PathBuf) {
+    let mut all = vec!["pipeline.nsys.trace=nvtx,osrt", "--replay-mode", "range", NCU_PASS_DEADLINE];
+    all.extend_from_slice(args);
+    let (root, out) = past_ncu_hangs(test, |root| profile_live(root, &all));
+    (root, builtin_run(&out))
+}
+
+/// The run directory of a built-in workload's run that succeeded, nsys's stage checked.
+fn builtin_run(out: &std::process::Output) -> std::path::PathBuf {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let dir = run_dir(&out.stdout);
     let manifest = json(&dir.join("manifest.json"));
@@ -274,8 +288,7 @@ fn regions_workload_capture_has_a_a1_b_nested() {
 #[test]
 fn range_replay_plans_its_passes_from_the_regions_nsys_found() {
     let _nsys = nsys_lock();
-    let root = tempfile::tempdir().unwrap();
-    let dir = profile_builtin(root.path(), &["--model", "nvtx_regions", "infer.iters=2", "--replay-mode", "range"]);
+    let (_root, dir) = profile_builtin_range(&this_test!(), &["--model", "nvtx_regions", "infer.iters=2"]);
     let plan = json(&dir.join("ncu/plan.json"));
     assert_eq!(plan["regions_from"], "nsys", "{plan}");
     let passes: Vec<(u64, Vec<String>)> = plan["passes"]
@@ -318,11 +331,8 @@ fn range_replay_plans_its_passes_from_the_regions_nsys_found() {
 #[test]
 fn cpu_range_replay_names_the_missing_cuda_work_not_the_selector() {
     let _nsys = nsys_lock();
-    let root = tempfile::tempdir().unwrap();
-    let dir = profile_builtin(
-        root.path(),
-        &["--model", "llm_tiny", "infer.iters=1", "infer.max_new_tokens=2", "--replay-mode", "range"],
-    );
+    let (_root, dir) =
+        profile_builtin_range(&this_test!(), &["--model", "llm_tiny", "infer.iters=1", "infer.max_new_tokens=2"]);
     let preflight = json(&dir.join("ncu/preflight.json"));
     let checks = preflight["regions"].as_array().unwrap();
     assert!(!checks.is_empty() && checks.iter().all(|c| c["found"] == true && c["kernels"] == 0), "{preflight}");
