@@ -359,6 +359,12 @@ fn the_replay_ladder_steps_down_and_records_why() {
         argv.windows(2).any(|w| w == ["--replay-mode", "kernel"])
             && argv.windows(2).any(|w| w == ["--nvtx-include", "A/A1"])
     );
+    // Its hint is not the one for a raw name missing its '/': llmperf wrote
+    // `A/A1`, the documented filter for a nested range (it said "push/pop
+    // ranges need a trailing '/': A/A1/").
+    let none = kernel["diagnoses"].as_array().unwrap().iter().find(|d| d["code"] == "no_kernels_profiled");
+    let hint = none.expect("the kernel pass profiled nothing here")["hint"].as_str().unwrap();
+    assert!(hint.starts_with("no kernel matched"), "{hint}");
     // The last rung ran too and profiled nothing on this host: the run says so.
     assert_eq!(
         stage(&manifest, "ncu_matched")["diagnoses"][0]["message"],

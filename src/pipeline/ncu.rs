@@ -96,8 +96,7 @@ fn run_passes(
     let mut queue: std::collections::VecDeque<Pass> = plan.passes.iter().cloned().collect();
     while let Some(pass) = queue.pop_front() {
         let pass_cli = pass.cli(with.cli, plan);
-        let (outcome, diagnoses) =
-            run_pass(run, manifest, &PassRun { cli: &pass_cli, ..*with }, &pass.name, &mut commands)?;
+        let (outcome, diagnoses) = run_pass(run, manifest, &PassRun { cli: &pass_cli, ..*with }, &pass, &mut commands)?;
         if let StageOutcome::Interrupted(_) = outcome {
             verdict.add(outcome);
             break;
@@ -329,10 +328,10 @@ fn run_pass(
     run: &RunDir,
     manifest: &mut ManifestWriter,
     with: &PassRun,
-    name: &str,
+    pass: &Pass,
     commands: &mut String,
 ) -> Result<(StageOutcome, Vec<Diagnosis>), Error> {
-    let (tool, cli) = (with.tool, with.cli);
+    let (tool, cli, name) = (with.tool, with.cli, pass.name.as_str());
     let spec = pass_spec(run, with, name);
     commands.push_str(&format!("{}\n", spec.display()));
     run.write(run_dir::NCU_CMD, commands.as_bytes())?;
@@ -346,7 +345,7 @@ fn run_pass(
             signals::answer();
         }
         let log = std::fs::read_to_string(run.join(&pass_file(name, PassFile::Log))).unwrap_or_default();
-        let diagnoses = no_cuda_in_ranges(ncu::diagnose(&log, cli), with.preflight);
+        let diagnoses = no_cuda_in_ranges(ncu::diagnose(&log, cli, &pass.nvtx_include), with.preflight);
         for d in &diagnoses {
             tracing::warn!("ncu {name}: {} (hint: {})", d.message, d.hint);
         }

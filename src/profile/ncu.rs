@@ -336,7 +336,10 @@ const FIRST_USE_CALLS: [&str; 8] = [
     "cuModuleGetFunction",
 ];
 
-pub(crate) fn diagnose(log: &str, cli: &NcuCli) -> Vec<Diagnosis> {
+/// ncu's log of one pass as diagnoses: `cli` is the command line it ran
+/// (the expressions llmperf compiled), `selectors` the pass's regions as the
+/// user or nsys named them.
+pub(crate) fn diagnose(log: &str, cli: &NcuCli, selectors: &[String]) -> Vec<Diagnosis> {
     let mut out = Vec::new();
     let mut add = |code: &str, message: String, hint: String| out.push(Diagnosis { code: code.into(), message, hint });
     let empty_ranges = log.matches("Skipping invalid capture range (RecordStatusEmpty)").count();
@@ -384,12 +387,11 @@ pub(crate) fn diagnose(log: &str, cli: &NcuCli) -> Vec<Diagnosis> {
         );
     }
     if log.contains("No kernels were profiled") {
-        let bare: Vec<&String> =
-            cli.nvtx.include.iter().filter(|s| s.starts_with("expr:") && !s.ends_with('/')).collect();
+        let bare = bare_names(selectors);
         let hint = if !bare.is_empty() {
             format!(
                 "push/pop ranges need a trailing '/': {} (or write the region without expr:)",
-                bare.iter().map(|s| format!("{}/", &s[5..])).collect::<Vec<_>>().join(", ")
+                bare.iter().map(|e| format!("{e}/")).collect::<Vec<_>>().join(", ")
             )
         } else {
             "no kernel matched: check the NVTX filter and kernel name filter, and that the application runs CUDA kernels on this host".into()
@@ -411,6 +413,30 @@ pub(crate) fn diagnose(log: &str, cli: &NcuCli) -> Vec<Diagnosis> {
         );
     }
     out
+}
+
+/// The user's raw `expr:` selectors of one name without the trailing `/` a
+/// push/pop range needs (`decode`, meant as `decode/`: the most common
+/// mistake; docs/internals.md, "Region selectors"). Not an expression of
+/// several names (`A/A1`, the documented kernel filter for a nested range),
+/// of start/end ranges (`A,B`), a regex, nor a region llmperf compiled itself
+/// (it knows the range's style).
+fn bare_names(selectors: &[String]) -> Vec<&str> {
+    selectors
+        .iter()
+        .filter_map(|s| s.strip_prefix("expr:"))
+        .filter(|e| !e.is_empty() && !e.starts_with("regex:") && !has_unescaped(e, &['/', ',']))
+        .collect()
+}
+
+/// Whether `expr` has one of `chars` not escaped by a `\`.
+fn has_unescaped(expr: &str, chars: &[char]) -> bool {
+    let mut escaped = false;
+    expr.chars().any(|c| {
+        let special = !escaped && chars.contains(&c);
+        escaped = !escaped && c == '\\';
+        special
+    })
 }
 
 /// `ncu --list-sections` of ncu 2022.3 (tests/fixtures/ncu/list-sections.ncu2022.3.txt,

@@ -169,18 +169,42 @@ fn versions_without_the_replay_mode_are_refused() {
 fn real_logs_become_diagnoses() {
     // Captured here with ncu 2022.3 (tests/fixtures/ncu/PROVENANCE.md).
     let range = include_str!("../../../tests/fixtures/ncu/range_replay_no_gpu.ncu2022.3.log");
-    let d = diagnose(range, &cli(&[]));
+    let d = diagnose(range, &cli(&[]), &[]);
     let codes: Vec<_> = d.iter().map(|d| d.code.as_str()).collect();
     assert_eq!(codes, ["empty_ranges", "no_ranges_profiled"]);
     assert_eq!(d[0].message, "5 matching range(s) held no CUDA work");
     let kernel = include_str!("../../../tests/fixtures/ncu/kernel_replay_no_kernels.ncu2022.3.log");
-    assert_eq!(diagnose(kernel, &cli(&[]))[0].code, "no_kernels_profiled");
-    // A raw push/pop name without the trailing '/': the most common mistake.
-    let d = diagnose(kernel, &cli(&["pipeline.ncu.ncu_cli.nvtx.include=[\"expr:decode\"]"]));
-    assert!(d[0].hint.contains("decode/"), "{}", d[0].hint);
+    assert_eq!(diagnose(kernel, &cli(&[]), &[])[0].code, "no_kernels_profiled");
     let perm =
         "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters";
-    assert!(diagnose(perm, &cli(&[]))[0].hint.contains("NVreg_RestrictProfilingToAdminUsers"));
+    assert!(diagnose(perm, &cli(&[]), &[])[0].hint.contains("NVreg_RestrictProfilingToAdminUsers"));
+}
+
+/// A raw push/pop name without its trailing '/' (the most common mistake) is
+/// named with the fix; an expression that needs none is not: one of several
+/// names (`A/A1`, what the ladder's kernel pass compiles `A::A1` to, which
+/// drew "push/pop ranges need a trailing '/': A/A1/"), a start/end pair, a
+/// regex, or a region llmperf compiled from the user's or nsys's name.
+#[test]
+fn only_a_raw_single_name_is_told_to_add_the_slash() {
+    let kernel = include_str!("../../../tests/fixtures/ncu/kernel_replay_no_kernels.ncu2022.3.log");
+    let hint = |selectors: &[&str]| {
+        let selectors: Vec<String> = selectors.iter().map(|s| s.to_string()).collect();
+        let d = diagnose(kernel, &cli(&["pipeline.ncu.ncu_cli.nvtx.include=[\"expr:A/A1\"]"]), &selectors);
+        assert_eq!(d[0].code, "no_kernels_profiled");
+        d[0].hint.clone()
+    };
+    let told = |h: &str| h.starts_with("push/pop ranges need a trailing '/'");
+    assert_eq!(
+        hint(&["expr:decode"]),
+        "push/pop ranges need a trailing '/': decode/ (or write the region without expr:)"
+    );
+    assert!(hint(&["expr:LLM@decode", "expr:B/"]).contains(": LLM@decode/ (or"));
+    assert!(hint(&[r"expr:a\/b"]).contains(r": a\/b/ (or"), "an escaped '/' is part of the name");
+    for fine in [&["A::A1"][..], &["expr:A/A1"], &["expr:A/"], &["expr:A,B"], &["expr:regex:^A$"], &["B"], &[]] {
+        let h = hint(fine);
+        assert!(!told(&h) && h.starts_with("no kernel matched"), "{fine:?}: {h}");
+    }
 }
 
 /// ncu 2025.3.1 on an H200 refused the demo's first range: the first launch
@@ -189,12 +213,12 @@ fn real_logs_become_diagnoses() {
 fn a_refused_first_launch_asks_for_a_warm_up() {
     let log =
         include_str!("../../../tests/fixtures/gpu/h200-ncu2025.3.1/runs/range/20261126T033401Z-f9ddb5/ncu/p0.log");
-    let d = diagnose(log, &cli(&["pipeline.ncu.ncu_cli.replay_mode=range"]));
+    let d = diagnose(log, &cli(&["pipeline.ncu.ncu_cli.replay_mode=range"]), &[]);
     let refused = d.iter().find(|d| d.code == code::UNSUPPORTED_API).unwrap();
     assert_eq!(refused.message, "range replay cannot capture a call inside the range: cuKernelSetAttribute");
     assert!(refused.hint.contains("warm-up outside every range"), "{}", refused.hint);
     let other = log.replace("cuKernelSetAttribute", "cuStreamBeginCapture");
-    let d = diagnose(&other, &cli(&["pipeline.ncu.ncu_cli.replay_mode=range"]));
+    let d = diagnose(&other, &cli(&["pipeline.ncu.ncu_cli.replay_mode=range"]), &[]);
     let refused = d.iter().find(|d| d.code == code::UNSUPPORTED_API).unwrap();
     assert!(!refused.hint.contains("warm-up"), "{}", refused.hint);
 }
@@ -206,7 +230,7 @@ fn a_real_error_only_log_names_the_unknown_section() {
         return;
     };
     let error_only = std::fs::read_to_string(path).unwrap();
-    assert_eq!(diagnose(&error_only, &cli(&[]))[0].code, "unknown_section");
+    assert_eq!(diagnose(&error_only, &cli(&[]), &[])[0].code, "unknown_section");
 }
 
 const ERROR_ONLY: &str = "llm-perf-opt/outputs/2025-10-30/05-23-00/ncu/raw.csv";
