@@ -33,7 +33,7 @@ fn range_replay_on_the_regions_workload_reports_the_diagnosis() {
     let manifest = json(&dir.join("manifest.json"));
     let ncu = stage(&manifest, "ncu:p0");
     assert_eq!(ncu["status"], "ok");
-    let codes: Vec<_> = ncu["diagnoses"].as_array().unwrap().iter().map(|d| d["code"].as_str().unwrap()).collect();
+    let codes = codes_of(ncu);
     assert_eq!(codes, ["empty_ranges", "no_ranges_profiled"]);
     assert!(ncu["diagnoses"][1]["hint"].as_str().unwrap().contains("app-range"));
     let cmd = std::fs::read_to_string(dir.join("ncu/cmd.txt")).unwrap();
@@ -92,7 +92,18 @@ fn app_range_replay_is_refused_by_ncu_2022_3() {
 /// A stand-in ncu for the profiling run (no GPU here) that writes a recorded
 /// real report where llmperf asked for one; `--version` and `--import` go to
 /// the real ncu, so the rendering of a real report is exercised for real.
+/// The codes of a stage's diagnoses, in order.
+fn codes_of(stage: &serde_json::Value) -> Vec<&str> {
+    stage["diagnoses"].as_array().unwrap().iter().map(|d| d["code"].as_str().unwrap()).collect()
+}
+
 fn fake_ncu_replaying(dir: &std::path::Path, report: &std::path::Path) -> std::path::PathBuf {
+    fake_ncu_replaying_and(dir, report, "")
+}
+
+/// [`fake_ncu_replaying`] that first runs `before`, a shell snippet with `$out`
+/// (the `--export` base) and `$log` (the `--log-file`) set.
+fn fake_ncu_replaying_and(dir: &std::path::Path, report: &std::path::Path, before: &str) -> std::path::PathBuf {
     let script = dir.join("ncu");
     write_executable(
         &script,
@@ -100,13 +111,22 @@ fn fake_ncu_replaying(dir: &std::path::Path, report: &std::path::Path) -> std::p
             r#"#!/bin/sh
 case " $* " in *" --import "*|*" --version "*|*" --help "*) exec ncu "$@";; esac
 prev=; for a in "$@"; do [ "$prev" = "--export" ] && out="$a"; [ "$prev" = "--log-file" ] && log="$a"; prev="$a"; done
+{before}
 cp {report} "$out.ncu-rep"
-echo "==PROF== Report: $out.ncu-rep" > "$log"
+echo "==PROF== Report: $out.ncu-rep" >> "$log"
 "#,
             report = report.display()
         ),
     );
     script
+}
+
+/// The first `Connected` and `RecordStatusEmpty` lines of ncu 2022.3's real
+/// range-replay log, appended to the pass's log: a matched range without CUDA work.
+fn an_empty_range_logged() -> String {
+    let real =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ncu/range_replay_no_gpu.ncu2022.3.log");
+    format!("head -n 2 '{}' >> \"$log\"", real.display())
 }
 
 /// `llmperf profile --no-nsys ARGS -- true` with the fake ncu replaying the
@@ -115,7 +135,12 @@ echo "==PROF== Report: $out.ncu-rep" > "$log"
 fn profile_with_recorded_report(test: &str, root: &std::path::Path, args: &[&str]) -> Option<std::path::PathBuf> {
     let report = corpus_copy(test, "real/nsight-training/manual_nvtx.ncu-rep", root)?;
     let fake = fake_ncu_replaying(root, &report);
-    let out = llmperf()
+    Some(run_dir(&profile_true_under(root, &fake, args).success().get_output().stdout))
+}
+
+/// `llmperf profile --no-nsys ARGS -- true` with `fake` as ncu, into `root/runs`.
+fn profile_true_under(root: &std::path::Path, fake: &std::path::Path, args: &[&str]) -> assert_cmd::assert::Assert {
+    llmperf()
         .args(["profile", "--no-nsys", "-o"])
         .arg(root.join("runs"))
         .arg(format!("pipeline.ncu.executable={}", fake.display()))
@@ -123,11 +148,6 @@ fn profile_with_recorded_report(test: &str, root: &std::path::Path, args: &[&str
         .args(["--", "true"])
         .timeout(std::time::Duration::from_secs(600))
         .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    Some(run_dir(&out))
 }
 
 #[test]
@@ -295,12 +315,7 @@ fn a_selector_that_matches_nothing_is_named_and_fails_on_request() {
     };
     let out = run(&[]).success().get_output().stdout.clone();
     let manifest = json(&run_dir(&out).join("manifest.json"));
-    let codes: Vec<&str> = stage(&manifest, "ncu:p0")["diagnoses"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["code"].as_str().unwrap())
-        .collect();
+    let codes = codes_of(stage(&manifest, "ncu:p0"));
     assert_eq!(codes, ["no_range_matched"]);
     let matched = stage(&manifest, "ncu_matched");
     assert_eq!(matched["status"], "ok");
@@ -370,6 +385,62 @@ fn the_replay_ladder_steps_down_and_records_why() {
         stage(&manifest, "ncu_matched")["diagnoses"][0]["message"],
         "ncu profiled nothing: no results for A::A1"
     );
+}
+
+/// `auto` steps down only from a range pass that profiled nothing. One whose
+/// report holds results, beside a range ncu found empty, keeps them: the
+/// kernel rung would count the same regions again (every pass's CSVs feed
+/// the region report). It stepped down on the empty range alone.
+#[test]
+fn a_range_pass_with_results_keeps_them_and_does_not_step_down() {
+    let root = tempfile::tempdir().unwrap();
+    let Some(report) = corpus_copy(&this_test!(), "real/nsight-training/manual_nvtx.ncu-rep", root.path()) else {
+        return;
+    };
+    let fake = fake_ncu_replaying_and(root.path(), &report, &an_empty_range_logged());
+    let auto = ["--replay-mode", "auto", "--nvtx-include", "run_test"];
+    let dir = run_dir(&profile_true_under(root.path(), &fake, &auto).success().get_output().stdout);
+    let passes: Vec<String> =
+        json(&dir.join("ncu/plan.json"))["passes"].as_array().unwrap().iter().map(|p| p["name"].to_string()).collect();
+    assert_eq!(passes, ["\"p0\""]);
+    let manifest = json(&dir.join("manifest.json"));
+    let codes = codes_of(stage(&manifest, "ncu:p0"));
+    assert_eq!(codes, ["empty_ranges"]);
+    // The recorded report's 3 ranges of run_test, counted once.
+    let report = json(&dir.join("ncu/regions/report.json"));
+    let source = (report["source"]["attribution"].as_str(), report["source"]["results"].as_u64());
+    assert_eq!(source, (Some("range"), Some(3)));
+    let run_test = &report["scopes"][0]["regions"][0];
+    assert_eq!((run_test["name"].as_str(), run_test["inclusive"]["calls"].as_u64()), (Some("run_test"), Some(3)));
+}
+
+/// A range pass that timed out is the run's failure, whatever its log said
+/// before: `auto` does not step down from it (it did, on the empty range the
+/// log held, and the kernel rung's success hid the timeout).
+#[test]
+fn a_range_pass_that_timed_out_fails_the_run_and_does_not_step_down() {
+    let root = tempfile::tempdir().unwrap();
+    let Some(report) = corpus_copy(&this_test!(), "real/nsight-training/manual_nvtx.ncu-rep", root.path()) else {
+        return;
+    };
+    let hang =
+        format!("case \" $* \" in *\" --replay-mode range \"*) {}; exec sleep 60;; esac", an_empty_range_logged());
+    let fake = fake_ncu_replaying_and(root.path(), &report, &hang);
+    let auto = ["--replay-mode", "auto", "--nvtx-include", "run_test"];
+    let deadline = ["pipeline.ncu.timeout_s=2", "pipeline.ncu.stop_timeout_s=1"];
+    let out = profile_true_under(root.path(), &fake, &[&auto[..], &deadline].concat())
+        .code(5)
+        .stderr(predicate::str::is_match("error: ncu timed out after [0-9]+ s and was killed").unwrap())
+        .get_output()
+        .stdout
+        .clone();
+    let dir = run_dir(&out);
+    let manifest = json(&dir.join("manifest.json"));
+    let p0 = stage(&manifest, "ncu:p0");
+    assert_eq!((p0["status"].as_str(), p0["exit"]["timed_out"].as_bool()), (Some("failed"), Some(true)), "{p0}");
+    let names: Vec<&str> = manifest["stages"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert!(!names.contains(&"ncu:p0-kernel"), "{names:?}");
+    assert!(p0["diagnoses"].as_array().unwrap().iter().all(|d| d["code"] != "replay_ladder"), "{p0}");
 }
 
 /// A ladder step repeats its pass's regions: a region without results is

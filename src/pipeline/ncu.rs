@@ -96,12 +96,13 @@ fn run_passes(
     let mut queue: std::collections::VecDeque<Pass> = plan.passes.iter().cloned().collect();
     while let Some(pass) = queue.pop_front() {
         let pass_cli = pass.cli(with.cli, plan);
-        let (outcome, diagnoses) = run_pass(run, manifest, &PassRun { cli: &pass_cli, ..*with }, &pass, &mut commands)?;
+        let (outcome, ended) = run_pass(run, manifest, &PassRun { cli: &pass_cli, ..*with }, &pass, &mut commands)?;
         if let StageOutcome::Interrupted(_) = outcome {
             verdict.add(outcome);
             break;
         }
-        let next = (with.cli.replay_mode == ReplayMode::Auto && needs_next_rung(&diagnoses))
+        let diagnoses = &ended.diagnoses;
+        let next = (with.cli.replay_mode == ReplayMode::Auto && needs_next_rung(&ended))
             .then(|| pass.next_rung(with.tool.has_app_range_replay()))
             .flatten();
         let Some(next) = next else {
@@ -109,7 +110,7 @@ fn run_passes(
             continue;
         };
         // This pass's failure is not the run's: the next rung runs instead.
-        let note = ladder_note(&pass, &next, &diagnoses, with.tool);
+        let note = ladder_note(&pass, &next, diagnoses, with.tool);
         tracing::warn!("{note}");
         let hint = "set pipeline.ncu.ncu_cli.replay_mode to one mode to run only that one".to_string();
         let step = Diagnosis { code: "replay_ladder".into(), message: note.clone(), hint };
@@ -140,11 +141,23 @@ fn ladder_note(pass: &Pass, next: &Pass, diagnoses: &[Diagnosis], tool: &Tool) -
     )
 }
 
-/// Whether a range pass's diagnoses call for the next rung of the ladder: ncu
-/// matched ranges but could not profile them.
-fn needs_next_rung(diagnoses: &[Diagnosis]) -> bool {
+/// How a pass ended, for the replay ladder.
+struct PassEnd {
+    diagnoses: Vec<Diagnosis>,
+    /// ncu ended by itself (an exit status, not a timeout or a signal).
+    by_itself: bool,
+    /// ncu wrote a report: it profiled something.
+    report: bool,
+}
+
+/// Whether a range pass calls for the next rung of the ladder: ncu ended by
+/// itself, profiled nothing (no report), and said why: it matched ranges it
+/// could not profile. A pass that profiled some ranges keeps its results
+/// (the next rung would count the same regions again, in other units); one
+/// that timed out or was killed is a failure of the run, not a reason.
+fn needs_next_rung(ended: &PassEnd) -> bool {
     let rungs = [ncu::code::UNSUPPORTED_API, ncu::code::NO_RANGES_PROFILED, ncu::code::EMPTY_RANGES];
-    diagnoses.iter().any(|d| rungs.contains(&d.code.as_str()))
+    ended.by_itself && !ended.report && ended.diagnoses.iter().any(|d| rungs.contains(&d.code.as_str()))
 }
 
 /// The `ncu_preflight` stage: every region of the plan looked up in what nsys
@@ -330,14 +343,14 @@ fn run_pass(
     with: &PassRun,
     pass: &Pass,
     commands: &mut String,
-) -> Result<(StageOutcome, Vec<Diagnosis>), Error> {
+) -> Result<(StageOutcome, PassEnd), Error> {
     let (tool, cli, name) = (with.tool, with.cli, pass.name.as_str());
     let spec = pass_spec(run, with, name);
     commands.push_str(&format!("{}\n", spec.display()));
     run.write(run_dir::NCU_CMD, commands.as_bytes())?;
     tracing::info!("ncu {name}: {}", spec.display());
     let stage_name = format!("ncu:{name}");
-    let mut seen = Vec::new();
+    let mut ended = PassEnd { diagnoses: Vec::new(), by_itself: false, report: false };
     let outcome = stage::run(manifest, &stage_name, spec.argv_strings(), || {
         let done = stage::run_with_progress(&stage_name, &spec)?;
         if done.exit == Exit::Interrupted {
@@ -357,7 +370,11 @@ fn run_pass(
             artifacts.extend(render_csv(run, tool, &report, name)?.made);
         }
         let no_permission = diagnoses.iter().any(|d| d.code == ncu::code::COUNTER_PERMISSION);
-        seen = diagnoses.clone();
+        ended = PassEnd {
+            diagnoses: diagnoses.clone(),
+            by_itself: matches!(done.exit, Exit::Code(_)),
+            report: report.is_file(),
+        };
         let failure = match done.exit {
             Exit::Interrupted => Some(signals::interrupted()),
             _ if no_permission => Some(
@@ -376,7 +393,7 @@ fn run_pass(
         };
         Ok(Done::of(failure).exit(ExitInfo::from(&done)).artifacts(artifacts).diagnoses(diagnoses))
     })?;
-    Ok((outcome, seen))
+    Ok((outcome, ended))
 }
 
 fn pass_spec(run: &RunDir, with: &PassRun, name: &str) -> Spawn {
