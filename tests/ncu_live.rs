@@ -441,6 +441,10 @@ fn a_range_pass_that_timed_out_fails_the_run_and_does_not_step_down() {
     let names: Vec<&str> = manifest["stages"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
     assert!(!names.contains(&"ncu:p0-kernel"), "{names:?}");
     assert!(p0["diagnoses"].as_array().unwrap().iter().all(|d| d["code"] != "replay_ladder"), "{p0}");
+    // The regions without results are put down to the timeout, not to the
+    // empty range the log held before it (it said "no CUDA work").
+    let hint = stage(&manifest, "ncu_matched")["diagnoses"][0]["hint"].as_str().unwrap().to_string();
+    assert!(hint.starts_with("ncu did not finish: ncu:p0 timed out (pipeline.ncu.timeout_s);"), "{hint}");
 }
 
 /// A ladder step repeats its pass's regions: a region without results is

@@ -210,12 +210,18 @@ fn matched(
     report: Option<&RegionReportFile>,
     preflight: Option<&Preflight>,
 ) -> Result<StageOutcome, Error> {
-    let codes: Vec<String> = manifest
-        .manifest
-        .stages
-        .iter()
-        .filter(|s| s.name.starts_with("ncu:"))
-        .flat_map(|s| s.diagnoses.iter().map(|d| d.code.clone()))
+    let passes = || manifest.manifest.stages.iter().filter(|s| s.name.starts_with("ncu:"));
+    let codes: Vec<String> = passes().flat_map(|s| s.diagnoses.iter().map(|d| d.code.clone())).collect();
+    // Passes ncu did not finish: what they had not written is lost, whatever their logs said.
+    let unfinished: Vec<String> = passes()
+        .filter_map(|s| {
+            let exit = s.exit.as_ref()?;
+            match (exit.timed_out, exit.signal) {
+                (true, _) => Some(format!("{} timed out (pipeline.ncu.timeout_s)", s.name)),
+                (false, Some(n)) => Some(format!("{} was killed by signal {n}", s.name)),
+                _ => None,
+            }
+        })
         .collect();
     stage::run(manifest, "ncu_matched", Vec::new(), || {
         let Some(report) = report else { return Ok(Done::ok(Vec::new())) };
@@ -240,7 +246,13 @@ fn matched(
             (true, false) => format!("ncu profiled nothing: no results for {}", empty.join(", ")),
             (false, _) => format!("no ncu results for {}", empty.join(", ")),
         };
-        let hint = empty_cause(&codes, preflight);
+        let hint = match unfinished.is_empty() {
+            true => empty_cause(&codes, preflight),
+            false => format!(
+                "ncu did not finish: {}; the results of what it had not written are lost (raise the timeout, or narrow the regions)",
+                unfinished.join(", ")
+            ),
+        };
         let diagnosis = Diagnosis { code: "empty_regions".into(), message: message.clone(), hint: hint.clone() };
         let error = cfg
             .pipeline
