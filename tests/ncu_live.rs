@@ -414,6 +414,25 @@ fn a_range_pass_with_results_keeps_them_and_does_not_step_down() {
     assert_eq!((run_test["name"].as_str(), run_test["inclusive"]["calls"].as_u64()), (Some("run_test"), Some(3)));
 }
 
+/// A pass whose log says "No ranges were profiled" profiled nothing, even
+/// beside a report file (should an ncu write one): `auto` steps down.
+#[test]
+fn a_range_pass_that_says_it_profiled_no_ranges_steps_down_beside_a_report() {
+    let root = tempfile::tempdir().unwrap();
+    let Some(report) = corpus_copy(&this_test!(), "real/nsight-training/manual_nvtx.ncu-rep", root.path()) else {
+        return;
+    };
+    let real =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ncu/range_replay_no_gpu.ncu2022.3.log");
+    let none = format!("case \" $* \" in *\" --replay-mode range \"*) cat '{}' >> \"$log\";; esac", real.display());
+    let fake = fake_ncu_replaying_and(root.path(), &report, &none);
+    let auto = ["--replay-mode", "auto", "--nvtx-include", "run_test"];
+    let dir = run_dir(&profile_true_under(root.path(), &fake, &auto).success().get_output().stdout);
+    let manifest = json(&dir.join("manifest.json"));
+    assert_eq!(codes_of(stage(&manifest, "ncu:p0")), ["empty_ranges", "no_ranges_profiled", "replay_ladder"]);
+    assert_eq!(stage(&manifest, "ncu:p0-kernel")["status"], "ok");
+}
+
 /// A range pass that timed out is the run's failure, whatever its log said
 /// before: `auto` does not step down from it (it did, on the empty range the
 /// log held, and the kernel rung's success hid the timeout).

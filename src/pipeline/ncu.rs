@@ -146,18 +146,19 @@ struct PassEnd {
     diagnoses: Vec<Diagnosis>,
     /// ncu ended by itself (an exit status, not a timeout or a signal).
     by_itself: bool,
-    /// ncu wrote a report: it profiled something.
-    report: bool,
+    /// ncu profiled something: it wrote a report, and did not say that it
+    /// profiled no ranges.
+    profiled: bool,
 }
 
 /// Whether a range pass calls for the next rung of the ladder: ncu ended by
-/// itself, profiled nothing (no report), and said why: it matched ranges it
+/// itself, profiled nothing, and said why: it matched ranges it
 /// could not profile. A pass that profiled some ranges keeps its results
 /// (the next rung would count the same regions again, in other units); one
 /// that timed out or was killed is a failure of the run, not a reason.
 fn needs_next_rung(ended: &PassEnd) -> bool {
     let rungs = [ncu::code::UNSUPPORTED_API, ncu::code::NO_RANGES_PROFILED, ncu::code::EMPTY_RANGES];
-    ended.by_itself && !ended.report && ended.diagnoses.iter().any(|d| rungs.contains(&d.code.as_str()))
+    ended.by_itself && !ended.profiled && ended.diagnoses.iter().any(|d| rungs.contains(&d.code.as_str()))
 }
 
 /// The `ncu_preflight` stage: every region of the plan looked up in what nsys
@@ -362,7 +363,7 @@ fn run_pass(
     run.write(run_dir::NCU_CMD, commands.as_bytes())?;
     tracing::info!("ncu {name}: {}", spec.display());
     let stage_name = format!("ncu:{name}");
-    let mut ended = PassEnd { diagnoses: Vec::new(), by_itself: false, report: false };
+    let mut ended = PassEnd { diagnoses: Vec::new(), by_itself: false, profiled: false };
     let outcome = stage::run(manifest, &stage_name, spec.argv_strings(), || {
         let done = stage::run_with_progress(&stage_name, &spec)?;
         if done.exit == Exit::Interrupted {
@@ -382,10 +383,11 @@ fn run_pass(
             artifacts.extend(render_csv(run, tool, &report, name)?.made);
         }
         let no_permission = diagnoses.iter().any(|d| d.code == ncu::code::COUNTER_PERMISSION);
+        let said_none = diagnoses.iter().any(|d| d.code == ncu::code::NO_RANGES_PROFILED);
         ended = PassEnd {
             diagnoses: diagnoses.clone(),
             by_itself: matches!(done.exit, Exit::Code(_)),
-            report: report.is_file(),
+            profiled: report.is_file() && !said_none,
         };
         let failure = match done.exit {
             Exit::Interrupted => Some(signals::interrupted()),
