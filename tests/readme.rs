@@ -46,7 +46,7 @@ fn the_readme_examples_run_from_a_shell_without_the_venv() {
             .env("HOME", root.path())
             .env("LLMPERF_PIPELINE__NSYS__TIMEOUT_S", "300")
             .env("LLMPERF_PIPELINE__NSYS__POSTPROCESS_TIMEOUT_S", "60")
-            .env("LLMPERF_PIPELINE__NSYS__HANG_RETRIES", "3")
+            .env("LLMPERF_PIPELINE__NSYS__HANG_RETRIES", "5")
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
