@@ -131,8 +131,10 @@ fn extra_work_in_b_is_found_in_b_only_with_its_sign_and_size() {
     let failing: Vec<_> = outcomes(&c).into_iter().filter(|o| o.2 == "regression").collect();
     assert_eq!(failing, [("workload".into(), "B".into(), "regression".into())]);
     // B does 4 matmuls instead of 1: about 4x the time, never less than 2x.
+    // The top only catches a wrong scale (a unit off by 1000): make test on
+    // 2026-11-29, both cores busy, measured +619% (7.2x) for one run.
     let change = row(&c, "workload", "B")["row"]["change"]["change_pct"].as_f64().unwrap();
-    assert!((100.0..600.0).contains(&change), "B changed {change}%");
+    assert!((100.0..1500.0).contains(&change), "B changed {change}%");
     assert!(row(&c, "workload", "B")["row"]["change"]["ci_low_pct"].as_f64().unwrap() > 0.0);
     for name in ["A", "A::A1"] {
         assert_ne!(row(&c, "workload", name)["outcome"], "regression", "{name}");
